@@ -1,0 +1,350 @@
+"""cuBLAS through ctypes: the baseline every kernel in this project is measured against.
+
+cuda-bindings has no cuBLAS module, so the few entry points we need are declared in one
+table (``SIGNATURES``) and bound once. Every status-returning call gets an ``errcheck``
+that raises :class:`CublasError`, so no call site inspects a status itself.
+
+The project stores matrices row-major; cuBLAS is column-major. The translation lives in
+exactly one pure function, :func:`column_major_call`, which the tests check against a
+NumPy model of the BLAS reference semantics. Every public GEMM routes through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import weakref
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Iterator
+
+from .errors import CublasError, GemmDriverError, LibraryNotFoundError
+
+# cublasStatus_t (cublas_api.h). Kept here so errors carry a name even when the library's
+# own text cannot be reached (e.g. a synthetic status in a test).
+STATUS_NAMES = {v: "CUBLAS_STATUS_" + n for v, n in (
+    (0, "SUCCESS"), (1, "NOT_INITIALIZED"), (3, "ALLOC_FAILED"), (7, "INVALID_VALUE"),
+    (8, "ARCH_MISMATCH"), (11, "MAPPING_ERROR"), (13, "EXECUTION_FAILED"),
+    (14, "INTERNAL_ERROR"), (15, "NOT_SUPPORTED"), (16, "LICENSE_ERROR"))}
+
+
+class DataType(IntEnum):
+    """cudaDataType_t (library_types.h)."""
+    CUDA_R_32F = 0
+    CUDA_R_16F = 2
+    CUDA_R_16BF = 14
+
+
+class ComputeType(IntEnum):
+    """cublasComputeType_t (cublas_api.h)."""
+    CUBLAS_COMPUTE_32F = 68
+    CUBLAS_COMPUTE_32F_PEDANTIC = 69
+    CUBLAS_COMPUTE_32F_FAST_16F = 74
+    CUBLAS_COMPUTE_32F_FAST_16BF = 75
+    CUBLAS_COMPUTE_32F_FAST_TF32 = 77
+
+
+class MathMode(IntEnum):
+    """cublasMath_t: CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH, CUBLAS_TF32_TENSOR_OP_MATH."""
+    DEFAULT = 0
+    PEDANTIC = 2
+    TF32_TENSOR_OP = 3
+
+
+class Operation(IntEnum):
+    """cublasOperation_t: CUBLAS_OP_N, CUBLAS_OP_T."""
+    N = 0
+    T = 1
+
+
+CUBLAS_GEMM_DEFAULT = -1  # cublasGemmAlgo_t: let cuBLAS's heuristics choose.
+_INT32_MAX = 2**31 - 1  # ctypes silently truncates ints that overflow c_int.
+
+
+@dataclass(frozen=True)
+class Precision:
+    """One explicit precision choice: storage types, compute type and the math mode that
+    goes with it. Spelled out so that no TF32 ever sneaks into an "fp32" number."""
+
+    name: str
+    ab_type: DataType
+    c_type: DataType
+    compute: ComputeType
+    math_mode: MathMode
+    ab_bytes: int
+    c_bytes: int
+
+
+_F32, _F16, _BF16 = DataType.CUDA_R_32F, DataType.CUDA_R_16F, DataType.CUDA_R_16BF
+_C32, _TF32 = ComputeType.CUBLAS_COMPUTE_32F, ComputeType.CUBLAS_COMPUTE_32F_FAST_TF32
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("fp32", _F32, _F32, _C32, MathMode.PEDANTIC, 4, 4),
+        # No TF32 either, but cuBLAS may pick its fastest non-TF32 kernels; measured
+        # against "fp32" on the H100 to decide which is the honest baseline.
+        Precision("fp32_default_math", _F32, _F32, _C32, MathMode.DEFAULT, 4, 4),
+        Precision("tf32", _F32, _F32, _TF32, MathMode.TF32_TENSOR_OP, 4, 4),
+        # Half-width inputs always use tensor cores; DEFAULT math keeps them allowed.
+        Precision("bf16", _BF16, _F32, _C32, MathMode.DEFAULT, 2, 4),
+        Precision("fp16", _F16, _F32, _C32, MathMode.DEFAULT, 2, 4),
+    )
+}
+
+
+# --- the binding ---------------------------------------------------------------------
+_i, _ll, _p = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
+_fp, _ip = ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_int)
+_GEMM = (_p, _i, _i, _i, _i, _i)  # handle, transa, transb, m, n, k
+
+# (restype, name, argtypes). Status-returning (c_int) entries get the errcheck.
+SIGNATURES: tuple[tuple[Any, str, tuple[Any, ...]], ...] = (
+    (_i, "cublasCreate_v2", (ctypes.POINTER(_p),)),
+    (_i, "cublasDestroy_v2", (_p,)),
+    (_i, "cublasSetStream_v2", (_p, _p)),
+    (_i, "cublasSetMathMode", (_p, _i)),
+    (_i, "cublasGetMathMode", (_p, _ip)),
+    (_i, "cublasGetProperty", (_i, _ip)),
+    (_i, "cublasSgemm_v2", _GEMM + (_fp, _p, _i, _p, _i, _fp, _p, _i)),
+    (_i, "cublasGemmEx", _GEMM + (_p, _p, _i, _i, _p, _i, _i, _p, _p, _i, _i, _i, _i)),
+    (_i, "cublasSgemmStridedBatched",
+     _GEMM + (_fp, _p, _i, _ll, _p, _i, _ll, _fp, _p, _i, _ll, _i)),
+    (_i, "cublasGemmStridedBatchedEx",
+     _GEMM + (_p, _p, _i, _i, _ll, _p, _i, _i, _ll, _p, _p, _i, _i, _ll, _i, _i, _i)),
+    (ctypes.c_char_p, "cublasGetStatusString", (_i,)),
+    (ctypes.c_char_p, "cublasGetStatusName", (_i,)),
+)
+
+
+def status_name(status: int) -> str:
+    """The cublasStatus_t enum name of ``status``; never raises."""
+    return STATUS_NAMES.get(int(status), f"CUBLAS_STATUS_UNKNOWN({int(status)})")
+
+
+def status_message(status: int) -> str:
+    """cuBLAS's own text for ``status`` (cublasGetStatusString), or '' if unavailable."""
+    try:
+        text = _library().cublasGetStatusString(int(status))
+    except (GemmDriverError, AttributeError, OSError):
+        return ""
+    return text.decode(errors="replace") if text else ""
+
+
+def _errcheck(status: int, func: Any, args: tuple) -> int:
+    """ctypes errcheck hook: turn a non-zero cublasStatus_t into a CublasError."""
+    if status != 0:
+        raise CublasError(status_name(status), status_message(status), func.__name__)
+    return status
+
+
+@functools.lru_cache(maxsize=None)
+def _library() -> ctypes.CDLL:
+    """Find cuBLAS with cuda.pathfinder (wheel, conda or system), open it once, bind it."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
+    except (ImportError, RuntimeError, OSError) as exc:  # DynamicLibNotFoundError is a RuntimeError
+        raise LibraryNotFoundError(
+            f"cuBLAS was not found ({exc}); install it with `pip install nvidia-cublas-cu12`"
+        ) from None
+    for restype, name, argtypes in SIGNATURES:
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+        if restype is _i:
+            fn.errcheck = _errcheck
+    return lib
+
+
+def library_path() -> str:
+    """Absolute path of the cuBLAS shared library in use."""
+    return _library()._name
+
+
+def version() -> tuple[int, int, int]:
+    """(major, minor, patch) of the loaded cuBLAS; needs no GPU or driver."""
+    lib, value, parts = _library(), ctypes.c_int(), []
+    for prop in (0, 1, 2):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+        lib.cublasGetProperty(prop, ctypes.byref(value))
+        parts.append(value.value)
+    return tuple(parts)  # type: ignore[return-value]
+
+
+# --- handle --------------------------------------------------------------------------
+def _stream_ptr(stream: Any) -> int:
+    """Raw cudaStream_t: None is the default stream; project streams carry ``.handle``."""
+    return 0 if stream is None else int(getattr(stream, "handle", stream))
+
+
+def _destroy_quietly(lib: Any, raw: int) -> None:
+    """Finalizer path (GC or interpreter exit): the context may already be gone."""
+    try:
+        lib.cublasDestroy_v2(raw)
+    except CublasError:
+        pass
+
+
+class CublasHandle:
+    """A cublasHandle_t bound to a stream.
+
+    The caller guarantees a current CUDA context (cuBLAS uses the primary context, which
+    the project retains). ``close()`` is idempotent; a ``weakref.finalize`` destroys the
+    handle if the owner forgets, but explicit close (or ``with``) is the intended use.
+    """
+
+    def __init__(self, stream: Any = None):
+        lib, raw = _library(), ctypes.c_void_p()
+        lib.cublasCreate_v2(ctypes.byref(raw))
+        self._lib, self._raw, self.stream = lib, int(raw.value or 0), None
+        self._finalizer = weakref.finalize(self, _destroy_quietly, lib, self._raw)
+        try:
+            self.set_stream(stream)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def ptr(self) -> int:
+        """The raw cublasHandle_t; raises once the handle is closed."""
+        if not self._finalizer.alive:
+            raise GemmDriverError("cuBLAS handle is closed")
+        return self._raw
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def set_stream(self, stream: Any) -> None:
+        """Run subsequent calls on ``stream`` (None: the default stream)."""
+        self._lib.cublasSetStream_v2(self.ptr, _stream_ptr(stream))
+        self.stream = stream
+
+    def get_math_mode(self) -> int:
+        """Current cublasMath_t; an int because it may carry flag bits beyond MathMode."""
+        mode = ctypes.c_int()
+        self._lib.cublasGetMathMode(self.ptr, ctypes.byref(mode))
+        return mode.value
+
+    def set_math_mode(self, mode: int) -> None:
+        self._lib.cublasSetMathMode(self.ptr, int(mode))
+
+    def close(self) -> None:
+        """Destroy the handle now (raising on failure); later calls do nothing."""
+        if self._finalizer.detach() is not None:
+            self._lib.cublasDestroy_v2(self._raw)
+
+    def __enter__(self) -> CublasHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# --- the row-major swap --------------------------------------------------------------
+@dataclass(frozen=True)
+class ColumnMajorGemm:
+    """Arguments of the column-major cuBLAS call equivalent to a row-major GEMM.
+
+    ``first``/``second`` name the row-major operand ("a" or "b") cuBLAS sees as its A/B.
+    """
+
+    m: int
+    n: int
+    k: int
+    first: str
+    ld_first: int
+    second: str
+    ld_second: int
+    ldc: int
+
+    def operands(self, a: Any, b: Any) -> tuple[Any, Any]:
+        """Order anything per-operand (pointers, strides, types) as cuBLAS wants it."""
+        by_name = {"a": a, "b": b}
+        return by_name[self.first], by_name[self.second]
+
+
+def column_major_call(m: int, n: int, k: int, lda: int, ldb: int, ldc: int) -> ColumnMajorGemm:
+    """Row-major C(MxN) = A(MxK) B(KxN) as a column-major, OP_N/OP_N cuBLAS call.
+
+    A row-major MxN buffer with leading dimension ld, read column-major, is the NxM
+    transpose with the same ld. So C^T = B^T A^T is a plain column-major GEMM of shape
+    (n, m, k) with B first (ldb), A second (lda) and C (ldc): no transposes, no copies.
+    Raises ValueError naming the rule a row-major argument breaks.
+    """
+    rules = (
+        ("m >= 0", m >= 0), ("n >= 0", n >= 0), ("k >= 0", k >= 0),
+        ("lda >= max(1, k)", lda >= max(1, k)),
+        ("ldb >= max(1, n)", ldb >= max(1, n)),
+        ("ldc >= max(1, n)", ldc >= max(1, n)),
+        ("every size < 2**31 (cuBLAS takes 32-bit ints)", max(m, n, k, lda, ldb, ldc) <= _INT32_MAX),
+    )
+    for rule, ok in rules:
+        if not ok:
+            raise ValueError(f"row-major GEMM needs {rule}; got m={m}, n={n}, k={k}, "
+                             f"lda={lda}, ldb={ldb}, ldc={ldc}")
+    return ColumnMajorGemm(n, m, k, "b", ldb, "a", lda, ldc)
+
+
+# --- public GEMMs (row-major semantics, device pointers as ints) ---------------------
+def _precision(precision: str | Precision) -> Precision:
+    if isinstance(precision, Precision):
+        return precision
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose from {sorted(PRECISIONS)}")
+    return PRECISIONS[precision]
+
+
+def sgemm(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
+          b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
+    """C = alpha*A@B + beta*C in fp32 (cublasSgemm; TF32 only if the handle's math mode allows)."""
+    cm = column_major_call(m, n, k, lda, ldb, ldc)
+    first, second = cm.operands(int(a), int(b))
+    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    handle._lib.cublasSgemm_v2(handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k,
+                               ctypes.byref(al), first, cm.ld_first, second, cm.ld_second,
+                               ctypes.byref(be), int(c), cm.ldc)
+
+
+@contextlib.contextmanager
+def _math_mode(handle: CublasHandle, mode: int) -> Iterator[None]:
+    """Set ``mode`` on the handle for one call and restore whatever was there before."""
+    previous = handle.get_math_mode()
+    handle.set_math_mode(mode)
+    try:
+        yield
+    finally:
+        handle.set_math_mode(previous)
+
+
+def gemm_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
+            b: int, ldb: int, beta: float, c: int, ldc: int,
+            precision: str | Precision = "fp32") -> None:
+    """C = alpha*A@B + beta*C with the explicit types, compute type and math mode of
+    ``precision`` (cublasGemmEx). Every precision here computes in fp32, so alpha and
+    beta are host floats."""
+    p = _precision(precision)
+    cm = column_major_call(m, n, k, lda, ldb, ldc)
+    first, second = cm.operands(int(a), int(b))
+    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    with _math_mode(handle, p.math_mode):
+        handle._lib.cublasGemmEx(
+            handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),
+            first, p.ab_type, cm.ld_first, second, p.ab_type, cm.ld_second,
+            ctypes.byref(be), int(c), p.c_type, cm.ldc, p.compute, CUBLAS_GEMM_DEFAULT)
+
+
+def sgemm_strided_batched(handle: CublasHandle, m: int, n: int, k: int, alpha: float,
+                          a: int, lda: int, stride_a: int, b: int, ldb: int, stride_b: int,
+                          beta: float, c: int, ldc: int, stride_c: int, batch: int) -> None:
+    """``batch`` independent fp32 GEMMs; matrix i of X starts stride_x elements after i-1."""
+    if not 0 <= batch <= _INT32_MAX:
+        raise ValueError(f"sgemm_strided_batched needs 0 <= batch < 2**31; got batch={batch}")
+    cm = column_major_call(m, n, k, lda, ldb, ldc)
+    (first, s_first), (second, s_second) = cm.operands((int(a), stride_a), (int(b), stride_b))
+    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    handle._lib.cublasSgemmStridedBatched(
+        handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),
+        first, cm.ld_first, s_first, second, cm.ld_second, s_second,
+        ctypes.byref(be), int(c), cm.ldc, stride_c, batch)
+

@@ -1,0 +1,413 @@
+"""CUDA driver API objects: Device, Context, Stream, Event, DeviceBuffer, Module, Kernel.
+
+Every resource is a context manager with an idempotent ``close()`` and a
+``weakref.finalize`` fallback, so nothing leaks when a test fails half-way.
+The context is the device's *primary* context, retained explicitly: cuBLAS (which uses
+the runtime API) shares it, and it behaves the same on cuda-bindings 12.x and 13.x,
+unlike ``cuCtxCreate`` whose signature changed between them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import CudaError, GpuUnavailableError, check, error_for
+
+NO_GPU_HINT = "commands that work without a GPU: list, info, compile"
+
+
+def _driver():
+    from cuda.bindings import driver
+
+    return driver
+
+
+@lru_cache(maxsize=1)
+def init() -> None:
+    """cuInit once; a missing driver or GPU becomes GpuUnavailableError."""
+    try:
+        check(_driver().cuInit(0), "cuInit")
+    except CudaError as exc:
+        raise GpuUnavailableError(f"no usable NVIDIA GPU: {exc.name} ({exc.message})") from None
+    except Exception as exc:  # pathfinder's DynamicLibNotFoundError when libcuda is absent
+        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise GpuUnavailableError(f"no NVIDIA driver found ({first_line})") from None
+
+
+def gpu_available() -> bool:
+    """True when the driver loads and at least one device exists."""
+    try:
+        return device_count() > 0
+    except GpuUnavailableError:
+        return False
+
+
+def device_count() -> int:
+    init()
+    return check(_driver().cuDeviceGetCount(), "cuDeviceGetCount")
+
+
+def driver_version() -> tuple[int, int]:
+    """The installed driver's CUDA version, e.g. (13, 0)."""
+    init()
+    v = check(_driver().cuDriverGetVersion(), "cuDriverGetVersion")
+    return v // 1000, (v % 1000) // 10
+
+
+class _Resource:
+    """Shared close()/context-manager plumbing; subclasses set ``self._finalizer``."""
+
+    _finalizer: weakref.finalize | None = None
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        return self._finalizer is None or not self._finalizer.alive
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class Device:
+    """One GPU and the facts about it that kernels and reports need."""
+
+    ordinal: int
+    handle: Any
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    l2_bytes: int
+    max_shared_per_block_optin: int
+    max_shared_per_sm: int
+    max_threads_per_sm: int
+    max_registers_per_sm: int
+    clock_khz: int
+    memory_clock_khz: int
+    memory_bus_bits: int
+    total_memory: int
+
+    @classmethod
+    def get(cls, ordinal: int = 0) -> "Device":
+        init()
+        d = _driver()
+        count = device_count()
+        if not 0 <= ordinal < count:
+            raise GpuUnavailableError(f"GPU {ordinal} does not exist; this machine has {count}")
+        handle = check(d.cuDeviceGet(ordinal), "cuDeviceGet")
+        a = d.CUdevice_attribute
+
+        def attr(name: str) -> int:
+            return check(d.cuDeviceGetAttribute(getattr(a, name), handle), "cuDeviceGetAttribute")
+
+        raw_name = check(d.cuDeviceGetName(256, handle), "cuDeviceGetName")
+        return cls(
+            ordinal=ordinal,
+            handle=handle,
+            name=raw_name.split(b"\x00")[0].decode(),
+            compute_capability=(
+                attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
+                attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"),
+            ),
+            sm_count=attr("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+            l2_bytes=attr("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"),
+            max_shared_per_block_optin=attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+            max_shared_per_sm=attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+            max_threads_per_sm=attr("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR"),
+            max_registers_per_sm=attr("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR"),
+            clock_khz=attr("CU_DEVICE_ATTRIBUTE_CLOCK_RATE"),
+            memory_clock_khz=attr("CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE"),
+            memory_bus_bits=attr("CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH"),
+            total_memory=check(d.cuDeviceTotalMem(handle), "cuDeviceTotalMem"),
+        )
+
+    @property
+    def arch(self) -> str:
+        """The NVRTC target for this device, e.g. 'sm_90'."""
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
+
+class Context(_Resource):
+    """The device's primary context, retained for this object's lifetime.
+
+    ``with Context(device):`` pushes it on this thread and pops it on exit; the
+    constructor also makes it current so that plain, non-``with`` use works too.
+    """
+
+    def __init__(self, device: Device | int = 0):
+        self.device = device if isinstance(device, Device) else Device.get(device)
+        d = _driver()
+        self.handle = check(d.cuDevicePrimaryCtxRetain(self.device.handle), "cuDevicePrimaryCtxRetain")
+        self._finalizer = weakref.finalize(self, _release_primary, self.device.handle)
+        self.make_current()
+
+    def make_current(self) -> None:
+        check(_driver().cuCtxSetCurrent(self.handle), "cuCtxSetCurrent")
+
+    def __enter__(self) -> "Context":
+        check(_driver().cuCtxPushCurrent(self.handle), "cuCtxPushCurrent")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        check(_driver().cuCtxPopCurrent(), "cuCtxPopCurrent")
+        self.close()
+
+    def synchronize(self) -> None:
+        check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def mem_info(self) -> tuple[int, int]:
+        """(free, total) bytes of device memory."""
+        return check(_driver().cuMemGetInfo(), "cuMemGetInfo")
+
+
+def _release_primary(device_handle) -> None:
+    _driver().cuDevicePrimaryCtxRelease(device_handle)
+
+
+class Stream(_Resource):
+    """A non-blocking stream: it never synchronises implicitly with the legacy stream."""
+
+    def __init__(self):
+        d = _driver()
+        flags = d.CUstream_flags.CU_STREAM_NON_BLOCKING
+        self.handle = check(d.cuStreamCreate(flags), "cuStreamCreate")
+        self._finalizer = weakref.finalize(self, _driver().cuStreamDestroy, self.handle)
+
+    def synchronize(self) -> None:
+        check(_driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+
+
+class Event(_Resource):
+    """A timing event; ``elapsed_ms(start, end)`` reads the GPU time between two."""
+
+    def __init__(self):
+        d = _driver()
+        self.handle = check(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+        self._finalizer = weakref.finalize(self, _driver().cuEventDestroy, self.handle)
+
+    def record(self, stream: Stream) -> None:
+        check(_driver().cuEventRecord(self.handle, stream.handle), "cuEventRecord")
+
+    def synchronize(self) -> None:
+        check(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
+
+    @staticmethod
+    def elapsed_ms(start: "Event", end: "Event") -> float:
+        d = _driver()
+        # CUDA 13 retired the v1 entry point; 12.x bindings have both.
+        elapsed = getattr(d, "cuEventElapsedTime_v2", None) or d.cuEventElapsedTime
+        return float(check(elapsed(start.handle, end.handle), "cuEventElapsedTime"))
+
+
+class DeviceBuffer(_Resource):
+    """Linear device memory of ``nbytes`` bytes; ``ptr`` is the raw device address."""
+
+    def __init__(self, nbytes: int, context: Context | None = None):
+        if nbytes <= 0:
+            raise ValueError(f"buffer size must be positive, got {nbytes} bytes")
+        d = _driver()
+        free, total = check(d.cuMemGetInfo(), "cuMemGetInfo")
+        if nbytes > free:
+            raise MemoryError(
+                f"cannot allocate {nbytes / 2**30:.2f} GiB on the GPU: "
+                f"{free / 2**30:.2f} GiB free of {total / 2**30:.2f} GiB"
+            )
+        self.nbytes = nbytes
+        self.handle = check(d.cuMemAlloc(nbytes), "cuMemAlloc")
+        self.ptr = int(self.handle)
+        self._finalizer = weakref.finalize(self, _driver().cuMemFree, self.handle)
+
+    @classmethod
+    def from_array(cls, array: np.ndarray) -> "DeviceBuffer":
+        buf = cls(array.nbytes)
+        buf.upload(array)
+        return buf
+
+    def _check_fits(self, array: np.ndarray, offset: int) -> None:
+        if not array.flags.c_contiguous:
+            raise ValueError("host array must be C-contiguous")
+        if offset < 0 or offset + array.nbytes > self.nbytes:
+            raise ValueError(
+                f"{array.nbytes} bytes at offset {offset} do not fit a {self.nbytes}-byte buffer"
+            )
+
+    def upload(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> None:
+        """Host -> device; asynchronous on ``stream`` when one is given (keep ``array`` alive)."""
+        self._check_fits(array, offset)
+        d = _driver()
+        if stream is None:
+            check(d.cuMemcpyHtoD(self.ptr + offset, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+        else:
+            check(
+                d.cuMemcpyHtoDAsync(self.ptr + offset, array.ctypes.data, array.nbytes, stream.handle),
+                "cuMemcpyHtoDAsync",
+            )
+
+    def download(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> np.ndarray:
+        """Device -> host into ``array``; asynchronous on ``stream`` when one is given."""
+        self._check_fits(array, offset)
+        d = _driver()
+        if stream is None:
+            check(d.cuMemcpyDtoH(array.ctypes.data, self.ptr + offset, array.nbytes), "cuMemcpyDtoH")
+        else:
+            check(
+                d.cuMemcpyDtoHAsync(array.ctypes.data, self.ptr + offset, array.nbytes, stream.handle),
+                "cuMemcpyDtoHAsync",
+            )
+        return array
+
+    def memset32(self, value: int, count: int | None = None, stream: Stream | None = None) -> None:
+        """Fill ``count`` 32-bit words (default: the whole buffer) with ``value``."""
+        count = self.nbytes // 4 if count is None else count
+        d = _driver()
+        if stream is None:
+            check(d.cuMemsetD32(self.ptr, value, count), "cuMemsetD32")
+        else:
+            check(d.cuMemsetD32Async(self.ptr, value, count, stream.handle), "cuMemsetD32Async")
+
+
+class HostFlag(_Resource):
+    """One pinned, device-mapped 32-bit word: the host writes it, a kernel polls it."""
+
+    def __init__(self):
+        d = _driver()
+        flags = d.CU_MEMHOSTALLOC_DEVICEMAP | d.CU_MEMHOSTALLOC_PORTABLE
+        self._host = check(d.cuMemHostAlloc(4, flags), "cuMemHostAlloc")
+        self.device_ptr = int(check(d.cuMemHostGetDevicePointer(self._host, 0), "cuMemHostGetDevicePointer"))
+        self._word = ctypes.c_int32.from_address(int(self._host))
+        self._word.value = 0
+        self._finalizer = weakref.finalize(self, _driver().cuMemFreeHost, self._host)
+
+    def set(self, value: int) -> None:
+        self._word.value = value
+
+
+# C type names a kernel may declare -> the ctypes type that packs them.
+C_TYPES: dict[str, type] = {
+    "int": ctypes.c_int32,
+    "unsigned": ctypes.c_uint32,
+    "long long": ctypes.c_int64,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
+    "ptr": ctypes.c_uint64,  # any device pointer
+}
+
+
+class PackedArgs:
+    """Kernel arguments packed once into a ``void*[]``, reusable for many launches."""
+
+    def __init__(self, signature: Sequence[str], values: Sequence[Any]):
+        if len(signature) != len(values):
+            raise TypeError(f"kernel takes {len(signature)} arguments, {len(values)} given")
+        self._values = [C_TYPES[t](_as_c_value(t, v)) for t, v in zip(signature, values)]
+        self._pointers = (ctypes.c_void_p * len(values))(
+            *[ctypes.addressof(v) for v in self._values]
+        )
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self._pointers)
+
+
+def _as_c_value(ctype: str, value: Any) -> Any:
+    if ctype == "ptr":
+        return int(getattr(value, "ptr", value))
+    if ctype in ("float", "double"):
+        return float(value)
+    if isinstance(value, (float, np.floating)):
+        raise TypeError(f"argument of C type {ctype} got a float ({value!r})")
+    return int(value)
+
+
+class Module(_Resource):
+    """A loaded cubin, or PTX compiled by the driver's JIT with its logs captured."""
+
+    LOG_BYTES = 1 << 16
+
+    def __init__(self, image: bytes, *, is_ptx: bool = False, name: str = "module"):
+        d = _driver()
+        self.name = name
+        self.jit_log = ""
+        if is_ptx:
+            self.handle = self._load_ptx(image, name)
+        else:
+            self.handle = check(d.cuModuleLoadData(image), f"cuModuleLoadData({name})")
+        self._finalizer = weakref.finalize(self, _driver().cuModuleUnload, self.handle)
+
+    def _load_ptx(self, ptx: bytes, name: str):
+        d = _driver()
+        opt = d.CUjit_option
+        info, error = bytearray(self.LOG_BYTES), bytearray(self.LOG_BYTES)
+        options = [
+            opt.CU_JIT_INFO_LOG_BUFFER,
+            opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            opt.CU_JIT_ERROR_LOG_BUFFER,
+            opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            opt.CU_JIT_LOG_VERBOSE,
+        ]
+        values = [info, self.LOG_BYTES, error, self.LOG_BYTES, 1]
+        image = ptx if ptx.endswith(b"\x00") else ptx + b"\x00"
+        status, handle = d.cuModuleLoadDataEx(image, len(options), options, values)
+        self.jit_log = _c_string(info)
+        if int(status) != 0:
+            raise error_for(status, f"PTX JIT of {name}", _c_string(error))
+        return handle
+
+    def kernel(self, entry: str, signature: Sequence[str], dynamic_smem: int = 0) -> "Kernel":
+        return Kernel(self, entry, signature, dynamic_smem)
+
+
+def _c_string(buf: bytearray) -> str:
+    return bytes(buf).split(b"\x00", 1)[0].decode(errors="replace").strip()
+
+
+class Kernel:
+    """One entry point of a Module with its declared C signature.
+
+    Dynamic shared memory above the 48 KiB default is opted into once, here at load.
+    """
+
+    def __init__(self, module: Module, entry: str, signature: Sequence[str], dynamic_smem: int = 0):
+        d = _driver()
+        unknown = [t for t in signature if t not in C_TYPES]
+        if unknown:
+            raise TypeError(f"unknown C types {unknown}; allowed: {sorted(C_TYPES)}")
+        self.module, self.entry, self.signature = module, entry, tuple(signature)
+        self.handle = check(d.cuModuleGetFunction(module.handle, entry.encode()), f"cuModuleGetFunction({entry})")
+        self.dynamic_smem = dynamic_smem
+        if dynamic_smem > 48 * 1024:
+            attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(d.cuFuncSetAttribute(self.handle, attr, dynamic_smem), "cuFuncSetAttribute")
+
+    def attribute(self, name: str) -> int:
+        """A CU_FUNC_ATTRIBUTE_* value, e.g. attribute('NUM_REGS')."""
+        d = _driver()
+        attr = getattr(d.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
+        return check(d.cuFuncGetAttribute(attr, self.handle), "cuFuncGetAttribute")
+
+    def pack(self, *args: Any) -> PackedArgs:
+        return PackedArgs(self.signature, args)
+
+    def launch(self, grid: Sequence[int], block: Sequence[int], args: PackedArgs | Sequence[Any], stream: Stream) -> None:
+        packed = args if isinstance(args, PackedArgs) else self.pack(*args)
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+        bx, by, bz = (tuple(block) + (1, 1))[:3]
+        check(
+            _driver().cuLaunchKernel(
+                self.handle, gx, gy, gz, bx, by, bz, self.dynamic_smem, stream.handle, packed.address, 0
+            ),
+            f"cuLaunchKernel({self.entry})",
+        )

@@ -1,0 +1,126 @@
+"""KernelSpec: everything the driver needs to know about one kernel, declared once.
+
+A spec names its source file and entry point, its tunables with defaults and allowed
+values, the rules a (problem, tunables) pair must satisfy, its launch geometry and its
+minimum architecture. ``validate`` refuses a configuration that cannot work with a
+ValueError naming the broken rule, before anything is compiled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from ..problem import GemmProblem
+
+Dims = tuple[int, int, int]
+Tunables = Mapping[str, int]
+Rule = Callable[[GemmProblem, Tunables], "str | None"]
+
+# The C signature every FP32 ladder kernel shares (see cu/gemm_common.cuh).
+SGEMM_SIGNATURE = ("int", "int", "int", "float", "ptr", "int", "ptr", "int", "float", "ptr", "int")
+
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_THREADS_PER_BLOCK = 1024
+
+
+@dataclass(frozen=True)
+class Tunable:
+    name: str
+    default: int
+    choices: tuple[int, ...]
+    help: str
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One registered kernel. ``entry`` may be a name expression template such as
+    ``"sgemm_coalesced<{BLOCK}>"``, filled from the tunables."""
+
+    name: str
+    description: str
+    source: str  # relative to the source root: "cu/naive.cu" or "ptx/naive.ptx"
+    entry: str
+    block: Callable[[Tunables], Dims]
+    grid: Callable[[GemmProblem, Tunables], Dims]
+    tunables: tuple[Tunable, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    dynamic_smem: Callable[[Tunables], int] = field(default=lambda t: 0)
+    min_cc: tuple[int, int] = (7, 5)
+    dtype: str = "float32"
+    signature: tuple[str, ...] = SGEMM_SIGNATURE
+    options: tuple[str, ...] = ("--std=c++17", "-lineinfo")
+
+    @property
+    def kind(self) -> str:
+        """'cu' for CUDA C++ through NVRTC, 'ptx' for hand-written PTX."""
+        return "ptx" if self.source.endswith(".ptx") else "cu"
+
+    @property
+    def min_arch(self) -> str:
+        return f"sm_{self.min_cc[0]}{self.min_cc[1]}"
+
+    def resolve(self, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        """Defaults merged with ``overrides``; unknown names and disallowed values refused."""
+        known = {t.name: t for t in self.tunables}
+        values = {t.name: t.default for t in self.tunables}
+        for name, value in (overrides or {}).items():
+            if name not in known:
+                allowed = ", ".join(known) or "none"
+                raise ValueError(f"kernel {self.name!r} has no tunable {name!r}; its tunables: {allowed}")
+            choices = known[name].choices
+            if isinstance(value, bool) or not isinstance(value, int) or value not in choices:
+                raise ValueError(f"{self.name}: {name}={value!r} is not allowed; choose one of {list(choices)}")
+            values[name] = value
+        return values
+
+    def name_expression(self, tunables: Tunables) -> str:
+        return self.entry.format(**tunables)
+
+    def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        """Resolved tunables for ``problem``, or ValueError naming the broken rule."""
+        tunables = self.resolve(overrides)
+        for rule in self.rules:
+            if (broken := rule(problem, tunables)) is not None:
+                raise ValueError(f"{self.name}: {broken}")
+        threads = _product(self.block(tunables))
+        if not 1 <= threads <= MAX_THREADS_PER_BLOCK:
+            raise ValueError(f"{self.name}: {threads} threads per block; at most {MAX_THREADS_PER_BLOCK}")
+        if not problem.is_empty:
+            grid = self.grid(problem, tunables)
+            for axis, (count, limit) in enumerate(zip(grid, MAX_GRID)):
+                if count > limit:
+                    raise ValueError(
+                        f"{self.name}: problem {problem.label} needs {count} blocks along grid axis "
+                        f"{'xyz'[axis]}; the limit is {limit}"
+                    )
+        return tunables
+
+    def check_device(self, compute_capability: tuple[int, int]) -> None:
+        if tuple(compute_capability) < self.min_cc:
+            have = f"sm_{compute_capability[0]}{compute_capability[1]}"
+            raise ValueError(f"{self.name} needs {self.min_arch} or newer; this GPU is {have}")
+
+
+@dataclass(frozen=True)
+class Provider:
+    """A baseline that is not one of our kernels: a library (cuBLAS) or the CPU (NumPy)."""
+
+    name: str
+    description: str
+    kind: str  # "library" or "cpu"
+    dtype: str = "float32"
+    min_cc: tuple[int, int] = (0, 0)
+
+    @property
+    def min_arch(self) -> str:
+        return "-" if self.kind == "cpu" else f"sm_{self.min_cc[0]}{self.min_cc[1]}"
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _product(dims: Dims) -> int:
+    x, y, z = dims
+    return x * y * z

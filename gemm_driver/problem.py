@@ -1,0 +1,63 @@
+"""GemmProblem: the shape and scalars of one C = alpha * A @ B + beta * C.
+
+Pure data with no CUDA import, so the registry, the CLI and the tests can use it on
+machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Kernels index with 32-bit ints; a matrix this large would overflow them.
+MAX_ELEMENTS = 2**31 - 1
+
+_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    m: int
+    n: int
+    k: int
+    alpha: float = 1.0
+    beta: float = 0.0
+
+    def __post_init__(self):
+        for dim in ("m", "n", "k"):
+            value = getattr(self, dim)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{dim.upper()} must be a non-negative integer, got {value!r}")
+        for name in ("alpha", "beta"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
+        sizes = {"A (M x K)": self.m * self.k, "B (K x N)": self.k * self.n, "C (M x N)": self.m * self.n}
+        for label, count in sizes.items():
+            if count > MAX_ELEMENTS:
+                raise ValueError(f"{label} has {count} elements; at most {MAX_ELEMENTS} (2^31 - 1) are allowed")
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of the product (2 per multiply-add), the usual GEMM count."""
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def label(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    @property
+    def is_empty(self) -> bool:
+        """No output (M or N is 0) or no product (K is 0): nothing for a kernel to do."""
+        return self.m == 0 or self.n == 0 or self.k == 0
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """'4093x4091x4099' -> (4093, 4091, 4099); ValueError naming the expected form."""
+    match = _SHAPE.match(text)
+    if not match:
+        raise ValueError(f"shape {text!r} is not of the form MxNxK (e.g. 4093x4091x4099)")
+    m, n, k = (int(g) for g in match.groups())
+    if min(m, n, k) < 1:
+        raise ValueError(f"shape {text!r}: M, N and K must each be at least 1")
+    return m, n, k
