@@ -145,10 +145,11 @@ def _library() -> ctypes.CDLL:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
         lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
-    except (ImportError, RuntimeError, OSError) as exc:  # DynamicLibNotFoundError is a RuntimeError
+    except (ImportError, RuntimeError, OSError) as exc:  # DynamicLibNotFoundError: RuntimeError
         raise LibraryNotFoundError(
-            f"cuBLAS was not found ({exc}); install it with `pip install nvidia-cublas-cu12`"
-        ) from None
+            "cuBLAS was not found; install it with `pip install nvidia-cublas-cu12` "
+            "(CUDA 12) or `pip install nvidia-cublas` (CUDA 13)"
+        ) from exc
     for restype, name, argtypes in SIGNATURES:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
@@ -178,7 +179,7 @@ def _stream_ptr(stream: Any) -> int:
 
 
 def _destroy_quietly(lib: Any, raw: int) -> None:
-    """Finalizer path (GC or interpreter exit): the context may already be gone."""
+    """Finalizer for a forgotten handle: runs inside GC, where raising helps no one."""
     try:
         lib.cublasDestroy_v2(raw)
     except CublasError:
@@ -198,6 +199,8 @@ class CublasHandle:
         lib.cublasCreate_v2(ctypes.byref(raw))
         self._lib, self._raw, self.stream = lib, int(raw.value or 0), None
         self._finalizer = weakref.finalize(self, _destroy_quietly, lib, self._raw)
+        # Not at interpreter exit: process teardown frees it, and the context may be gone.
+        self._finalizer.atexit = False
         try:
             self.set_stream(stream)
         except BaseException:
@@ -227,6 +230,7 @@ class CublasHandle:
         return mode.value
 
     def set_math_mode(self, mode: int) -> None:
+        """Set cublasMath_t (a MathMode, possibly OR-ed with flag bits) for later calls."""
         self._lib.cublasSetMathMode(self.ptr, int(mode))
 
     def close(self) -> None:
@@ -277,7 +281,7 @@ def column_major_call(m: int, n: int, k: int, lda: int, ldb: int, ldc: int) -> C
         ("lda >= max(1, k)", lda >= max(1, k)),
         ("ldb >= max(1, n)", ldb >= max(1, n)),
         ("ldc >= max(1, n)", ldc >= max(1, n)),
-        ("every size < 2**31 (cuBLAS takes 32-bit ints)", max(m, n, k, lda, ldb, ldc) <= _INT32_MAX),
+        ("sizes < 2**31 (cuBLAS takes 32-bit ints)", max(m, n, k, lda, ldb, ldc) <= _INT32_MAX),
     )
     for rule, ok in rules:
         if not ok:

@@ -36,8 +36,7 @@ def init() -> None:
     except CudaError as exc:
         raise GpuUnavailableError(f"no usable NVIDIA GPU: {exc.name} ({exc.message})") from None
     except Exception as exc:  # pathfinder's DynamicLibNotFoundError when libcuda is absent
-        first_line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise GpuUnavailableError(f"no NVIDIA driver found ({first_line})") from None
+        raise GpuUnavailableError(f"no NVIDIA driver found (libcuda could not be loaded: {type(exc).__name__})") from None
 
 
 def gpu_available() -> bool:
@@ -226,7 +225,12 @@ class DeviceBuffer(_Resource):
                 f"{free / 2**30:.2f} GiB free of {total / 2**30:.2f} GiB"
             )
         self.nbytes = nbytes
-        self.handle = check(d.cuMemAlloc(nbytes), "cuMemAlloc")
+        try:
+            self.handle = check(d.cuMemAlloc(nbytes), "cuMemAlloc")
+        except CudaError as exc:
+            if exc.name != "CUDA_ERROR_OUT_OF_MEMORY":
+                raise
+            raise MemoryError(f"cannot allocate {nbytes / 2**30:.2f} GiB on the GPU: out of memory") from None
         self.ptr = int(self.handle)
         self._finalizer = weakref.finalize(self, _driver().cuMemFree, self.handle)
 
@@ -279,20 +283,27 @@ class DeviceBuffer(_Resource):
             check(d.cuMemsetD32Async(self.ptr, value, count, stream.handle), "cuMemsetD32Async")
 
 
-class HostFlag(_Resource):
-    """One pinned, device-mapped 32-bit word: the host writes it, a kernel polls it."""
+class PinnedWords(_Resource):
+    """A few pinned, device-mapped 32-bit words: the host and a running kernel both see them."""
 
-    def __init__(self):
+    def __init__(self, count: int = 1):
         d = _driver()
         flags = d.CU_MEMHOSTALLOC_DEVICEMAP | d.CU_MEMHOSTALLOC_PORTABLE
-        self._host = check(d.cuMemHostAlloc(4, flags), "cuMemHostAlloc")
-        self.device_ptr = int(check(d.cuMemHostGetDevicePointer(self._host, 0), "cuMemHostGetDevicePointer"))
-        self._word = ctypes.c_int32.from_address(int(self._host))
-        self._word.value = 0
+        self._host = check(d.cuMemHostAlloc(4 * count, flags), "cuMemHostAlloc")
+        self._device = int(check(d.cuMemHostGetDevicePointer(self._host, 0), "cuMemHostGetDevicePointer"))
+        self._words = (ctypes.c_int32 * count).from_address(int(self._host))
+        for i in range(count):
+            self._words[i] = 0
         self._finalizer = weakref.finalize(self, _driver().cuMemFreeHost, self._host)
 
-    def set(self, value: int) -> None:
-        self._word.value = value
+    def device_ptr(self, index: int) -> int:
+        return self._device + 4 * index
+
+    def __getitem__(self, index: int) -> int:
+        return self._words[index]
+
+    def __setitem__(self, index: int, value: int) -> None:
+        self._words[index] = value
 
 
 # C type names a kernel may declare -> the ctypes type that packs them.
@@ -300,6 +311,7 @@ C_TYPES: dict[str, type] = {
     "int": ctypes.c_int32,
     "unsigned": ctypes.c_uint32,
     "long long": ctypes.c_int64,
+    "unsigned long long": ctypes.c_uint64,
     "float": ctypes.c_float,
     "double": ctypes.c_double,
     "ptr": ctypes.c_uint64,  # any device pointer

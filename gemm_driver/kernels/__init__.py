@@ -6,7 +6,7 @@ from .simt import SPECS
 from .spec import KernelSpec, Provider, Tunable
 
 PROVIDERS = (
-    Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", "library"),
+    Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", "library", min_cc=(5, 0)),
     Provider("numpy", "NumPy float32 matmul on the CPU", "cpu"),
 )
 

@@ -1,0 +1,1 @@
+"""Benchmarking: timing, environment record, the sweep, and reports."""

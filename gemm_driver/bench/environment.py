@@ -1,0 +1,87 @@
+"""What a result was measured on: GPU, driver, library versions, software, command.
+
+``collect`` never fails for lack of a GPU or a library: each missing piece is recorded
+as the reason it is missing, so ``info`` works anywhere and a JSON file is always
+self-describing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+from ..cuda import cache, cublas, nvrtc
+from ..cuda.driver import Device, driver_version
+
+
+def _attempt(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:  # recorded, not raised: this is a description, not an operation
+        return {"unavailable": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_commit() -> str | None:
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def gpu_record(device: Device) -> dict:
+    return {
+        "name": device.name,
+        "ordinal": device.ordinal,
+        "compute_capability": ".".join(map(str, device.compute_capability)),
+        "arch": device.arch,
+        "sm_count": device.sm_count,
+        "l2_bytes": device.l2_bytes,
+        "memory_bytes": device.total_memory,
+        "max_shared_per_block_optin": device.max_shared_per_block_optin,
+        "sm_clock_mhz_max": device.clock_khz // 1000,
+        "memory_clock_mhz_max": device.memory_clock_khz // 1000,
+        "memory_bus_bits": device.memory_bus_bits,
+    }
+
+
+def collect(device: Device | None = None) -> dict:
+    """The environment as a JSON-ready dict; ``device`` defaults to GPU 0 if there is one."""
+    gpu = gpu_record(device) if device is not None else _attempt(lambda: gpu_record(Device.get(0)))
+    return {
+        "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "gemm_driver_commit": _git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "gpu": gpu,
+        "driver_cuda_version": _attempt(lambda: "%d.%d" % driver_version()),
+        "cuda_bindings": _package_version("cuda-bindings"),
+        "cuda_pathfinder": _package_version("cuda-pathfinder"),
+        "numpy": _package_version("numpy"),
+        "nvrtc_version": _attempt(lambda: "%d.%d" % nvrtc.version()),
+        "nvjitlink_version": _attempt(lambda: "%d.%d" % nvrtc.jitlink_version()),
+        "cublas_version": _attempt(lambda: "%d.%d.%d" % cublas.version()),
+        "cublas_path": _attempt(cublas.library_path),
+        "cache_dir": str(cache.cache_dir() or "disabled"),
+    }

@@ -1,0 +1,139 @@
+"""The benchmark sweep: for each shape and kernel, verify first, then time.
+
+Per shape the inputs are drawn once (fresh random data from a recorded seed), the float64
+reference is computed once, and every kernel runs on the same device operands. A case is
+timed only after its output passed verification on those very operands with C poisoned
+and a guard band around it; a kernel that fails gets FAILED and its error, never a speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from .. import kernels
+from ..cuda.errors import CudaError, GemmDriverError
+from ..gemm import Session, host_gemm, verify_once
+from ..operands import random_operands, upload_operands
+from ..problem import GemmProblem
+from ..verify import check as check_output
+from ..verify import reference
+from .timing import Budget, GpuTimer, TimingStats, measure_host
+
+DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
+DEFAULT_SHAPES = ((4093, 4091, 4099),)
+BASELINE = "cublas"
+
+
+def default_kernels() -> list[str]:
+    """The baseline first, then every registered kernel, then the CPU."""
+    return [BASELINE, *kernels.KERNELS, "numpy"]
+
+
+@dataclass
+class CaseResult:
+    kernel: str
+    problem: GemmProblem
+    status: str  # "ok", "FAILED" or "skipped"
+    detail: str = ""
+    verification: dict = field(default_factory=dict)
+    timing: TimingStats | None = None
+    tunables: dict = field(default_factory=dict)
+    pct_of_baseline: float | None = None
+
+    @property
+    def tflops(self) -> float | None:
+        if self.timing is None:
+            return None
+        return self.problem.flops / (self.timing.median_ms * 1e-3) / 1e12
+
+    def as_dict(self) -> dict:
+        return {
+            "kernel": self.kernel,
+            "m": self.problem.m,
+            "n": self.problem.n,
+            "k": self.problem.k,
+            "alpha": self.problem.alpha,
+            "beta": self.problem.beta,
+            "status": self.status,
+            "detail": self.detail,
+            "tunables": self.tunables,
+            "verification": self.verification,
+            "timing": self.timing.as_dict() if self.timing else None,
+            "tflops": self.tflops,
+            "pct_of_cublas": self.pct_of_baseline,
+        }
+
+
+def run_sweep(session: Session, kernel_names: Sequence[str], shapes: Iterable[tuple[int, int, int]], *,
+              alpha: float = 1.0, beta: float = 0.0, seed: int = 0, budget: Budget = Budget(),
+              on_case: Callable[[CaseResult], None] = lambda r: None) -> list[CaseResult]:
+    timer = GpuTimer(session.stream, session.arch)
+    results: list[CaseResult] = []
+    try:
+        for index, (m, n, k) in enumerate(shapes):
+            problem = GemmProblem(m, n, k, alpha, beta)
+            rng = np.random.default_rng([seed, index])
+            shape_results = _run_shape(session, timer, kernel_names, problem, rng, budget, on_case)
+            _fill_baseline_ratio(shape_results)
+            results.extend(shape_results)
+    finally:
+        timer.close()
+    return results
+
+
+def _run_shape(session, timer, kernel_names, problem, rng, budget, on_case) -> list[CaseResult]:
+    a_host, b_host, c_host = random_operands(problem, rng)
+    ref = reference(problem, a_host, b_host, c_host)
+    a, b, c = upload_operands(problem, a_host, b_host, c_host, guard=1)
+    results = []
+    try:
+        for name in kernel_names:
+            if name == "numpy":
+                result = _run_numpy(problem, a_host, b_host, c_host, ref, budget)
+            else:
+                result = _run_gpu_case(session, timer, name, problem, (a, b, c), c_host, ref, budget)
+            results.append(result)
+            on_case(result)
+    finally:
+        for matrix in (a, b, c):
+            matrix.close()
+    return results
+
+
+def _run_gpu_case(session, timer, name, problem, operands, c_host, ref, budget) -> CaseResult:
+    a, b, c = operands
+    try:
+        launch = session.launcher(name, problem, a, b, c)
+    except ValueError as exc:  # the kernel cannot run this problem on this GPU: say why
+        return CaseResult(name, problem, "skipped", str(exc))
+    spec = kernels.get(name)
+    tunables = dict(spec.resolve()) if isinstance(spec, kernels.KernelSpec) else {}
+    try:
+        verification = verify_once(session, launch, problem, c, c_host, ref)
+        if not verification.ok:
+            return CaseResult(name, problem, "FAILED", verification.message, verification.as_dict(), None, tunables)
+        timing = timer.measure(launch, budget)
+    except (CudaError, GemmDriverError) as exc:
+        return CaseResult(name, problem, "FAILED", str(exc).splitlines()[0], tunables=tunables)
+    return CaseResult(name, problem, "ok", "", verification.as_dict(), timing, tunables)
+
+
+def _run_numpy(problem, a_host, b_host, c_host, ref, budget) -> CaseResult:
+    out = host_gemm(problem, a_host, b_host, c_host)
+    verification = check_output(problem, out, ref)
+    if not verification.ok:
+        return CaseResult("numpy", problem, "FAILED", verification.message, verification.as_dict())
+    timing = measure_host(lambda: host_gemm(problem, a_host, b_host, c_host), budget)
+    return CaseResult("numpy", problem, "ok", "", verification.as_dict(), timing)
+
+
+def _fill_baseline_ratio(results: list[CaseResult]) -> None:
+    base = next((r for r in results if r.kernel == BASELINE and r.timing), None)
+    if base is None:
+        return
+    for r in results:
+        if r.timing is not None:
+            r.pct_of_baseline = 100.0 * base.timing.median_ms / r.timing.median_ms

@@ -1,0 +1,52 @@
+"""Hypothesis strategies for GEMM cases: one module serves the tests and ``verify``.
+
+Shapes are biased towards the values that break kernels: 1, primes, and tile edges
+plus or minus one; leading dimensions get random padding and pointers random
+misalignment, so every edge path and every non-vectorisable layout is exercised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from .problem import GemmProblem
+
+TILE_EDGES = tuple(sorted({edge + d for edge in (8, 16, 32, 64, 128, 256) for d in (-1, 0, 1)}))
+PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 61, 67, 127, 131, 251, 257, 293)
+SPECIAL_SCALARS = (0.0, 1.0, -1.0, 0.5, -2.5)
+
+
+@dataclass(frozen=True)
+class GemmCase:
+    problem: GemmProblem
+    pads: tuple[int, int, int]  # extra elements in lda, ldb, ldc beyond the row length
+    misalign: tuple[int, int, int]  # elements by which A, B, C start past a 16-byte boundary
+    data_seed: int
+
+    def describe(self) -> str:
+        p = self.problem
+        return (f"M={p.m} N={p.n} K={p.k} alpha={p.alpha:g} beta={p.beta:g} "
+                f"ld pads={self.pads} misalign={self.misalign} seed={self.data_seed}")
+
+
+def dims(max_value: int = 300) -> st.SearchStrategy[int]:
+    special = sorted(v for v in {1, *TILE_EDGES, *PRIMES} if v <= max_value)
+    return st.one_of(st.just(1), st.sampled_from(special), st.integers(1, max_value))
+
+
+def scalars() -> st.SearchStrategy[float]:
+    return st.one_of(
+        st.sampled_from(SPECIAL_SCALARS),
+        st.floats(-4.0, 4.0, allow_nan=False, allow_infinity=False, width=32),
+    )
+
+
+@st.composite
+def gemm_cases(draw, max_dim: int = 300) -> GemmCase:
+    problem = GemmProblem(draw(dims(max_dim)), draw(dims(max_dim)), draw(dims(max_dim)),
+                          float(draw(scalars())), float(draw(scalars())))
+    pads = tuple(draw(st.sampled_from((0, 0, 1, 3, 4, 5))) for _ in range(3))
+    misalign = tuple(draw(st.sampled_from((0, 0, 1, 2, 3))) for _ in range(3))
+    return GemmCase(problem, pads, misalign, draw(st.integers(0, 2**32 - 1)))
