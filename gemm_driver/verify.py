@@ -72,9 +72,7 @@ def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violation
     error = np.abs(out.astype(np.float64) - ref.value)
     bad = ~(error <= bound)  # NaN compares false, so NaN counts as wrong
     wrong, nan = int(np.count_nonzero(bad)), int(np.count_nonzero(np.isnan(out)))
-    ratio = float(np.nanmax(error / bound)) if out.size else 0.0
-    if nan:
-        ratio = float("inf")
+    ratio = float("inf") if nan else float(np.max(error / bound)) if out.size else 0.0
     norm = float(np.linalg.norm(ref.value))
     rel = float(np.linalg.norm(np.nan_to_num(out.astype(np.float64), nan=np.inf) - ref.value))
     rel = rel / norm if norm > 0 else rel

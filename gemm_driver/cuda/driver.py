@@ -203,6 +203,15 @@ class Event(_Resource):
     def synchronize(self) -> None:
         check(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
 
+    def query(self) -> bool:
+        """True once the work before the event has completed (never blocks)."""
+        d = _driver()
+        (status,) = d.cuEventQuery(self.handle)
+        if status == d.CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        check(status, "cuEventQuery")
+        return True
+
     @staticmethod
     def elapsed_ms(start: "Event", end: "Event") -> float:
         d = _driver()

@@ -138,8 +138,8 @@ def compile_cuda(
         status = nvrtc.nvrtcCompileProgram(program, len(opts), [o.encode() for o in opts])
         check(status, f"nvrtcCompileProgram({filename}, {arch})", program)
         log = nvrtc_log(program)
-        ptx = _read(nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, program)
-        cubin = _read(nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, program)
+        ptx = _read(nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, program).rstrip(b"\x00")  # C string
+        cubin = _read(nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, program)  # binary: keep every byte
         lowered = {
             expr: check(nvrtc.nvrtcGetLoweredName(program, expr.encode()), "nvrtcGetLoweredName").decode()
             for expr in name_expressions
@@ -161,7 +161,7 @@ def _read(size_fn, read_fn, program) -> bytes:
     size = check(size_fn(program), size_fn.__name__)
     buf = b" " * size
     check(read_fn(program, buf), read_fn.__name__)
-    return buf.rstrip(b"\x00")
+    return buf
 
 
 def assemble_ptx(ptx: bytes, filename: str, arch: str) -> Compiled:
