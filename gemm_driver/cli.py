@@ -80,7 +80,8 @@ def cmd_info(args) -> int:
     else:
         print(f"GPU: {gpu['name']} (sm_{gpu['compute_capability'].replace('.', '')}, {gpu['sm_count']} SMs, "
               f"{gpu['memory_bytes'] / 2**30:.1f} GiB, L2 {gpu['l2_bytes'] / 2**20:.0f} MiB)")
-    for key in ("driver_cuda_version", "cuda_bindings", "nvrtc_version", "nvjitlink_version", "cublas_version",
+    for key in ("driver_cuda_version", "cuda_bindings", "nvrtc_version", "nvrtc_path", "nvjitlink_version",
+                "cublas_version",
                 "cublas_path", "cache_dir", "python", "numpy"):
         value = env[key]
         print(f"{key}: {value['unavailable'] + ' (unavailable)' if isinstance(value, dict) else value}")

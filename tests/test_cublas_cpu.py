@@ -372,7 +372,8 @@ def test_enum_values_match_header():
 
 
 def test_enum_spot_checks():
-    assert (cublas.DataType.CUDA_R_32F, cublas.DataType.CUDA_R_16F, cublas.DataType.CUDA_R_16BF) == (0, 2, 14)
+    D = cublas.DataType
+    assert (D.CUDA_R_32F, D.CUDA_R_16F, D.CUDA_R_16BF) == (0, 2, 14)
     assert cublas.ComputeType.CUBLAS_COMPUTE_32F == 68
     assert cublas.ComputeType.CUBLAS_COMPUTE_32F_FAST_TF32 == 77
     assert (cublas.MathMode.PEDANTIC, cublas.MathMode.TF32_TENSOR_OP) == (2, 3)
@@ -389,12 +390,15 @@ def test_precision_table():
     assert set(P) == {"fp32", "fp32_default_math", "tf32", "bf16", "fp16"}
     assert (P["fp32"].compute, P["fp32"].math_mode) == (C.CUBLAS_COMPUTE_32F, M.PEDANTIC)
     assert P["fp32_default_math"].math_mode == M.DEFAULT
-    assert (P["tf32"].compute, P["tf32"].math_mode) == (C.CUBLAS_COMPUTE_32F_FAST_TF32, M.TF32_TENSOR_OP)
+    assert P["tf32"].compute == C.CUBLAS_COMPUTE_32F_FAST_TF32
+    assert P["tf32"].math_mode == M.TF32_TENSOR_OP
     for name in ("fp32", "fp32_default_math"):  # no TF32 anywhere in the fp32 rows
         assert P[name].compute == C.CUBLAS_COMPUTE_32F and P[name].math_mode != M.TF32_TENSOR_OP
-    assert (P["bf16"].ab_type, P["bf16"].c_type, P["bf16"].ab_bytes, P["bf16"].c_bytes) == (D.CUDA_R_16BF, D.CUDA_R_32F, 2, 4)
-    assert (P["fp16"].ab_type, P["fp16"].c_type, P["fp16"].ab_bytes) == (D.CUDA_R_16F, D.CUDA_R_32F, 2)
-    assert all(p.c_bytes == 4 for p in P.values())
+    storage = {"fp32": (D.CUDA_R_32F, 4), "fp32_default_math": (D.CUDA_R_32F, 4),
+               "tf32": (D.CUDA_R_32F, 4), "bf16": (D.CUDA_R_16BF, 2), "fp16": (D.CUDA_R_16F, 2)}
+    for name, (ab_type, ab_bytes) in storage.items():
+        assert (P[name].ab_type, P[name].ab_bytes) == (ab_type, ab_bytes), name
+        assert (P[name].c_type, P[name].c_bytes) == (D.CUDA_R_32F, 4), name
 
 
 def test_status_names_agree_with_library():

@@ -80,6 +80,7 @@ def collect(device: Device | None = None) -> dict:
         "cuda_pathfinder": _package_version("cuda-pathfinder"),
         "numpy": _package_version("numpy"),
         "nvrtc_version": _attempt(lambda: "%d.%d" % nvrtc.version()),
+        "nvrtc_path": _attempt(nvrtc.library_path),
         "nvjitlink_version": _attempt(lambda: "%d.%d" % nvrtc.jitlink_version()),
         "cublas_version": _attempt(lambda: "%d.%d.%d" % cublas.version()),
         "cublas_path": _attempt(cublas.library_path),

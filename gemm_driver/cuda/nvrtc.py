@@ -73,6 +73,13 @@ def version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
+def library_path(name: str = "nvrtc") -> str:
+    """Where cuda.pathfinder finds libnvrtc (or 'nvJitLink'): the copy the bindings load."""
+    from cuda.pathfinder import load_nvidia_dynamic_lib
+
+    return load_nvidia_dynamic_lib(name).abs_path
+
+
 @lru_cache(maxsize=1)
 def jitlink_version() -> tuple[int, int]:
     """nvJitLink's version (it assembles the hand-written PTX)."""
