@@ -209,6 +209,8 @@ def cmd_verify(args) -> int:
     names = _kernel_names(args.kernels, ["cublas", *kernels.KERNELS])
     if args.examples < 1:
         raise UsageError(f"--examples must be at least 1, got {args.examples}")
+    if args.max_dim < 1:
+        raise UsageError(f"--max-dim must be at least 1, got {args.max_dim}")
     session = _require_gpu_session()
     table = Table(header_style="bold")
     for column in ("kernel", "examples", "result", "smallest failing case"):

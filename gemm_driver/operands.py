@@ -34,7 +34,7 @@ class DeviceMatrix:
 
     def __init__(self, rows: int, cols: int, *, ld: int | None = None, guard: int = 0, misalign: int = 0):
         self.rows, self.cols = rows, cols
-        self.ld = cols if ld is None else ld
+        self.ld = max(cols, 1) if ld is None else ld
         if self.ld < max(cols, 1):
             raise ValueError(f"leading dimension {self.ld} is smaller than the row length {cols}")
         if rows * self.ld > 2**31 - 1:

@@ -102,7 +102,7 @@ def load(key: str, directory: Path | None = None) -> Compiled | None:
         return None
     try:
         return _decode((directory / f"{key}.json").read_text())
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -111,6 +111,7 @@ def store(key: str, compiled: Compiled, directory: Path | None = None) -> None:
     directory = directory or cache_dir()
     if directory is None:
         return
+    tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key}.", suffix=".tmp")
@@ -118,7 +119,8 @@ def store(key: str, compiled: Compiled, directory: Path | None = None) -> None:
             f.write(_encode(compiled))
         os.replace(tmp, directory / f"{key}.json")
     except OSError:
-        pass
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def build(

@@ -107,7 +107,9 @@ def parse_arch(arch: str) -> tuple[int, bool]:
 
 
 def check_arch(arch: str) -> None:
-    number, _ = parse_arch(arch)
+    number, specific = parse_arch(arch)
+    if specific and number < 90:
+        raise ValueError(f"{arch}: the 'a' (arch-specific) suffix exists only for sm_90 and newer")
     if number not in supported_archs():
         allowed = ", ".join(f"sm_{a}" for a in supported_archs())
         raise ValueError(f"NVRTC {version()[0]}.{version()[1]} cannot target {arch}; it supports {allowed}")
@@ -230,7 +232,10 @@ def parse_ptxas_log(log: str) -> dict[str, Resources]:
     """Per-entry Resources from a ``ptxas -v`` log (NVRTC's or nvJitLink's).
 
     ptxas prints, per function: "Function properties for NAME", then the stack/spill
-    line, then "Used N registers, ... N bytes smem, N bytes cmem[0]".
+    line, then "Used N registers, ... N bytes smem, N bytes cmem[0]". nvJitLink -verbose
+    prints these same lines and then a summary of its own ("info : used N registers");
+    that summary is ignored on purpose: its smem figure adds the 1 KiB the system
+    reserves per block, so it is not the kernel's own shared memory.
     """
     found: dict[str, dict[str, int]] = {}
     current: dict[str, int] | None = None

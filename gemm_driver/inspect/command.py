@@ -1,0 +1,173 @@
+"""``python tools/inspect.py {ptx,sass,stats,diff}``: read what the compiler made of a kernel.
+
+Works with no GPU: NVRTC compiles for ``--arch`` (default: this GPU's, else sm_90) and
+nvdisasm reads the cubin. A KERNEL argument may carry its own tunables, as in
+``smem_tiled:TILE=16,PAD=1``; they override ``--set``, which applies to every kernel named.
+Exit codes as in the main CLI: 0 done, 1 a compile failed or nothing to show, 2 bad input
+(one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from .. import kernels
+from ..cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, _default_arch, _tunable_overrides
+from ..cuda.errors import GemmDriverError, NvrtcError
+from ..cuda.nvrtc import check_arch, parse_arch
+from ..kernels.build import build
+from ..kernels.spec import KernelSpec
+from . import mix, ptx, report, sass, source
+
+
+def _target(arg: str, common: dict[str, int]) -> tuple[KernelSpec, dict[str, int]]:
+    """'smem_tiled:TILE=16,PAD=1' -> (spec, resolved tunables)."""
+    name, _, settings = arg.partition(":")
+    spec = kernels.get(name)
+    if not isinstance(spec, KernelSpec):
+        raise UsageError(f"{name} is a {spec.kind} provider, not a kernel with code to inspect")
+    return spec, spec.resolve({**common, **_tunable_overrides(settings.split(",") if settings else [])})
+
+
+def _targets(args, names: Sequence[str]) -> list[tuple[KernelSpec, dict[str, int]]]:
+    common = _tunable_overrides(args.set)
+    return [_target(name, common) for name in names]
+
+
+def cmd_ptx(args) -> int:
+    [(spec, tunables)] = _targets(args, [args.kernel])
+    text = build(spec, args.arch, tunables).compiled.ptx.decode(errors="replace")
+    print(ptx.interleave(text, source.source_lines(spec)) if args.source else text, end="")
+    return EXIT_OK
+
+
+def cmd_sass(args) -> int:
+    [(spec, tunables)] = _targets(args, [args.kernel])
+    built = build(spec, args.arch, tunables)
+    code = sass.disassemble(built.compiled.cubin, built.entry)
+    shown = code.instructions
+    heading = f"// {spec.name} {args.arch} {built.entry}: {len(shown)} instructions"
+    if args.loop:
+        loop = sass.main_loop(code)
+        if loop is None:
+            print(f"// {spec.name} {args.arch}: no loop does any arithmetic", file=sys.stderr)
+            return EXIT_FAILED
+        shown = loop.instructions
+        counts = mix.count(i.opcode for i in shown)
+        summary = ", ".join(f"{n} {_HEADERS.get(name, name.upper())}" for name, n in counts.items()
+                            if n and name != "instructions")
+        heading = (f"// {spec.name} {args.arch} main loop {loop.label} (0x{loop.start:04x}-0x{loop.end:04x}): "
+                   f"{len(shown)} instructions: {summary}")
+    print(heading)
+    print(sass.render(code, shown, source.source_lines(spec)), end="")
+    return EXIT_OK
+
+
+def cmd_stats(args) -> int:
+    number, _ = parse_arch(args.arch)
+    names = args.kernels or [name for name, spec in kernels.KERNELS.items()  # all that build for arch
+                             if number >= spec.min_cc[0] * 10 + spec.min_cc[1]]
+    rows = [report.kernel_stats(spec, args.arch, tunables) for spec, tunables in _targets(args, names)]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    for title, fields in (("resources", report.RESOURCE_FIELDS), ("instruction mix (static SASS)", mix.FIELDS)):
+        print(f"{title}:")
+        header = ["kernel", *(_HEADERS.get(f, f.upper()) for f in fields)]
+        _print_table(header, [[report.label(r), *(_cell(f, r[f]) for f in fields)] for r in rows])
+        print()
+    return EXIT_OK
+
+
+def cmd_diff(args) -> int:
+    a, b = (report.kernel_stats(spec, args.arch, t) for spec, t in _targets(args, [args.a, args.b]))
+    changed = report.diff(a, b)
+    if args.json:
+        print(json.dumps({"a": a, "b": b, "changed": changed}, indent=2))
+        return EXIT_OK
+    rows = [[name, _cell(name, x), _cell(name, y), _change(x, y)] for name, (x, y) in changed.items()]
+    if not rows:
+        print(f"{report.label(a)} and {report.label(b)}: no difference in resources or instruction mix")
+        return EXIT_OK
+    _print_table(["field", report.label(a), report.label(b), "change"], rows)
+    print(f"({len(report.FIELDS) - len(rows)} of {len(report.FIELDS)} fields identical)")
+    return EXIT_OK
+
+
+_HEADERS = {"threads_per_block": "threads", "registers": "regs", "shared_bytes": "smem B",
+            "dynamic_shared_bytes": "dyn smem B", "spill_bytes": "spill B", "local_bytes": "local B",
+            "constant_bytes": "cmem B", "blocks_per_sm": "blocks/SM", "occupancy": "occupancy",
+            "occupancy_limit": "limited by", "local": "LDL/STL", "branches": "BRA", "instructions": "total"}
+
+
+def _cell(name: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0%}" if name == "occupancy" else str(value)
+
+
+def _change(x: Any, y: Any) -> str:
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y))
+    return f"{y - x:+.4g}" if numeric else ""
+
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    """Plain aligned columns: stable in pipes and docs, whatever the terminal width."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        cells = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        print("  ".join(cells).rstrip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--arch", help="target, e.g. sm_80 or sm_90a (default: this GPU's, or sm_90)")
+    common.add_argument("--set", action="append", metavar="NAME=VALUE", help="tunable for every kernel, repeatable")
+    parser = argparse.ArgumentParser(
+        prog="inspect.py", description="Read what the compiler made of a kernel (no GPU needed).",
+        epilog="KERNEL may carry tunables: smem_tiled:TILE=16,PAD=1 (these override --set).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("ptx", parents=[common], help="the PTX NVRTC generated")
+    p.add_argument("kernel", help="NAME or NAME:TUNABLE=VALUE,...")
+    p.add_argument("--source", action="store_true", help="interleave the source lines (from -lineinfo)")
+    p.set_defaults(func=cmd_ptx)
+
+    p = sub.add_parser("sass", parents=[common], help="the SASS, with source lines")
+    p.add_argument("kernel", help="NAME or NAME:TUNABLE=VALUE,...")
+    p.add_argument("--loop", action="store_true", help="only the main loop (the one doing the most math)")
+    p.set_defaults(func=cmd_sass)
+
+    p = sub.add_parser("stats", parents=[common], help="resources, occupancy and instruction mix per kernel")
+    p.add_argument("kernels", nargs="*", help="kernels (default: every registered one)")
+    p.add_argument("--json", action="store_true", help="print a JSON list with the same fields")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("diff", parents=[common], help="what differs between two kernels or configurations")
+    p.add_argument("a", metavar="KERNEL_A", help="NAME or NAME:TUNABLE=VALUE,...")
+    p.add_argument("b", metavar="KERNEL_B", help="the same kernel with other tunables, or another one")
+    p.add_argument("--json", action="store_true", help="print both stats and the changed fields as JSON")
+    p.set_defaults(func=cmd_diff)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.arch = args.arch or _default_arch()
+        check_arch(args.arch)
+        return args.func(args)
+    except BrokenPipeError:  # `... | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except NvrtcError as exc:
+        print(f"inspect {args.command}: compile failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ValueError, GemmDriverError, OSError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"inspect {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE

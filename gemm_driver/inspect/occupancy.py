@@ -1,0 +1,108 @@
+"""Theoretical occupancy: how many blocks of a kernel fit on one SM at once.
+
+The same arithmetic as CUDA's occupancy calculator (cuda_occupancy.h), with the per-arch
+limits from the CUDA C++ Programming Guide's compute-capability table, so it runs with no
+GPU. Blocks per SM is the smallest of four limits:
+
+- warps:     max_warps_per_sm // ceil(threads / 32)
+- blocks:    max_blocks_per_sm
+- registers: registers go to warps in units of 256: a warp takes
+             ceil(regs_per_thread * 32 / 256) * 256 of them, out of each of the SM's 4
+             sub-partitions (registers_per_sm / 4 each), so
+             warps_that_fit = (registers_per_sm / 4 // regs_per_warp) * 4, then
+             // warps_per_block. A block needing more than 64K registers does not launch.
+- shared:    (static + dynamic + reserved) rounded up to the allocation unit, divided into
+             the SM's shared memory at its largest carveout. sm_80 and newer reserve 1 KiB
+             per block for the system.
+
+occupancy = blocks_per_sm * warps_per_block / max_warps_per_sm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..cuda.nvrtc import parse_arch
+
+WARP = 32
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class ArchLimits:
+    max_threads_per_sm: int
+    max_blocks_per_sm: int
+    shared_per_sm: int  # bytes, at the largest shared-memory carveout
+    max_shared_per_block: int  # bytes, with the opt-in attribute
+    reserved_shared_per_block: int
+    shared_granularity: int
+    registers_per_sm: int = 64 * KIB
+    registers_per_block: int = 64 * KIB
+    max_registers_per_thread: int = 255
+    register_granularity: int = 256  # registers, per warp
+    sub_partitions: int = 4
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        return self.max_threads_per_sm // WARP
+
+
+LIMITS = {
+    75: ArchLimits(1024, 16, 64 * KIB, 64 * KIB, 0, 256),
+    80: ArchLimits(2048, 32, 164 * KIB, 163 * KIB, KIB, 128),
+    86: ArchLimits(1536, 16, 100 * KIB, 99 * KIB, KIB, 128),
+    89: ArchLimits(1536, 24, 100 * KIB, 99 * KIB, KIB, 128),
+    90: ArchLimits(2048, 32, 228 * KIB, 227 * KIB, KIB, 128),
+    100: ArchLimits(2048, 32, 228 * KIB, 227 * KIB, KIB, 128),
+}
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    blocks_per_sm: int
+    warps_per_block: int
+    max_warps_per_sm: int
+    limited_by: str  # "warps", "blocks", "registers", "shared memory" (ties: the first), "does not fit"
+
+    @property
+    def warps_per_sm(self) -> int:
+        return self.blocks_per_sm * self.warps_per_block
+
+    @property
+    def fraction(self) -> float:
+        return self.warps_per_sm / self.max_warps_per_sm
+
+
+def limits(arch: str) -> ArchLimits:
+    """The table row for ``arch`` ('sm_90a' uses sm_90's); ValueError for one not in it."""
+    number, _ = parse_arch(arch)
+    if number not in LIMITS:
+        known = ", ".join(f"sm_{n}" for n in LIMITS)
+        raise ValueError(f"no occupancy limits known for {arch}; known: {known}")
+    return LIMITS[number]
+
+
+def occupancy(arch: str, threads: int, registers: int, shared_bytes: int, dynamic_shared_bytes: int = 0) -> Occupancy:
+    """Theoretical occupancy of blocks of ``threads`` threads using ``registers`` per thread
+    and ``shared_bytes`` static plus ``dynamic_shared_bytes`` dynamic shared memory."""
+    lim = limits(arch)
+    warps = -(-threads // WARP)
+    regs_per_warp = _round_up(registers * WARP, lim.register_granularity)
+    shared = shared_bytes + dynamic_shared_bytes
+    smem_per_block = _round_up(shared + lim.reserved_shared_per_block, lim.shared_granularity)
+    fits = (registers <= lim.max_registers_per_thread
+            and regs_per_warp * _round_up(warps, lim.sub_partitions) <= lim.registers_per_block
+            and shared <= lim.max_shared_per_block)
+    by = {
+        "warps": lim.max_warps_per_sm // warps,
+        "blocks": lim.max_blocks_per_sm,
+        "registers": (lim.registers_per_sm // lim.sub_partitions // regs_per_warp) * lim.sub_partitions // warps
+        if regs_per_warp else lim.max_blocks_per_sm,
+        "shared memory": lim.shared_per_sm // smem_per_block if smem_per_block else lim.max_blocks_per_sm,
+    }
+    limited_by = min(by, key=by.get) if fits else "does not fit"
+    return Occupancy(by[limited_by] if fits else 0, warps, lim.max_warps_per_sm, limited_by)
+
+
+def _round_up(value: int, unit: int) -> int:
+    return -(-value // unit) * unit

@@ -1,0 +1,82 @@
+"""Quick facts about a built kernel, as one flat dict, and what differs between two of them.
+
+``kernel_stats`` joins three sources: ptxas's own report (registers, shared memory, stack,
+spills; carried by every Build), the SASS instruction mix (nvdisasm), and theoretical
+occupancy computed from the first. Constant bank 0 comes from ``cuobjdump -res-usage``:
+ptxas stops printing it for sm_90, and the parameter bank it holds grew there. Without
+cuobjdump we keep ptxas's figure (0 on sm_90) rather than fail.
+"""
+
+from __future__ import annotations
+
+import re
+from math import prod
+from typing import Any, Mapping
+
+from ..cuda.errors import LibraryNotFoundError
+from ..kernels.build import Build, build
+from ..kernels.spec import KernelSpec
+from . import mix
+from .occupancy import occupancy
+from .sass import disassemble
+from .tools import run_on_cubin
+
+# Resource fields in report order; the mix fields (mix.FIELDS) follow them.
+RESOURCE_FIELDS = {
+    "threads_per_block": "threads per block",
+    "registers": "registers per thread",
+    "shared_bytes": "static shared memory per block (ptxas)",
+    "dynamic_shared_bytes": "dynamic shared memory per block",
+    "spill_bytes": "spill stores + loads, bytes per thread",
+    "local_bytes": "local memory (stack frame), bytes per thread",
+    "constant_bytes": "constant bank 0 (parameters, compiler constants)",
+    "blocks_per_sm": "resident blocks per SM",
+    "occupancy": "resident warps / max warps per SM",
+    "occupancy_limit": "what stops one more block fitting",
+}
+FIELDS = {**RESOURCE_FIELDS, **mix.FIELDS}
+
+_RES_USAGE = re.compile(r"Function ([^:\s]+):\s*\n\s*REG:.*?CONSTANT\[0\]:(\d+)")
+
+
+def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Resources, occupancy on ``arch`` and SASS instruction mix of ``spec`` built for ``arch``."""
+    built = build(spec, arch, tunables)
+    r = built.resources
+    threads = prod(spec.block(built.tunables))
+    dynamic = spec.dynamic_smem(built.tunables)
+    try:
+        occ = occupancy(arch, threads, r.registers, r.shared_bytes, dynamic)
+        fit = {"blocks_per_sm": occ.blocks_per_sm, "occupancy": round(occ.fraction, 4),
+               "occupancy_limit": occ.limited_by}
+    except ValueError:  # an arch missing from the limits table: the rest is still worth having
+        fit = {"blocks_per_sm": None, "occupancy": None, "occupancy_limit": f"no limits for {arch}"}
+    sass = disassemble(built.compiled.cubin, built.entry)
+    return {
+        "kernel": spec.name, "arch": arch, "tunables": dict(built.tunables), "entry": built.entry,
+        "threads_per_block": threads, "registers": r.registers, "shared_bytes": r.shared_bytes,
+        "dynamic_shared_bytes": dynamic, "spill_bytes": r.spill_bytes, "local_bytes": r.stack_bytes,
+        "constant_bytes": constant_bytes(built), **fit,
+        **mix.count(i.opcode for i in sass.instructions),
+    }
+
+
+def constant_bytes(built: Build) -> int:
+    """Constant bank 0 of the entry, from cuobjdump when it is installed, else from ptxas."""
+    try:
+        usage = run_on_cubin("cuobjdump", ["-res-usage"], built.compiled.cubin)
+    except LibraryNotFoundError:
+        return built.resources.constant_bytes
+    found = {name: int(size) for name, size in _RES_USAGE.findall(usage)}
+    return found.get(built.entry, built.resources.constant_bytes)
+
+
+def label(stats: Mapping[str, Any]) -> str:
+    """'smem_tiled TILE=32 PAD=0 sm_90': enough to tell two configurations apart."""
+    settings = " ".join(f"{k}={v}" for k, v in stats["tunables"].items())
+    return " ".join(part for part in (stats["kernel"], settings, stats["arch"]) if part)
+
+
+def diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Field -> (a's value, b's value) for every report field that differs."""
+    return {name: (a[name], b[name]) for name in FIELDS if a[name] != b[name]}

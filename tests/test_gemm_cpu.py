@@ -1,0 +1,172 @@
+"""gemm_driver.gemm(): argument checking and the paths that need no GPU."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import gemm_driver
+from gemm_driver.cuda.driver import gpu_available
+from gemm_driver.cuda.errors import GpuUnavailableError
+from gemm_driver.problem import GemmProblem
+from gemm_driver.verify import check, reference
+
+# The module, not the function: ``gemm_driver.gemm`` (and so ``import gemm_driver.gemm as m``) is the function.
+gemm_module = importlib.import_module("gemm_driver.gemm")
+
+gemm = gemm_driver.gemm
+
+
+@pytest.fixture
+def no_gpu_allowed(monkeypatch):
+    """Fail the test if gemm() tries to reach the GPU at all."""
+    def forbidden():
+        raise AssertionError("this call must not need a GPU session")
+
+    monkeypatch.setattr(gemm_module, "default_session", forbidden)
+    monkeypatch.setattr(gemm_module, "upload_operands", lambda *a, **k: forbidden())
+
+
+def mats(m, n, k, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32),
+            rng.uniform(-1, 1, (m, n)).astype(np.float32))
+
+
+def test_public_api():
+    assert gemm_driver.__version__ == "0.1.0"
+    assert set(gemm_driver.__all__) >= {"gemm", "GemmProblem", "Session"}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32])
+@pytest.mark.parametrize("which", ["A", "B", "C"])
+def test_wrong_dtype_names_float32(no_gpu_allowed, dtype, which):
+    a, b, c = mats(4, 5, 6)
+    args = {"A": a, "B": b, "C": c}
+    args[which] = args[which].astype(dtype)
+    with pytest.raises(TypeError, match=rf"^{which} must have dtype float32, got {np.dtype(dtype).name}"):
+        gemm(args["A"], args["B"], args["C"], beta=1.0)
+
+
+def test_not_an_array(no_gpu_allowed):
+    _, b, _ = mats(2, 2, 2)
+    with pytest.raises(TypeError, match=r"A must be a numpy.ndarray, got list"):
+        gemm([[1.0, 2.0], [3.0, 4.0]], b)
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: np.asfortranarray(x),
+    lambda x: np.repeat(x, 2, axis=1)[:, ::2],
+    lambda x: x.T.copy().T,
+], ids=["fortran", "strided", "transposed-view"])
+def test_non_contiguous_is_refused(no_gpu_allowed, make):
+    a, b, _ = mats(4, 5, 6)
+    bad = make(a)
+    assert not bad.flags.c_contiguous and np.array_equal(bad, a)
+    with pytest.raises(ValueError, match=r"A must be C-contiguous \(row-major\); use numpy.ascontiguousarray\(A\)"):
+        gemm(bad, b)
+
+
+def test_not_two_dimensional(no_gpu_allowed):
+    a, b, _ = mats(4, 5, 6)
+    with pytest.raises(ValueError, match=r"B must be 2-D \(K x N\), got 1-D"):
+        gemm(a, b[:, 0].copy())
+
+
+def test_inner_dimension_mismatch_names_both_shapes(no_gpu_allowed):
+    a, _, _ = mats(4, 5, 6)
+    b = np.zeros((7, 5), np.float32)
+    with pytest.raises(ValueError, match=r"inner dimensions differ: A is 4x6, B is 7x5"):
+        gemm(a, b)
+
+
+def test_c_shape_mismatch_names_the_shapes(no_gpu_allowed):
+    a, b, _ = mats(4, 5, 6)
+    with pytest.raises(ValueError, match=r"C must be 4x5 for A 4x6 @ B 6x5, got 5x4"):
+        gemm(a, b, np.zeros((5, 4), np.float32), beta=1.0)
+
+
+def test_beta_without_c(no_gpu_allowed):
+    a, b, _ = mats(4, 5, 6)
+    with pytest.raises(ValueError, match=r"beta=0.5 scales C, but no C was given"):
+        gemm(a, b, beta=0.5)
+
+
+def test_nan_alpha_is_refused(no_gpu_allowed):
+    a, b, _ = mats(2, 2, 2)
+    with pytest.raises(ValueError, match=r"alpha must be a finite number"):
+        gemm(a, b, alpha=float("nan"))
+
+
+def test_unknown_kernel(no_gpu_allowed):
+    a, b, _ = mats(2, 2, 2)
+    with pytest.raises(ValueError, match=r"unknown kernel 'fastest'; known: cublas, numpy"):
+        gemm(a, b, kernel="fastest")
+
+
+def test_bad_tunables(no_gpu_allowed):
+    a, b, _ = mats(2, 2, 2)
+    with pytest.raises(ValueError, match=r"smem_tiled: TILE=12 is not allowed; choose one of \[16, 32\]"):
+        gemm(a, b, kernel="smem_tiled", TILE=12)
+    with pytest.raises(ValueError, match=r"kernel 'naive' has no tunable 'TILE'"):
+        gemm(a, b, kernel="naive", TILE=16)
+    with pytest.raises(ValueError, match=r"cublas takes no tunables, got \['TILE'\]"):
+        gemm(a, b, kernel="cublas", TILE=16)
+    with pytest.raises(ValueError, match=r"numpy takes no tunables"):
+        gemm(a, b, kernel="numpy", BLOCK=8)
+
+
+@pytest.mark.parametrize("kernel", ["cublas", "naive", "smem_tiled", "ptx_naive", "numpy"])
+@pytest.mark.parametrize("m, n", [(0, 5), (5, 0), (0, 0)])
+def test_empty_output_needs_no_gpu(no_gpu_allowed, kernel, m, n):
+    a, b = np.zeros((m, 3), np.float32), np.ones((3, n), np.float32)
+    out = gemm(a, b, kernel=kernel)
+    assert out.shape == (m, n) and out.dtype == np.float32
+
+
+@pytest.mark.parametrize("kernel", ["cublas", "coalesced", "numpy"])
+def test_k_zero_returns_beta_c(no_gpu_allowed, kernel):
+    a, b = np.zeros((4, 0), np.float32), np.zeros((0, 5), np.float32)
+    c = mats(4, 5, 1)[2]
+    c_before = c.copy()
+    out = gemm(a, b, c, alpha=3.0, beta=-2.0, kernel=kernel)
+    np.testing.assert_array_equal(out, np.float32(-2.0) * c)
+    np.testing.assert_array_equal(c, c_before)  # C itself is left unchanged
+    assert out is not c and out.dtype == np.float32 and out.flags.c_contiguous
+    # beta == 0: C is not read, even when it holds NaN
+    nan_c = np.full((4, 5), np.nan, np.float32)
+    np.testing.assert_array_equal(gemm(a, b, nan_c, beta=0.0, kernel=kernel), np.zeros((4, 5), np.float32))
+    np.testing.assert_array_equal(gemm(a, b, kernel=kernel), np.zeros((4, 5), np.float32))
+
+
+@pytest.mark.parametrize("m, n, k, alpha, beta", [(1, 1, 1, 1.0, 0.0), (33, 17, 65, -1.5, 0.0), (64, 32, 300, 0.5, 2.0)])
+def test_numpy_kernel_matches_the_float64_reference(no_gpu_allowed, m, n, k, alpha, beta):
+    a, b, c = mats(m, n, k)
+    out = gemm(a, b, c if beta else None, alpha=alpha, beta=beta, kernel="numpy")
+    assert out.dtype == np.float32 and out.shape == (m, n)
+    p = GemmProblem(m, n, k, alpha, beta)
+    v = check(p, out, reference(p, a, b, c if beta else None))
+    assert v.ok, v.message
+
+
+def test_numpy_kernel_ignores_nan_c_when_beta_is_zero(no_gpu_allowed):
+    a, b, _ = mats(3, 3, 3)
+    out = gemm(a, b, np.full((3, 3), np.nan, np.float32), kernel="numpy")
+    assert np.isfinite(out).all()
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the no-GPU error")
+@pytest.mark.parametrize("kernel", ["cublas", "naive"])
+def test_gpu_kernels_without_gpu_raise_a_typed_error(kernel):
+    a, b, _ = mats(4, 4, 4)
+    with pytest.raises(GpuUnavailableError, match="no NVIDIA driver found|no usable NVIDIA GPU"):
+        gemm(a, b, kernel=kernel)
+    assert gemm_module._default is None  # nothing half-made is kept
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the no-GPU error")
+def test_session_without_gpu_raises_gpu_unavailable():
+    with pytest.raises(GpuUnavailableError):
+        gemm_driver.Session()

@@ -1,0 +1,263 @@
+"""NVRTC / nvJitLink builds without a GPU: every registered kernel, every tunable set.
+
+Each build goes through a fresh cache directory, so the compilers really run here.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from gemm_driver import kernels
+from gemm_driver.cuda import nvrtc
+from gemm_driver.cuda.errors import NvrtcError
+from gemm_driver.kernels.build import build
+from gemm_driver.kernels.sources import read_source
+
+ARCHS = ("sm_80", "sm_90")
+
+
+def assert_whole_elf(cubin: bytes) -> None:
+    """The cubin is a complete ELF64 image: its header tables and sections lie inside it.
+
+    (Stripping trailing NUL bytes, as a C-string reader would, cuts the last table short.)
+    """
+    assert cubin[:5] == b"\x7fELF\x02", "not an ELF64 image"
+    field = lambda offset, size: int.from_bytes(cubin[offset:offset + size], "little")
+    phoff, phentsize, phnum = field(0x20, 8), field(0x36, 2), field(0x38, 2)
+    shoff, shentsize, shnum = field(0x28, 8), field(0x3A, 2), field(0x3C, 2)
+    assert shnum > 0 and shentsize == 64
+    ends = [phoff + phentsize * phnum, shoff + shentsize * shnum]
+    for i in range(shnum):
+        header = shoff + i * shentsize
+        if field(header + 4, 4) != 8:  # SHT_NOBITS sections take no room in the file
+            ends.append(field(header + 0x18, 8) + field(header + 0x20, 8))
+    assert max(ends) <= len(cubin), "the cubin is truncated"
+
+
+def tunable_sets(spec):
+    """Every allowed combination of a spec's tunables (the product is small)."""
+    names = [t.name for t in spec.tunables]
+    for values in itertools.product(*(t.choices for t in spec.tunables)):
+        yield dict(zip(names, values))
+
+
+BUILDS = [
+    pytest.param(spec, arch, tunables, id=f"{spec.name}-{arch}-" + ("-".join(f"{k}{v}" for k, v in tunables.items()) or "default"))
+    for spec in kernels.KERNELS.values()
+    for arch in ARCHS
+    for tunables in tunable_sets(spec)
+]
+
+
+@pytest.fixture(scope="module")
+def fresh_cache(tmp_path_factory):
+    """One empty cache for this module: the first build of each configuration compiles."""
+    mp = pytest.MonkeyPatch()
+    path = tmp_path_factory.mktemp("nvrtc-cache")
+    mp.setenv("GEMM_DRIVER_CACHE_DIR", str(path))
+    mp.delenv("GEMM_DRIVER_NO_CACHE", raising=False)
+    yield path
+    mp.undo()
+
+
+def test_build_matrix_covers_every_kernel_and_both_kinds():
+    built = {p.values[0].name for p in BUILDS}
+    assert built == set(kernels.KERNELS)
+    assert {spec.kind for spec in kernels.KERNELS.values()} == {"cu", "ptx"}
+    # smem_tiled has 2 x 2 tunable values, coalesced 3: the product is really enumerated
+    assert sum(1 for p in BUILDS if p.values[0].name == "smem_tiled") == 4 * len(ARCHS)
+    assert sum(1 for p in BUILDS if p.values[0].name == "coalesced") == 3 * len(ARCHS)
+
+
+@pytest.mark.parametrize("spec, arch, tunables", BUILDS)
+def test_every_kernel_builds_without_spills(fresh_cache, spec, arch, tunables):
+    result = build(spec, arch, tunables)
+    assert result.cache_hit is False, "a fresh cache cannot hit: the compiler must have run"
+    compiled = result.compiled
+    assert compiled.arch == arch
+    assert_whole_elf(compiled.cubin)
+    assert b".entry" in compiled.ptx
+    assert result.entry in compiled.resources, f"ptxas -v reported nothing for {result.entry}"
+    r = result.resources
+    assert 0 < r.registers <= 255
+    assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0 and r.spill_bytes == 0
+    assert r.stack_bytes == 0, "a kernel using local memory (stack) is a regression"
+    assert result.entry.encode() in compiled.cubin
+    if spec.name == "smem_tiled":
+        tile, pad = tunables["TILE"], tunables["PAD"]
+        assert r.shared_bytes == 2 * tile * (tile + pad) * 4
+        assert r.barriers >= 1  # __syncthreads
+        assert result.entry.startswith("_Z"), "template entries come back as mangled lowered names"
+    else:
+        assert r.shared_bytes == 0
+    if spec.kind == "cu" and "<" in spec.entry:
+        expression = spec.name_expression(tunables)
+        assert compiled.lowered_names == {expression: result.entry}
+    # a second build of the same configuration is served by the cache, with equal content
+    again = build(spec, arch, tunables)
+    assert again.cache_hit is True
+    assert again.compiled.cubin == compiled.cubin and again.resources == r
+
+
+def test_ptx_kernel_assembles_with_nvjitlink():
+    spec = kernels.KERNELS["ptx_naive"]
+    compiled = nvrtc.assemble_ptx(read_source(spec.source), "naive.ptx", "sm_90")
+    assert_whole_elf(compiled.cubin)
+    assert compiled.ptx == read_source(spec.source)
+    assert compiled.resources[spec.entry].registers > 0
+    assert compiled.lowered_names == {}
+
+
+def test_build_refuses_arch_below_kernel_minimum():
+    spec = kernels.KERNELS["naive"]
+    with pytest.raises(ValueError, match=r"naive needs sm_75 or newer; cannot build it for sm_70"):
+        build(spec, "sm_70")
+
+
+# --- errors -----------------------------------------------------------------------------
+BROKEN = b'extern "C" __global__ void k(float* p) {\n    p[0] = undefined_thing;\n}\n'
+
+
+def test_compile_error_carries_the_nvrtc_log():
+    with pytest.raises(NvrtcError) as info:
+        nvrtc.compile_cuda(BROKEN, "broken.cu", "sm_80")
+    err = info.value
+    assert err.name == "NVRTC_ERROR_COMPILATION"
+    assert 'broken.cu(2): error: identifier "undefined_thing" is undefined' in err.log
+    assert 'broken.cu(2): error: identifier "undefined_thing" is undefined' in str(err)
+    assert "nvrtcCompileProgram(broken.cu, sm_80)" in str(err)
+
+
+def test_broken_ptx_error_carries_the_ptxas_log():
+    ptx = b".version 7.0\n.target sm_75\n.address_size 64\n.visible .entry k() { bogus.instr; }\n"
+    with pytest.raises(NvrtcError) as info:
+        nvrtc.assemble_ptx(ptx, "bad.ptx", "sm_80")
+    assert info.value.name.startswith("NVJITLINK_ERROR")
+    assert "bogus" in info.value.log and "bogus" in str(info.value)
+
+
+def test_headers_are_given_to_nvrtc_from_the_map_not_the_disk():
+    source = b'#include "gemm_common.cuh"\nextern "C" __global__ void k() {}\n'
+    with pytest.raises(NvrtcError, match="came-from-the-header-map"):
+        nvrtc.compile_cuda(source, "k.cu", "sm_80", headers={"gemm_common.cuh": b"#error came-from-the-header-map\n"})
+    ok = nvrtc.compile_cuda(source, "k.cu", "sm_80", headers={"gemm_common.cuh": b"#pragma once\n"})
+    assert "k" in ok.resources
+
+
+def test_name_expressions_are_lowered():
+    source = b"template <int N> __global__ void t(float* p) { p[0] = N; }\n"
+    compiled = nvrtc.compile_cuda(source, "t.cu", "sm_80", name_expressions=["t<3>", "t<7>"])
+    assert set(compiled.lowered_names) == {"t<3>", "t<7>"}
+    assert all(name.startswith("_Z") for name in compiled.lowered_names.values())
+    assert compiled.lowered_names["t<3>"] != compiled.lowered_names["t<7>"]
+    assert set(compiled.resources) == set(compiled.lowered_names.values())
+    assert compiled.entry("t<3>") == compiled.lowered_names["t<3>"]
+    assert compiled.entry("plain_c_name") == "plain_c_name"
+
+
+@pytest.mark.parametrize("arch", ["sm90", "compute_90", "SM_90", "sm_", "sm_90b", "90", "sm_9O", ""])
+def test_malformed_arch_names_the_allowed_form(arch):
+    with pytest.raises(ValueError, match=r"not of the form sm_XY or sm_XYa"):
+        nvrtc.parse_arch(arch)
+    with pytest.raises(ValueError, match=r"sm_XY"):
+        nvrtc.compile_cuda(b"", "x.cu", arch)
+
+
+def test_parse_arch():
+    assert nvrtc.parse_arch("sm_90a") == (90, True)
+    assert nvrtc.parse_arch("sm_80") == (80, False)
+    assert nvrtc.parse_arch("sm_120") == (120, False)
+
+
+def test_arch_specific_suffix_below_sm_90_is_refused():
+    with pytest.raises(ValueError, match=r"sm_80a"):
+        nvrtc.check_arch("sm_80a")
+
+
+def test_unsupported_arch_lists_what_nvrtc_supports():
+    assert 99 not in nvrtc.supported_archs()
+    with pytest.raises(ValueError, match=r"cannot target sm_99; it supports .*sm_80.*sm_90"):
+        nvrtc.compile_cuda(b"", "x.cu", "sm_99")
+    with pytest.raises(ValueError, match=r"cannot target sm_99"):
+        nvrtc.assemble_ptx(b"", "x.ptx", "sm_99")
+
+
+def test_versions_are_cuda_12_or_newer():
+    assert nvrtc.version() >= (12, 0)
+    assert nvrtc.jitlink_version() >= (12, 0)
+    assert {80, 90} <= set(nvrtc.supported_archs())
+
+
+# --- ptxas -v log parsing (samples captured from NVRTC 12.9 and nvJitLink 12.9) ---------
+NVRTC_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z16sgemm_smem_tiledILi32ELi0EEviiifPKfiS1_ifPfi' for 'sm_80'
+ptxas info    : Function properties for _Z16sgemm_smem_tiledILi32ELi0EEviiifPKfiS1_ifPfi
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, used 1 barriers, 8192 bytes smem, 412 bytes cmem[0]
+ptxas info    : Compile time = 14.273 ms
+ptxas info    : Compiling entry function 'sgemm_naive' for 'sm_80'
+ptxas info    : Function properties for sgemm_naive
+ptxas         .     24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 0 barriers, 412 bytes cmem[0]
+ptxas info    : Compile time = 17.007 ms
+"""
+
+NVJITLINK_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'sgemm_naive_ptx' for 'sm_90'
+ptxas info    : Function properties for sgemm_naive_ptx
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 28 registers, used 0 barriers
+ptxas info    : Compile time = 11.986 ms
+info    : 0 bytes gmem
+info    : Function properties for 'sgemm_naive_ptx':
+info    : used 28 registers, used 0 barriers, 0 stack, 0 bytes smem, 588 bytes cmem[0], 0 bytes lmem
+"""
+
+# nvJitLink's own summary block alone (what its info log holds besides ptxas's lines).
+NVJITLINK_SUMMARY_ONLY = """\
+info    : 0 bytes gmem
+info    : Function properties for 'sgemm_naive_ptx':
+info    : used 28 registers, used 0 barriers, 0 stack, 0 bytes smem, 588 bytes cmem[0], 0 bytes lmem
+"""
+
+
+def test_parse_nvrtc_log_two_functions():
+    found = nvrtc.parse_ptxas_log(NVRTC_LOG)
+    tiled = found["_Z16sgemm_smem_tiledILi32ELi0EEviiifPKfiS1_ifPfi"]
+    assert tiled == nvrtc.Resources(registers=32, shared_bytes=8192, stack_bytes=0, spill_store_bytes=0,
+                                    spill_load_bytes=0, constant_bytes=412, barriers=1)
+    naive = found["sgemm_naive"]
+    assert (naive.registers, naive.stack_bytes, naive.spill_store_bytes, naive.spill_load_bytes) == (255, 24, 8, 12)
+    assert naive.spill_bytes == 20 and naive.shared_bytes == 0
+
+
+def test_parse_nvjitlink_log():
+    found = nvrtc.parse_ptxas_log(NVJITLINK_LOG)
+    assert set(found) == {"sgemm_naive_ptx"}
+    assert found["sgemm_naive_ptx"].registers == 28
+    assert found["sgemm_naive_ptx"].spill_bytes == 0
+
+
+def test_nvjitlink_summary_block_is_not_taken_for_ptxas_figures():
+    """nvJitLink's own summary counts the 1 KiB reserved shared memory; only ptxas lines count."""
+    assert nvrtc.parse_ptxas_log(NVJITLINK_SUMMARY_ONLY) == {}
+
+
+def test_parse_ignores_noise_and_empty_logs():
+    assert nvrtc.parse_ptxas_log("") == {}
+    assert nvrtc.parse_ptxas_log("ptxas info    : Used 99 registers\nwarning: something\n") == {}
+
+
+def test_real_logs_parse_to_the_reported_resources():
+    """The live compiler output (not just the captured samples) is understood."""
+    source = b'extern "C" __global__ void k(float* p) { __shared__ float s[64]; s[threadIdx.x] = 1; __syncthreads(); p[threadIdx.x] = s[63 - threadIdx.x]; }\n'
+    compiled = nvrtc.compile_cuda(source, "k.cu", "sm_80")
+    assert_whole_elf(compiled.cubin)
+    assert not compiled.ptx.endswith(b"\x00"), "PTX is text: its C-string NUL is dropped"
+    assert "Function properties for k" in compiled.log
+    r = compiled.resources["k"]
+    assert r.shared_bytes == 256 and r.registers > 0 and r.barriers == 1
