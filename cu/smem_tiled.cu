@@ -6,9 +6,11 @@
 // is now loaded once per block instead of once per thread: global traffic drops by a
 // factor of TILE. Edges are handled by loading zeros outside A and B, so the inner loop
 // has no bounds checks; only the final store is guarded.
-// PAD adds one float to each shared row. With this access pattern (A read as a warp-wide
-// broadcast, B read along a row) there are no bank conflicts to remove, so PAD is a knob
-// to confirm that with the inspection tools, not an expected speed-up.
+// PAD adds one float to each shared row, the classic bank-conflict fix. Here there are no
+// conflicts to remove (A is read as a warp-wide broadcast, B along a row), and the padding
+// costs the vector loads: unpadded rows are 16-byte aligned, so the compiler reads four
+// floats of A's row with one LDS.128; padded rows are not, and those become scalar LDS
+// (see `python tools/inspect.py diff smem_tiled smem_tiled:PAD=1`). Expect PAD=1 slower.
 // Expected: a modest gain over coalesced; the kernel is now bound by shared-memory
 // bandwidth (two shared loads per FMA).
 #include "gemm_common.cuh"

@@ -37,7 +37,7 @@ def _kernel_names(values: Sequence[str] | None, default: Sequence[str]) -> list[
     return names
 
 
-def _tunable_overrides(pairs: Sequence[str] | None) -> dict[str, int]:
+def tunable_overrides(pairs: Sequence[str] | None) -> dict[str, int]:
     overrides = {}
     for pair in pairs or ():
         name, sep, value = pair.partition("=")
@@ -88,7 +88,7 @@ def cmd_info(args) -> int:
     return EXIT_OK
 
 
-def _default_arch() -> str:
+def default_arch() -> str:
     from .cuda.driver import Device, gpu_available
 
     return Device.get(0).arch if gpu_available() else "sm_90"
@@ -105,10 +105,10 @@ def cmd_compile(args) -> int:
         if not isinstance(spec, kernels.KernelSpec):
             raise UsageError(f"{name} is a {spec.kind} provider, not a kernel this tool compiles")
         specs.append(spec)
-    archs = _split(args.arch) or [_default_arch()]
+    archs = _split(args.arch) or [default_arch()]
     for arch in archs:
         parse_arch(arch)
-    overrides = _tunable_overrides(args.set)
+    overrides = tunable_overrides(args.set)
     rows, failed = [], False
     for spec in specs:
         tunables = spec.resolve(overrides)

@@ -16,7 +16,7 @@ import sys
 from typing import Any, Sequence
 
 from .. import kernels
-from ..cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, _default_arch, _tunable_overrides
+from ..cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, default_arch, tunable_overrides
 from ..cuda.errors import GemmDriverError, NvrtcError
 from ..cuda.nvrtc import check_arch, parse_arch
 from ..kernels.build import build
@@ -30,11 +30,11 @@ def _target(arg: str, common: dict[str, int]) -> tuple[KernelSpec, dict[str, int
     spec = kernels.get(name)
     if not isinstance(spec, KernelSpec):
         raise UsageError(f"{name} is a {spec.kind} provider, not a kernel with code to inspect")
-    return spec, spec.resolve({**common, **_tunable_overrides(settings.split(",") if settings else [])})
+    return spec, spec.resolve({**common, **tunable_overrides(settings.split(",") if settings else [])})
 
 
 def _targets(args, names: Sequence[str]) -> list[tuple[KernelSpec, dict[str, int]]]:
-    common = _tunable_overrides(args.set)
+    common = tunable_overrides(args.set)
     return [_target(name, common) for name in names]
 
 
@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.arch = args.arch or _default_arch()
+        args.arch = args.arch or default_arch()
         check_arch(args.arch)
         return args.func(args)
     except BrokenPipeError:  # `... | head`: stop quietly

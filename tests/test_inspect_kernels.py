@@ -1,0 +1,169 @@
+"""The inspection tools on the real kernels, with no GPU: NVRTC compiles, nvdisasm reads.
+
+The spill gate runs on every registered kernel, every allowed tunable combination, for
+sm_80 and sm_90. The fact table states what each rung's SASS must (not) contain; a new
+rung must add its row, e.g. 128-bit LDG for the vectorised rung, LDGSTS for cp.async,
+HMMA for tensor cores (HGMMA when built for sm_90a).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemm_driver.kernels.sources import read_source
+from gemm_driver import kernels
+from gemm_driver.inspect import command, disassemble, kernel_stats, main_loop, mix, report
+from gemm_driver.kernels.build import build
+
+ROOT = Path(__file__).resolve().parent.parent
+GATE_ARCHS = ("sm_80", "sm_90")
+
+
+def _all_configurations():
+    for spec in kernels.KERNELS.values():
+        names = [t.name for t in spec.tunables]
+        for combo in itertools.product(*(t.choices for t in spec.tunables)):
+            tunables = dict(zip(names, combo))
+            for arch in GATE_ARCHS:
+                if int(arch[3:5]) < spec.min_cc[0] * 10 + spec.min_cc[1]:
+                    continue  # e.g. a wgmma rung is gated on sm_90 only
+                label = "-".join([spec.name, *(f"{k}{v}" for k, v in tunables.items()), arch])
+                yield pytest.param(spec, tunables, arch, id=label)
+
+
+@pytest.mark.parametrize("spec, tunables, arch", list(_all_configurations()))
+def test_no_kernel_spills_or_uses_local_memory(spec, tunables, arch):
+    stats = kernel_stats(spec, arch, tunables)
+    assert (stats["spill_bytes"], stats["local_bytes"], stats["local"]) == (0, 0, 0), (
+        f"{report.label(stats)}: {stats['spill_bytes']} B spilled, {stats['local_bytes']} B stack, "
+        f"{stats['local']} LDL/STL")
+
+
+# kernel -> (tunables, fields that must be 0, fields that must be > 0), checked on both archs.
+NO_TENSOR_CORES = ("hmma", "hgmma")
+FACTS = {
+    "naive": ({}, ("ldg64", "ldg128", "ldgsts", "lds32", "lds128", "bar", *NO_TENSOR_CORES), ("ffma", "ldg32")),
+    "coalesced": ({}, ("ldg64", "ldg128", "ldgsts", "lds32", "bar", *NO_TENSOR_CORES), ("ffma", "ldg32")),
+    "smem_tiled": ({"TILE": 32, "PAD": 0}, ("ldg128", "ldgsts", *NO_TENSOR_CORES),
+                   ("ffma", "bar", "sts32", "lds32", "lds128")),
+    "ptx_naive": ({}, ("lds32", "lds128", "sts32", "bar", *NO_TENSOR_CORES), ("ffma", "ldg32")),
+}
+
+
+def test_every_registered_kernel_has_a_fact_row():
+    assert set(kernels.KERNELS) <= set(FACTS), "add the new rung's SASS facts to FACTS"
+
+
+@pytest.mark.parametrize("arch", GATE_ARCHS)
+@pytest.mark.parametrize("name", list(FACTS))
+def test_sass_facts(name, arch):
+    tunables, zero, positive = FACTS[name]
+    stats = kernel_stats(kernels.KERNELS[name], arch, tunables)
+    assert {f: stats[f] for f in zero} == dict.fromkeys(zero, 0)
+    assert all(stats[f] > 0 for f in positive), {f: stats[f] for f in positive}
+
+
+@pytest.mark.parametrize("tile", (16, 32))
+def test_smem_tiled_main_loop_has_tile_ffma_per_tile_and_two_barriers(tile):
+    loop = _main_loop_mix("smem_tiled", "sm_90", {"TILE": tile, "PAD": 0})
+    assert (loop["ffma"], loop["bar"], loop["sts32"]) == (tile, 2, 2)
+    # The A row is read as float4 (LDS.128, a quarter of the reads); B one float per i.
+    assert (loop["lds128"], loop["lds32"]) == (tile // 4, tile)
+
+
+def test_padding_costs_smem_tiled_its_128_bit_shared_loads():
+    loop = _main_loop_mix("smem_tiled", "sm_90", {"TILE": 32, "PAD": 1})
+    assert (loop["lds128"], loop["lds32"]) == (0, 64)  # rows of 33 floats are not 16-byte aligned
+
+
+@pytest.mark.parametrize("name", ["naive", "coalesced", "ptx_naive"])
+def test_main_loop_found_and_does_the_multiply_adds(name):
+    loop = _main_loop_mix(name, "sm_80", {})
+    assert loop["ffma"] >= 1 and loop["ldg32"] >= 2 * loop["ffma"]  # one A and one B load per FMA
+
+
+def _main_loop_mix(name, arch, tunables):
+    built = build(kernels.KERNELS[name], arch, tunables)
+    loop = main_loop(disassemble(built.compiled.cubin, built.entry))
+    assert loop is not None
+    return mix.count(i.opcode for i in loop.instructions)
+
+
+@pytest.mark.parametrize("tunables, blocks", [({"TILE": 32}, 2), ({"TILE": 16}, 8)])
+def test_stats_occupancy_of_smem_tiled(tunables, blocks):
+    stats = kernel_stats(kernels.KERNELS["smem_tiled"], "sm_90", tunables)
+    assert (stats["blocks_per_sm"], stats["occupancy"]) == (blocks, 1.0)
+    assert stats["constant_bytes"] > 0  # from cuobjdump: ptxas no longer prints it for sm_90
+
+
+# ---- the command -------------------------------------------------------------------------
+
+def _run(capsys, *argv):
+    code = command.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_stats_json_carries_every_field(capsys):
+    code, out, _ = _run(capsys, "stats", "naive", "smem_tiled:TILE=16", "--arch", "sm_80", "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["kernel"] for r in rows] == ["naive", "smem_tiled"]
+    assert set(report.FIELDS) | {"kernel", "arch", "tunables", "entry"} == set(rows[0])
+    assert rows[1]["tunables"] == {"TILE": 16, "PAD": 0}
+
+
+def test_stats_table_has_one_row_per_kernel_in_each_part(capsys):
+    code, out, _ = _run(capsys, "stats", "--arch", "sm_90")
+    assert code == 0
+    assert sum(line.startswith("smem_tiled TILE=32 PAD=0 sm_90") for line in out.splitlines()) == 2
+
+
+def test_diff_shows_the_fields_that_changed(capsys):
+    code, out, _ = _run(capsys, "diff", "smem_tiled", "smem_tiled:PAD=1", "--arch", "sm_90")
+    changed = {line.split()[0] for line in out.splitlines()[1:-1]}
+    assert code == 0 and {"shared_bytes", "lds32", "lds128"} <= changed and "ffma" not in changed
+    code, out, _ = _run(capsys, "diff", "smem_tiled", "smem_tiled:PAD=1", "--arch", "sm_90", "--json")
+    assert json.loads(out)["changed"]["lds128"] == [8, 0]
+
+
+def _line_of(relative: str, text: str) -> int:
+    lines = read_source(relative).decode().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+def test_sass_loop_and_ptx_source(capsys):
+    fma_note = f"// smem_tiled.cu:{_line_of('cu/smem_tiled.cu', 'acc += As[ty][i]')}  acc +="
+    code, out, _ = _run(capsys, "sass", "smem_tiled", "--loop", "--arch", "sm_90")
+    assert code == 0 and "main loop" in out and "LDS.128" in out and fma_note in out
+    code, out, _ = _run(capsys, "ptx", "smem_tiled", "--source", "--set", "TILE=16", "--arch", "sm_80")
+    assert code == 0 and ".target sm_80" in out and fma_note in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["stats", "nope"], "unknown kernel 'nope'"),
+    (["stats", "cublas"], "provider"),
+    (["sass", "naive", "--arch", "sm_9"], "cannot target sm_9"),
+    (["sass", "naive", "--arch", "ampere"], "not of the form"),
+    (["ptx", "smem_tiled", "--set", "TILE=17"], "TILE=17 is not allowed"),
+    (["ptx", "smem_tiled", "--set", "TILE"], "NAME=INTEGER"),
+    (["diff", "naive", "smem_tiled:FOO=1"], "no tunable 'FOO'"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+
+
+def test_script_runs_from_the_repo_root_despite_its_name():
+    """tools/inspect.py shares its name with the stdlib module; it must still start."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "tools/inspect.py", "stats", "naive", "--arch", "sm_80", "--json"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["kernel"] == "naive"
