@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 from . import nvrtc
 from .nvrtc import Compiled, Resources
 
-SCHEMA_VERSION = 2  # 2: cubins are stored whole (1 stripped trailing NULs)
+SCHEMA_VERSION = 3  # 2: cubins stored whole; 3: resources read from the cubin
 
 
 def cache_dir() -> Path | None:

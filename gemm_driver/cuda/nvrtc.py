@@ -22,18 +22,21 @@ ARCH_PATTERN = re.compile(r"^sm_(\d+)(a?)$")
 
 @dataclass(frozen=True)
 class Resources:
-    """What ptxas reported for one entry point."""
+    """One entry point's resources. None means not known: spill and barrier counts exist
+    only in the ``ptxas -v`` log, which a compiler serving its own cache does not print."""
 
     registers: int = 0
     shared_bytes: int = 0  # static shared memory only; dynamic comes from the launch
     stack_bytes: int = 0  # per-thread stack frame = local memory the code itself uses
-    spill_store_bytes: int = 0
-    spill_load_bytes: int = 0
+    spill_store_bytes: int | None = 0
+    spill_load_bytes: int | None = 0
     constant_bytes: int = 0  # cmem[0]: the parameter bank and compiler constants
-    barriers: int = 0
+    barriers: int | None = 0
 
     @property
-    def spill_bytes(self) -> int:
+    def spill_bytes(self) -> int | None:
+        if self.spill_store_bytes is None or self.spill_load_bytes is None:
+            return None
         return self.spill_store_bytes + self.spill_load_bytes
 
 
@@ -161,7 +164,7 @@ def compile_cuda(
         cubin=cubin,
         log=log,
         lowered_names=lowered,
-        resources=parse_ptxas_log(log),
+        resources=cubin_resources(cubin, log, arch),
         compile_seconds=time.perf_counter() - start,
     )
 
@@ -206,7 +209,7 @@ def assemble_ptx(ptx: bytes, filename: str, arch: str) -> Compiled:
         ptx=ptx,
         cubin=bytes(cubin),
         log=log,
-        resources=parse_ptxas_log(log),
+        resources=cubin_resources(bytes(cubin), log, arch),
         compile_seconds=time.perf_counter() - start,
     )
 
@@ -253,3 +256,39 @@ def parse_ptxas_log(log: str) -> dict[str, Resources]:
                 if hit := pattern.search(rest):
                     current[key] = int(hit[1])
     return {name: Resources(**values) for name, values in found.items()}
+
+
+# From sm_90 on, a kernel's .nv.shared section starts with a 1 KiB window the system
+# reserves; the driver's SHARED_SIZE_BYTES (and ptxas) leave it out, and so do we.
+_RESERVED_SHARED_FROM_SM90 = 1024
+
+
+def cubin_resources(cubin: bytes, log: str, arch: str) -> dict[str, Resources]:
+    """Resources of each kernel: sizes from the cubin itself, spills and barriers from the log.
+
+    The cubin is always there; the ``ptxas -v`` log is not (a compiler answering from its
+    cache prints none). Without a log, spills are still known to be 0 when the stack frame
+    is empty, since spilled registers live in that frame; otherwise they are None.
+    """
+    from .elf import functions
+
+    reserved = _RESERVED_SHARED_FROM_SM90 if parse_arch(arch)[0] >= 90 else 0
+    logged = parse_ptxas_log(log)
+    found = {}
+    for name, f in functions(cubin).items():
+        known = logged.get(name)
+        if known is not None:
+            stores, loads, barriers = known.spill_store_bytes, known.spill_load_bytes, known.barriers
+        else:
+            stores = loads = 0 if f.frame_bytes == 0 else None
+            barriers = None
+        found[name] = Resources(
+            registers=f.registers,
+            shared_bytes=max(f.shared_bytes - reserved, 0) if f.shared_bytes else 0,
+            stack_bytes=f.frame_bytes,
+            spill_store_bytes=stores,
+            spill_load_bytes=loads,
+            constant_bytes=f.constant_bytes,
+            barriers=barriers,
+        )
+    return found

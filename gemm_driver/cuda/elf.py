@@ -1,0 +1,92 @@
+"""Per-kernel resources read straight from a cubin (an ELF file), no tools needed.
+
+Why not only the ``ptxas -v`` log: on a machine with a driver, NVRTC and nvJitLink answer
+a repeated compile from their own cache and then print no log at all, so the log is not
+always there. The cubin always is. It records, per kernel:
+
+- in ``.nv.info``: attribute records (EIATTR_*) holding the register count and the
+  stack frame size of each function symbol;
+- ``.nv.shared.<kernel>``: a NOBITS section as large as the kernel's static shared memory;
+- ``.nv.constant0.<kernel>``: constant bank 0 (parameters and compiler constants).
+
+The attribute records are 4-byte headers (format, attribute, 16-bit value); a record of
+format EIFMT_SVAL carries a payload whose length is that 16-bit value.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+EIFMT_SVAL = 0x04
+EIATTR_FRAME_SIZE = 0x11
+EIATTR_REGCOUNT = 0x2F
+
+
+@dataclass(frozen=True)
+class CubinFunction:
+    registers: int
+    frame_bytes: int  # per-thread stack frame: local memory the code uses (spills included)
+    shared_bytes: int
+    constant_bytes: int
+
+
+def _sections(image: bytes) -> dict[str, tuple[int, int, int, int]]:
+    """name -> (type, offset, size, link) of every section."""
+    if image[:4] != b"\x7fELF" or image[4] != 2:
+        raise ValueError("not a 64-bit ELF cubin")
+    (shoff,) = struct.unpack_from("<Q", image, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", image, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + i * shentsize) for i in range(shnum)]
+    names_offset = headers[shstrndx][4]
+
+    def name(offset: int) -> str:
+        end = image.index(b"\x00", names_offset + offset)
+        return image[names_offset + offset : end].decode()
+
+    return {name(h[0]): (h[1], h[4], h[5], h[6]) for h in headers}
+
+
+def _symbol_names(image: bytes, sections) -> list[str]:
+    _, offset, size, link = sections[".symtab"]
+    strtab_offset = list(sections.values())[link][1]  # sh_link names the string table
+    names = []
+    for i in range(size // 24):
+        (name_offset,) = struct.unpack_from("<I", image, offset + i * 24)
+        end = image.index(b"\x00", strtab_offset + name_offset)
+        names.append(image[strtab_offset + name_offset : end].decode())
+    return names
+
+
+def _attributes(image: bytes, offset: int, size: int):
+    """(attribute, payload) for each EIFMT_SVAL record of an .nv.info section."""
+    position, end = offset, offset + size
+    while position + 4 <= end:
+        fmt, attr, value = struct.unpack_from("<BBH", image, position)
+        position += 4
+        if fmt == EIFMT_SVAL:
+            yield attr, image[position : position + value]
+            position += value
+
+
+def functions(image: bytes) -> dict[str, CubinFunction]:
+    """Resources of every kernel in the cubin, by (mangled) name."""
+    sections = _sections(image)
+    symbols = _symbol_names(image, sections)
+    per_symbol: dict[str, dict[int, int]] = {}
+    if ".nv.info" in sections:
+        _, offset, size, _ = sections[".nv.info"]
+        for attr, payload in _attributes(image, offset, size):
+            if attr in (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE) and len(payload) == 8:
+                index, value = struct.unpack("<II", payload)
+                per_symbol.setdefault(symbols[index], {})[attr] = value
+    kernels = [name[len(".text."):] for name in sections if name.startswith(".text.")]
+    return {
+        name: CubinFunction(
+            registers=per_symbol.get(name, {}).get(EIATTR_REGCOUNT, 0),
+            frame_bytes=per_symbol.get(name, {}).get(EIATTR_FRAME_SIZE, 0),
+            shared_bytes=sections.get(f".nv.shared.{name}", (0, 0, 0, 0))[2],
+            constant_bytes=sections.get(f".nv.constant0.{name}", (0, 0, 0, 0))[2],
+        )
+        for name in kernels
+    }
