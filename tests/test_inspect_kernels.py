@@ -100,7 +100,7 @@ def _main_loop_mix(name, arch, tunables):
 def test_stats_occupancy_of_smem_tiled(tunables, blocks):
     stats = kernel_stats(kernels.KERNELS["smem_tiled"], "sm_90", tunables)
     assert (stats["blocks_per_sm"], stats["occupancy"]) == (blocks, 1.0)
-    assert stats["constant_bytes"] > 0  # from cuobjdump: ptxas no longer prints it for sm_90
+    assert stats["constant_bytes"] > 0  # from the cubin: ptxas no longer prints it for sm_90
 
 
 # ---- the command -------------------------------------------------------------------------

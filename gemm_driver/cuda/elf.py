@@ -31,8 +31,8 @@ class CubinFunction:
     constant_bytes: int
 
 
-def _sections(image: bytes) -> dict[str, tuple[int, int, int, int]]:
-    """name -> (type, offset, size, link) of every section."""
+def _sections(image: bytes) -> list[tuple[str, int, int, int, int]]:
+    """(name, type, offset, size, link) of every section, in section-index order."""
     if image[:4] != b"\x7fELF" or image[4] != 2:
         raise ValueError("not a 64-bit ELF cubin")
     (shoff,) = struct.unpack_from("<Q", image, 0x28)
@@ -44,12 +44,12 @@ def _sections(image: bytes) -> dict[str, tuple[int, int, int, int]]:
         end = image.index(b"\x00", names_offset + offset)
         return image[names_offset + offset : end].decode()
 
-    return {name(h[0]): (h[1], h[4], h[5], h[6]) for h in headers}
+    return [(name(h[0]), h[1], h[4], h[5], h[6]) for h in headers]
 
 
-def _symbol_names(image: bytes, sections) -> list[str]:
-    _, offset, size, link = sections[".symtab"]
-    strtab_offset = list(sections.values())[link][1]  # sh_link names the string table
+def _symbol_names(image: bytes, sections: list) -> list[str]:
+    _, _, offset, size, link = next(s for s in sections if s[0] == ".symtab")
+    strtab_offset = sections[link][2]  # sh_link is the index of the symbols' string table
     names = []
     for i in range(size // 24):
         (name_offset,) = struct.unpack_from("<I", image, offset + i * 24)
@@ -73,20 +73,22 @@ def functions(image: bytes) -> dict[str, CubinFunction]:
     """Resources of every kernel in the cubin, by (mangled) name."""
     sections = _sections(image)
     symbols = _symbol_names(image, sections)
+    sizes = {name: size for name, _, _, size, _ in sections}
     per_symbol: dict[str, dict[int, int]] = {}
-    if ".nv.info" in sections:
-        _, offset, size, _ = sections[".nv.info"]
+    for name, _, offset, size, _ in sections:
+        if name != ".nv.info":
+            continue
         for attr, payload in _attributes(image, offset, size):
             if attr in (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE) and len(payload) == 8:
                 index, value = struct.unpack("<II", payload)
                 per_symbol.setdefault(symbols[index], {})[attr] = value
-    kernels = [name[len(".text."):] for name in sections if name.startswith(".text.")]
+    kernels = [name[len(".text."):] for name in sizes if name.startswith(".text.")]
     return {
         name: CubinFunction(
             registers=per_symbol.get(name, {}).get(EIATTR_REGCOUNT, 0),
             frame_bytes=per_symbol.get(name, {}).get(EIATTR_FRAME_SIZE, 0),
-            shared_bytes=sections.get(f".nv.shared.{name}", (0, 0, 0, 0))[2],
-            constant_bytes=sections.get(f".nv.constant0.{name}", (0, 0, 0, 0))[2],
+            shared_bytes=sizes.get(f".nv.shared.{name}", 0),
+            constant_bytes=sizes.get(f".nv.constant0.{name}", 0),
         )
         for name in kernels
     }

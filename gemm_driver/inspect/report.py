@@ -1,25 +1,20 @@
 """Quick facts about a built kernel, as one flat dict, and what differs between two of them.
 
-``kernel_stats`` joins three sources: ptxas's own report (registers, shared memory, stack,
-spills; carried by every Build), the SASS instruction mix (nvdisasm), and theoretical
-occupancy computed from the first. Constant bank 0 comes from ``cuobjdump -res-usage``:
-ptxas stops printing it for sm_90, and the parameter bank it holds grew there. Without
-cuobjdump we keep ptxas's figure (0 on sm_90) rather than fail.
+``kernel_stats`` joins three sources: the resources every Build carries (registers, shared,
+stack and constant memory read from the cubin, spills from ptxas's report), the SASS
+instruction mix (nvdisasm), and theoretical occupancy computed from the first.
 """
 
 from __future__ import annotations
 
-import re
 from math import prod
 from typing import Any, Mapping
 
-from ..cuda.errors import LibraryNotFoundError
-from ..kernels.build import Build, build
+from ..kernels.build import build
 from ..kernels.spec import KernelSpec
 from . import mix
 from .occupancy import occupancy
 from .sass import disassemble
-from .tools import run_on_cubin
 
 # Resource fields in report order; the mix fields (mix.FIELDS) follow them.
 RESOURCE_FIELDS = {
@@ -36,7 +31,6 @@ RESOURCE_FIELDS = {
 }
 FIELDS = {**RESOURCE_FIELDS, **mix.FIELDS}
 
-_RES_USAGE = re.compile(r"Function ([^:\s]+):\s*\n\s*REG:.*?CONSTANT\[0\]:(\d+)")
 
 
 def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> dict[str, Any]:
@@ -56,19 +50,9 @@ def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None
         "kernel": spec.name, "arch": arch, "tunables": dict(built.tunables), "entry": built.entry,
         "threads_per_block": threads, "registers": r.registers, "shared_bytes": r.shared_bytes,
         "dynamic_shared_bytes": dynamic, "spill_bytes": r.spill_bytes, "local_bytes": r.stack_bytes,
-        "constant_bytes": constant_bytes(built), **fit,
+        "constant_bytes": r.constant_bytes, **fit,
         **mix.count(i.opcode for i in sass.instructions),
     }
-
-
-def constant_bytes(built: Build) -> int:
-    """Constant bank 0 of the entry, from cuobjdump when it is installed, else from ptxas."""
-    try:
-        usage = run_on_cubin("cuobjdump", ["-res-usage"], built.compiled.cubin)
-    except LibraryNotFoundError:
-        return built.resources.constant_bytes
-    found = {name: int(size) for name, size in _RES_USAGE.findall(usage)}
-    return found.get(built.entry, built.resources.constant_bytes)
 
 
 def label(stats: Mapping[str, Any]) -> str:
