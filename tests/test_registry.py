@@ -20,7 +20,7 @@ def all_tunable_sets(spec):
 
 
 def test_names_are_unique_across_kernels_and_providers():
-    names = [s.name for s in simt.SPECS] + [p.name for p in kernels.PROVIDERS]
+    names = [s.name for s in kernels.SPECS] + [p.name for p in kernels.PROVIDERS]
     assert len(names) == len(set(names))
     assert set(kernels.ALL) == set(names)
     assert {"cublas", "numpy", "naive", "coalesced", "smem_tiled", "ptx_naive"} <= set(names)
