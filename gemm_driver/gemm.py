@@ -15,6 +15,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from . import kernels
+from . import precision as _precision
 from .cuda import cublas
 from .cuda.driver import Context, Kernel, Module, Stream
 from .kernels.build import Build, build
@@ -78,21 +79,27 @@ class Session:
                  tunables: Mapping[str, int] | None = None) -> Launch:
         """A callable that enqueues one C = alpha A B + beta C on this session's stream."""
         target = kernels.get(name)
+        check_operands(target, problem, a, b)
         if isinstance(target, Provider):
             if tunables:
                 raise ValueError(f"{name} takes no tunables, got {sorted(tunables)}")
             if target.kind != "library":
                 raise ValueError(f"{name} runs on the CPU and has no GPU launcher")
-            handle = self.cublas()
-            args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld,
-                    problem.beta, c.ptr, c.ld)
-            return lambda: cublas.gemm_ex(handle, *args, precision="fp32")
+            return _cublas_launch(self.cublas(), target, problem, a, b, c)
+        note = ""
+        if target.choose is not None and not tunables:
+            tunables, note = target.choose(problem, self.device.name)
         resolved = target.validate(problem, tunables)
         loaded = self.load(target, resolved)
         packed = loaded.kernel.pack(problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld,
                                     b.ptr, b.ld, problem.beta, c.ptr, c.ld)
         grid, block = target.grid(problem, resolved), target.block(resolved)
-        return lambda: loaded.kernel.launch(grid, block, packed, self.stream)
+
+        def launch() -> None:
+            loaded.kernel.launch(grid, block, packed, self.stream)
+
+        launch.tunables, launch.note = dict(resolved), note  # what ran, for the record
+        return launch
 
     def synchronize(self) -> None:
         self.stream.synchronize()
@@ -114,14 +121,40 @@ class Session:
         self.close()
 
 
+def check_operands(target: KernelSpec | Provider, problem: GemmProblem, a: DeviceMatrix, b: DeviceMatrix) -> None:
+    """ValueError (the runner's "skipped") when operands or problem do not suit ``target``:
+    A/B stored in another precision's element size, or a batch for a one-GEMM kernel."""
+    p = _precision.get(target.dtype)
+    if (a.itemsize, b.itemsize) != (p.itemsize, p.itemsize):
+        raise ValueError(f"{target.name} takes {p.name} operands ({p.itemsize}-byte A and B), "
+                         f"got {a.itemsize}- and {b.itemsize}-byte ones")
+    if problem.batch > 1 and target.name != _precision.BATCHED_BASELINE:
+        raise ValueError(f"{target.name} computes one GEMM per launch; batched shapes run on "
+                         f"{_precision.BATCHED_BASELINE} (FP32)")
+
+
+def _cublas_launch(handle: cublas.CublasHandle, target: Provider, problem: GemmProblem,
+                   a: DeviceMatrix, b: DeviceMatrix, c: DeviceMatrix) -> Launch:
+    """cuBLAS in the provider's precision (explicit types and math mode, cublasGemmEx);
+    the batched provider walks the stacked operands with strides of one matrix each."""
+    p, (m, n, k) = _precision.get(target.dtype), (problem.m, problem.n, problem.k)
+    if target.name == _precision.BATCHED_BASELINE:
+        args = (m, n, k, problem.alpha, a.ptr, a.ld, m * a.ld, b.ptr, b.ld, k * b.ld,
+                problem.beta, c.ptr, c.ld, m * c.ld, problem.batch)
+        return lambda: cublas.gemm_strided_batched_ex(handle, *args, precision=p.cublas)
+    args = (m, n, k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
+    return lambda: cublas.gemm_ex(handle, *args, precision=p.cublas)
+
+
 def verify_once(session: Session, launch: Launch, problem: GemmProblem, c: DeviceMatrix,
-                c_host: np.ndarray | None, ref: Reference) -> Verification:
-    """Poison C (or restore its input values), run ``launch`` once, check C and its guard band."""
+                c_host: np.ndarray | None, ref: Reference, precision: str = "fp32") -> Verification:
+    """Poison C (or restore its input values), run ``launch`` once, check C and its guard
+    band against ``precision``'s bound."""
     c.fill(c_host)
     launch()
     session.synchronize()
     out, guard_violations = c.read()
-    return check_output(problem, out, ref, guard_violations)
+    return check_output(problem, out, ref, guard_violations, precision)
 
 
 _default: Session | None = None
@@ -154,7 +187,8 @@ def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None, *, alpha: fl
 
     A is M x K, B is K x N, C (needed when beta != 0) is M x N, all float32 and
     C-contiguous. As in cuBLAS, M or N = 0 gives an empty result, K = 0 gives beta * C,
-    and C is not read when beta == 0.
+    and C is not read when beta == 0. A kernel of a 2-byte precision (e.g. cublas_bf16)
+    multiplies A and B rounded to it (round to nearest even); C stays float32.
     """
     _check_matrix("A", A, "M x K")
     _check_matrix("B", B, "K x N")
@@ -177,7 +211,7 @@ def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None, *, alpha: fl
     if problem.is_empty or target.name == "numpy":
         return host_gemm(problem, A, B, c_in)
     session = default_session()
-    a, b, c = upload_operands(problem, A, B, c_in)
+    a, b, c = upload_operands(problem, A, B, c_in, precision=target.dtype)
     try:
         session.launcher(kernel, problem, a, b, c, tunables)()
         session.synchronize()
@@ -189,8 +223,16 @@ def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray | None = None, *, alpha: fl
 
 
 def host_gemm(problem: GemmProblem, a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
-    """NumPy float32 on the CPU; also the exact answer for empty problems (K = 0 -> beta C)."""
-    out = np.float32(problem.alpha) * (a @ b) if problem.k else np.zeros((problem.m, problem.n), np.float32)
+    """NumPy float32 on the CPU; also the exact answer for empty problems (K = 0 -> beta C).
+    Batched problems take and give stacked matrices (see operands.random_operands)."""
+    rows, batch = problem.batch * problem.m, problem.batch
+    if not problem.k:
+        out = np.zeros((rows, problem.n), np.float32)
+    elif batch == 1:
+        out = np.float32(problem.alpha) * (a @ b)
+    else:
+        product = a.reshape(batch, problem.m, problem.k) @ b.reshape(batch, problem.k, problem.n)
+        out = np.float32(problem.alpha) * product.reshape(rows, problem.n)
     if c is not None:
         out = out + np.float32(problem.beta) * c
     return np.ascontiguousarray(out, dtype=np.float32)

@@ -44,9 +44,7 @@ HOG_SIZES = (8, 40, 56, 100, 160, 230)  # about 18, 47, 63, 107, 167 and 237 reg
 
 def _configurations():
     for spec in kernels.KERNELS.values():
-        names = [t.name for t in spec.tunables]
-        for combo in itertools.product(*(t.choices for t in spec.tunables)):
-            tunables = dict(zip(names, combo))
+        for tunables in spec.configurations():
             yield pytest.param(spec, tunables, id="-".join([spec.name, *(f"{k}{v}" for k, v in tunables.items())]))
 
 

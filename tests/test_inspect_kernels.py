@@ -28,9 +28,7 @@ GATE_ARCHS = ("sm_80", "sm_90")
 
 def _all_configurations():
     for spec in kernels.KERNELS.values():
-        names = [t.name for t in spec.tunables]
-        for combo in itertools.product(*(t.choices for t in spec.tunables)):
-            tunables = dict(zip(names, combo))
+        for tunables in spec.configurations():
             for arch in GATE_ARCHS:
                 if int(arch[3:5]) < spec.min_cc[0] * 10 + spec.min_cc[1]:
                     continue  # e.g. a wgmma rung is gated on sm_90 only
@@ -54,6 +52,9 @@ FACTS = {
     "smem_tiled": ({"TILE": 32, "PAD": 0}, ("ldg128", "ldgsts", *NO_TENSOR_CORES),
                    ("ffma", "bar", "sts32", "lds32", "lds128")),
     "ptx_naive": ({}, ("lds32", "lds128", "sts32", "bar", *NO_TENSOR_CORES), ("ffma", "ldg32")),
+    # cp.async fills shared memory (LDGSTS, no STS); fragments are LDS.128 only
+    "warptiled": ({}, ("sts32", "sts128", "lds64", *NO_TENSOR_CORES), ("ffma", "ldgsts", "lds128", "bar")),
+    "autotuned": ({}, ("sts32", "sts128", "lds64", *NO_TENSOR_CORES), ("ffma", "ldgsts", "lds128", "bar")),
 }
 
 
@@ -93,7 +94,7 @@ def _main_loop_mix(name, arch, tunables):
     built = build(kernels.KERNELS[name], arch, tunables)
     loop = main_loop(disassemble(built.compiled.cubin, built.entry))
     assert loop is not None
-    return mix.count(i.opcode for i in loop.instructions)
+    return mix.count(mix.executed(loop.instructions))
 
 
 @pytest.mark.parametrize("tunables, blocks", [({"TILE": 32}, 2), ({"TILE": 16}, 8)])
@@ -167,3 +168,17 @@ def test_script_runs_from_the_repo_root_despite_its_name():
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["kernel"] == "naive"
+
+
+@pytest.mark.parametrize("config", [{}, {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TN": 4, "STAGES": 4}])
+def test_warptiled_main_loop_is_ffma_fed_by_lds128_and_cp_async(config):
+    """Per k tile a lane does TM*TN*BK FMAs from BK*(TM+TN)/4 LDS.128, with one barrier and
+    one cp.async per 4 floats of A it copies (4-byte, transposed) plus one per float4 of B."""
+    spec = kernels.KERNELS["warptiled"]
+    t = spec.resolve(config)
+    loop = _main_loop_mix("warptiled", "sm_90", config)
+    threads = spec.block(t)[0]
+    a_copies, b_copies = t["BM"] * t["BK"] // threads, t["BN"] * t["BK"] // (4 * threads)
+    assert loop["ffma"] == t["TM"] * t["TN"] * t["BK"]
+    assert loop["lds128"] == t["BK"] * (t["TM"] + t["TN"]) // 4 and loop["lds32"] == 0
+    assert loop["bar"] == 1 and loop["ldgsts"] == a_copies + b_copies

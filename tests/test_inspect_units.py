@@ -38,6 +38,13 @@ def test_mix_field_of_opcode(opcode, field):
     assert mix.field(opcode) == field
 
 
+def test_mix_skips_instructions_that_can_never_run():
+    never = sass.Instruction(0x10, "LDS", "RZ, [RZ]", predicate="@!PT")
+    sometimes = sass.Instruction(0x20, "LDS", "R1, [R2]", predicate="@!P0")
+    assert mix.executed([never, sometimes]) == ["LDS"]
+    assert mix.count(mix.executed([never, sometimes]))["lds32"] == 1
+
+
 def test_mix_counts_every_field_and_skips_nop_padding():
     counts = mix.count(["FFMA", "FFMA", "LDS.128", "HFMA2.MMA", "NOP", "NOP", "EXIT"])
     assert set(counts) == set(mix.FIELDS)

@@ -20,6 +20,7 @@ from ..operands import random_operands, upload_operands
 from ..problem import GemmProblem
 from ..verify import check as check_output
 from ..verify import reference
+from .clocks import ClockMonitor
 from .timing import Budget, GpuTimer, TimingStats, measure_host
 
 DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
@@ -42,6 +43,7 @@ class CaseResult:
     timing: TimingStats | None = None
     tunables: dict = field(default_factory=dict)
     pct_of_baseline: float | None = None
+    mode: str = "hot"  # the sweep's timing mode (timing.py); the CPU baseline is always timed as is
 
     @property
     def tflops(self) -> float | None:
@@ -64,19 +66,28 @@ class CaseResult:
             "timing": self.timing.as_dict() if self.timing else None,
             "tflops": self.tflops,
             "pct_of_cublas": self.pct_of_baseline,
+            "mode": self.mode,
+            "clocks_sagged": (self.timing.clocks or {}).get("sagged") if self.timing else None,
         }
 
 
 def run_sweep(session: Session, kernel_names: Sequence[str], shapes: Iterable[tuple[int, int, int]], *,
-              alpha: float = 1.0, beta: float = 0.0, seed: int = 0, budget: Budget = Budget(),
+              alpha: float = 1.0, beta: float = 0.0, seed: int = 0, budget: Budget = Budget(), mode: str = "hot",
+              monitor: ClockMonitor | None = None,
               on_case: Callable[[CaseResult], None] = lambda r: None) -> list[CaseResult]:
-    timer = GpuTimer(session.stream, session.arch)
+    """Verify then time every kernel on every shape; ``monitor`` reads clocks during each case's batches."""
+    timer = GpuTimer(session.stream, session.arch, session.device.l2_bytes, mode=mode, monitor=monitor)
+
+    def record(result: CaseResult) -> None:
+        result.mode = mode
+        on_case(result)
+
     results: list[CaseResult] = []
     try:
         for index, (m, n, k) in enumerate(shapes):
             problem = GemmProblem(m, n, k, alpha, beta)
             rng = np.random.default_rng([seed, index])
-            shape_results = _run_shape(session, timer, kernel_names, problem, rng, budget, on_case)
+            shape_results = _run_shape(session, timer, kernel_names, problem, rng, budget, record)
             _fill_baseline_ratio(shape_results)
             results.extend(shape_results)
     finally:
@@ -109,8 +120,7 @@ def _run_gpu_case(session, timer, name, problem, operands, c_host, ref, budget) 
         launch = session.launcher(name, problem, a, b, c)
     except ValueError as exc:  # the kernel cannot run this problem on this GPU: say why
         return CaseResult(name, problem, "skipped", str(exc))
-    spec = kernels.get(name)
-    tunables = dict(spec.resolve()) if isinstance(spec, kernels.KernelSpec) else {}
+    tunables = dict(getattr(launch, "tunables", {}))  # what ran: defaults, or chosen per problem
     try:
         verification = verify_once(session, launch, problem, c, c_host, ref)
         if not verification.ok:

@@ -57,7 +57,7 @@ def cmd_sass(args) -> int:
             print(f"// {spec.name} {args.arch}: no loop does any arithmetic", file=sys.stderr)
             return EXIT_FAILED
         shown = loop.instructions
-        counts = mix.count(i.opcode for i in shown)
+        counts = mix.count(mix.executed(shown))
         summary = ", ".join(f"{n} {_HEADERS.get(name, name.upper())}" for name, n in counts.items()
                             if n and name != "instructions")
         heading = (f"// {spec.name} {args.arch} main loop {loop.label} (0x{loop.start:04x}-0x{loop.end:04x}): "

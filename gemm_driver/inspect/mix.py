@@ -60,6 +60,12 @@ def is_math(opcode: str) -> bool:
     return opcode.split(".", 1)[0] in _MATH
 
 
+def executed(instructions) -> list[str]:
+    """Opcodes of the instructions that can run. ptxas plants ``@!PT LDS RZ, [RZ]`` (never
+    true, so never executed) next to cp.async on sm_80+; counting it would show a phantom LDS."""
+    return [i.opcode for i in instructions if i.predicate != "@!PT"]
+
+
 def count(opcodes: Iterable[str]) -> dict[str, int]:
     """The mix of a sequence of opcodes, every field present."""
     mix = dict.fromkeys(FIELDS, 0)

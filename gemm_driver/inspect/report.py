@@ -51,7 +51,7 @@ def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None
         "threads_per_block": threads, "registers": r.registers, "shared_bytes": r.shared_bytes,
         "dynamic_shared_bytes": dynamic, "spill_bytes": r.spill_bytes, "local_bytes": r.stack_bytes,
         "constant_bytes": r.constant_bytes, **fit,
-        **mix.count(i.opcode for i in sass.instructions),
+        **mix.count(mix.executed(sass.instructions)),
     }
 
 

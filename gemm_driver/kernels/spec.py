@@ -8,6 +8,7 @@ ValueError naming the broken rule, before anything is compiled.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -50,6 +51,12 @@ class KernelSpec:
     dtype: str = "float32"
     signature: tuple[str, ...] = SGEMM_SIGNATURE
     options: tuple[str, ...] = ("--std=c++17", "-lineinfo")
+    # The configurations tests and tools build. Empty: every combination of choices that the
+    # rules accept (fine for small spaces); a tuning space of hundreds names a few instead.
+    checked: tuple[Mapping[str, int], ...] = ()
+    # Tunables chosen per problem and GPU when the caller gives none: (problem, GPU name) ->
+    # (tunables, why). The autotuned rung reads its per-GPU table this way.
+    choose: Callable[[GemmProblem, str], tuple[Mapping[str, int], str]] | None = None
 
     @property
     def kind(self) -> str:
@@ -73,6 +80,25 @@ class KernelSpec:
                 raise ValueError(f"{self.name}: {name}={value!r} is not allowed; choose one of {list(choices)}")
             values[name] = value
         return values
+
+    def configurations(self) -> list[dict[str, int]]:
+        """Resolved tunable sets worth building: ``checked`` (defaults first), else every valid combination."""
+        if self.checked:
+            probe = GemmProblem(256, 256, 256)
+            chosen = [self.validate(probe), *(self.validate(probe, c) for c in self.checked)]
+            unique = {tuple(c.items()): c for c in chosen}  # validate() keeps the tunables' order
+            return list(unique.values())
+        names = [t.name for t in self.tunables]
+        combos = (dict(zip(names, values)) for values in itertools.product(*(t.choices for t in self.tunables)))
+        return [c for c in combos if self.accepts(c)]
+
+    def accepts(self, tunables: Tunables) -> bool:
+        """Whether the rules accept ``tunables`` (on a 256^3 problem: rules about tiles, not sizes)."""
+        try:
+            self.validate(GemmProblem(256, 256, 256), tunables)
+        except ValueError:
+            return False
+        return True
 
     def name_expression(self, tunables: Tunables) -> str:
         return self.entry.format(**tunables)

@@ -1,0 +1,248 @@
+// warptiled.cu -- rung 6: block -> warp -> thread tiling, fed by a cp.async pipeline.
+//
+// Change against double_buffered: the warp becomes an explicit level of the tiling. A block
+// tile (BM x BN) is split into warp tiles (WM x WN); inside a warp, the 32 lanes form a
+// LANES_M x LANES_N grid and each lane owns TM x TN results, taken as groups of 4 rows and
+// 4 columns spread across the warp tile (rows lm*4 + g*4*LANES_M + i). Two things follow:
+//  * every shared-memory fragment load is an LDS.128 in which a warp touches only
+//    LANES_M (or LANES_N) consecutive float4s, i.e. at most 128 bytes: one wavefront, no
+//    bank conflicts, the rest broadcast;
+//  * each warp reads a compact WM x WN footprint of the tiles, so per k step it loads
+//    (WM + WN) values for WM * WN FMAs, the best ratio a warp can get from shared memory.
+// Tiles arrive through STAGES-deep cp.async pipelining: global memory is copied straight
+// into shared memory (no staging registers, which are given to the accumulators) while the
+// threads compute on an older stage; one __syncthreads per k tile.
+// Edges cost nothing in the main loop: every copy is predicated through cp.async's
+// src-size (rows >= M, columns >= N and k >= K arrive as zeros), and the K remainder is
+// processed FIRST, as a partial tile, so all later tiles are full. B is copied 16 bytes at a
+// time when B and ldb allow it, else 4 bytes at a time (the 4093x4091x4099 case); A is always
+// copied 4 bytes at a time because it is transposed on the way into shared memory.
+// Expected: the FMA pipe busy most cycles; close to cuBLAS at large sizes.
+#include "gemm_common.cuh"
+#include "cp_async.cuh"
+
+namespace warptiled {
+
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int STAGES_>
+struct Tiling {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
+    static constexpr int STAGES = STAGES_;
+    static constexpr int WARPS_N = BN / WN;
+    static constexpr int THREADS = 32 * (BM / WM) * WARPS_N;
+    static constexpr int LANES_M = WM / TM;  // a warp's lanes along m ...
+    static constexpr int LANES_N = WN / TN;  // ... and along n
+    static constexpr int STEP_M = 4 * LANES_M;  // distance between a lane's groups of 4 rows
+    static constexpr int STEP_N = 4 * LANES_N;
+    // A is stored transposed, one row of BM values per k. The +4 skews consecutive k rows by
+    // 4 banks, so a warp's 4-byte copies (4 rows x 8 k) land in 32 different banks.
+    static constexpr int A_STRIDE = BM + 4;
+    static constexpr int A_STAGE = BK * A_STRIDE;
+    static constexpr int B_STAGE = BK * BN;
+    static constexpr int A_COPIES = BM * BK / THREADS;
+    static constexpr int B_COPIES = BN * BK / THREADS;          // 4-byte path
+    static constexpr int B_VEC_COPIES = BN * BK / (4 * THREADS);  // 16-byte path
+    // Aim for 16 resident warps per SM: with 256 threads that caps registers at 128.
+    static constexpr int MIN_BLOCKS = THREADS >= 512 ? 1 : 512 / THREADS;
+
+    static_assert(LANES_M * LANES_N == 32, "the lanes of a warp must tile the warp tile");
+    static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4-wide groups");
+    static_assert(BK % 8 == 0 && BM * 8 % THREADS == 0 && A_COPIES * THREADS == BM * BK,
+                  "A tile must split evenly, 8-wide slices of it too");
+    static_assert(B_VEC_COPIES * 4 * THREADS == BN * BK, "B tile must split into float4s");
+};
+
+// Copies k tiles of A and B into the shared-memory ring with cp.async. Everything that does
+// not change from tile to tile (which rows and columns this thread copies, whether they are
+// inside the matrix, its source pointers and shared-memory addresses) is worked out once, so
+// a tile costs one address add per copy. A copy i of a thread sits at a compile-time offset
+// from its copy 0 (the thread count and tile sizes are powers of two), see a_row/b_k below.
+template <class T, bool B_VEC>
+struct TileCopier {
+    // A, transposed: consecutive threads take 8 consecutive k of a row (a warp reads 4 rows x
+    // 32 bytes); copy i is a_row(i) rows and a_k(i) columns further on.
+    __device__ static constexpr int a_row(int i) { return (T::THREADS * i % (T::BM * 8)) / 8; }
+    __device__ static constexpr int a_k(int i) { return T::THREADS * i / (T::BM * 8) * 8; }
+    // B, row by row: in units of float4 (VEC) or of floats.
+    static constexpr int B_UNIT = B_VEC ? 4 : 1;
+    static constexpr int B_ROW_UNITS = T::BN / B_UNIT;
+    static constexpr int B_COPIES = B_VEC ? T::B_VEC_COPIES : T::B_COPIES;
+    __device__ static constexpr int b_k(int i) { return T::THREADS * i / B_ROW_UNITS; }
+    __device__ static constexpr int b_n(int i) { return T::THREADS * i % B_ROW_UNITS * B_UNIT; }
+
+    const float* a;   // this thread's copy 0 at k = 0 (row clamped into A)
+    const float* b;   // this thread's copy 0 at k = 0 (column clamped into B)
+    int lda, ldb;
+    int k_a, k_b;     // k of copy 0 inside a tile
+    unsigned a_dst, b_dst;  // shared-memory addresses of copy 0 in stage 0
+    unsigned a_inside = 0, b_inside = 0;  // bit i: copy i's row (A) / column (B) exists
+    int b_bytes = 0;  // VEC: bytes of the float4 before column N (0..16), the same for every copy
+
+    __device__ __forceinline__ TileCopier(const float* A, int lda_, int M, const float* B, int ldb_, int N,
+                                          int bm0, int bn0, int tid, unsigned as_ring, unsigned bs_ring)
+        : lda(lda_), ldb(ldb_) {
+        const int r = tid / 8;
+        k_a = tid % 8;
+        a = A + min(bm0 + r, M - 1) * lda + k_a;
+#pragma unroll
+        for (int i = 0; i < T::A_COPIES; ++i) a_inside |= unsigned(bm0 + r + a_row(i) < M) << i;
+        a_dst = as_ring + 4 * (k_a * T::A_STRIDE + r);
+
+        k_b = tid / B_ROW_UNITS;
+        const int n = tid % B_ROW_UNITS * B_UNIT;
+        b = B + (B_VEC ? bn0 + n : min(bn0 + n, N - 1));  // VEC: a copy past N reads 0 bytes
+#pragma unroll
+        for (int i = 0; i < B_COPIES; ++i) b_inside |= unsigned(bn0 + n + b_n(i) < N) << i;
+        if (B_VEC) b_bytes = 4 * max(0, min(4, N - (bn0 + n)));
+        b_dst = bs_ring + 4 * (k_b * T::BN + n);
+    }
+
+    // Tile starting at column k0 of A / row k0 of B into `stage`. Only the first tile is
+    // partial (k_valid < BK); every later one skips the k test.
+    template <bool PARTIAL>
+    __device__ __forceinline__ void issue(int k0, int stage, int k_valid) const {
+        const float* a_tile = a + k0;
+        const unsigned a_stage = a_dst + 4 * stage * T::A_STAGE;
+#pragma unroll
+        for (int i = 0; i < T::A_COPIES; ++i) {
+            bool inside = (a_inside >> i) & 1;
+            if (PARTIAL) inside = inside && k_a + a_k(i) < k_valid;
+            cp_async_4(a_stage + 4 * (a_k(i) * T::A_STRIDE + a_row(i)),
+                       a_tile + a_row(i) * lda + a_k(i), inside ? 4 : 0);
+        }
+        const float* b_tile = b + k0 * ldb;
+        const unsigned b_stage = b_dst + 4 * stage * T::B_STAGE;
+#pragma unroll
+        for (int i = 0; i < B_COPIES; ++i) {
+            bool inside = B_VEC ? b_bytes > 0 : (b_inside >> i) & 1;
+            if (PARTIAL) inside = inside && k_b + b_k(i) < k_valid;
+            const unsigned dst = b_stage + 4 * (b_k(i) * T::BN + b_n(i));
+            const float* src = b_tile + b_k(i) * ldb + b_n(i);
+            if (B_VEC)
+                cp_async_16(dst, src, inside ? b_bytes : 0);
+            else
+                cp_async_4(dst, src, inside ? 4 : 0);
+        }
+    }
+};
+
+// BK rank-1 updates of the lane's TM x TN accumulators from one shared-memory stage.
+template <class T>
+__device__ __forceinline__ void multiply_tile(float (&acc)[T::TM][T::TN], const float* as, const float* bs) {
+#pragma unroll
+    for (int k = 0; k < T::BK; ++k) {
+        float a[T::TM], b[T::TN];
+#pragma unroll
+        for (int g = 0; g < T::TM / 4; ++g) {
+            const float4 v = *reinterpret_cast<const float4*>(as + k * T::A_STRIDE + g * T::STEP_M);
+            a[4 * g] = v.x, a[4 * g + 1] = v.y, a[4 * g + 2] = v.z, a[4 * g + 3] = v.w;
+        }
+#pragma unroll
+        for (int g = 0; g < T::TN / 4; ++g) {
+            const float4 v = *reinterpret_cast<const float4*>(bs + k * T::BN + g * T::STEP_N);
+            b[4 * g] = v.x, b[4 * g + 1] = v.y, b[4 * g + 2] = v.z, b[4 * g + 3] = v.w;
+        }
+#pragma unroll
+        for (int i = 0; i < T::TM; ++i)
+#pragma unroll
+            for (int j = 0; j < T::TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+}
+
+// The k loop: a STAGES-deep ring of shared-memory tiles, filled by cp.async.
+template <class T, bool B_VEC>
+__device__ __forceinline__ void k_loop(float (&acc)[T::TM][T::TN], int M, int N, int K,
+                                       const float* A, int lda, const float* B, int ldb,
+                                       float* as_ring, float* bs_ring, int bm0, int bn0, int tid,
+                                       int a_lane, int b_lane) {
+    const TileCopier<T, B_VEC> copier(A, lda, M, B, ldb, N, bm0, bn0, tid, shared_address(as_ring),
+                                      shared_address(bs_ring));
+    const int tiles = (K + T::BK - 1) / T::BK;
+    const int remainder = K - (tiles - 1) * T::BK;  // tile 0 holds the 1..BK leftover k
+    auto k_start = [&](int tile) { return tile == 0 ? 0 : remainder + (tile - 1) * T::BK; };
+
+    copier.template issue<true>(0, 0, remainder);
+    cp_async_commit();
+#pragma unroll
+    for (int s = 1; s < T::STAGES - 1; ++s) {
+        if (s < tiles) copier.template issue<false>(k_start(s), s, T::BK);
+        cp_async_commit();  // empty groups keep the count of groups in flight uniform
+    }
+    int read_stage = 0, write_stage = T::STAGES - 1;
+    for (int tile = 0; tile < tiles; ++tile) {
+        cp_async_wait<T::STAGES - 2>();  // this thread's copies of `tile` have landed ...
+        __syncthreads();                 // ... everyone's have, and write_stage was consumed
+        const int next = tile + T::STAGES - 1;
+        if (next < tiles) copier.template issue<false>(k_start(next), write_stage, T::BK);
+        cp_async_commit();
+        multiply_tile<T>(acc, as_ring + read_stage * T::A_STAGE + a_lane,
+                         bs_ring + read_stage * T::B_STAGE + b_lane);
+        read_stage = read_stage == T::STAGES - 1 ? 0 : read_stage + 1;
+        write_stage = write_stage == T::STAGES - 1 ? 0 : write_stage + 1;
+    }
+}
+
+// C = alpha * acc + beta * C for the lane's groups: float4 when aligned and inside, else
+// element by element with bounds checks (edge tiles, odd ldc, misaligned C).
+template <class T>
+__device__ __forceinline__ void store_tile(const float (&acc)[T::TM][T::TN], float alpha, float beta,
+                                           float* C, int ldc, int M, int N, int row0, int col0) {
+    const bool vec = ldc % 4 == 0 && (reinterpret_cast<unsigned long long>(C) & 15) == 0;
+#pragma unroll
+    for (int i = 0; i < T::TM; ++i) {
+        const int row = row0 + (i / 4) * T::STEP_M + i % 4;
+        if (row >= M) continue;
+#pragma unroll
+        for (int g = 0; g < T::TN / 4; ++g) {
+            const int col = col0 + g * T::STEP_N;
+            float* c = C + row * ldc + col;
+            const float* v = &acc[i][4 * g];
+            if (vec && col + 3 < N) {
+                float4 out = make_float4(alpha * v[0], alpha * v[1], alpha * v[2], alpha * v[3]);
+                if (beta != 0.0f) {
+                    const float4 old = *reinterpret_cast<const float4*>(c);
+                    out.x = fmaf(beta, old.x, out.x), out.y = fmaf(beta, old.y, out.y);
+                    out.z = fmaf(beta, old.z, out.z), out.w = fmaf(beta, old.w, out.w);
+                }
+                *reinterpret_cast<float4*>(c) = out;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    if (col + j < N) c[j] = gemm_epilogue(v[j], alpha, beta, c + j);
+            }
+        }
+    }
+}
+
+}  // namespace warptiled
+
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES>
+__global__ void __launch_bounds__(warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES>::THREADS,
+                                  warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES>::MIN_BLOCKS)
+sgemm_warptiled(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+                const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
+    using T = warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES>;
+    extern __shared__ float4 shared_ring[];  // float4: 16-byte alignment for cp.async
+    float* as_ring = reinterpret_cast<float*>(shared_ring);
+    float* bs_ring = as_ring + T::STAGES * T::A_STAGE;
+
+    const int tid = threadIdx.x;
+    const int warp = tid / 32, lane = tid % 32;
+    const int bm0 = blockIdx.y * BM, bn0 = blockIdx.x * BN;
+    const int wm0 = (warp / T::WARPS_N) * WM, wn0 = (warp % T::WARPS_N) * WN;
+    const int lm = lane / T::LANES_N, ln = lane % T::LANES_N;
+    const int a_lane = wm0 + lm * 4, b_lane = wn0 + ln * 4;  // the lane's first row / column
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+    const bool b_vec = ldb % 4 == 0 && (reinterpret_cast<unsigned long long>(B) & 15) == 0;
+    if (b_vec)
+        warptiled::k_loop<T, true>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane);
+    else
+        warptiled::k_loop<T, false>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane);
+
+    warptiled::store_tile<T>(acc, alpha, beta, C, ldc, M, N, bm0 + a_lane, bn0 + b_lane);
+}
