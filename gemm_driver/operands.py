@@ -5,45 +5,69 @@ plus the padding between ``cols`` and the leading dimension ``ld``. Everything o
 the matrix is filled with a bit pattern that no arithmetic produces, so a stray write
 is caught bit-exactly, and since the pattern is a NaN, a stray *read* poisons the result.
 The matrix itself is filled with data, or poisoned with NaN when it is output only.
+
+A and B may hold 2-byte elements (BF16/FP16, see precision.py); their guard and poison
+patterns are 16-bit NaNs in *both* formats, so the same traps work for either. C is
+always FP32. A batched problem stores each operand's matrices stacked one above the other in one
+DeviceMatrix (matrix i starts ``rows * ld`` elements after matrix i - 1).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import precision as _precision
 from .cuda.driver import DeviceBuffer, Stream
 from .problem import GemmProblem
 
 POISON_BITS = np.uint32(0x7FC00000)  # the canonical quiet NaN: "nobody wrote this element"
 GUARD_BITS = np.uint32(0x7FA5A5A5)  # a NaN payload no kernel computes: "nobody may touch this"
+# 16-bit versions: 0x7FC0 is a quiet NaN in both BF16 and FP16 (FP16's own 0x7E00 is not
+# a NaN read as BF16); 0x7FA5 is a NaN in both, with a payload no kernel computes.
+POISON_BITS_16 = np.uint16(0x7FC0)
+GUARD_BITS_16 = np.uint16(0x7FA5)
+_BITS = {4: (np.uint32, POISON_BITS, GUARD_BITS), 2: (np.uint16, POISON_BITS_16, GUARD_BITS_16)}
 
 # The first element stays 16-byte aligned unless a test asks for misalignment.
-ALIGN_ELEMENTS = 4
+ALIGN_BYTES = 16
+ALIGN_ELEMENTS = ALIGN_BYTES // 4  # for FP32 elements
 
 
-def random_operands(problem: GemmProblem, rng: np.random.Generator):
-    """Fresh uniform(-1, 1) float32 A, B and, when beta != 0, C (else None)."""
-    a = rng.uniform(-1.0, 1.0, (problem.m, problem.k)).astype(np.float32)
-    b = rng.uniform(-1.0, 1.0, (problem.k, problem.n)).astype(np.float32)
-    c = rng.uniform(-1.0, 1.0, (problem.m, problem.n)).astype(np.float32) if problem.beta != 0 else None
-    return a, b, c
+def random_operands(problem: GemmProblem, rng: np.random.Generator, precision="fp32"):
+    """Fresh uniform(-1, 1) A, B and, when beta != 0, C (else None), as float32 arrays.
+
+    A and B hold values the precision stores exactly (BF16/FP16 are rounded here, once),
+    so a reference computed from them is the reference of what the GPU multiplies. A
+    batched problem's matrices are stacked: A is (batch*M) x K, B (batch*K) x N.
+    """
+    batch = problem.batch
+    a = rng.uniform(-1.0, 1.0, (batch * problem.m, problem.k)).astype(np.float32)
+    b = rng.uniform(-1.0, 1.0, (batch * problem.k, problem.n)).astype(np.float32)
+    c = rng.uniform(-1.0, 1.0, (batch * problem.m, problem.n)).astype(np.float32) if problem.beta != 0 else None
+    return _precision.representable(a, precision), _precision.representable(b, precision), c
 
 
 class DeviceMatrix:
-    """A rows x cols float32 matrix, row-major with leading dimension ``ld``, guarded."""
+    """A rows x cols matrix of ``itemsize``-byte elements (4: FP32, 2: BF16/FP16),
+    row-major with leading dimension ``ld``, guarded."""
 
-    def __init__(self, rows: int, cols: int, *, ld: int | None = None, guard: int = 0, misalign: int = 0):
-        self.rows, self.cols = rows, cols
+    def __init__(self, rows: int, cols: int, *, ld: int | None = None, guard: int = 0, misalign: int = 0,
+                 itemsize: int = 4):
+        if itemsize not in _BITS:
+            raise ValueError(f"element size {itemsize} bytes is not supported; choose 4 (FP32) or 2 (BF16/FP16)")
+        self.rows, self.cols, self.itemsize = rows, cols, itemsize
         self.ld = max(cols, 1) if ld is None else ld
         if self.ld < max(cols, 1):
             raise ValueError(f"leading dimension {self.ld} is smaller than the row length {cols}")
         if rows * self.ld > 2**31 - 1:
             raise ValueError(f"{rows} rows of leading dimension {self.ld} exceed 2^31 - 1 elements")
-        lead = -(-guard * self.ld // ALIGN_ELEMENTS) * ALIGN_ELEMENTS + misalign
+        align = ALIGN_BYTES // itemsize
+        lead = -(-guard * self.ld // align) * align + misalign
         self.offset = lead  # elements before the first one of the matrix
         self.size = lead + rows * self.ld + guard * self.ld  # elements in the whole buffer
-        self.buffer = DeviceBuffer(max(self.size, 1) * 4)
-        self.ptr = self.buffer.ptr + 4 * lead
+        # Whole 4-byte words, so 2-byte matrices of odd size still fill a word-sized buffer.
+        self.buffer = DeviceBuffer(-(-max(self.size, 1) * itemsize // 4) * 4)
+        self.ptr = self.buffer.ptr + itemsize * lead
         self._image: np.ndarray | None = None
 
     def window(self, image: np.ndarray) -> np.ndarray:
@@ -51,25 +75,33 @@ class DeviceMatrix:
         body = image[self.offset : self.offset + self.rows * self.ld]
         return body.reshape(self.rows, self.ld)[:, : self.cols]
 
-    def fill(self, values: np.ndarray | None, *, guard_bits=GUARD_BITS, stream: Stream | None = None) -> None:
-        """Upload ``values`` (or NaN poison when None) surrounded by ``guard_bits``."""
-        image = np.full(max(self.size, 1), guard_bits, dtype=np.uint32)
+    def fill(self, values: np.ndarray | None, *, guard_bits=None, stream: Stream | None = None) -> None:
+        """Upload ``values`` (or NaN poison when None) surrounded by ``guard_bits``
+        (default: the guard pattern of this element size).
+
+        4-byte matrices take float32 values; 2-byte ones take the 16-bit patterns
+        (precision.to_storage), so no rounding happens here unnoticed."""
+        bits, poison, guard = _BITS[self.itemsize]
+        image = np.full(max(self.size, 1), guard if guard_bits is None else guard_bits, dtype=bits)
         body = self.window(image)
         if values is None:
-            body[...] = POISON_BITS
+            body[...] = poison
         else:
             if values.shape != (self.rows, self.cols):
                 raise ValueError(f"expected a {self.rows}x{self.cols} array, got shape {values.shape}")
-            body[...] = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+            body[...] = _as_bits(values, self.itemsize)
         self._image = image
         self.buffer.upload(image, stream=stream)
         if stream is not None:
             stream.synchronize()  # the staging image must outlive the asynchronous copy
 
     def read(self) -> tuple[np.ndarray, int]:
-        """(the matrix as float32, number of guard elements that changed since ``fill``)."""
-        image = self.buffer.download(np.empty(max(self.size, 1), dtype=np.uint32))
-        values = self.window(image).copy().view(np.float32)
+        """(the matrix as float32, or as 16-bit patterns for 2-byte elements; number of
+        guard elements that changed since ``fill``)."""
+        bits = _BITS[self.itemsize][0]
+        image = self.buffer.download(np.empty(max(self.size, 1), dtype=bits))
+        values = self.window(image).copy()
+        values = values.view(np.float32) if self.itemsize == 4 else values
         if self._image is None:
             return values, 0
         outside = np.ones(image.shape, dtype=bool)
@@ -80,14 +112,31 @@ class DeviceMatrix:
         self.buffer.close()
 
 
-def upload_operands(problem: GemmProblem, a, b, c, *, guard: int = 0, lds=(None, None, None), misalign=(0, 0, 0)):
-    """Device A, B, C for ``problem``; C is NaN-poisoned when it is output only (c is None)."""
+def _as_bits(values: np.ndarray, itemsize: int) -> np.ndarray:
+    """The bit patterns stored for ``values``: float32 for 4-byte elements; for 2-byte
+    ones, 16-bit patterns must be given (uint16/float16), never float32 to round here."""
+    if itemsize == 4:
+        return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    if values.dtype not in (np.uint16, np.float16):
+        raise ValueError(f"a 2-byte matrix takes uint16 bit patterns or float16, got {values.dtype}; "
+                         "round with gemm_driver.precision.to_storage first")
+    return np.ascontiguousarray(values).view(np.uint16)
+
+
+def upload_operands(problem: GemmProblem, a, b, c, *, guard: int = 0, lds=(None, None, None), misalign=(0, 0, 0),
+                    precision="fp32"):
+    """Device A, B, C for ``problem``; C is NaN-poisoned when it is output only (c is None).
+
+    ``a`` and ``b`` are float32 arrays stored in ``precision``'s format (exactly, when they
+    come from random_operands); C is FP32 in every precision. Batched problems stack
+    their matrices (see random_operands)."""
     lda, ldb, ldc = lds
-    dev_a = DeviceMatrix(problem.m, problem.k, ld=lda, guard=guard, misalign=misalign[0])
-    dev_b = DeviceMatrix(problem.k, problem.n, ld=ldb, guard=guard, misalign=misalign[1])
-    dev_c = DeviceMatrix(problem.m, problem.n, ld=ldc, guard=guard, misalign=misalign[2])
+    p, batch = _precision.get(precision), problem.batch
+    dev_a = DeviceMatrix(batch * problem.m, problem.k, ld=lda, guard=guard, misalign=misalign[0], itemsize=p.itemsize)
+    dev_b = DeviceMatrix(batch * problem.k, problem.n, ld=ldb, guard=guard, misalign=misalign[1], itemsize=p.itemsize)
+    dev_c = DeviceMatrix(batch * problem.m, problem.n, ld=ldc, guard=guard, misalign=misalign[2])
     # A and B's surroundings are quiet NaN: reading outside the matrix shows up in C.
-    dev_a.fill(a, guard_bits=POISON_BITS)
-    dev_b.fill(b, guard_bits=POISON_BITS)
+    dev_a.fill(_precision.to_storage(a, p), guard_bits=_BITS[p.itemsize][1])
+    dev_b.fill(_precision.to_storage(b, p), guard_bits=_BITS[p.itemsize][1])
     dev_c.fill(c)
     return dev_a, dev_b, dev_c

@@ -22,17 +22,22 @@ class GemmProblem:
     k: int
     alpha: float = 1.0
     beta: float = 0.0
+    batch: int = 1  # independent GEMMs of this shape (strided-batched); 1 for a plain GEMM
 
     def __post_init__(self):
         for dim in ("m", "n", "k"):
             value = getattr(self, dim)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{dim.upper()} must be a non-negative integer, got {value!r}")
+        if not isinstance(self.batch, int) or isinstance(self.batch, bool) or self.batch < 1:
+            raise ValueError(f"batch must be a positive integer, got {self.batch!r}")
         for name in ("alpha", "beta"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
-        sizes = {"A (M x K)": self.m * self.k, "B (K x N)": self.k * self.n, "C (M x N)": self.m * self.n}
+        # A batch is stored as one stacked matrix per operand, indexed with 32-bit ints too.
+        b = self.batch
+        sizes = {"A (M x K)": b * self.m * self.k, "B (K x N)": b * self.k * self.n, "C (M x N)": b * self.m * self.n}
         for label, count in sizes.items():
             if count > MAX_ELEMENTS:
                 raise ValueError(f"{label} has {count} elements; at most {MAX_ELEMENTS} (2^31 - 1) are allowed")
@@ -40,16 +45,33 @@ class GemmProblem:
     @property
     def flops(self) -> int:
         """Floating-point operations of the product (2 per multiply-add), the usual GEMM count."""
-        return 2 * self.m * self.n * self.k
+        return 2 * self.m * self.n * self.k * self.batch
 
     @property
     def label(self) -> str:
-        return f"{self.m}x{self.n}x{self.k}"
+        shape = f"{self.m}x{self.n}x{self.k}"
+        return shape if self.batch == 1 else f"{self.batch}x{shape}"
 
     @property
     def is_empty(self) -> bool:
         """No output (M or N is 0) or no product (K is 0): nothing for a kernel to do."""
         return self.m == 0 or self.n == 0 or self.k == 0
+
+
+def parse_batched_shape(text: str) -> tuple[int, int, int, int]:
+    """'MxNxK' -> (M, N, K, 1); 'BxMxNxK' (B independent GEMMs) -> (M, N, K, B)."""
+    parts = text.strip().lower().split("x")
+    batch, rest = (parts[0].strip(), "x".join(parts[1:])) if len(parts) == 4 else ("1", text)
+    try:
+        m, n, k = parse_shape(rest)
+    except ValueError as exc:
+        if "at least 1" in str(exc):
+            raise ValueError(f"shape {text!r}: M, N and K must each be at least 1") from None
+        raise ValueError(f"shape {text!r} is not of the form MxNxK or BxMxNxK (e.g. 4093x4091x4099, "
+                         "8x512x512x512)") from None
+    if not batch.isdigit() or int(batch) < 1:
+        raise ValueError(f"shape {text!r}: the batch count B of BxMxNxK must be a positive integer")
+    return m, n, k, int(batch)
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:

@@ -10,6 +10,11 @@ final add cost a few more u. So element (i, j) passes when
 which holds for every correct kernel on every input, and fails by orders of magnitude for
 a wrong index, a missed tile, an unwritten element (NaN poison) or a read of C when
 beta == 0 (NaN again).
+
+Other precisions (precision.py) keep this shape: the reference is computed from the
+inputs as stored (BF16/FP16 already rounded, so exact), and ``Precision.bound_factor``
+replaces (K + 3) u: tensor-core accumulation is charged 4u per add (it may truncate),
+and TF32, which rounds its FP32 inputs inside the GEMM, adds 2 * 2^-10 for that rounding.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import precision as _precision
 from .problem import GemmProblem
 
 UNIT_ROUNDOFF = {"float32": 2.0**-24}
@@ -31,13 +37,21 @@ class Reference:
 
 
 def reference(problem: GemmProblem, a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> Reference:
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    value = problem.alpha * (a64 @ b64)
-    magnitude = abs(problem.alpha) * (np.abs(a64) @ np.abs(b64))
+    """float64 reference; a batched problem's stacked operands give a stacked result."""
+    a64, b64 = _batched(a, problem.batch), _batched(b, problem.batch)
+    rows = problem.batch * problem.m
+    value = problem.alpha * (a64 @ b64).reshape(rows, problem.n)
+    magnitude = abs(problem.alpha) * (np.abs(a64) @ np.abs(b64)).reshape(rows, problem.n)
     if problem.beta != 0 and c is not None:
         value += problem.beta * c.astype(np.float64)
         magnitude += abs(problem.beta) * np.abs(c.astype(np.float64))
     return Reference(value, magnitude)
+
+
+def _batched(x: np.ndarray, batch: int) -> np.ndarray:
+    """Stacked (batch*rows) x cols float32 -> batch x rows x cols float64 (a 2-D view for batch 1)."""
+    x64 = x.astype(np.float64)
+    return x64 if batch == 1 else x64.reshape(batch, x.shape[0] // batch, x.shape[1])
 
 
 @dataclass(frozen=True)
@@ -63,12 +77,12 @@ class Verification:
 
 
 def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violations: int = 0,
-          dtype: str = "float32") -> Verification:
-    """Compare ``out`` with ``ref`` element by element against the rounding bound."""
+          precision: str = "fp32") -> Verification:
+    """Compare ``out`` with ``ref`` element by element against the rounding bound of
+    ``precision`` (a --dtype name or a registry dtype such as "float32")."""
     if out.shape != ref.value.shape:
         raise ValueError(f"output shape {out.shape} differs from the reference's {ref.value.shape}")
-    u = UNIT_ROUNDOFF[dtype]
-    bound = (problem.k + 3) * u * ref.magnitude * SLACK + np.finfo(np.float32).tiny
+    bound = error_bound(problem.k, ref.magnitude, precision)
     error = np.abs(out.astype(np.float64) - ref.value)
     bad = ~(error <= bound)  # NaN compares false, so NaN counts as wrong
     wrong, nan = int(np.count_nonzero(bad)), int(np.count_nonzero(np.isnan(out)))
@@ -89,3 +103,10 @@ def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violation
         problems.append(f"{guard_violations} elements outside C were overwritten")
     ok = not problems
     return Verification(ok, ratio, rel, wrong, nan, guard_violations, "ok" if ok else "; ".join(problems))
+
+
+def error_bound(k: int, magnitude: np.ndarray, precision: str = "fp32") -> np.ndarray:
+    """Per-element bound: the precision's factor times each element's magnitude, with 5%
+    slack, plus the smallest normal float so an exact zero may be off by an underflow."""
+    factor = _precision.get(precision).bound_factor(k)
+    return factor * magnitude * SLACK + np.finfo(np.float32).tiny

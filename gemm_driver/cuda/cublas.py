@@ -352,3 +352,24 @@ def sgemm_strided_batched(handle: CublasHandle, m: int, n: int, k: int, alpha: f
         first, cm.ld_first, s_first, second, cm.ld_second, s_second,
         ctypes.byref(be), int(c), cm.ldc, stride_c, batch)
 
+
+
+def gemm_strided_batched_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float,
+                            a: int, lda: int, stride_a: int, b: int, ldb: int, stride_b: int,
+                            beta: float, c: int, ldc: int, stride_c: int, batch: int,
+                            precision: str | Precision = "fp32") -> None:
+    """``batch`` independent GEMMs (cublasGemmStridedBatchedEx) with the explicit types,
+    compute type and math mode of ``precision``, as :func:`gemm_ex` does for one; matrix
+    i of X starts stride_x elements after matrix i - 1."""
+    if not 0 <= batch <= _INT32_MAX:
+        raise ValueError(f"gemm_strided_batched_ex needs 0 <= batch < 2**31; got batch={batch}")
+    p = _precision(precision)
+    cm = column_major_call(m, n, k, lda, ldb, ldc)
+    (first, s_first), (second, s_second) = cm.operands((int(a), stride_a), (int(b), stride_b))
+    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    with _math_mode(handle, p.math_mode):
+        handle._lib.cublasGemmStridedBatchedEx(
+            handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),
+            first, p.ab_type, cm.ld_first, s_first, second, p.ab_type, cm.ld_second, s_second,
+            ctypes.byref(be), int(c), p.c_type, cm.ldc, stride_c, batch, p.compute,
+            CUBLAS_GEMM_DEFAULT)

@@ -5,9 +5,23 @@ from __future__ import annotations
 from . import ladder, simt, warptiling
 from .spec import KernelSpec, Provider, Tunable
 
+# One cuBLAS baseline per precision (gemm_driver/precision.py maps the dtypes), each through
+# cublasGemmEx with explicit types, compute type and math mode; min_cc is where the GPU has
+# the units the baseline is about (TF32/BF16 tensor cores from sm_80, FP16 from sm_70).
+# CuPy's matmul would be one more baseline, but `import cupy` fails on the development
+# machine and on the lent H100 (nothing installs there), so none is registered; bench
+# records that in its JSON (runner.absent_baselines) instead of carrying untested code.
 PROVIDERS = (
     Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", "library", min_cc=(5, 0)),
     Provider("numpy", "NumPy float32 matmul on the CPU", "cpu"),
+    Provider("cublas_tf32", "cuBLAS GemmEx, FP32 in memory, TF32 tensor cores, FP32 accumulate", "library",
+             dtype="tf32", min_cc=(8, 0)),
+    Provider("cublas_bf16", "cuBLAS GemmEx, BF16 A/B, FP32 accumulate and C", "library",
+             dtype="bfloat16", min_cc=(8, 0)),
+    Provider("cublas_fp16", "cuBLAS GemmEx, FP16 A/B, FP32 accumulate and C", "library",
+             dtype="float16", min_cc=(7, 0)),
+    Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", "library",
+             min_cc=(5, 0)),
 )
 
 # Ladder order: each rung's speed-up is reported against the one before it. The

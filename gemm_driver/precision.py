@@ -1,0 +1,170 @@
+"""Precisions: what each one stores, how its inputs are rounded, and its error model.
+
+Four precisions, all with FP32 accumulation and an FP32 C (so verification, guard bands
+and NaN poison of C stay exactly as for FP32):
+
+- ``fp32``: FP32 inputs, FP32 products (no TF32 anywhere).
+- ``tf32``: FP32 inputs in memory, rounded to TF32 (10-bit mantissa) *inside* the GEMM by
+  the tensor cores; the reference therefore uses the FP32 inputs and the bound gains an
+  input-rounding term.
+- ``bf16`` / ``fp16``: 2-byte inputs in memory. The host rounds the FP32 data once
+  (round to nearest even) and the reference uses the *rounded* values, which are exact
+  in float32/float64; products of two 8- or 11-bit mantissas are exact in FP32, so only
+  the accumulation rounds.
+
+The kernel registry's ``dtype`` strings ("float32", "tf32", "bfloat16", "float16") and
+the ``--dtype`` names ("fp32", "tf32", "bf16", "fp16") both map to one Precision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+# Unit roundoff of FP32 with round to nearest.
+U32 = 2.0**-24
+# Tensor cores are not documented to round to nearest when they accumulate: Fasi, Higham,
+# Mikaitis and Pranesh (2021, "Numerical behavior of NVIDIA tensor cores") found V100,
+# T4 and A100 align the addends of each block FMA to the largest one and truncate. A
+# truncating add errs by up to 2u, and the alignment of up to ~8 addends per block can
+# double that again in the worst case, so tensor-core precisions use 4u per add. Random
+# data stays far below either bound; a real bug (wrong index, BF16 accumulation) does not.
+U_TENSOR = 4 * U32
+# Rounding FP32 to TF32 (10 explicit mantissa bits): 2^-11 relative if rounded to nearest,
+# up to 2^-10 if truncated, which is what an mma fed raw FP32 bits does. The bound must
+# hold for both, so it takes 2^-10.
+TF32_INPUT_ROUNDING = 2.0**-10
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str  # the --dtype spelling
+    dtype: str  # the kernel registry's spelling
+    itemsize: int  # bytes per A or B element in device memory (C is always FP32)
+    input_rounding: float  # relative error of each factor rounded inside the GEMM
+    accumulation_u: float  # unit roundoff charged per add of the K-term sum
+    baseline: str  # the cuBLAS provider every kernel of this precision is compared with
+    cublas: str  # key of gemm_driver.cuda.cublas.PRECISIONS
+    description: str
+
+    @property
+    def storage(self) -> np.dtype:
+        """How the host hands A and B to the device: float32 values or 16-bit patterns."""
+        return np.dtype(np.float32) if self.itemsize == 4 else np.dtype(np.uint16)
+
+    def bound_factor(self, k: int) -> float:
+        """Per-element error bound as a multiple of |alpha| |A| @ |B| + |beta| |C|.
+
+        (K + 3) u for the sum (as in FP32), scaled by (1 + r)^2 because the products are
+        of rounded factors, plus (1 + r)^2 - 1 for the rounding of the factors itself.
+        Charging the C term with the input rounding too only loosens the bound slightly.
+        """
+        r = self.input_rounding
+        return (k + 3) * self.accumulation_u * (1 + r) ** 2 + (2 * r + r * r)
+
+
+PRECISIONS: dict[str, Precision] = {p.name: p for p in (
+    Precision("fp32", "float32", 4, 0.0, U32, "cublas", "fp32", "FP32 in, FP32 compute, no TF32"),
+    Precision("tf32", "tf32", 4, TF32_INPUT_ROUNDING, U_TENSOR, "cublas_tf32", "tf32",
+              "FP32 in memory, TF32 tensor-core products, FP32 accumulation"),
+    Precision("bf16", "bfloat16", 2, 0.0, U_TENSOR, "cublas_bf16", "bf16",
+              "BF16 A and B, FP32 accumulation and C"),
+    Precision("fp16", "float16", 2, 0.0, U_TENSOR, "cublas_fp16", "fp16",
+              "FP16 A and B, FP32 accumulation and C"),
+)}
+NAMES = tuple(PRECISIONS)
+_BY_DTYPE = {p.dtype: p for p in PRECISIONS.values()}
+# The one batched baseline: cuBLAS strided-batched SGEMM.
+BATCHED_BASELINE = "cublas_batched"
+
+
+def get(name: str | Precision) -> Precision:
+    """The Precision called ``name`` in either spelling ("bf16" or "bfloat16")."""
+    if isinstance(name, Precision):
+        return name
+    found = PRECISIONS.get(name) or _BY_DTYPE.get(name)
+    if found is None:
+        raise ValueError(f"unknown precision {name!r}; choose from {', '.join(NAMES)}")
+    return found
+
+
+def parse_dtypes(values: Iterable[str] | None) -> list[str]:
+    """``--dtype`` values (repeatable, comma lists, or 'all') as precision names in the
+    canonical order; an empty selection means all of them."""
+    items = [item.strip().lower() for value in values or () for item in value.split(",") if item.strip()]
+    if not items or "all" in items:
+        if items and items != ["all"]:
+            raise ValueError(f"--dtype 'all' cannot be combined with other names; got {','.join(items)}")
+        return list(NAMES)
+    unknown = [item for item in items if item not in PRECISIONS]
+    if unknown:
+        raise ValueError(f"--dtype {unknown[0]!r} is not a precision; choose from {', '.join(NAMES)} or all")
+    return [name for name in NAMES if name in items]
+
+
+def baseline(precision: str | Precision, batch: int = 1) -> str:
+    """The provider a case's "% of cuBLAS" is measured against."""
+    p = get(precision)
+    return BATCHED_BASELINE if batch > 1 and p.name == "fp32" else p.baseline
+
+
+# --- rounding --------------------------------------------------------------------------
+def _as_float32(x) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def bf16_bits(x) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns (uint16), round to nearest, ties to even.
+
+    Adding 0x7FFF plus the lowest kept bit and dropping the low 16 bits is RNE; an
+    overflow carries into the exponent and gives infinity, as it should. NaN is handled
+    apart (the carry could turn a NaN whose payload sits in the low bits into infinity):
+    it becomes the quiet NaN with its sign kept.
+    """
+    bits = _as_float32(x).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    quiet_nan = ((bits >> 16) | 0x7FC0).astype(np.uint16)
+    return np.where(np.isnan(_as_float32(x)), quiet_nan, rounded)
+
+
+def bf16_to_float32(bits) -> np.ndarray:
+    """bfloat16 bit patterns -> float32 values (exact: bf16 is the top half of float32)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def fp16_bits(x) -> np.ndarray:
+    """float32 -> IEEE half bit patterns; NumPy's conversion rounds to nearest even."""
+    return _as_float32(x).astype(np.float16).view(np.uint16)
+
+
+def fp16_to_float32(bits) -> np.ndarray:
+    return np.asarray(bits, dtype=np.uint16).view(np.float16).astype(np.float32)
+
+
+def tf32_round(x) -> np.ndarray:
+    """float32 values rounded to TF32 (10 mantissa bits), to nearest even, as float32.
+
+    Used by the tests to build an answer "as a TF32 GEMM would compute it"."""
+    bits = _as_float32(x).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) & ~np.uint64(0x1FFF)).astype(np.uint32)
+    return np.where(np.isnan(_as_float32(x)), _as_float32(x), rounded.view(np.float32))
+
+
+def to_storage(x, precision: str | Precision) -> np.ndarray:
+    """The array uploaded for A or B: float32 as is, or 16-bit patterns (rounded RNE)."""
+    p = get(precision)
+    if p.itemsize == 4:
+        return _as_float32(x)
+    return bf16_bits(x) if p.name == "bf16" else fp16_bits(x)
+
+
+def representable(x, precision: str | Precision) -> np.ndarray:
+    """float32 values of ``x`` as the GEMM's memory holds them: rounded to BF16/FP16 for
+    those precisions, unchanged for FP32 and TF32 (TF32 rounds inside the GEMM)."""
+    p = get(precision)
+    if p.itemsize == 4:
+        return _as_float32(x)
+    bits = to_storage(x, p)
+    return bf16_to_float32(bits) if p.name == "bf16" else fp16_to_float32(bits)
