@@ -1,17 +1,21 @@
-"""The parts of bench that need no GPU: statistics, host timing, the NumPy case, reports."""
+"""The parts of bench that need no GPU: host timing, the NumPy case, clocks logic, reports, writers, CLI."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
+import sys
 
 import numpy as np
 import pytest
 from rich.console import Console
 
-from gemm_driver.bench import report, runner
+from gemm_driver import cli
+from gemm_driver.bench import clocks, report, runner, writers
 from gemm_driver.bench.environment import collect
 from gemm_driver.bench.timing import Budget, TimingStats, measure_host
+from gemm_driver.cli import main
 from gemm_driver.cuda.driver import gpu_available
 from gemm_driver.operands import random_operands
 from gemm_driver.problem import GemmProblem
@@ -40,6 +44,7 @@ def test_measure_host_samples_by_time():
     assert s.clock == "host" and s.launches_per_sample == 1
     assert 3 <= len(s.samples_ms) <= Budget().max_samples
     assert len(calls) == len(s.samples_ms) + 1  # one warm-up call stays out of the samples
+    assert s.converged is (s.stop_reason == "noise")
     assert all(x >= 0 for x in s.samples_ms)
 
 
@@ -69,6 +74,8 @@ def test_numpy_case_is_verified_then_timed():
     d = result.as_dict()
     assert (d["m"], d["n"], d["k"], d["beta"]) == (64, 48, 32, 0.5)
     assert d["timing"]["samples"] >= 3 and d["pct_of_cublas"] is None
+    assert d["timing"]["samples_ms"] == list(result.timing.samples_ms) and d["timing"]["clock"] == "host"
+    assert d["timing"]["stop_reason"] in ("noise", "max-time", "max-samples")
 
 
 def test_wrong_result_is_failed_and_never_timed(monkeypatch):
@@ -91,28 +98,6 @@ def test_baseline_ratio():
     assert lonely.pct_of_baseline is None
 
 
-def test_report_table_and_json(tmp_path):
-    ok = numpy_case()
-    failed = runner.CaseResult("naive", GemmProblem(64, 48, 32), "FAILED", "3 of 3072 elements wrong")
-    skipped = runner.CaseResult("smem_tiled", GemmProblem(7, 7, 7), "skipped", "needs sm_90")
-    out = io.StringIO()
-    report.print_table([ok, failed, skipped], Console(file=out, width=200, color_system=None), "title here")
-    text = out.getvalue()
-    assert "title here" in text and "64x48x32" in text and "7x7x7" in text
-    assert "FAILED: 3 of 3072 elements wrong" in text and "skipped: needs sm_90" in text
-    assert f"{ok.timing.median_ms:.4f}" in text
-
-    env = {"gpu": {"unavailable": "test"}}
-    document = report.to_json([ok, failed], env, {"seed": 1})
-    path = tmp_path / "deep" / "run.json"
-    report.write_json(path, document)
-    loaded = json.loads(path.read_text())
-    assert loaded["schema"] == "gemm_driver.bench/1"
-    assert loaded["settings"] == {"seed": 1} and loaded["environment"] == env
-    assert [r["status"] for r in loaded["results"]] == ["ok", "FAILED"]
-    assert loaded["results"][1]["timing"] is None and loaded["results"][1]["tflops"] is None
-
-
 def test_environment_record_without_gpu_is_complete():
     env = collect()
     for key in ("timestamp_utc", "python", "gpu", "driver_cuda_version", "nvrtc_version", "nvjitlink_version",
@@ -122,3 +107,202 @@ def test_environment_record_without_gpu_is_complete():
     assert env["nvrtc_version"].startswith("12.") or env["nvrtc_version"].startswith("13.")
     if not gpu_available():
         assert "unavailable" in env["gpu"] and "unavailable" in env["driver_cuda_version"]
+
+
+# -- clocks ------------------------------------------------------------------------------
+
+def read(sm=1980, mem=2619, temp=50, power=300.0, reasons=0):
+    return clocks.ClockRead(sm, mem, temp, power, reasons)
+
+
+def test_clocks_at_full_speed_are_not_flagged():
+    record = clocks.assess([read(), read(sm=1965, reasons=0x1)], reference_sm_mhz=1980)
+    assert record["sagged"] is False and record["why"] == []
+    assert (record["sm_mhz_min"], record["sm_mhz_max"], record["reads"]) == (1965, 1980, 2)
+    assert record["reasons"] == ["gpu_idle"]  # informational, not a throttle
+    json.dumps(record)
+
+
+def test_sagging_clock_and_throttle_reasons_are_flagged():
+    low = clocks.assess([read(), read(sm=1700)], reference_sm_mhz=1980)
+    assert low["sagged"] and "SM clock 1700 MHz < 90% of 1980 MHz" in low["why"][0]
+    capped = clocks.assess([read(reasons=0x4 | 0x20)], reference_sm_mhz=1980)
+    assert capped["sagged"] and capped["why"] == ["throttle reason sw_power_cap", "throttle reason sw_thermal_slowdown"]
+    assert clocks.assess([read(sm=1800)], reference_sm_mhz=1980)["sagged"] is False  # 91%: within the margin
+    assert clocks.assess([], 1980)["sagged"] is None
+
+
+def test_clock_monitor_without_nvml_says_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    monitor = clocks.ClockMonitor()
+    assert not monitor.available and "nvidia-ml-py" in monitor.unavailable
+    monitor.start_case()
+    monitor.sample()
+    assert monitor.end_case() == {"available": False, "unavailable": monitor.unavailable}
+    assert monitor.snapshot()["available"] is False
+    monitor.close()
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the behaviour without a driver")
+def test_clock_monitor_without_driver_says_why():
+    with clocks.ClockMonitor() as monitor:
+        assert not monitor.available and monitor.unavailable
+        assert monitor.end_case()["available"] is False
+
+
+# -- table, ladder, progress ----------------------------------------------------------------
+
+def timed(kernel, ms, shape=(64, 64, 64), **extra):
+    result = runner.CaseResult(kernel, GemmProblem(*shape), "ok", timing=stats(*([ms] * 8)),
+                               verification={"ok": True, "max_error_ratio": 0.01})
+    rec = result.as_dict()
+    rec.update(extra)
+    return rec
+
+
+def test_ladder_speedup_is_against_the_previous_rung_that_ran():
+    ladder = ["naive", "coalesced", "smem_tiled"]
+    recs = [timed("cublas", 1.0), timed("naive", 40.0), timed("smem_tiled", 4.0),
+            {**timed("coalesced", 8.0), "status": "FAILED", "timing": None},
+            timed("naive", 10.0, shape=(32, 32, 32)), timed("coalesced", 5.0, shape=(32, 32, 32)),
+            timed("coalesced", 4.0, dtype="bf16")]
+    report.add_ladder(recs, ladder)
+    by = [(r["kernel"], r["previous_rung"], r["speedup_vs_previous"]) for r in recs]
+    assert by[0] == ("cublas", None, None)  # not a rung
+    assert by[1] == ("naive", None, None)  # first rung
+    assert by[2] == ("smem_tiled", "naive", 10.0)  # coalesced failed: compared with naive
+    assert by[3] == ("coalesced", None, None)  # FAILED: no speed, no ratio
+    assert by[5] == ("coalesced", "naive", 2.0)  # same shape only
+    assert by[6] == ("coalesced", None, None)  # another precision: nothing before it
+
+
+def test_table_shows_ladder_noise_flags_and_optional_columns():
+    sagged = {"available": True, "sagged": True, "why": ["SM clock 1500 MHz < 90% of 1980 MHz"]}
+    noisy = runner.CaseResult("smem_tiled", GemmProblem(64, 64, 64), "ok", timing=TimingStats(
+        (1.0, 2.0, 3.0), 4, "cuda-events", converged=False, stop_reason="max-time", clocks=sagged))
+    recs = [timed("naive", 4.0), noisy.as_dict(),
+            runner.CaseResult("coalesced", GemmProblem(64, 48, 32), "FAILED", "3 of 3072 elements wrong").as_dict(),
+            runner.CaseResult("smem_tiled", GemmProblem(7, 7, 7), "skipped", "needs sm_90").as_dict()]
+    report.add_ladder(recs, ["naive", "coalesced", "smem_tiled"])
+    for rec in recs:
+        rec.pop("dtype", None)  # a record without the field: no column for it
+    out = io.StringIO()
+    report.print_table(recs, Console(file=out, width=250, color_system=None), "title here")
+    text = out.getvalue()
+    assert "title here" in text and "64x48x32" in text and "7x7x7" in text
+    assert "FAILED: 3 of 3072 elements wrong" in text and "skipped: needs sm_90" in text
+    assert "x prev rung" in text and "2.00" in text  # naive 4 ms -> smem_tiled 2 ms
+    assert "not converged (max-time, noise -)" in text and "clocks sagged: SM clock 1500 MHz" in text
+    assert "3x4" in text  # samples x launches per sample
+    assert "dtype" not in text and "% peak" not in text  # only when some case has them
+    out = io.StringIO()
+    report.print_table([timed("naive", 4.0, dtype="bf16", pct_of_peak=12.5)], Console(file=out, width=250))
+    assert "dtype" in out.getvalue() and "bf16" in out.getvalue() and "12.5" in out.getvalue()
+
+
+def test_progress_off_a_terminal_prints_one_line_per_case():
+    out = io.StringIO()
+    console = Console(file=out, width=120)
+    assert not console.is_terminal
+    with report.SweepProgress(console, 2) as progress:
+        progress.advance(runner.CaseResult("naive", GemmProblem(8, 8, 8), "ok", timing=stats(1e-3)))
+        progress.advance(runner.CaseResult("coalesced", GemmProblem(8, 8, 8), "FAILED", "wrong"))
+    lines = out.getvalue().splitlines()
+    assert lines == ["[1/2] naive 8x8x8: 0.001 TFLOP/s", "[2/2] coalesced 8x8x8: FAILED"]
+    assert "\x1b" not in out.getvalue()
+
+
+# -- JSON and CSV --------------------------------------------------------------------------
+
+def test_json_round_trip(tmp_path):
+    ok = numpy_case()
+    failed = runner.CaseResult("naive", GemmProblem(64, 48, 32), "FAILED", "3 of 3072 elements wrong")
+    recs = report.records([ok, failed])
+    env = {"gpu": {"unavailable": "test"}, "clocks": {"available": False, "unavailable": "test"}}
+    doc = writers.document(recs, env, {"seed": 1, "mode": "hot"}, argv=["gemm-driver", "bench", "--sizes", "64"])
+    path = tmp_path / "deep" / "run.json"
+    writers.write_json(path, doc)
+    loaded = writers.load(path)
+    assert loaded == json.loads(json.dumps(doc))
+    assert loaded["schema"] == "gemm_driver.bench/2"
+    assert loaded["command"] == {"argv": ["gemm-driver", "bench", "--sizes", "64"],
+                                 "line": "gemm-driver bench --sizes 64"}
+    assert loaded["settings"]["mode"] == "hot" and loaded["environment"] == env
+    first, second = loaded["results"]
+    assert first["timing"]["samples_ms"] == list(ok.timing.samples_ms)
+    assert first["timing"]["median_ms"] == ok.timing.median_ms and first["mode"] == "hot"
+    for key in ("min_ms", "p10_ms", "p90_ms", "ci_low_ms", "ci_high_ms", "noise", "converged", "stop_reason"):
+        assert key in first["timing"]
+    assert second["status"] == "FAILED" and second["timing"] is None and second["tflops"] is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "not JSON"),
+    ('{"schema": "gemm_driver.tuned/1"}', "is not a bench result"),
+    ('[1, 2]', "is not a bench result"),
+    ('{"schema": "gemm_driver.bench/2", "results": {}}', "'results' must be a list"),
+    ('{"schema": "gemm_driver.bench/2", "results": [{"kernel": "naive", "m": 1}]}', "case 0 lacks n, k, status"),
+])
+def test_load_rejects_bad_files_in_one_line(tmp_path, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(writers.BenchFileError, match=message) as info:
+        writers.load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(writers.BenchFileError, match="no such file"):
+        writers.load(tmp_path / "missing.json")
+
+
+def test_csv_has_one_flat_row_per_case(tmp_path):
+    recs = [timed("naive", 4.0), timed("smem_tiled", 2.0, pct_of_peak=3.5, dtype="tf32"),
+            runner.CaseResult("coalesced", GemmProblem(64, 48, 32), "FAILED", "wrong, badly").as_dict()]
+    recs[0]["tunables"] = {"TILE": 16, "PAD": 1}
+    report.add_ladder(recs, ["naive", "coalesced", "smem_tiled"])
+    path = tmp_path / "out.csv"
+    writers.write_csv(path, recs)
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3
+    header = list(rows[0])
+    assert header[:len(writers.CSV_COLUMNS)] == list(writers.CSV_COLUMNS) and "pct_of_peak" in header
+    naive, tiled, failed = rows
+    assert naive["tunables"] == "PAD=1;TILE=16" and naive["median_ms"] == "4.0" and naive["dtype"] == "fp32"
+    assert tiled["dtype"] == "tf32" and tiled["pct_of_peak"] == "3.5" and naive["pct_of_peak"] == ""
+    assert failed["status"] == "FAILED" and failed["median_ms"] == "" and failed["detail"] == "wrong, badly"
+    assert all(not any(isinstance(v, str) and v.startswith("{") for v in row.values()) for row in rows)
+
+
+# -- CLI flags -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["bench", "--mode", "warm"], ["--mode takes hot or cold", "'warm'"]),
+    (["bench", "--noise", "0"], ["--noise takes a fraction or percentage between 0 and 1", "'0'"]),
+    (["bench", "--noise", "5"], ["--noise takes", "'5'"]),
+    (["bench", "--noise", "abc%"], ["--noise takes", "'abc%'"]),
+    (["bench", "--max-time", "-1"], ["--max-time takes a positive number of seconds", "'-1'"]),
+    (["bench", "--max-time", "nan"], ["--max-time takes", "'nan'"]),
+    (["bench", "--json", "."], ["--json takes a file path", "is a directory"]),
+    (["bench", "--csv", "."], ["--csv takes a file path"]),
+    (["compare", "a.json", "b.json", "--threshold", "0"], ["--threshold takes a fraction or percentage"]),
+    (["compare", "/nonexistent/a.json", "b.json"], ["/nonexistent/a.json: no such file"]),
+])
+def test_bad_bench_and_compare_flags_exit_2_with_one_line(capsys, argv, fragments):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and out == "" and len(lines) == 1, err
+    assert lines[0].startswith(f"gemm-driver {argv[0]}: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def test_noise_and_budget_parsing():
+    args = cli.build_parser().parse_args(["bench", "--noise", "0.5%", "--max-time", "2.5"])
+    budget = cli._budget(args)
+    assert budget.noise == pytest.approx(0.005) and budget.seconds == 2.5
+    defaults = cli._budget(cli.build_parser().parse_args(["bench"]))
+    assert defaults.noise == 0.005 and defaults.seconds == 1.0
+
+
+def test_pci_bus_ids_compare_as_numbers():
+    assert clocks._pci_tuple("0000:1B:00.0") == clocks._pci_tuple(b"00000000:1b:00.0") == (0, 27, 0, 0)

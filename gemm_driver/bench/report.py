@@ -1,58 +1,163 @@
-"""Bench output: the terminal table and the JSON file."""
+"""Bench output in the terminal: records, the ladder, the table and the progress display.
+
+Everything here works on *records*, the JSON-ready dicts of ``CaseResult.as_dict()``
+(plus the ladder fields ``add_ladder`` derives), so the table shows exactly what the
+JSON and CSV files hold, and can be rebuilt from a saved file. Fields other parts of the
+harness may add (``dtype``, ``batch``, ``pct_of_peak``) are read with ``.get`` and shown
+when present.
+"""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .. import kernels
 from .runner import CaseResult
 
-SCHEMA = "gemm_driver.bench/1"
+
+def records(results: Iterable[CaseResult]) -> list[dict]:
+    """JSON-ready dicts of the results, with the ladder fields added."""
+    out = [r.as_dict() for r in results]
+    add_ladder(out)
+    return out
 
 
-def table(results: Sequence[CaseResult], title: str = "") -> Table:
+def shape_label(record: dict) -> str:
+    label = f"{record['m']}x{record['n']}x{record['k']}"
+    batch = record.get("batch") or 1
+    return f"{label} x{batch}" if batch > 1 else label
+
+
+def group_key(record: dict) -> tuple:
+    """Cases that are comparable with each other: same shape, batch, precision and mode."""
+    return (record["m"], record["n"], record["k"], record.get("batch") or 1, record.get("dtype") or "fp32",
+            record.get("mode") or "hot")
+
+
+def add_ladder(recs: Sequence[dict], ladder: Sequence[str] | None = None) -> None:
+    """Set ``previous_rung`` and ``speedup_vs_previous`` on each ladder kernel's record.
+
+    The previous rung is the nearest earlier entry of ``kernels.LADDER`` that ran OK on the
+    same shape, batch, precision and mode; a rung with none before it gets None.
+    """
+    order = {name: i for i, name in enumerate(ladder if ladder is not None else [s.name for s in kernels.LADDER])}
+    timed = {}
+    for rec in recs:
+        if rec["status"] == "ok" and rec.get("timing") and rec["kernel"] in order:
+            timed.setdefault(group_key(rec), {})[rec["kernel"]] = rec
+    for rec in recs:
+        rec["previous_rung"], rec["speedup_vs_previous"] = None, None
+        if rec["kernel"] not in order or rec["status"] != "ok" or not rec.get("timing"):
+            continue
+        earlier = [name for name in timed.get(group_key(rec), {}) if order[name] < order[rec["kernel"]]]
+        if earlier:
+            previous = timed[group_key(rec)][max(earlier, key=order.__getitem__)]
+            rec["previous_rung"] = previous["kernel"]
+            rec["speedup_vs_previous"] = previous["timing"]["median_ms"] / rec["timing"]["median_ms"]
+
+
+def _flags(rec: dict) -> list[str]:
+    timing = rec.get("timing") or {}
+    flags = []
+    if timing.get("converged") is False:
+        noise = timing.get("noise")
+        flags.append(f"not converged ({timing.get('stop_reason')}, noise {_percent(noise)})")
+    clocks = timing.get("clocks") or {}
+    if clocks.get("sagged"):
+        flags.append("clocks sagged: " + "; ".join(clocks.get("why", [])))
+    return flags
+
+
+def _status(rec: dict) -> str:
+    if rec["status"] == "FAILED":
+        return f"[red]FAILED[/red]: {rec['detail']}"
+    if rec["status"] != "ok":
+        return f"[yellow]{rec['status']}[/yellow]: {rec['detail']}"
+    flags = _flags(rec)
+    return "ok" + ("  [yellow]" + "; ".join(flags) + "[/yellow]" if flags else "")
+
+
+def _num(value, fmt: str) -> str:
+    return format(value, fmt) if value is not None else "-"
+
+
+def _percent(fraction: float | None) -> str:
+    return f"{100 * fraction:.2f}%" if fraction is not None else "-"
+
+
+COLUMNS = (  # header, justify, cell(record)
+    ("kernel", "left", lambda r: r["kernel"]),
+    ("dtype", "left", lambda r: r.get("dtype") or "-"),
+    ("shape MxNxK", "left", shape_label),
+    ("median ms", "right", lambda r: _num((r.get("timing") or {}).get("median_ms"), ".4f")),
+    ("noise", "right", lambda r: _percent((r.get("timing") or {}).get("noise"))),
+    ("samples", "right", lambda r: f"{t['samples']}x{t['launches_per_sample']}" if (t := r.get("timing")) else "-"),
+    ("GFLOP/s", "right", lambda r: _num(r["tflops"] * 1e3 if r.get("tflops") else None, ",.0f")),
+    ("x prev rung", "right", lambda r: _num(r.get("speedup_vs_previous"), ".2f")),
+    ("% cuBLAS", "right", lambda r: _num(r.get("pct_of_cublas"), ".1f")),
+    ("% peak", "right", lambda r: _num(r.get("pct_of_peak"), ".1f")),
+    ("err/bound", "right", lambda r: _num((r.get("verification") or {}).get("max_error_ratio")
+                                          if (r.get("verification") or {}).get("ok") else None, ".3f")),
+    ("status", "left", _status),
+)
+
+
+def table(recs: Sequence[dict], title: str = "") -> Table:
+    has_dtype = any(r.get("dtype") for r in recs)
+    has_peak = any(r.get("pct_of_peak") is not None for r in recs)
+    shown = [c for c in COLUMNS if (c[0] != "dtype" or has_dtype) and (c[0] != "% peak" or has_peak)]
     t = Table(title=title or None, header_style="bold")
-    for name, justify in (("kernel", "left"), ("shape MxNxK", "left"), ("median ms", "right"),
-                          ("GFLOP/s", "right"), ("% cuBLAS", "right"), ("max err/bound", "right"),
-                          ("status", "left")):
-        t.add_column(name, justify=justify)
-    previous_shape = None
-    for r in results:
-        if previous_shape is not None and r.problem.label != previous_shape:
+    for header, justify, _ in shown:
+        t.add_column(header, justify=justify, no_wrap=header != "status")
+    previous = None
+    for rec in recs:
+        section = group_key(rec)[:5]
+        if previous is not None and section != previous:
             t.add_section()
-        previous_shape = r.problem.label
-        timing = r.timing
-        t.add_row(
-            r.kernel,
-            r.problem.label,
-            f"{timing.median_ms:.4f}" if timing else "-",
-            f"{r.tflops * 1e3:,.0f}" if timing else "-",
-            f"{r.pct_of_baseline:.1f}" if r.pct_of_baseline is not None else "-",
-            f"{r.verification['max_error_ratio']:.3f}" if r.verification.get("ok") else "-",
-            "ok" if r.status == "ok" else f"[red]{r.status}[/red]: {r.detail}" if r.status == "FAILED"
-            else f"[yellow]{r.status}[/yellow]: {r.detail}",
-        )
+        previous = section
+        t.add_row(*(cell(rec) for _, _, cell in shown))
     return t
 
 
-def print_table(results: Sequence[CaseResult], console: Console | None = None, title: str = "") -> None:
-    (console or Console()).print(table(results, title))
+def print_table(results: Sequence[CaseResult | dict], console: Console | None = None, title: str = "") -> None:
+    recs = [r for r in results if isinstance(r, dict)] or records(results)
+    (console or Console()).print(table(recs, title))
 
 
-def to_json(results: Sequence[CaseResult], environment: dict, settings: dict) -> dict:
-    return {
-        "schema": SCHEMA,
-        "environment": environment,
-        "settings": settings,
-        "results": [r.as_dict() for r in results],
-    }
+class SweepProgress:
+    """A progress bar over the sweep on a terminal; one plain line per finished case otherwise.
 
+    A redrawn bar turns into a pile of control codes in a log file or a CI transcript, so
+    off a terminal each case is announced once, as a line that reads well in a log.
+    """
 
-def write_json(path: str | Path, document: dict) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2) + "\n")
+    def __init__(self, console: Console, total: int):
+        self.console, self.total, self.done = console, total, 0
+        self._progress = None
+        if console.is_terminal:
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), console=console, transient=True)
+            self._task = self._progress.add_task("bench", total=total)
+
+    def __enter__(self) -> "SweepProgress":
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def advance(self, result: CaseResult) -> None:
+        self.done += 1
+        label = f"{result.kernel} {result.problem.label}"
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, description=label)
+            return
+        rec = result.as_dict()
+        what = f"{rec['tflops']:.3f} TFLOP/s" if rec.get("tflops") else rec["status"]
+        self.console.print(f"[{self.done}/{self.total}] {label}: {what}", markup=False, highlight=False, soft_wrap=True)

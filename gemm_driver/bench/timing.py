@@ -1,31 +1,59 @@
 """GPU and CPU timing.
 
-GPU: events around a batch of back-to-back launches, repeated; the median per-launch
-time is reported. A tiny ``hold_stream`` kernel is queued first and keeps the stream
-busy until the whole batch (start event, launches, end event) is queued, then the host
-releases it: the batch runs without gaps, so the ~10 us Python launch overhead never
-counts as GPU time even for kernels shorter than it. Events are created once per timer.
-Warm-up and the number of samples are chosen by time, not fixed counts.
+GPU, hot mode: events around a batch of back-to-back launches; one sample is the batch
+time over the number of launches. A tiny ``hold_stream`` kernel is queued first and keeps
+the stream busy until the whole batch (start event, launches, end event) is queued, then
+the host releases it: the batch runs without gaps, so the ~10 us Python launch overhead
+never counts as GPU time even for kernels shorter than it. Operands stay in L2 between
+launches when they fit: that is what "hot" means.
+
+GPU, cold mode: behind the same hold, each launch is preceded by a write of a buffer of
+twice the L2 size (``cuMemsetD32Async``), which evicts the operands, and bracketed by its
+own pair of events, so the flush is queued between the timed regions and never inside
+one. A sample is the mean of the per-launch times of one batch.
+
+Warm-up and the number of samples are chosen by time, not counts: warm-up launches run
+for ``Budget.warmup_seconds`` (clocks up, caches and TLBs warm), then samples are taken
+until the median's relative noise is under ``Budget.noise`` or the case's time limit is
+reached (``stats.sample_until``). Events are created once per timer.
+
+``unheld_event_ms`` and ``graph_replay_ms`` are the two other ways of timing a launch
+that the launch-overhead test compares against the hold (tests/test_timing_gpu.py).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from functools import cached_property
+from typing import Callable, Protocol
 
 from ..cuda import cache
-from ..cuda.driver import Event, Module, PinnedWords, Stream
+from ..cuda.driver import DeviceBuffer, Event, Module, PinnedWords, Stream
 from ..cuda.errors import GemmDriverError
+from ..cuda.graph import Graph
 from ..kernels.sources import read_source
+from .stats import Budget, Summary, sample_until, summarize
 
 HOLD_TIMEOUT_NS = 5_000_000_000  # far longer than queueing any batch takes
+COLD_MAX_BATCH = 50  # 4 queued operations per cold launch: stay far below the queue depth
+MODES = ("hot", "cold")
+
+__all__ = ["Budget", "GpuTimer", "MODES", "TimingError", "TimingStats", "measure_host"]
 
 
 class TimingError(GemmDriverError):
     """A measurement could not be taken honestly."""
+
+
+class ClockMonitorLike(Protocol):  # clocks.ClockMonitor; a Protocol keeps NVML out of this module
+    def start_case(self) -> None: ...
+
+    def sample(self) -> None:
+        """Called while a timed batch runs on the GPU."""
+
+    def end_case(self) -> dict: ...
 
 
 @dataclass(frozen=True)
@@ -33,94 +61,198 @@ class TimingStats:
     samples_ms: tuple[float, ...]  # per-launch time of each sample (batch time / launches)
     launches_per_sample: int
     clock: str  # "cuda-events" or "host"
+    converged: bool | None = None  # None: no stopping rule was applied
+    stop_reason: str = ""
+    elapsed_s: float = 0.0  # wall time of the measurement, warm-up included
+    mode: str = "hot"
+    clocks: dict | None = None  # clocks.assess() of the reads taken during the batches; None: no monitor
+
+    @cached_property
+    def summary(self) -> Summary:
+        return summarize(self.samples_ms)
 
     @property
     def median_ms(self) -> float:
-        return statistics.median(self.samples_ms)
+        return self.summary.median
 
     @property
     def min_ms(self) -> float:
-        return min(self.samples_ms)
+        return self.summary.min
+
+    @property
+    def noise(self) -> float | None:
+        return self.summary.noise
 
     def quantile_ms(self, q: float) -> float:
-        ordered = sorted(self.samples_ms)
-        position = q * (len(ordered) - 1)
-        low, high = math.floor(position), math.ceil(position)
-        return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+        from .stats import quantile
+
+        return quantile(sorted(self.samples_ms), q)
 
     def as_dict(self) -> dict:
+        s = self.summary
         return {
-            "median_ms": self.median_ms,
-            "min_ms": self.min_ms,
-            "p10_ms": self.quantile_ms(0.1),
-            "p90_ms": self.quantile_ms(0.9),
-            "samples": len(self.samples_ms),
-            "launches_per_sample": self.launches_per_sample,
-            "clock": self.clock,
+            "median_ms": s.median, "min_ms": s.min, "max_ms": s.max, "mean_ms": s.mean,
+            "p10_ms": s.p10, "p90_ms": s.p90, "ci_low_ms": s.ci_low, "ci_high_ms": s.ci_high,
+            "noise": s.noise, "samples": s.n, "launches_per_sample": self.launches_per_sample,
+            "converged": self.converged, "stop_reason": self.stop_reason,
+            "elapsed_s": round(self.elapsed_s, 4), "mode": self.mode, "clock": self.clock,
+            "clocks": self.clocks, "samples_ms": list(self.samples_ms),
         }
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How long to measure one case."""
-
-    seconds: float = 0.5  # keep sampling until this much wall time has passed ...
-    min_samples: int = 5  # ... and at least this many samples were taken
-    max_samples: int = 100
-    batch_ms: float = 2.0  # aim for batches of at least this much GPU time
-    max_batch: int = 200  # launches queued behind one hold, well under the driver's queue depth
 
 
 class GpuTimer:
     """Times launch callables on one stream with events and the stream hold."""
 
-    def __init__(self, stream: Stream, arch: str):
-        self.stream = stream
+    def __init__(self, stream: Stream, arch: str, l2_bytes: int | None = None, mode: str = "hot",
+                 monitor: "ClockMonitorLike | None" = None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.stream, self.mode, self.monitor = stream, mode, monitor
         compiled, _ = cache.build(filename="hold_stream.cu", source=read_source("cu/hold_stream.cu"), arch=arch)
         self._module = Module(compiled.cubin, name="hold_stream.cu")
         self._hold = self._module.kernel("hold_stream", ("ptr", "ptr", "unsigned long long"))
         self._flags = PinnedWords(2)  # [0] release, [1] expired
         self._hold_args = self._hold.pack(self._flags.device_ptr(0), self._flags.device_ptr(1), HOLD_TIMEOUT_NS)
         self._start, self._end = Event(), Event()
+        self._l2_bytes = l2_bytes
+        self._flush: DeviceBuffer | None = None  # made on first cold use: 2x L2 of device memory
+        self._pairs: list[tuple[Event, Event]] = []
+        self._flushes = 0
+        self._monitor: ClockMonitorLike | None = None
 
-    def batch_ms(self, launch: Callable[[], None], launches: int) -> float:
-        """GPU time of ``launches`` back-to-back launches, per launch, in ms."""
+    # -- the hold ---------------------------------------------------------------------
+    def _held(self, enqueue: Callable[[], None], last: Event) -> None:
+        """Queue the hold, then ``enqueue()``, release, and wait for ``last``."""
         self._flags[0], self._flags[1] = 0, 0
         self._hold.launch((1, 1, 1), (1, 1, 1), self._hold_args, self.stream)
-        self._start.record(self.stream)
-        for _ in range(launches):
-            launch()
-        self._end.record(self.stream)
+        enqueue()
         self._flags[0] = 1
-        self._end.synchronize()
+        if self._monitor is not None:
+            self._monitor.sample()  # the GPU is running the batch now
+        last.synchronize()
         if self._flags[1]:
             raise TimingError("the stream hold expired before the batch was queued; the sample is void")
+
+    def batch_ms(self, launch: Callable[[], None], launches: int) -> float:
+        """Hot: GPU time of ``launches`` back-to-back launches, per launch, in ms."""
+        def enqueue():
+            self._start.record(self.stream)
+            for _ in range(launches):
+                launch()
+            self._end.record(self.stream)
+
+        self._held(enqueue, self._end)
         return Event.elapsed_ms(self._start, self._end) / launches
 
-    def measure(self, launch: Callable[[], None], budget: Budget = Budget()) -> TimingStats:
-        launch()  # warm-up: first-launch costs (module load, cuBLAS heuristics) stay out
+    def cold_batch_ms(self, launch: Callable[[], None], launches: int) -> float:
+        """Cold: mean GPU time of ``launches`` launches, each after an L2 flush outside its events."""
+        flush = self._flush_buffer()
+        while len(self._pairs) < launches:
+            self._pairs.append((Event(), Event()))
+        pairs = self._pairs[:launches]
+
+        def enqueue():
+            for start, end in pairs:
+                self._flushes += 1  # a new value each time: nothing can skip a write of what is there
+                flush.memset32(self._flushes, stream=self.stream)
+                start.record(self.stream)
+                launch()
+                end.record(self.stream)
+
+        self._held(enqueue, pairs[-1][1])
+        return sum(Event.elapsed_ms(start, end) for start, end in pairs) / launches
+
+    def _flush_buffer(self) -> DeviceBuffer:
+        if self._flush is None:
+            if not self._l2_bytes:
+                raise TimingError("cold mode needs the device's L2 size (GpuTimer(..., l2_bytes=...))")
+            self._flush = DeviceBuffer(2 * self._l2_bytes)
+        return self._flush
+
+    # -- measuring --------------------------------------------------------------------
+    def measure(self, launch: Callable[[], None], budget: Budget = Budget(), mode: str | None = None) -> TimingStats:
+        """Warm up, then sample until the stopping rule says stop; ``mode`` defaults to the timer's."""
+        mode = mode or self.mode
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        started = time.perf_counter()
+        take_batch = self.batch_ms if mode == "hot" else self.cold_batch_ms
+        launch()  # first launch: module load, cuBLAS heuristics stay out of everything
         self.stream.synchronize()
         estimate = self.batch_ms(launch, 1)
-        launches = max(1, min(budget.max_batch, math.ceil(budget.batch_ms / max(estimate, 1e-4))))
-        min_samples = budget.min_samples if estimate < 1000 else 3  # multi-second launches
-        samples: list[float] = []
-        deadline = time.perf_counter() + budget.seconds
-        while len(samples) < budget.max_samples and (len(samples) < min_samples or time.perf_counter() < deadline):
-            samples.append(self.batch_ms(launch, launches))
-        return TimingStats(tuple(samples), launches, "cuda-events")
+        self._warm_up(launch, estimate, budget)
+        limit = budget.max_batch if mode == "hot" else COLD_MAX_BATCH
+        launches = max(1, min(limit, math.ceil(budget.batch_ms / max(estimate, 1e-4))))
+        # A hot batch of one launch is exactly what the estimate measured: keep it as a sample.
+        initial = (estimate,) if launches == 1 and mode == "hot" else ()
+        self._monitor = self.monitor
+        if self.monitor is not None:
+            self.monitor.start_case()
+        try:
+            sampling = sample_until(lambda: take_batch(launch, launches), budget, initial=initial, started=started)
+        finally:
+            self._monitor = None
+        clocks = self.monitor.end_case() if self.monitor is not None else None
+        return TimingStats(sampling.samples, launches, "cuda-events", sampling.converged, sampling.stop_reason,
+                           time.perf_counter() - started, mode, clocks)
+
+    def _warm_up(self, launch: Callable[[], None], estimate_ms: float, budget: Budget) -> None:
+        """Untimed launches for ``budget.warmup_seconds`` of GPU time (none if one launch is longer)."""
+        remaining = math.floor(budget.warmup_seconds * 1e3 / max(estimate_ms, 1e-4))
+        # Kernels shorter than a Python launch make this host-bound: cap the wall time, and
+        # leave most of the case's time limit (which counts the warm-up) to the samples.
+        deadline = time.perf_counter() + min(4 * budget.warmup_seconds, budget.seconds / 4)
+        while remaining > 0 and time.perf_counter() < deadline:
+            chunk = min(remaining, budget.max_batch)
+            for _ in range(chunk):
+                launch()
+            self.stream.synchronize()
+            remaining -= chunk
+
+    # -- the other two ways, for the launch-overhead proof -----------------------------
+    def unheld_event_ms(self, launch: Callable[[], None], samples: int) -> list[float]:
+        """The naive way: an event pair around each single launch, no hold; host gaps leak in."""
+        out = []
+        for _ in range(samples):
+            self._start.record(self.stream)
+            launch()
+            self._end.record(self.stream)
+            self._end.synchronize()
+            out.append(Event.elapsed_ms(self._start, self._end))
+        return out
+
+    def graph_replay_ms(self, launch: Callable[[], None], launches: int, samples: int) -> list[float]:
+        """Per-launch time from replays of a CUDA graph of ``launches`` captured launches."""
+        with Graph(self.stream, lambda: [launch() for _ in range(launches)]) as graph:
+            graph.launch()  # first replay uploads the graph
+            self.stream.synchronize()
+            out = []
+            for _ in range(samples):
+                self._start.record(self.stream)
+                graph.launch()
+                self._end.record(self.stream)
+                self._end.synchronize()
+                out.append(Event.elapsed_ms(self._start, self._end) / launches)
+        return out
 
     def close(self) -> None:
-        for resource in (self._start, self._end, self._flags, self._module):
-            resource.close()
+        resources = [self._start, self._end, self._flags, self._module, self._flush]
+        resources += [event for pair in self._pairs for event in pair]
+        for resource in resources:
+            if resource is not None:
+                resource.close()
 
 
 def measure_host(run: Callable[[], object], budget: Budget = Budget()) -> TimingStats:
-    """Wall-clock timing of a CPU computation (the NumPy baseline)."""
-    run()
-    samples: list[float] = []
-    deadline = time.perf_counter() + budget.seconds
-    while len(samples) < budget.max_samples and (len(samples) < 3 or time.perf_counter() < deadline):
+    """Wall-clock timing of a CPU computation (the NumPy baseline), same stopping rule."""
+    started = time.perf_counter()
+    run()  # warm-up: first-call costs (allocation, thread pool start) stay out
+
+    def take() -> float:
         start = time.perf_counter()
         run()
-        samples.append((time.perf_counter() - start) * 1e3)
-    return TimingStats(tuple(samples), 1, "host")
+        return (time.perf_counter() - start) * 1e3
+
+    sampling = sample_until(take, budget, started=started)
+    return TimingStats(sampling.samples, 1, "host", sampling.converged, sampling.stop_reason,
+                       time.perf_counter() - started)

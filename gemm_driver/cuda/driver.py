@@ -138,6 +138,12 @@ class Device:
         major, minor = self.compute_capability
         return f"sm_{major}{minor}"
 
+    def pci_bus_id(self) -> str:
+        """e.g. '0000:1B:00.0': how NVML knows this same GPU, whatever CUDA_VISIBLE_DEVICES says."""
+        raw = check(_driver().cuDeviceGetPCIBusId(32, self.handle), "cuDeviceGetPCIBusId")
+        raw = raw if isinstance(raw, bytes) else str(raw).encode()
+        return raw.split(b"\x00")[0].decode()
+
 
 class Context(_Resource):
     """The device's primary context, retained for this object's lifetime.

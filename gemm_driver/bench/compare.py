@@ -1,0 +1,150 @@
+"""Compare two bench JSON files case by case: FASTER, SLOWER, SAME or NOISY.
+
+Cases are matched on kernel, shape, batch, dtype, mode and tunables. For each run we
+take an interval for its median: the distribution-free 95% interval (``ci_low_ms`` ..
+``ci_high_ms``, schema bench/2), or [p10, p90] when a file has no interval (bench/1,
+or fewer than six samples). The speed-up of NEW over OLD, r = old median / new median,
+then lies in [old_low / new_high, old_high / new_low], and with threshold t:
+
+- FASTER: that whole range is above 1 (the intervals are apart) and r > 1 + t;
+- SLOWER: the whole range is below 1 and r < 1 / (1 + t);
+- SAME:   the whole range lies within [1 / (1 + t), 1 + t] (any change is smaller than
+          t), or the intervals are apart but r is within the threshold (a real change
+          smaller than t);
+- NOISY:  otherwise: the intervals overlap and are too wide to rule out a change
+          larger than t. Measure longer (--max-time) or on a quieter machine.
+
+A case that did not run OK in one of the files gets that status instead of a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .writers import load
+
+DEFAULT_THRESHOLD = 0.02
+VERDICTS = ("FASTER", "SLOWER", "SAME", "NOISY")
+
+
+def case_key(rec: dict) -> tuple:
+    tunables = tuple(sorted((rec.get("tunables") or {}).items()))
+    return (rec["kernel"], rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, rec.get("dtype") or "fp32",
+            rec.get("mode") or (rec.get("timing") or {}).get("mode") or "hot", tunables)
+
+
+def describe_key(key: tuple) -> str:
+    kernel, m, n, k, batch, dtype, mode, tunables = key
+    parts = [kernel, f"{m}x{n}x{k}" + (f" x{batch}" if batch > 1 else ""), dtype, mode]
+    if tunables:
+        parts.append(",".join(f"{name}={value}" for name, value in tunables))
+    return " ".join(parts)
+
+
+def interval(timing: dict) -> tuple[float, float, float]:
+    """(low, median, high) of one case's median time in ms."""
+    median = timing["median_ms"]
+    low, high = timing.get("ci_low_ms"), timing.get("ci_high_ms")
+    if low is None or high is None:
+        low, high = timing.get("p10_ms", median), timing.get("p90_ms", median)
+    return low, median, high
+
+
+def verdict(old: dict, new: dict, threshold: float = DEFAULT_THRESHOLD) -> tuple[str, float, tuple[float, float]]:
+    """(verdict, speed-up of new over old, its plausible range) from two timing dicts."""
+    o_low, o_med, o_high = interval(old)
+    n_low, n_med, n_high = interval(new)
+    ratio = o_med / n_med
+    low, high = o_low / n_high, o_high / n_low
+    if low > 1 and ratio > 1 + threshold:
+        return "FASTER", ratio, (low, high)
+    if high < 1 and ratio < 1 / (1 + threshold):
+        return "SLOWER", ratio, (low, high)
+    apart = low > 1 or high < 1
+    within = low >= 1 / (1 + threshold) and high <= 1 + threshold
+    if within or (apart and 1 / (1 + threshold) <= ratio <= 1 + threshold):
+        return "SAME", ratio, (low, high)
+    return "NOISY", ratio, (low, high)
+
+
+@dataclass
+class Row:
+    key: tuple
+    verdict: str  # one of VERDICTS, or e.g. "FAILED in new"
+    old_ms: float | None = None
+    new_ms: float | None = None
+    ratio: float | None = None
+    ratio_range: tuple[float, float] | None = None
+
+
+@dataclass
+class Comparison:
+    rows: list[Row]
+    only_old: list[tuple]
+    only_new: list[tuple]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self.rows:
+            out[row.verdict] = out.get(row.verdict, 0) + 1
+        return out
+
+
+def _status_row(key: tuple, old: dict, new: dict) -> Row | None:
+    """A row for a case that lacks a speed in either file, else None."""
+    bad = [f"{rec['status']} in {which}" for which, rec in (("old", old), ("new", new))
+           if rec["status"] != "ok" or not rec.get("timing")]
+    if not bad:
+        return None
+    return Row(key, ", ".join(bad), (old.get("timing") or {}).get("median_ms"), (new.get("timing") or {}).get("median_ms"))
+
+
+def compare_records(old: Sequence[dict], new: Sequence[dict], threshold: float = DEFAULT_THRESHOLD) -> Comparison:
+    old_by = {case_key(r): r for r in old}
+    new_by = {case_key(r): r for r in new}
+    rows = []
+    for key, o in old_by.items():
+        if key not in new_by:
+            continue
+        n = new_by[key]
+        row = _status_row(key, o, n)
+        if row is None:
+            word, ratio, span = verdict(o["timing"], n["timing"], threshold)
+            row = Row(key, word, o["timing"]["median_ms"], n["timing"]["median_ms"], ratio, span)
+        rows.append(row)
+    return Comparison(rows, [k for k in old_by if k not in new_by], [k for k in new_by if k not in old_by])
+
+
+def compare_files(old_path: str, new_path: str, threshold: float = DEFAULT_THRESHOLD) -> Comparison:
+    return compare_records(load(old_path)["results"], load(new_path)["results"], threshold)
+
+
+STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "", "NOISY": "yellow"}
+
+
+def print_comparison(result: Comparison, console, old_name: str, new_name: str, threshold: float) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{new_name} against {old_name} (threshold {threshold:.1%}; speed-up = old / new median)",
+              header_style="bold")
+    for header, justify in (("case", "left"), ("old ms", "right"), ("new ms", "right"), ("speed-up", "right"),
+                            ("plausible range", "right"), ("verdict", "left")):
+        t.add_column(header, justify=justify)
+    for row in result.rows:
+        style = STYLE.get(row.verdict, "red")
+        t.add_row(describe_key(row.key), _ms(row.old_ms), _ms(row.new_ms),
+                  f"{row.ratio:.3f}" if row.ratio is not None else "-",
+                  f"{row.ratio_range[0]:.3f}-{row.ratio_range[1]:.3f}" if row.ratio_range else "-",
+                  f"[{style}]{row.verdict}[/{style}]" if style else row.verdict)
+    console.print(t)
+    for label, keys in ((f"only in {old_name}", result.only_old), (f"only in {new_name}", result.only_new)):
+        for key in keys:
+            console.print(f"{label}: {describe_key(key)}", markup=False, highlight=False, soft_wrap=True)
+    counts = result.counts()
+    console.print(", ".join(f"{counts[v]} {v}" for v in sorted(counts)) or "no case in both files",
+                  markup=False, highlight=False, soft_wrap=True)
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.4f}" if value is not None else "-"

@@ -1,0 +1,103 @@
+"""Bench output in files: the JSON document (schema ``gemm_driver.bench/2``) and the CSV.
+
+The JSON is the complete record (README, "Bench JSON", documents every field): the
+environment, the exact command line, the settings, and per case its verification, summary
+statistics, raw samples and clock reads. The CSV is one flat row per case for
+spreadsheets and pandas; columns other parts of the harness add to the records (e.g.
+``pct_of_peak``) are appended when any case has them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+SCHEMA = "gemm_driver.bench/2"
+READABLE_SCHEMAS = ("gemm_driver.bench/1", SCHEMA)  # compare reads both
+
+
+class BenchFileError(ValueError):
+    """A bench JSON file that cannot be used; the message is one line naming the file."""
+
+
+def document(recs: Sequence[dict], environment: dict, settings: dict, argv: Sequence[str] | None = None) -> dict:
+    argv = list(sys.argv if argv is None else argv)
+    return {
+        "schema": SCHEMA,
+        "command": {"argv": argv, "line": " ".join(argv)},
+        "environment": environment,
+        "settings": settings,
+        "results": list(recs),
+    }
+
+
+def write_json(path: str | Path, doc: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def load(path: str | Path) -> dict:
+    """Read a bench JSON, or raise BenchFileError saying in one line what is wrong with it."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise BenchFileError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchFileError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
+    except json.JSONDecodeError as exc:
+        raise BenchFileError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(doc, dict) or doc.get("schema") not in READABLE_SCHEMAS:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise BenchFileError(f"{path}: schema {found!r} is not a bench result; expected one of {list(READABLE_SCHEMAS)}")
+    results = doc.get("results")
+    if not isinstance(results, list):
+        raise BenchFileError(f"{path}: 'results' must be a list of cases")
+    for i, rec in enumerate(results):
+        missing = [key for key in ("kernel", "m", "n", "k", "status") if not isinstance(rec, dict) or key not in rec]
+        if missing:
+            raise BenchFileError(f"{path}: case {i} lacks {', '.join(missing)}")
+    return doc
+
+
+CSV_COLUMNS = (
+    "kernel", "dtype", "batch", "m", "n", "k", "alpha", "beta", "mode", "tunables", "status",
+    "median_ms", "min_ms", "p10_ms", "p90_ms", "ci_low_ms", "ci_high_ms", "noise", "samples",
+    "launches_per_sample", "converged", "stop_reason", "tflops", "pct_of_cublas", "previous_rung",
+    "speedup_vs_previous", "clocks_sagged", "sm_mhz_min", "temperature_c_max", "power_w_max",
+    "max_error_ratio", "detail",
+)
+_TIMING = ("median_ms", "min_ms", "p10_ms", "p90_ms", "ci_low_ms", "ci_high_ms", "noise", "samples",
+           "launches_per_sample", "converged", "stop_reason")
+_NESTED = {"timing", "verification", "tunables"}  # flattened into the columns above
+
+
+def csv_row(rec: dict) -> dict:
+    timing = rec.get("timing") or {}
+    clocks = timing.get("clocks") or {}
+    row = {key: rec.get(key) for key in CSV_COLUMNS}
+    row.update({key: timing.get(key) for key in _TIMING})
+    row["tunables"] = ";".join(f"{k}={v}" for k, v in sorted((rec.get("tunables") or {}).items()))
+    row["dtype"] = rec.get("dtype") or "fp32"
+    row["batch"] = rec.get("batch") or 1
+    row.update({key: clocks.get(key) for key in ("sm_mhz_min", "temperature_c_max", "power_w_max")})
+    row["max_error_ratio"] = (rec.get("verification") or {}).get("max_error_ratio")
+    for key, value in rec.items():  # scalar fields added by other parts of the harness
+        if key not in row and key not in _NESTED and not isinstance(value, (dict, list)):
+            row[key] = value
+    return row
+
+
+def write_csv(path: str | Path, recs: Sequence[dict]) -> None:
+    rows = [csv_row(rec) for rec in recs]
+    columns = list(CSV_COLUMNS) + sorted({key for row in rows for key in row} - set(CSV_COLUMNS))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, restval="")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({key: "" if value is None else value for key, value in row.items()})
