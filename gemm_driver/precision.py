@@ -135,8 +135,10 @@ def bf16_to_float32(bits) -> np.ndarray:
 
 
 def fp16_bits(x) -> np.ndarray:
-    """float32 -> IEEE half bit patterns; NumPy's conversion rounds to nearest even."""
-    return _as_float32(x).astype(np.float16).view(np.uint16)
+    """float32 -> IEEE half bit patterns; NumPy's conversion rounds to nearest even (and
+    overflows to infinity, as IEEE rounding does: no warning for that)."""
+    with np.errstate(over="ignore"):
+        return _as_float32(x).astype(np.float16).view(np.uint16)
 
 
 def fp16_to_float32(bits) -> np.ndarray:

@@ -96,10 +96,10 @@ def attainable_tflops(peak_tflops: float, bandwidth_tbs: float, flop_per_byte: f
 
 
 def case_precision(case: dict) -> str:
-    """A result's precision: recorded by the runner, else the registry's dtype, else FP32
-    (runs from before precisions existed were all FP32)."""
-    if case.get("precision"):
-        return _precision.get(case["precision"]).name
+    """A result's precision: recorded by the runner ("dtype"), else the registry's dtype,
+    else FP32 (runs from before precisions existed were all FP32)."""
+    if case.get("dtype"):
+        return _precision.get(case["dtype"]).name
     from .. import kernels
 
     entry = kernels.ALL.get(case.get("kernel", ""))
@@ -118,7 +118,7 @@ def case_roofline(case: dict, gpu_name: str | None) -> dict:
     cannot be known: a CPU case, an unknown GPU, a precision the GPU lacks, no timing."""
     prec = case_precision(case)
     flop_per_byte = intensity(case["m"], case["n"], case["k"], prec, case.get("beta", 0.0), case.get("batch", 1))
-    out = {"precision": prec, "intensity": flop_per_byte, "peak_tflops": None, "attainable_tflops": None,
+    out = {"intensity": flop_per_byte, "peak_tflops": None, "attainable_tflops": None,
            "pct_of_peak": None, "pct_of_attainable": None, "clock_mhz": None, "roofline_note": None}
     entry = lookup(gpu_name)
     if (case.get("timing") or {}).get("clock") == "host" or case.get("kernel") == "numpy":
@@ -158,12 +158,18 @@ def device_summary(gpu_name: str | None) -> dict:
             "tensor_clock_mhz": entry.tensor_clock_mhz}
 
 
+def annotate_records(recs: list[dict], gpu_name: str | None) -> list[dict]:
+    """Add the roofline fields to each result record (in place); returns them."""
+    for case in recs:
+        case.update(case_roofline(case, gpu_name))
+    return recs
+
+
 def annotate(document: dict) -> dict:
     """Add the roofline fields to every result of a bench JSON document (in place) and a
     ``roofline`` summary of the GPU's table row; returns the document."""
     gpu = (document.get("environment") or {}).get("gpu") or {}
-    name = gpu.get("name")
+    name = gpu.get("name") if isinstance(gpu, dict) else None
     document["roofline"] = device_summary(name)
-    for case in document.get("results", []):
-        case.update(case_roofline(case, name))
+    annotate_records(document.get("results", []), name)
     return document

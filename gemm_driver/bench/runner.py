@@ -108,7 +108,7 @@ class CaseResult:
             "n": self.problem.n,
             "k": self.problem.k,
             "batch": self.problem.batch,
-            "precision": self.precision,
+            "dtype": self.precision,  # the --dtype name: fp32, tf32, bf16 or fp16
             "alpha": self.problem.alpha,
             "beta": self.problem.beta,
             "status": self.status,
