@@ -1,0 +1,139 @@
+"""Every cuBLAS baseline on the GPU: each precision verified on drawn cases (odd shapes,
+padded leading dimensions, misaligned pointers, guard band, NaN-poisoned C) against its
+own bound; the strided-batched baseline on drawn batches; a sweep over all precisions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gemm_driver import precision
+from gemm_driver.bench import roofline, runner
+from gemm_driver.bench.timing import Budget
+from gemm_driver.gemm import verify_once
+from gemm_driver.operands import random_operands, upload_operands
+from gemm_driver.problem import GemmProblem
+from gemm_driver.strategies import GemmCase, gemm_cases
+from gemm_driver.verify import reference
+
+pytestmark = pytest.mark.gpu
+
+BASELINES = [precision.get(name).baseline for name in precision.NAMES]
+DRAWN = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+
+def run_case(session, kernel: str, case: GemmCase, dtype: str, guard: int = 2):
+    p = case.problem
+    a, b, c = random_operands(p, np.random.default_rng(case.data_seed), dtype)
+    ref = reference(p, a, b, c)
+    lds = (p.k + case.pads[0], p.n + case.pads[1], p.n + case.pads[2])
+    ops = upload_operands(p, a, b, c, guard=guard, lds=lds, misalign=case.misalign, precision=dtype)
+    try:
+        launch = session.launcher(kernel, p, *ops)
+        return verify_once(session, launch, p, ops[2], c, ref, dtype)
+    finally:
+        for m in ops:
+            m.close()
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_each_precision_baseline_passes_drawn_cases(session, name):
+    dtype = runner.precision_of(name)
+
+    @DRAWN
+    @given(case=gemm_cases(300))
+    def holds(case):
+        result = run_case(session, name, case, dtype)
+        assert result.ok, f"{case.describe()}: {result.message}"
+
+    holds()
+
+
+@pytest.mark.parametrize("name", BASELINES)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (4093, 67, 4099), (127, 4091, 257), (16, 16, 8191)])
+def test_each_precision_baseline_on_odd_and_large_shapes(session, name, shape):
+    dtype = runner.precision_of(name)
+    case = GemmCase(GemmProblem(*shape, 1.0, 0.5), (1, 3, 0), (1, 3, 2), 7)
+    result = run_case(session, name, case, dtype, guard=1)
+    assert result.ok, result.message
+
+
+@st.composite
+def batched_cases(draw):
+    case = draw(gemm_cases(96))
+    p = case.problem
+    batched = GemmProblem(p.m, p.n, p.k, p.alpha, p.beta, draw(st.sampled_from((1, 2, 3, 7, 16))))
+    return GemmCase(batched, case.pads, case.misalign, case.data_seed)
+
+
+def test_batched_baseline_passes_drawn_batches(session):
+    @DRAWN
+    @given(case=batched_cases())
+    def holds(case):
+        result = run_case(session, "cublas_batched", case, "fp32")
+        assert result.ok, f"{case.describe()} batch={case.problem.batch}: {result.message}"
+
+    holds()
+
+
+def test_batched_baseline_is_not_a_single_gemm(session):
+    """The stride matters: a result computed as if every matrix were the first one fails."""
+    p = GemmProblem(33, 17, 9, 1.0, 0.0, 4)
+    a, b, _ = random_operands(p, np.random.default_rng(3))
+    wrong = reference(GemmProblem(33, 17, 9), a[:33], b[:9], None)
+    ops = upload_operands(p, a, b, None, guard=1)
+    try:
+        launch = session.launcher("cublas_batched", p, *ops)
+        right = verify_once(session, launch, p, ops[2], None, reference(p, a, b, None))
+        out, _ = ops[2].read()
+    finally:
+        for m in ops:
+            m.close()
+    assert right.ok, right.message
+    assert not np.allclose(out[33:66], wrong.value, atol=1e-3)
+
+
+def test_tf32_baseline_really_rounds_to_tf32(session):
+    """At K = 1 each output is one product of the inputs as the tensor cores saw them, so the
+    result shows how cuBLAS rounds FP32 to TF32: it must be TF32 (not plain FP32), by
+    rounding to nearest or by truncation; both are inside the TF32 bound."""
+    p = GemmProblem(256, 256, 1)
+    a, b, _ = random_operands(p, np.random.default_rng(11))
+    ops = upload_operands(p, a, b, None)
+    try:
+        session.launcher("cublas_tf32", p, *ops)()
+        session.synchronize()
+        out, _ = ops[2].read()
+    finally:
+        for m in ops:
+            m.close()
+    trunc = lambda x: (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)  # noqa: E731
+    candidates = {"fp32 (no TF32)": a @ b, "round to nearest": precision.tf32_round(a) @ precision.tf32_round(b),
+                  "truncation": trunc(a) @ trunc(b)}
+    matches = [name for name, value in candidates.items() if np.array_equal(out, value.astype(np.float32))]
+    print(f"cuBLAS TF32 input rounding on this GPU: {matches}")
+    assert matches and matches != ["fp32 (no TF32)"], matches
+
+
+def test_sweep_over_every_precision(session):
+    names = ["cublas", "naive", "cublas_batched", "numpy", "cublas_tf32", "cublas_bf16", "cublas_fp16"]
+    results = runner.run_sweep(session, names, [(200, 136, 72), (64, 48, 40, 3)], seed=1,
+                               budget=Budget(seconds=0.05))
+    by = {(r.kernel, r.problem.batch): r for r in results}
+    for (kernel, batch), r in by.items():
+        if kernel == "naive" and batch > 1:
+            assert r.status == "skipped" and "batched shapes run on cublas_batched" in r.detail
+        elif kernel in ("cublas_tf32", "cublas_bf16", "cublas_fp16") and batch > 1:
+            assert r.status == "skipped"
+        else:
+            assert r.status == "ok", (kernel, batch, r.detail)
+    assert by["cublas_bf16", 1].as_dict()["dtype"] == "bf16"
+    assert by["cublas_bf16", 1].pct_of_baseline == 100.0 and by["cublas_batched", 3].pct_of_baseline == 100.0
+    assert by["naive", 1].pct_of_baseline < 100.0
+    recs = roofline.annotate_records([r.as_dict() for r in results], session.device.name)
+    known = roofline.lookup(session.device.name) is not None
+    for rec in recs:
+        if rec["status"] == "ok" and rec["kernel"] != "numpy":
+            assert (rec["pct_of_peak"] is not None) == known, rec

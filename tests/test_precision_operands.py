@@ -1,0 +1,146 @@
+"""2-byte and batched operands without a GPU: layout, guard band and NaN poison for BF16/FP16
+A and B, stacked batches, the batched reference and the batched CPU GEMM.
+
+DeviceBuffer is replaced by a byte-exact host stand-in, as in test_operands_cpu.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gemm_driver import operands, precision
+from gemm_driver.gemm import check_operands, host_gemm
+from gemm_driver import kernels
+from gemm_driver.operands import (GUARD_BITS_16, POISON_BITS, POISON_BITS_16, DeviceMatrix, random_operands,
+                                  upload_operands)
+from gemm_driver.problem import GemmProblem
+from gemm_driver.verify import check, reference
+
+BASE = 0x7F0000000000
+
+
+class HostBuffer:
+    def __init__(self, nbytes: int):
+        assert nbytes > 0 and nbytes % 4 == 0, nbytes
+        self.nbytes, self.ptr = nbytes, BASE
+        self.memory = np.zeros(nbytes, dtype=np.uint8)
+
+    def upload(self, array, offset=0, stream=None):
+        assert offset + array.nbytes <= self.nbytes
+        self.memory[offset:offset + array.nbytes] = array.view(np.uint8).ravel()
+
+    def download(self, array, offset=0, stream=None):
+        array.view(np.uint8).ravel()[:] = self.memory[offset:offset + array.nbytes]
+        return array
+
+    def close(self):
+        pass
+
+    def store16(self, address: int, bits: int):
+        """What a stray 2-byte store does."""
+        self.memory[address - self.ptr:address - self.ptr + 2] = np.array([bits], np.uint16).view(np.uint8)
+
+
+@pytest.fixture(autouse=True)
+def host_buffers(monkeypatch):
+    monkeypatch.setattr(operands, "DeviceBuffer", HostBuffer)
+
+
+def test_sixteen_bit_patterns_are_nans_in_both_formats():
+    for bits in (POISON_BITS_16, GUARD_BITS_16):
+        assert np.isnan(precision.bf16_to_float32(np.array([bits]))[0])
+        assert np.isnan(precision.fp16_to_float32(np.array([bits]))[0])
+    assert np.isnan(precision.bf16_to_float32(np.array([POISON_BITS >> 16], np.uint16))[0])
+
+
+@pytest.mark.parametrize("rows, cols, ld, guard, misalign", [(5, 7, None, 1, 0), (5, 7, 9, 2, 3), (3, 1, 2, 1, 1)])
+def test_two_byte_layout(rows, cols, ld, guard, misalign):
+    m = DeviceMatrix(rows, cols, ld=ld, guard=guard, misalign=misalign, itemsize=2)
+    assert m.ptr - BASE == 2 * m.offset
+    assert (m.ptr - 2 * misalign) % 16 == 0, "without misalignment the first element is 16-byte aligned"
+    assert m.buffer.nbytes >= 2 * m.size and m.buffer.nbytes % 4 == 0
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_two_byte_fill_keeps_values_and_guard(dtype):
+    values = precision.representable(np.random.default_rng(1).uniform(-1, 1, (4, 5)).astype(np.float32), dtype)
+    m = DeviceMatrix(4, 5, ld=7, guard=1, misalign=1, itemsize=2)
+    m.fill(precision.to_storage(values, dtype))
+    bits, changed = m.read()
+    assert bits.dtype == np.uint16 and changed == 0
+    back = precision.bf16_to_float32(bits) if dtype == "bf16" else precision.fp16_to_float32(bits)
+    assert np.array_equal(back, values), "2-byte upload is exact for representable values"
+    image = m.buffer.download(np.empty(m.buffer.nbytes // 2, np.uint16))[: m.size]
+    outside = np.ones(m.size, bool)
+    m.window(outside)[...] = False
+    assert np.all(image[outside] == GUARD_BITS_16)
+    # a stray 2-byte store into the padding of row 0 is counted
+    m.buffer.store16(m.ptr + 2 * 5, 0x3C00)
+    assert m.read()[1] == 1
+
+
+def test_two_byte_fill_refuses_float32_values():
+    m = DeviceMatrix(2, 2, itemsize=2)
+    with pytest.raises(ValueError, match="uint16 bit patterns"):
+        m.fill(np.zeros((2, 2), np.float32))
+    with pytest.raises(ValueError, match="element size 8"):
+        DeviceMatrix(2, 2, itemsize=8)
+
+
+@pytest.mark.parametrize("dtype", precision.NAMES)
+def test_upload_operands_per_precision(dtype):
+    p = GemmProblem(6, 5, 4, 1.0, 0.0)
+    a, b, c = random_operands(p, np.random.default_rng(2), dtype)
+    assert c is None and a.dtype == np.float32
+    assert np.array_equal(precision.representable(a, dtype), a), "host operands are already representable"
+    dev_a, dev_b, dev_c = upload_operands(p, a, b, c, guard=1, misalign=(1, 3, 1), precision=dtype)
+    size = precision.get(dtype).itemsize
+    assert (dev_a.itemsize, dev_b.itemsize, dev_c.itemsize) == (size, size, 4)
+    out, changed = dev_c.read()
+    assert np.all(np.isnan(out)) and changed == 0, "C is FP32 and NaN-poisoned in every precision"
+    # A's surroundings are the quiet NaN of its element size: a read outside A poisons C
+    image = dev_a.buffer.download(np.empty(dev_a.buffer.nbytes // size, np.uint16 if size == 2 else np.uint32))
+    assert image[dev_a.offset - 1] == (POISON_BITS_16 if size == 2 else POISON_BITS)
+    check_operands(kernels.get(precision.get(dtype).baseline), p, dev_a, dev_b)
+
+
+def test_operands_of_another_precision_are_refused():
+    p = GemmProblem(4, 4, 4)
+    a, b, _ = random_operands(p, np.random.default_rng(0), "bf16")
+    dev_a, dev_b, _ = upload_operands(p, a, b, None, precision="bf16")
+    with pytest.raises(ValueError, match="cublas takes fp32 operands"):
+        check_operands(kernels.get("cublas"), p, dev_a, dev_b)
+    batched = GemmProblem(4, 4, 4, batch=2)
+    a, b, _ = random_operands(batched, np.random.default_rng(0))
+    dev_a, dev_b, _ = upload_operands(batched, a, b, None)
+    with pytest.raises(ValueError, match="naive computes one GEMM per launch; batched shapes run on cublas_batched"):
+        check_operands(kernels.get("naive"), batched, dev_a, dev_b)
+    check_operands(kernels.get("cublas_batched"), batched, dev_a, dev_b)
+
+
+def test_batched_operands_are_stacked_and_the_reference_is_per_matrix():
+    p = GemmProblem(3, 4, 5, 0.5, -1.0, batch=3)
+    a, b, c = random_operands(p, np.random.default_rng(4))
+    assert a.shape == (9, 5) and b.shape == (15, 4) and c.shape == (9, 4)
+    ref = reference(p, a, b, c)
+    for i in range(3):
+        ai, bi, ci = a[3 * i:3 * i + 3], b[5 * i:5 * i + 5], c[3 * i:3 * i + 3]
+        expected = 0.5 * ai.astype(np.float64) @ bi.astype(np.float64) - ci
+        assert np.allclose(ref.value[3 * i:3 * i + 3], expected, rtol=1e-12, atol=1e-12)
+    out = host_gemm(p, a, b, c)
+    assert out.shape == (9, 4) and check(p, out, ref).ok
+    # a stacked result with matrices swapped is caught
+    assert not check(p, np.concatenate([out[3:6], out[:3], out[6:]]), ref).ok
+    dev = upload_operands(p, a, b, c, guard=1)
+    assert (dev[0].rows, dev[1].rows, dev[2].rows) == (9, 15, 9)
+
+
+def test_batched_problem_counts_and_labels():
+    p = GemmProblem(2, 3, 4, batch=5)
+    assert p.flops == 2 * 2 * 3 * 4 * 5 and p.label == "5x2x3x4"
+    assert GemmProblem(2, 3, 4).label == "2x3x4"
+    with pytest.raises(ValueError, match="batch must be a positive integer"):
+        GemmProblem(2, 3, 4, batch=0)
+    with pytest.raises(ValueError, match="A \\(M x K\\) has"):
+        GemmProblem(2**16, 1, 2**15, batch=2)
