@@ -55,6 +55,14 @@ FACTS = {
     # cp.async fills shared memory (LDGSTS, no STS); fragments are LDS.128 only
     "warptiled": ({}, ("sts32", "sts128", "lds64", *NO_TENSOR_CORES), ("ffma", "ldgsts", "lds128", "bar")),
     "autotuned": ({}, ("sts32", "sts128", "lds64", *NO_TENSOR_CORES), ("ffma", "ldgsts", "lds128", "bar")),
+    # ladder.py's rungs: B fragments as LDS.128 from blocktile_2d on; float4 global loads
+    # and STS.128 of B from vectorized on; cp.async (LDGSTS, no STS) in double_buffered.
+    "blocktile_1d": ({}, ("ldg128", "ldgsts", "sts128", *NO_TENSOR_CORES), ("ffma", "bar", "ldg32", "sts32")),
+    "blocktile_2d": ({}, ("ldg128", "ldgsts", "sts128", *NO_TENSOR_CORES), ("ffma", "bar", "ldg32", "lds128")),
+    "vectorized": ({}, ("ldgsts", "lds32", *NO_TENSOR_CORES), ("ffma", "bar", "ldg128", "lds128", "sts128")),
+    "bank_conflict_free": ({}, ("ldgsts", "lds32", *NO_TENSOR_CORES), ("ffma", "bar", "ldg128", "lds128", "sts128")),
+    "double_buffered": ({"ASYNC": 1}, ("ldg128", "sts32", "sts128", "lds32", *NO_TENSOR_CORES),
+                        ("ffma", "bar", "ldgsts", "lds128")),
 }
 
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Time every configuration of the ladder rungs (kernels/ladder.py) on this GPU, beside cuBLAS.
+
+    python tools/ladder_sweep.py                          # all five rungs, default shapes
+    python tools/ladder_sweep.py --kernels double_buffered --shapes 4096 --json out.json
+
+Each rung's choice lists are small, so this builds ``spec.configurations()`` (every
+combination the rules accept). Every configuration is verified against the float64
+reference before it is timed (gemm_driver.autotune.tune). The defaults in ladder.py are
+meant to be the winners of this sweep on the H100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gemm_driver import autotune, kernels  # noqa: E402
+from gemm_driver.gemm import Session  # noqa: E402
+from gemm_driver.kernels import ladder  # noqa: E402
+from gemm_driver.problem import parse_shape  # noqa: E402
+
+DEFAULT_SHAPES = "1024,4096,4093x4091x4099"
+
+
+def _label(tunables: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in tunables.items())
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", default=",".join(s.name for s in ladder.SPECS))
+    parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma list of N (square) or MxNxK")
+    parser.add_argument("--seconds", type=float, default=0.15, help="timing budget per configuration")
+    parser.add_argument("--json", help="write every trial here")
+    args = parser.parse_args(argv)
+    shapes = [parse_shape(s if "x" in s else f"{s}x{s}x{s}") for s in args.shapes.split(",") if s]
+    document = {}
+    status = 0
+    with Session() as session:
+        for name in args.kernels.split(","):
+            spec = kernels.KERNELS[name]
+            results = autotune.tune(session, spec, shapes, spec.configurations(), seconds=args.seconds)
+            document[name] = [{"shape": r.shape, "cublas_tflops": r.baseline_tflops,
+                               "trials": [t.as_dict() for t in r.trials]} for r in results]
+            for r in results:
+                print(f"\n{name} {'x'.join(map(str, r.shape))}: cuBLAS {r.baseline_tflops:.2f} TFLOP/s")
+                for t in sorted(r.trials, key=lambda t: -(t.tflops or 0)):
+                    if t.status == "ok":
+                        print(f"  {t.tflops:7.2f} TFLOP/s {100 * t.tflops / r.baseline_tflops:6.1f}%  {_label(t.tunables)}")
+                    else:
+                        status = 1
+                        print(f"  {t.status}: {_label(t.tunables)}: {t.detail}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
