@@ -17,16 +17,19 @@
 // processed FIRST, as a partial tile, so all later tiles are full. B is copied 16 bytes at a
 // time when B and ldb allow it, else 4 bytes at a time (the 4093x4091x4099 case); A is always
 // copied 4 bytes at a time because it is transposed on the way into shared memory.
+// SPLITK > 1 splits the k tiles among SPLITK blocks per C tile (grid z) for problems with
+// too few C tiles to fill the GPU (1024^3 is 64 tiles of 128x128 for 132 SMs); the partial
+// sums meet in a workspace and the last block to finish adds them up (reduce_split_k).
 // Expected: the FMA pipe busy most cycles; close to cuBLAS at large sizes.
 #include "gemm_common.cuh"
 #include "cp_async.cuh"
 
 namespace warptiled {
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int STAGES_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int STAGES_, int SPLITK_>
 struct Tiling {
     static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, TM = TM_, TN = TN_;
-    static constexpr int STAGES = STAGES_;
+    static constexpr int STAGES = STAGES_, SPLITK = SPLITK_;
     static constexpr int WARPS_N = BN / WN;
     static constexpr int THREADS = 32 * (BM / WM) * WARPS_N;
     static constexpr int LANES_M = WM / TM;  // a warp's lanes along m ...
@@ -69,8 +72,8 @@ struct TileCopier {
     __device__ static constexpr int b_k(int i) { return T::THREADS * i / B_ROW_UNITS; }
     __device__ static constexpr int b_n(int i) { return T::THREADS * i % B_ROW_UNITS * B_UNIT; }
 
-    const float* a;   // this thread's copy 0 at k = 0 (row clamped into A)
-    const float* b;   // this thread's copy 0 at k = 0 (column clamped into B)
+    const float* a;   // this thread's copy 0 at column k_a of a tile starting at k = 0 (row clamped into A)
+    const float* b;   // this thread's copy 0 at row k_b of a tile starting at k = 0
     int lda, ldb;
     int k_a, k_b;     // k of copy 0 inside a tile
     unsigned a_dst, b_dst;  // shared-memory addresses of copy 0 in stage 0
@@ -89,7 +92,7 @@ struct TileCopier {
 
         k_b = tid / B_ROW_UNITS;
         const int n = tid % B_ROW_UNITS * B_UNIT;
-        b = B + (B_VEC ? bn0 + n : min(bn0 + n, N - 1));  // VEC: a copy past N reads 0 bytes
+        b = B + k_b * ldb + (B_VEC ? bn0 + n : min(bn0 + n, N - 1));  // VEC: a copy past N reads 0 bytes
 #pragma unroll
         for (int i = 0; i < B_COPIES; ++i) b_inside |= unsigned(bn0 + n + b_n(i) < N) << i;
         if (B_VEC) b_bytes = 4 * max(0, min(4, N - (bn0 + n)));
@@ -148,37 +151,86 @@ __device__ __forceinline__ void multiply_tile(float (&acc)[T::TM][T::TN], const 
     }
 }
 
-// The k loop: a STAGES-deep ring of shared-memory tiles, filled by cp.async.
+// The k loop over tiles [first, last): a STAGES-deep ring of shared-memory tiles, filled by
+// cp.async. Tile 0 holds the K % BK leftover k (all of BK when K divides), so only tile 0 is
+// partial and every later tile skips the k test.
 template <class T, bool B_VEC>
 __device__ __forceinline__ void k_loop(float (&acc)[T::TM][T::TN], int M, int N, int K,
                                        const float* A, int lda, const float* B, int ldb,
                                        float* as_ring, float* bs_ring, int bm0, int bn0, int tid,
-                                       int a_lane, int b_lane) {
+                                       int a_lane, int b_lane, int first, int last) {
     const TileCopier<T, B_VEC> copier(A, lda, M, B, ldb, N, bm0, bn0, tid, shared_address(as_ring),
                                       shared_address(bs_ring));
     const int tiles = (K + T::BK - 1) / T::BK;
-    const int remainder = K - (tiles - 1) * T::BK;  // tile 0 holds the 1..BK leftover k
+    const int remainder = K - (tiles - 1) * T::BK;
     auto k_start = [&](int tile) { return tile == 0 ? 0 : remainder + (tile - 1) * T::BK; };
 
-    copier.template issue<true>(0, 0, remainder);
-    cp_async_commit();
 #pragma unroll
-    for (int s = 1; s < T::STAGES - 1; ++s) {
-        if (s < tiles) copier.template issue<false>(k_start(s), s, T::BK);
+    for (int s = 0; s < T::STAGES - 1; ++s) {
+        const int tile = first + s;
+        if (tile < last) {
+            if (tile == 0)
+                copier.template issue<true>(0, s, remainder);
+            else
+                copier.template issue<false>(k_start(tile), s, T::BK);
+        }
         cp_async_commit();  // empty groups keep the count of groups in flight uniform
     }
     int read_stage = 0, write_stage = T::STAGES - 1;
-    for (int tile = 0; tile < tiles; ++tile) {
+    for (int tile = first; tile < last; ++tile) {
         cp_async_wait<T::STAGES - 2>();  // this thread's copies of `tile` have landed ...
         __syncthreads();                 // ... everyone's have, and write_stage was consumed
         const int next = tile + T::STAGES - 1;
-        if (next < tiles) copier.template issue<false>(k_start(next), write_stage, T::BK);
+        if (next < last) copier.template issue<false>(k_start(next), write_stage, T::BK);
         cp_async_commit();
         multiply_tile<T>(acc, as_ring + read_stage * T::A_STAGE + a_lane,
                          bs_ring + read_stage * T::B_STAGE + b_lane);
         read_stage = read_stage == T::STAGES - 1 ? 0 : read_stage + 1;
         write_stage = write_stage == T::STAGES - 1 ? 0 : write_stage + 1;
     }
+}
+
+// Split-K: the SPLITK blocks of one C tile each hold a partial sum over their share of the k
+// tiles. Each writes it to its slice of the workspace and counts itself in; the block that
+// arrives last adds the slices up in slice order (so the result does not depend on which
+// block was last), leaves the total in `acc` and resets the counter for the next launch.
+// Returns whether this block is the one that writes C.
+template <class T>
+__device__ __forceinline__ bool reduce_split_k(float (&acc)[T::TM][T::TN], float* workspace,
+                                               unsigned* tile_counters, int row0, int col0) {
+    const int ldw = gridDim.x * T::BN;  // the workspace covers whole tiles: no bounds checks
+    const size_t slice = size_t(gridDim.y) * T::BM * ldw;
+    float* mine = workspace + blockIdx.z * slice + row0 * ldw + col0;
+#pragma unroll
+    for (int i = 0; i < T::TM; ++i)
+#pragma unroll
+        for (int g = 0; g < T::TN / 4; ++g)
+            __stcg(reinterpret_cast<float4*>(mine + ((i / 4) * T::STEP_M + i % 4) * ldw + g * T::STEP_N),
+                   make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]));
+    __threadfence();  // release: the partial is visible device-wide before the count
+    __syncthreads();
+    __shared__ bool is_last;
+    unsigned* counter = tile_counters + blockIdx.y * gridDim.x + blockIdx.x;
+    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == T::SPLITK - 1;
+    __syncthreads();
+    if (!is_last) return false;
+    __threadfence();  // acquire: the other slices' partials are visible
+    const float* base = workspace + row0 * ldw + col0;
+#pragma unroll
+    for (int i = 0; i < T::TM; ++i)
+#pragma unroll
+        for (int g = 0; g < T::TN / 4; ++g) {
+            const int offset = ((i / 4) * T::STEP_M + i % 4) * ldw + g * T::STEP_N;
+            float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int z = 0; z < T::SPLITK; ++z) {
+                const float4 part = __ldcg(reinterpret_cast<const float4*>(base + z * slice + offset));
+                total.x += part.x, total.y += part.y, total.z += part.z, total.w += part.w;
+            }
+            acc[i][4 * g] = total.x, acc[i][4 * g + 1] = total.y;
+            acc[i][4 * g + 2] = total.z, acc[i][4 * g + 3] = total.w;
+        }
+    if (threadIdx.x == 0) *counter = 0;
+    return true;
 }
 
 // C = alpha * acc + beta * C for the lane's groups: float4 when aligned and inside, else
@@ -215,12 +267,13 @@ __device__ __forceinline__ void store_tile(const float (&acc)[T::TM][T::TN], flo
 
 }  // namespace warptiled
 
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES>
-__global__ void __launch_bounds__(warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES>::THREADS,
-                                  warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES>::MIN_BLOCKS)
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK>
+__global__ void __launch_bounds__(warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK>::THREADS,
+                                  warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK>::MIN_BLOCKS)
 sgemm_warptiled(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
-                const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc) {
-    using T = warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES>;
+                const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
+                float* __restrict__ workspace, unsigned* __restrict__ tile_counters) {
+    using T = warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK>;
     extern __shared__ float4 shared_ring[];  // float4: 16-byte alignment for cp.async
     float* as_ring = reinterpret_cast<float*>(shared_ring);
     float* bs_ring = as_ring + T::STAGES * T::A_STAGE;
@@ -238,11 +291,20 @@ sgemm_warptiled(int M, int N, int K, float alpha, const float* __restrict__ A, i
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
+    // This block's share of the k tiles (all of them without split-K).
+    const int tiles = (K + BK - 1) / BK;
+    const int first = int(blockIdx.z * (long long)tiles / SPLITK);
+    const int last = int((blockIdx.z + 1) * (long long)tiles / SPLITK);
     const bool b_vec = ldb % 4 == 0 && (reinterpret_cast<unsigned long long>(B) & 15) == 0;
     if (b_vec)
-        warptiled::k_loop<T, true>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane);
+        warptiled::k_loop<T, true>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane,
+                                   first, last);
     else
-        warptiled::k_loop<T, false>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane);
+        warptiled::k_loop<T, false>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane,
+                                    first, last);
 
+    if constexpr (SPLITK > 1) {
+        if (!warptiled::reduce_split_k<T>(acc, workspace, tile_counters, bm0 + a_lane, bn0 + b_lane)) return;
+    }
     warptiled::store_tile<T>(acc, alpha, beta, C, ldc, M, N, bm0 + a_lane, bn0 + b_lane);
 }

@@ -17,7 +17,7 @@ import numpy as np
 from . import kernels
 from . import precision as _precision
 from .cuda import cublas
-from .cuda.driver import Context, Kernel, Module, Stream
+from .cuda.driver import Context, DeviceBuffer, Kernel, Module, Stream
 from .kernels.build import Build, build
 from .kernels.sources import read_source
 from .kernels.spec import KernelSpec, Provider
@@ -47,6 +47,8 @@ class Session:
         self._loaded: dict[tuple, LoadedKernel] = {}
         self._modules: list[Module] = []
         self._cublas: cublas.CublasHandle | None = None
+        self._scratch: dict[str, DeviceBuffer] = {}  # split-K workspace and tile counters
+        self._retired: list[DeviceBuffer] = []  # every scratch buffer made, freed at close()
 
     @property
     def arch(self) -> str:
@@ -91,8 +93,9 @@ class Session:
             tunables, note = target.choose(problem, self.device.name)
         resolved = target.validate(problem, tunables)
         loaded = self.load(target, resolved)
+        extra = self._scratch_pointers(*target.scratch(problem, resolved)) if target.scratch else ()
         packed = loaded.kernel.pack(problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld,
-                                    b.ptr, b.ld, problem.beta, c.ptr, c.ld)
+                                    b.ptr, b.ld, problem.beta, c.ptr, c.ld, *extra)
         grid, block = target.grid(problem, resolved), target.block(resolved)
 
         def launch() -> None:
@@ -100,6 +103,25 @@ class Session:
 
         launch.tunables, launch.note = dict(resolved), note  # what ran, for the record
         return launch
+
+    def _scratch_pointers(self, workspace_bytes: int, counter_bytes: int) -> tuple[int, int]:
+        """Device pointers to at least this much workspace and zeroed counters (0 for none).
+
+        Buffers only grow, and a replaced one is kept until close(): a launcher made
+        earlier may still point into it. Kernels that use the counters leave them zeroed.
+        """
+        pointers = []
+        for kind, nbytes in (("workspace", workspace_bytes), ("counters", counter_bytes)):
+            current = self._scratch.get(kind)
+            if nbytes and (current is None or current.nbytes < nbytes):
+                self.context.make_current()
+                current = DeviceBuffer(nbytes)
+                if kind == "counters":
+                    current.memset32(0)
+                self._scratch[kind] = current
+                self._retired.append(current)
+            pointers.append(current.ptr if nbytes else 0)
+        return tuple(pointers)
 
     def synchronize(self) -> None:
         self.stream.synchronize()
@@ -111,6 +133,10 @@ class Session:
             module.close()
         self._modules.clear()
         self._loaded.clear()
+        for buffer in self._retired:
+            buffer.close()
+        self._retired.clear()
+        self._scratch.clear()
         self.stream.close()
         self.context.close()
 

@@ -17,6 +17,7 @@ from gemm_driver import kernels
 from gemm_driver.bench.runner import run_sweep
 from gemm_driver.bench.timing import Budget, GpuTimer
 from gemm_driver.checking import check_case, verify_kernel
+from gemm_driver.gemm import verify_once
 from gemm_driver.cuda import cublas
 from gemm_driver.cuda.driver import DeviceBuffer, Event, Module
 from gemm_driver.cuda.errors import CudaError
@@ -43,6 +44,10 @@ CONFIGS = [(name, {}) for name in ["cublas", *kernels.KERNELS]] + [
     ("double_buffered", {"ASYNC": 0, "STAGES": 2}),
     ("double_buffered", {"ASYNC": 1, "STAGES": 2, "BM": 64}),
     ("double_buffered", {"ASYNC": 1, "STAGES": 4}),
+    ("warptiled", {"SPLITK": 2}),
+    ("warptiled", {"BM": 64, "BN": 32, "WM": 32, "WN": 16, "TM": 4, "TN": 4, "SPLITK": 4}),
+    ("warptiled", {"BM": 64, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "STAGES": 2, "SPLITK": 3}),
+    ("warptiled", {"BK": 32, "STAGES": 4}),
 ]
 
 
@@ -201,3 +206,21 @@ def test_sweep_verifies_then_times(session):
     cublas_result = results[0]
     assert cublas_result.pct_of_baseline == pytest.approx(100.0)
     assert all(r.pct_of_baseline > 0 for r in results)
+
+
+def test_split_k_counters_reset_and_results_repeat_bit_for_bit(session):
+    """The last block of each C tile resets its counter, so launch after launch is the same
+    computation; and the slices are added in slice order, so the bits do not depend on which
+    block finished last."""
+    problem, (a, b, c), (da, db, dc) = _device_problem(session, 300, 200, 1000, alpha=0.5, beta=0.0)
+    launch = session.launcher("warptiled", problem, da, db, dc, {"BM": 64, "BN": 64, "WM": 32, "WN": 32,
+                                                                  "TN": 4, "SPLITK": 4})
+    ref = reference(problem, a, b, c)
+    first = None
+    for _ in range(5):
+        verification = verify_once(session, launch, problem, dc, None, ref)
+        assert verification.ok, verification.message
+        out, _ = dc.read()
+        if first is None:
+            first = out.copy()
+        np.testing.assert_array_equal(out, first)

@@ -10,7 +10,7 @@ import pytest
 from gemm_driver import kernels
 from gemm_driver.kernels import simt
 from gemm_driver.kernels.sources import source_root
-from gemm_driver.kernels.spec import MAX_GRID, MAX_THREADS_PER_BLOCK, KernelSpec, Tunable, ceil_div
+from gemm_driver.kernels.spec import MAX_GRID, MAX_THREADS_PER_BLOCK, KernelSpec, Tunable
 from gemm_driver.problem import GemmProblem
 
 
@@ -140,8 +140,7 @@ def test_grid_limit_names_the_limit(name, dim):
     axis = _axis_for(spec, dim)
     limit = MAX_GRID[axis]
     # the largest extent whose grid fits, found from the spec's own geometry
-    per_block = spec.grid(GemmProblem(10_000 if dim == "m" else 1, 10_000 if dim == "n" else 1, 1), tunables)[axis]
-    per_block = ceil_div(10_000, per_block)  # rows (or columns) of C per block along that axis
+    per_block = _per_block(spec, tunables, dim)  # rows (or columns) of C per block along that axis
     fits = min(limit * per_block, 2**31 - 1)
     shape = dict(m=1, n=1, k=1)
     shape[dim] = fits
@@ -232,3 +231,13 @@ def test_ptx_entry_parameters_match_the_signature():
     kinds = re.findall(r"\.param\s+\.(\w+)", params)
     ptx_for = {"int": "u32", "float": "f32", "ptr": "u64"}
     assert kinds == [ptx_for[t] for t in spec.signature]
+
+
+def test_split_k_scratch_covers_whole_tiles_and_one_counter_per_tile():
+    from gemm_driver.kernels.warptiling import scratch_bytes
+
+    spec = kernels.KERNELS["warptiled"]
+    t = spec.resolve({"SPLITK": 3})
+    assert scratch_bytes(GemmProblem(300, 200, 99), t) == (4 * 3 * 384 * 256, 4 * 3 * 2)
+    assert scratch_bytes(GemmProblem(300, 200, 99), spec.resolve()) == (0, 0)
+    assert spec.grid(GemmProblem(300, 200, 99), t) == (2, 3, 3)

@@ -57,6 +57,9 @@ class KernelSpec:
     # Tunables chosen per problem and GPU when the caller gives none: (problem, GPU name) ->
     # (tunables, why). The autotuned rung reads its per-GPU table this way.
     choose: Callable[[GemmProblem, str], tuple[Mapping[str, int], str]] | None = None
+    # Device scratch a launch needs beyond A, B and C: (problem, tunables) -> (workspace bytes,
+    # zeroed counter bytes), passed as two extra pointer arguments (0 when a size is 0).
+    scratch: Callable[[GemmProblem, Tunables], tuple[int, int]] | None = None
 
     @property
     def kind(self) -> str:

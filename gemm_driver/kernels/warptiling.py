@@ -9,7 +9,7 @@ refused before NVRTC sees it.
 from __future__ import annotations
 
 from .. import autotune
-from .spec import KernelSpec, Tunable, ceil_div
+from .spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
 
 MAX_SHARED_PER_BLOCK = 227 * 1024  # sm_90 opt-in limit; smaller GPUs refuse at load with the driver's error
 MAX_ACCUMULATORS = 64  # TM * TN above this spills at 128 registers per thread
@@ -66,54 +66,64 @@ def _fits_shared_memory(p, t):
 TUNABLES = (
     Tunable("BM", 128, (32, 64, 128, 256), "block tile rows"),
     Tunable("BN", 128, (32, 64, 128, 256), "block tile columns"),
-    Tunable("BK", 8, (8, 16, 32), "k tile depth"),
+    Tunable("BK", 16, (8, 16, 32), "k tile depth"),
     Tunable("WM", 64, (16, 32, 64, 128), "warp tile rows"),
     Tunable("WN", 32, (16, 32, 64, 128), "warp tile columns"),
     Tunable("TM", 8, (4, 8), "rows per lane (groups of 4)"),
     Tunable("TN", 8, (4, 8), "columns per lane (groups of 4)"),
     Tunable("STAGES", 3, (2, 3, 4, 5), "cp.async pipeline depth"),
+    Tunable("SPLITK", 1, (1, 2, 3, 4), "blocks sharing the k loop of one C tile (grid z)"),
 )
+
+
+def scratch_bytes(p, t) -> tuple[int, int]:
+    """Split-K's device scratch: the partial sums of every slice over whole tiles, and one
+    counter per C tile (zeroed once; the last block of a tile resets its counter)."""
+    if t["SPLITK"] == 1:
+        return 0, 0
+    rows, cols = ceil_div(p.m, t["BM"]) * t["BM"], ceil_div(p.n, t["BN"]) * t["BN"]
+    return 4 * t["SPLITK"] * rows * cols, 4 * ceil_div(p.m, t["BM"]) * ceil_div(p.n, t["BN"])
 
 warptiled = KernelSpec(
     name="warptiled",
     description="block -> warp -> lane tiling, conflict-free LDS.128 fragments, cp.async multi-stage pipeline",
     source="cu/warptiled.cu",
-    entry="sgemm_warptiled<{BM}, {BN}, {BK}, {WM}, {WN}, {TM}, {TN}, {STAGES}>",
+    entry="sgemm_warptiled<{BM}, {BN}, {BK}, {WM}, {WN}, {TM}, {TN}, {STAGES}, {SPLITK}>",
     tunables=TUNABLES,
     rules=(_warp_tiles_fit, _lanes_fill_the_warp, _tiles_split_evenly, _fits_registers, _fits_shared_memory),
     block=lambda t: (threads(t), 1, 1),
-    grid=lambda p, t: (ceil_div(p.n, t["BN"]), ceil_div(p.m, t["BM"]), 1),
+    grid=lambda p, t: (ceil_div(p.n, t["BN"]), ceil_div(p.m, t["BM"]), t["SPLITK"]),
     dynamic_smem=shared_bytes,
+    signature=(*SGEMM_SIGNATURE, "ptr", "ptr"),  # + split-K workspace and tile counters
+    scratch=scratch_bytes,
     min_cc=(8, 0),
     # What the CPU tests compile (the spill gate on sm_80 and sm_90): one of each block shape.
     checked=(
         {"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 32, "STAGES": 3},
-        {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TN": 4, "STAGES": 4},
+        {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TN": 4, "STAGES": 4, "SPLITK": 2},
         {"BM": 64, "BN": 32, "BK": 16, "WM": 32, "WN": 16, "TM": 4, "TN": 4, "STAGES": 2},
     ),
 )
 
-# The sweep behind `autotuned`: block/warp/lane tilings from 64x64 (enough blocks to fill
-# 132 SMs at 512^3) to 256x128 (the most reuse per byte at 8192^3), each with two k depths
-# and three pipeline depths. Every entry must pass the rules above (a CPU test checks).
+# The sweep behind `autotuned`, narrowed by a first sweep of 51 configurations on an H100:
+# 128x128 block tiles (8 warps) win from 2048^3 up, 64x128 at 1000-1024^3 and 64x32 at 512^3.
+# Each tiling is tried with the k depths and pipeline depths that were close, and with
+# split-K where the problem has too few C tiles to fill the GPU.
 TILINGS = (
-    # BM, BN, WM, WN, TM, TN
-    (128, 128, 64, 32, 8, 8),  # 8 warps
-    (128, 128, 32, 64, 8, 8),
-    (128, 128, 32, 32, 4, 8),  # 16 warps, 32 accumulators each
-    (128, 256, 64, 32, 8, 8),  # 16 warps, one block per SM
-    (256, 128, 64, 32, 8, 8),
-    (128, 64, 64, 32, 8, 8),   # 4 warps
-    (64, 128, 32, 64, 8, 8),
-    (64, 64, 32, 32, 8, 4),
-    (64, 64, 32, 32, 4, 8),
-    (64, 32, 32, 16, 4, 4),
+    # (BM, BN, WM, WN, TM, TN), BK choices, STAGES choices, SPLITK choices
+    ((128, 128, 64, 32, 8, 8), (16, 32), (3, 4), (1, 2, 3)),
+    ((128, 128, 32, 64, 8, 8), (16, 32), (3, 4), (1, 2)),
+    ((128, 256, 64, 32, 8, 8), (16,), (2, 3), (1,)),
+    ((64, 128, 32, 64, 8, 8), (8, 16), (2, 3), (1, 2)),
+    ((64, 64, 32, 32, 8, 4), (16,), (3,), (1, 2, 4)),
+    ((64, 32, 32, 16, 4, 4), (16,), (3,), (1, 2, 4)),
 )
 _PRODUCT = (
-    {"BM": bm, "BN": bn, "BK": bk, "WM": wm, "WN": wn, "TM": tm, "TN": tn, "STAGES": stages}
-    for bm, bn, wm, wn, tm, tn in TILINGS for bk in (8, 16) for stages in (2, 3, 4)
+    {"BM": bm, "BN": bn, "BK": bk, "WM": wm, "WN": wn, "TM": tm, "TN": tn, "STAGES": stages, "SPLITK": split}
+    for (bm, bn, wm, wn, tm, tn), bks, stage_choices, splits in TILINGS
+    for bk in bks for stages in stage_choices for split in splits
 )
-TUNE_SPACE = tuple(c for c in _PRODUCT if warptiled.accepts(c))  # 16-thread-rows tilings need BK=16
+TUNE_SPACE = tuple(c for c in _PRODUCT if warptiled.accepts(c))
 
 autotuned = KernelSpec(
     name="autotuned",
@@ -125,6 +135,8 @@ autotuned = KernelSpec(
     block=warptiled.block,
     grid=warptiled.grid,
     dynamic_smem=shared_bytes,
+    signature=warptiled.signature,
+    scratch=scratch_bytes,
     min_cc=warptiled.min_cc,
     checked=({},),  # the same kernel as warptiled, which the tests build in several shapes
     choose=lambda problem, gpu_name: autotune.pick(autotune.load_table(gpu_name), problem),
