@@ -179,8 +179,10 @@ def roofline_plot(plt, document: dict, path: Path) -> Path:
         for dtype in MARKERS:
             pts = [(c["intensity"], c["tflops"]) for c in cases if c["kernel"] == name
                    and roofline.case_precision(c) == dtype]
-            if pts:
-                ax.scatter(*zip(*pts), s=22, marker=MARKERS[dtype], color=colors[name], label=name, zorder=3)
+            if pts:  # FP16 hollow: it lands on BF16's points (same rate), which must stay visible
+                fill = "none" if dtype == "fp16" else colors[name]
+                ax.scatter(*zip(*pts), s=30 if dtype == "fp16" else 22, marker=MARKERS[dtype], facecolors=fill,
+                           edgecolors=colors[name], label=name, zorder=3)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte of unavoidable DRAM traffic, log scale)")
@@ -234,8 +236,8 @@ def ladder(plt, document: dict, path: Path) -> Path:
     ax.set_xlim(0, max(115, max((c.get("pct_of_cublas") or 0) for c in results if c["kernel"] in names) + 15))
     ax.set_title(_title(document, "The ladder, in kernels.LADDER order"))
     handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
-    ax.legend(handles.values(), handles.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=3,
-              fontsize=8, frameon=False)
+    ax.legend(handles.values(), handles.keys(), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8,
+              frameon=False)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     return _save(plt, fig, path)

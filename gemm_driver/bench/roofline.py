@@ -135,7 +135,8 @@ def case_roofline(case: dict, gpu_name: str | None) -> dict:
     notes = []
     if clock is None:
         clock = peak_clock
-        notes.append(f"no NVML clock reading: peak at the datasheet clock {peak_clock} MHz")
+        notes.append(f"not timed ({case.get('status')}): roof at the datasheet clock" if case.get("tflops") is None
+                     else f"no NVML clock reading: peak at the datasheet clock {peak_clock} MHz")
     scaled = peak * clock / peak_clock
     out.update(peak_tflops=scaled, clock_mhz=clock,
                attainable_tflops=attainable_tflops(scaled, entry.bandwidth_tbs, flop_per_byte))
