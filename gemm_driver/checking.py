@@ -14,6 +14,7 @@ from typing import Mapping
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
+from . import kernels
 from .cuda.errors import CudaError
 from .gemm import Session, verify_once
 from .operands import random_operands, upload_operands
@@ -25,13 +26,15 @@ GUARD_ROWS = 2
 
 def check_case(session: Session, kernel: str, case: GemmCase, tunables: Mapping[str, int] | None = None) -> Verification:
     p = case.problem
-    a_host, b_host, c_host = random_operands(p, np.random.default_rng(case.data_seed))
+    dtype = kernels.get(kernel).dtype  # operands and bound of the kernel's precision (precision.py)
+    a_host, b_host, c_host = random_operands(p, np.random.default_rng(case.data_seed), dtype)
     ref = reference(p, a_host, b_host, c_host)
     lds = (p.k + case.pads[0], p.n + case.pads[1], p.n + case.pads[2])
-    operands = upload_operands(p, a_host, b_host, c_host, guard=GUARD_ROWS, lds=lds, misalign=case.misalign)
+    operands = upload_operands(p, a_host, b_host, c_host, guard=GUARD_ROWS, lds=lds, misalign=case.misalign,
+                               precision=dtype)
     try:
         launch = session.launcher(kernel, p, *operands, tunables)
-        return verify_once(session, launch, p, operands[2], c_host, ref)
+        return verify_once(session, launch, p, operands[2], c_host, ref, dtype)
     finally:
         for matrix in operands:
             matrix.close()
