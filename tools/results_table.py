@@ -12,13 +12,19 @@ import json
 import sys
 
 
+def _shape(r: dict) -> str:
+    """MxNxK, or BxMxNxK for a batch: a batched case must not share a column with its single GEMM."""
+    batch = r.get("batch") or 1
+    return (f"{batch}x" if batch > 1 else "") + f"{r['m']}x{r['n']}x{r['k']}"
+
+
 def markdown(document: dict) -> str:
     results = document["results"]
-    shapes = list(dict.fromkeys(f"{r['m']}x{r['n']}x{r['k']}" for r in results))
+    shapes = list(dict.fromkeys(_shape(r) for r in results))
     names = list(dict.fromkeys(r["kernel"] for r in results))
     cell = {}
     for r in results:
-        shape = f"{r['m']}x{r['n']}x{r['k']}"
+        shape = _shape(r)
         if r["status"] != "ok":
             cell[r["kernel"], shape] = r["status"]
         else:
