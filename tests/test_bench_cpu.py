@@ -225,8 +225,10 @@ def test_json_round_trip(tmp_path):
     loaded = writers.load(path)
     assert loaded == json.loads(json.dumps(doc))
     assert loaded["schema"] == "gemm_driver.bench/2"
-    assert loaded["command"] == {"argv": ["gemm-driver", "bench", "--sizes", "64"],
-                                 "line": "gemm-driver bench --sizes 64"}
+    assert loaded["command"]["argv"] == ["gemm-driver", "bench", "--sizes", "64"]
+    assert loaded["command"]["line"] == "gemm-driver bench --sizes 64" and loaded["command"]["executable"]
+    assert writers.command_argv(["/x/gemm_driver/__main__.py", "bench", "--shapes", "a b"])[:4] == \
+        ["python", "-m", "gemm_driver", "bench"]
     assert loaded["settings"]["mode"] == "hot" and loaded["environment"] == env
     first, second = loaded["results"]
     assert first["timing"]["samples_ms"] == list(ok.timing.samples_ms)

@@ -130,7 +130,7 @@ def test_compile_bad_input_exits_2_with_one_line(capsys, argv, fragments):
     (["bench", "--shapes", "3x4"], ["shape '3x4' is not of the form MxNxK"]),
     (["bench", "--shapes", "0x4x4"], ["M, N and K must each be at least 1"]),
     (["bench", "--kernels", "naive,nope"], ["unknown kernel 'nope'"]),
-    (["bench", "--seconds", "0"], ["--seconds must be positive"]),
+    (["bench", "--max-time", "0"], ["--max-time takes a positive number of seconds", "'0'"]),
     (["verify", "--kernels", "nope"], ["unknown kernel 'nope'"]),
     (["verify", "--examples", "0"], ["--examples must be at least 1"]),
 ])

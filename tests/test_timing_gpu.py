@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 
 import numpy as np
 import pytest
@@ -67,25 +68,52 @@ def test_cold_is_slower_for_a_memory_bound_case(session, timer, operands):
     cold = timer.measure(launch, Budget(seconds=1.0), mode="cold")
     traffic = (2 * 2048 * 2048 + 2 * 2048 * 32) * 4  # bytes of C read + written, A and B read
     print(f"\n[timing] cublas 2048x2048x32 beta=1: hot {hot.median_ms * 1e3:.2f} us "
-          f"({traffic / hot.median_ms / 1e9:.0f} GB/s), cold {cold.median_ms * 1e3:.2f} us "
-          f"({traffic / cold.median_ms / 1e9:.0f} GB/s), cold/hot {cold.median_ms / hot.median_ms:.3f}")
+          f"({traffic / hot.median_ms / 1e6:.0f} GB/s), cold {cold.median_ms * 1e3:.2f} us "
+          f"({traffic / cold.median_ms / 1e6:.0f} GB/s), cold/hot {cold.median_ms / hot.median_ms:.3f}")
     assert cold.median_ms > hot.median_ms
 
 
-def test_launch_overhead_stays_out_graph_replay_agrees(session, timer, operands):
-    """The hold path and a CUDA graph replay time a ~us kernel alike; naive event pairs read higher."""
-    problem, (a, b, c) = operands(128, 128, 128)
+def _busy_wait(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.parametrize("size", [128, 512])
+def test_launch_overhead_stays_out(session, timer, operands, size):
+    """Host time never enters the hold path; a CUDA graph replay (no host in the loop) agrees.
+
+    Measured on an H100 (smem_tiled): at 128^3 the hold path read 6.2-6.4 us per launch, a
+    graph replay 5.3 us (ratio 1.17-1.21), single launches between event pairs without the
+    hold 12.3-13.6 us; at 512^3 33.20 against 32.49 us (1.02). The ~1 us between hold and graph is the GPU's own per-launch work for stream
+    launches, which a graph's pre-built launches avoid, not host time (about 9 us per
+    Python launch, as the unheld reading shows). So: within 10% where a launch is long
+    against that gap (512^3); at 128^3 the gap must stay a small part of the host overhead.
+    """
+    problem, (a, b, c) = operands(size, size, size)
     launch = session.launcher("smem_tiled", problem, a, b, c)
     held = timer.measure(launch, Budget(seconds=1.0))
+    n = held.launches_per_sample
     launches = min(2000, math.ceil(2.0 / held.median_ms))  # ~2 ms of GPU work per replay
     graph = statistics.median(timer.graph_replay_ms(launch, launches, samples=21))
     unheld = statistics.median(timer.unheld_event_ms(launch, samples=200))
+
+    def launch_then_dawdle():
+        launch()
+        _busy_wait(20e-6)  # 20 us of extra host time after every launch, while the batch is queued
+
+    plain = statistics.median(timer.batch_ms(launch, n) for _ in range(7))
+    dawdled = statistics.median(timer.batch_ms(launch_then_dawdle, n) for _ in range(7))
     ratio = held.median_ms / graph
-    print(f"\n[timing] smem_tiled 128^3 per launch: hold+events {held.median_ms * 1e3:.3f} us "
-          f"(noise {held.noise:.3%}), graph replay of {launches} {graph * 1e3:.3f} us (hold/graph {ratio:.3f}), "
+    print(f"\n[timing] smem_tiled {size}^3 per launch: hold+events {held.median_ms * 1e3:.3f} us "
+          f"(noise {held.noise:.3%}); with 20 us host gaps {dawdled * 1e3:.3f} us (plain {plain * 1e3:.3f}); "
+          f"graph replay of {launches} {graph * 1e3:.3f} us (hold/graph {ratio:.3f}); "
           f"event pair per launch without hold {unheld * 1e3:.3f} us ({unheld / held.median_ms:.2f}x the hold path)")
-    assert 0.9 <= ratio <= 1.1
-    assert unheld > 0  # documented, not asserted: without the hold, host gaps may or may not leak in
+    assert abs(dawdled / plain - 1) < 0.03  # the GPU never sees the host's pace
+    if size >= 512:
+        assert 0.9 <= ratio <= 1.1
+    else:
+        assert held.median_ms - graph < 0.25 * (unheld - graph)
 
 
 def test_clocks_read_through_nvml_during_a_case(session, operands):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -23,11 +24,19 @@ class BenchFileError(ValueError):
     """A bench JSON file that cannot be used; the message is one line naming the file."""
 
 
-def document(recs: Sequence[dict], environment: dict, settings: dict, argv: Sequence[str] | None = None) -> dict:
+def command_argv(argv: Sequence[str] | None = None) -> list[str]:
+    """The command as typed: ``python -m gemm_driver`` puts its __main__.py path in argv[0]."""
     argv = list(sys.argv if argv is None else argv)
+    if argv and argv[0].endswith("__main__.py"):
+        argv[:1] = ["python", "-m", "gemm_driver"]
+    return argv
+
+
+def document(recs: Sequence[dict], environment: dict, settings: dict, argv: Sequence[str] | None = None) -> dict:
+    argv = command_argv(argv)
     return {
         "schema": SCHEMA,
-        "command": {"argv": argv, "line": " ".join(argv)},
+        "command": {"argv": argv, "line": " ".join(shlex.quote(a) for a in argv), "executable": sys.executable},
         "environment": environment,
         "settings": settings,
         "results": list(recs),
