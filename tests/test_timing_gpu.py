@@ -49,7 +49,8 @@ def test_hot_and_cold_give_sane_numbers(session, timer, operands):
     launch = session.launcher("cublas", problem, a, b, c)
     hot = timer.measure(launch, Budget(seconds=2.0), mode="hot")
     cold = timer.measure(launch, Budget(seconds=2.0), mode="cold")
-    print(f"\n[timing] cublas 1024^3: hot {hot.median_ms * 1e3:.2f} us (noise {hot.noise:.4%}, n={len(hot.samples_ms)}, "
+    print(f"\n[timing] cublas 1024^3: hot {hot.median_ms * 1e3:.2f} us (noise {hot.noise:.4%}, "
+          f"n={len(hot.samples_ms)}, "
           f"{hot.stop_reason}), cold {cold.median_ms * 1e3:.2f} us (noise {cold.noise:.4%}, "
           f"n={len(cold.samples_ms)}, {cold.stop_reason})")
     assert hot.mode == "hot" and cold.mode == "cold"
@@ -85,10 +86,11 @@ def test_launch_overhead_stays_out(session, timer, operands, size):
 
     Measured on an H100 (smem_tiled): at 128^3 the hold path read 6.2-6.4 us per launch, a
     graph replay 5.3 us (ratio 1.17-1.21), single launches between event pairs without the
-    hold 12.3-13.6 us; at 512^3 33.20 against 32.49 us (1.02). The ~1 us between hold and graph is the GPU's own per-launch work for stream
-    launches, which a graph's pre-built launches avoid, not host time (about 9 us per
-    Python launch, as the unheld reading shows). So: within 10% where a launch is long
-    against that gap (512^3); at 128^3 the gap must stay a small part of the host overhead.
+    hold 12.3-13.6 us; at 512^3 33.20 against 32.49 us (1.02). The ~1 us between hold and
+    graph is the GPU's own per-launch work for stream launches, which a graph's pre-built
+    launches avoid, not host time (about 9 us per Python launch, as the unheld reading
+    shows). So: within 10% where a launch is long against that gap (512^3); at 128^3 the
+    gap must stay a small part of the host overhead.
     """
     problem, (a, b, c) = operands(size, size, size)
     launch = session.launcher("smem_tiled", problem, a, b, c)

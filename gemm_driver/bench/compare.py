@@ -97,7 +97,8 @@ def _status_row(key: tuple, old: dict, new: dict) -> Row | None:
            if rec["status"] != "ok" or not rec.get("timing")]
     if not bad:
         return None
-    return Row(key, ", ".join(bad), (old.get("timing") or {}).get("median_ms"), (new.get("timing") or {}).get("median_ms"))
+    old_ms, new_ms = ((rec.get("timing") or {}).get("median_ms") for rec in (old, new))
+    return Row(key, ", ".join(bad), old_ms, new_ms)
 
 
 def compare_records(old: Sequence[dict], new: Sequence[dict], threshold: float = DEFAULT_THRESHOLD) -> Comparison:

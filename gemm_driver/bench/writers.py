@@ -61,7 +61,8 @@ def load(path: str | Path) -> dict:
         raise BenchFileError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(doc, dict) or doc.get("schema") not in READABLE_SCHEMAS:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise BenchFileError(f"{path}: schema {found!r} is not a bench result; expected one of {list(READABLE_SCHEMAS)}")
+        raise BenchFileError(f"{path}: schema {found!r} is not a bench result; "
+                             f"expected one of {list(READABLE_SCHEMAS)}")
     results = doc.get("results")
     if not isinstance(results, list):
         raise BenchFileError(f"{path}: 'results' must be a list of cases")
