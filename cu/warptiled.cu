@@ -44,8 +44,10 @@ struct Tiling {
     static constexpr int A_COPIES = BM * BK / THREADS;
     static constexpr int B_COPIES = BN * BK / THREADS;          // 4-byte path
     static constexpr int B_VEC_COPIES = BN * BK / (4 * THREADS);  // 16-byte path
-    // Aim for 16 resident warps per SM: with 256 threads that caps registers at 128.
-    static constexpr int MIN_BLOCKS = THREADS >= 512 ? 1 : 512 / THREADS;
+    // Aim for 16 resident warps per SM (256 threads: at most 128 registers each), or 8 when a
+    // lane holds 128 accumulators and needs about 200 registers.
+    static constexpr int WARPS_PER_SM = TM * TN >= 128 ? 8 : 16;
+    static constexpr int MIN_BLOCKS = THREADS >= 32 * WARPS_PER_SM ? 1 : 32 * WARPS_PER_SM / THREADS;
 
     static_assert(LANES_M * LANES_N == 32, "the lanes of a warp must tile the warp tile");
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4-wide groups");

@@ -12,7 +12,7 @@ from .. import autotune
 from .spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
 
 MAX_SHARED_PER_BLOCK = 227 * 1024  # sm_90 opt-in limit; smaller GPUs refuse at load with the driver's error
-MAX_ACCUMULATORS = 64  # TM * TN above this spills at 128 registers per thread
+MAX_ACCUMULATORS = 128  # TM * TN above this cannot fit in 255 registers
 
 
 def threads(t) -> int:
@@ -69,8 +69,8 @@ TUNABLES = (
     Tunable("BK", 16, (8, 16, 32), "k tile depth"),
     Tunable("WM", 64, (16, 32, 64, 128), "warp tile rows"),
     Tunable("WN", 32, (16, 32, 64, 128), "warp tile columns"),
-    Tunable("TM", 8, (4, 8), "rows per lane (groups of 4)"),
-    Tunable("TN", 8, (4, 8), "columns per lane (groups of 4)"),
+    Tunable("TM", 8, (4, 8, 16), "rows per lane (groups of 4)"),
+    Tunable("TN", 8, (4, 8, 16), "columns per lane (groups of 4)"),
     Tunable("STAGES", 3, (2, 3, 4, 5), "cp.async pipeline depth"),
     Tunable("SPLITK", 1, (1, 2, 3, 4), "blocks sharing the k loop of one C tile (grid z)"),
 )
@@ -111,7 +111,10 @@ warptiled = KernelSpec(
 # split-K where the problem has too few C tiles to fill the GPU.
 TILINGS = (
     # (BM, BN, WM, WN, TM, TN), BK choices, STAGES choices, SPLITK choices
-    ((128, 128, 64, 32, 8, 8), (16, 32), (3, 4), (1, 2, 3)),
+    ((128, 128, 64, 64, 8, 16), (8, 16), (2, 3, 4), (1, 2, 4)),  # 4 warps, 128 accumulators a lane
+    ((128, 128, 64, 64, 16, 8), (8, 16), (3,), (1, 2)),
+    ((128, 256, 64, 64, 8, 16), (8, 16), (2, 3), (1,)),
+    ((128, 128, 64, 32, 8, 8), (16, 32), (3, 4), (1, 2, 4)),
     ((128, 128, 32, 64, 8, 8), (16, 32), (3, 4), (1, 2)),
     ((128, 256, 64, 32, 8, 8), (16,), (2, 3), (1,)),
     ((64, 128, 32, 64, 8, 8), (8, 16), (2, 3), (1, 2)),
