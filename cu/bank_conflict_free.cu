@@ -14,8 +14,13 @@
 //     warp reads 256 contiguous bytes per LDS.128. The C stores become wider runs too.
 // Checked with ncu's l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st} counters
 // (tools/bank_conflicts.sh, results/h100-80gb-hbm3/bank-conflicts.txt), not assumed.
+// A's slot order (a_vec_slot / a_scalar_slot) keeps the stores conflict-free for BK = 16.
 // Expected: fewer shared-memory wavefronts per FMA; a modest gain where shared memory
 // bandwidth, not FMA issue, was the limit.
+// Measured (H100): ncu load conflicts per shared load 2.0 -> 0, store conflicts per shared
+// store 0.71 -> 0 (float4 path) and 2.39 -> 0 (scalar path) at BK = 16. Default BM=64,
+// BN=128, BK=16 (128 threads, 4 blocks/SM): 43.4 TFLOP/s at 4096^3 (1.14x over vectorized),
+// 37.7 at 4093x4091x4099 (1.22x), 28.7 at 1024^3 (1.35x).
 #include "gemm_common.cuh"
 
 namespace bcf {  // bank_conflict_free

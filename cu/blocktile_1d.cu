@@ -9,6 +9,8 @@
 // Edges: tiles are staged with zeros outside A and B. In the K loop, the row/column
 // predicates are loop-invariant (computed once); only the last, partial K tile checks k.
 // Expected: about 2x over smem_tiled (the worklog measured 2.3x on an A6000).
+// Measured (H100, default BM=BN=64, BK=8, TM=16: 256 threads, 64 registers): 21.8 TFLOP/s
+// at 4096^3, 2.4x over smem_tiled; 18.3 at 1024^3 (2.0x).
 #include "gemm_common.cuh"
 
 namespace blocktile_1d {

@@ -11,6 +11,9 @@
 // Expected: about 1.7x over blocktile_1d (the worklog's A6000 figure); B fragments read
 // eight consecutive floats per thread, which the compiler turns into two LDS.128, while
 // the A column is eight scalar LDS from rows BK floats apart (the next rung transposes A).
+// Measured (H100, default BM=64, BN=128, BK=8: 128 threads, 167 registers, 3 blocks/SM):
+// 29.8 TFLOP/s at 4096^3, 1.37x over blocktile_1d; 1.02x at 1024^3. BM=128 (256 threads,
+// one block per SM at 130 registers) was slower: 21.6.
 #include "gemm_common.cuh"
 
 namespace blocktile_2d {

@@ -41,7 +41,7 @@ CONFIGS = [(name, {}) for name in ["cublas", *kernels.KERNELS]] + [
     ("blocktile_1d", {"BM": 128, "TM": 16}),
     ("vectorized", {"BM": 128, "BK": 16}),
     ("bank_conflict_free", {"BM": 64, "BK": 8}),
-    ("double_buffered", {"ASYNC": 0, "STAGES": 2}),
+    ("double_buffered", {"ASYNC": 1, "STAGES": 3}),
     ("double_buffered", {"ASYNC": 1, "STAGES": 2, "BM": 64}),
     ("double_buffered", {"ASYNC": 1, "STAGES": 4}),
     ("warptiled", {"SPLITK": 2}),

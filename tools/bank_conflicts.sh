@@ -8,7 +8,7 @@ set -euo pipefail
 OUTPUT=${1:-results/h100-80gb-hbm3/bank-conflicts.txt}
 PY=${PYTHON:-python3}
 export PYTHONPATH=${PYTHONPATH:-.}
-KERNELS=${KERNELS:-blocktile_2d vectorized bank_conflict_free double_buffered:ASYNC=0,STAGES=2 double_buffered}
+KERNELS=${KERNELS:-blocktile_2d vectorized bank_conflict_free:BK=8 bank_conflict_free double_buffered double_buffered:ASYNC=1,STAGES=3}
 METRICS=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -18,6 +18,7 @@ cat > "$work/launch.py" <<'EOF'
 import sys
 import numpy as np
 import gemm_driver
+from gemm_driver import kernels
 legend = open(sys.argv[1], "w")
 for size in (1024, 1023):
     rng = np.random.default_rng(size)
@@ -29,7 +30,9 @@ for size in (1024, 1023):
         out = gemm_driver.gemm(a, b, kernel=name, **tunables)
         err = np.abs(out - a.astype(np.float64) @ b).max()
         assert err < 1e-2, f"{item} at {size}: max error {err}"
-        legend.write(f"{item}\t{size}^3\n")
+        resolved = kernels.KERNELS[name].resolve(tunables)
+        label = name + " " + " ".join(f"{k}={v}" for k, v in resolved.items())
+        legend.write(f"{label}\t{size}^3\n")
 EOF
 
 # shellcheck disable=SC2086
@@ -52,13 +55,13 @@ print("conflicts = extra shared-memory wavefronts caused by bank conflicts; inst
 print("shared load/store instructions executed. 1024^3: aligned operands (float4 paths);")
 print("1023^3: odd leading dimensions (scalar paths).\n")
 short = ["ld conflicts", "st conflicts", "ld inst", "st inst"]
-print(f"{'kernel':38} {'shape':8} " + " ".join(f"{s:>13}" for s in short) + f" {'ld c/inst':>9} {'st c/inst':>9}")
+print(f"{'kernel (tunables)':72} {'shape':8} " + " ".join(f"{s:>13}" for s in short) + f" {'ld c/inst':>9} {'st c/inst':>9}")
 ids = sorted(launches, key=int)
 assert len(ids) == len(legend), f"{len(ids)} profiled launches, {len(legend)} expected"
 for (item, shape), launch_id in zip(legend, ids):
     v = [launches[launch_id][m] for m in metrics]
     ld = v[0] / v[2] if v[2] else 0.0
     st = v[1] / v[3] if v[3] else 0.0
-    print(f"{item:38} {shape:8} " + " ".join(f"{x:13.0f}" for x in v) + f" {ld:9.3f} {st:9.3f}")
+    print(f"{item:72} {shape:8} " + " ".join(f"{x:13.0f}" for x in v) + f" {ld:9.3f} {st:9.3f}")
 EOF
 cat "$OUTPUT"
