@@ -46,8 +46,8 @@ CONFIGS = [(name, {}) for name in ["cublas", *kernels.KERNELS]] + [
     ("double_buffered", {"ASYNC": 1, "STAGES": 4}),
     ("warptiled", {"SPLITK": 2}),
     ("warptiled", {"BM": 64, "BN": 32, "WM": 32, "WN": 16, "TM": 4, "TN": 4, "SPLITK": 4}),
-    ("warptiled", {"BM": 64, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "STAGES": 2, "SPLITK": 3}),
-    ("warptiled", {"BK": 32, "STAGES": 4}),
+    ("warptiled", {"BM": 64, "BN": 128, "BK": 8, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "STAGES": 2, "SPLITK": 3}),
+    ("warptiled", {"BM": 128, "BN": 128, "BK": 32, "WM": 64, "WN": 32, "TM": 8, "TN": 8, "STAGES": 4}),
 ]
 
 

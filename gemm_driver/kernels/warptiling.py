@@ -65,12 +65,12 @@ def _fits_shared_memory(p, t):
 
 TUNABLES = (
     Tunable("BM", 128, (32, 64, 128, 256), "block tile rows"),
-    Tunable("BN", 128, (32, 64, 128, 256), "block tile columns"),
+    Tunable("BN", 256, (32, 64, 128, 256), "block tile columns"),
     Tunable("BK", 16, (8, 16, 32), "k tile depth"),
     Tunable("WM", 64, (16, 32, 64, 128), "warp tile rows"),
-    Tunable("WN", 32, (16, 32, 64, 128), "warp tile columns"),
+    Tunable("WN", 64, (16, 32, 64, 128), "warp tile columns"),
     Tunable("TM", 8, (4, 8, 16), "rows per lane (groups of 4)"),
-    Tunable("TN", 8, (4, 8, 16), "columns per lane (groups of 4)"),
+    Tunable("TN", 16, (4, 8, 16), "columns per lane (groups of 4)"),
     Tunable("STAGES", 3, (2, 3, 4, 5), "cp.async pipeline depth"),
     Tunable("SPLITK", 1, (1, 2, 3, 4), "blocks sharing the k loop of one C tile (grid z)"),
 )
@@ -99,25 +99,23 @@ warptiled = KernelSpec(
     min_cc=(8, 0),
     # What the CPU tests compile (the spill gate on sm_80 and sm_90): one of each block shape.
     checked=(
-        {"BM": 128, "BN": 256, "BK": 16, "WM": 64, "WN": 32, "STAGES": 3},
-        {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TN": 4, "STAGES": 4, "SPLITK": 2},
+        {"BM": 128, "BN": 128, "BK": 16, "WM": 64, "WN": 32, "TM": 8, "TN": 8, "STAGES": 4, "SPLITK": 2},
+        {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 8, "TN": 4, "STAGES": 3, "SPLITK": 4},
         {"BM": 64, "BN": 32, "BK": 16, "WM": 32, "WN": 16, "TM": 4, "TN": 4, "STAGES": 2},
     ),
 )
 
-# The sweep behind `autotuned`, narrowed by a first sweep of 51 configurations on an H100:
-# 128x128 block tiles (8 warps) win from 2048^3 up, 64x128 at 1000-1024^3 and 64x32 at 512^3.
-# Each tiling is tried with the k depths and pipeline depths that were close, and with
-# split-K where the problem has too few C tiles to fill the GPU.
+# The sweep behind `autotuned`, narrowed by earlier sweeps on an H100 (BK=32, 16x8 lanes and
+# 16-warp blocks never placed): 128x256 tiles with 8x16 lanes win from 2048^3 up, 128x128
+# with split-K at 1000-1024^3, 64x64 with split-K at 512^3. Each tiling is tried with the
+# pipeline depths that were close, and with split-K for problems with too few C tiles.
 TILINGS = (
     # (BM, BN, WM, WN, TM, TN), BK choices, STAGES choices, SPLITK choices
-    ((128, 128, 64, 64, 8, 16), (8, 16), (2, 3, 4), (1, 2, 4)),  # 4 warps, 128 accumulators a lane
-    ((128, 128, 64, 64, 16, 8), (8, 16), (3,), (1, 2)),
-    ((128, 256, 64, 64, 8, 16), (8, 16), (2, 3), (1,)),
-    ((128, 128, 64, 32, 8, 8), (16, 32), (3, 4), (1, 2, 4)),
-    ((128, 128, 32, 64, 8, 8), (16, 32), (3, 4), (1, 2)),
-    ((128, 256, 64, 32, 8, 8), (16,), (2, 3), (1,)),
-    ((64, 128, 32, 64, 8, 8), (8, 16), (2, 3), (1, 2)),
+    ((128, 256, 64, 64, 8, 16), (16,), (2, 3), (1, 2, 4)),  # 8 warps, 128 accumulators a lane
+    ((128, 128, 64, 64, 8, 16), (16,), (2, 3, 4), (1, 2, 4)),  # 4 warps
+    ((128, 128, 64, 32, 8, 8), (16,), (3, 4), (1, 2, 3, 4)),  # 8 warps, 64 accumulators a lane
+    ((128, 128, 32, 64, 8, 8), (16,), (3, 4), (1, 2, 4)),
+    ((64, 128, 32, 64, 8, 8), (8, 16), (2, 3), (1, 2, 4)),
     ((64, 64, 32, 32, 8, 4), (16,), (3,), (1, 2, 4)),
     ((64, 32, 32, 16, 4, 4), (16,), (3,), (1, 2, 4)),
 )
