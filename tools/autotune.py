@@ -24,7 +24,7 @@ from gemm_driver.gemm import Session  # noqa: E402
 from gemm_driver.kernels.warptiling import TUNE_SPACE  # noqa: E402
 from gemm_driver.problem import parse_shape  # noqa: E402
 
-DEFAULT_SHAPES = "512,1000,1024,2048,4096,4093x4091x4099,8192"
+DEFAULT_SHAPES = "512,1000,1024,2048,4096,4093x4091x4099,8192,16384x128x4096,1024x1024x16384"
 
 
 def _label(tunables: dict) -> str:
