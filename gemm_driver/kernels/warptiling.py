@@ -111,7 +111,7 @@ warptiled = KernelSpec(
 # pipeline depths that were close, and with split-K for problems with too few C tiles.
 TILINGS = (
     # (BM, BN, WM, WN, TM, TN), BK choices, STAGES choices, SPLITK choices
-    ((128, 256, 64, 64, 8, 16), (16,), (2, 3), (1, 2, 4)),  # 8 warps, 128 accumulators a lane
+    ((128, 256, 64, 64, 8, 16), (16,), (2, 3), (1, 2, 4, 8)),  # 8 warps, 128 accumulators a lane
     ((128, 128, 64, 64, 8, 16), (16,), (2, 3, 4), (1, 2, 4)),  # 4 warps
     ((128, 128, 64, 32, 8, 8), (16,), (3, 4), (1, 2, 3, 4, 8)),  # 8 warps, 64 accumulators a lane
     ((128, 128, 32, 64, 8, 8), (16,), (3, 4), (1, 2, 4)),
