@@ -224,7 +224,6 @@ __device__ __forceinline__ bool reduce_split_k(float (&acc)[T::TM][T::TN], float
         for (int g = 0; g < T::TN / 4; ++g) {
             const int offset = ((i / 4) * T::STEP_M + i % 4) * ldw + g * T::STEP_N;
             float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 1  // unrolled, the loads of all slices are live at once and spill at SPLITK=8
             for (int z = 0; z < T::SPLITK; ++z) {
                 const float4 part = __ldcg(reinterpret_cast<const float4*>(base + z * slice + offset));
                 total.x += part.x, total.y += part.y, total.z += part.z, total.w += part.w;

@@ -72,7 +72,7 @@ TUNABLES = (
     Tunable("TM", 8, (4, 8, 16), "rows per lane (groups of 4)"),
     Tunable("TN", 16, (4, 8, 16), "columns per lane (groups of 4)"),
     Tunable("STAGES", 3, (2, 3, 4, 5), "cp.async pipeline depth"),
-    Tunable("SPLITK", 1, (1, 2, 3, 4, 8), "blocks sharing the k loop of one C tile (grid z)"),
+    Tunable("SPLITK", 1, (1, 2, 3, 4), "blocks sharing the k loop of one C tile (grid z)"),
 )
 
 
@@ -111,9 +111,9 @@ warptiled = KernelSpec(
 # pipeline depths that were close, and with split-K for problems with too few C tiles.
 TILINGS = (
     # (BM, BN, WM, WN, TM, TN), BK choices, STAGES choices, SPLITK choices
-    ((128, 256, 64, 64, 8, 16), (16,), (2, 3), (1, 2, 4, 8)),  # 8 warps, 128 accumulators a lane
+    ((128, 256, 64, 64, 8, 16), (16,), (2, 3), (1, 2, 4)),  # 8 warps, 128 accumulators a lane
     ((128, 128, 64, 64, 8, 16), (16,), (2, 3, 4), (1, 2, 4)),  # 4 warps
-    ((128, 128, 64, 32, 8, 8), (16,), (3, 4), (1, 2, 3, 4, 8)),  # 8 warps, 64 accumulators a lane
+    ((128, 128, 64, 32, 8, 8), (16,), (3, 4), (1, 2, 3, 4)),  # 8 warps, 64 accumulators a lane
     ((128, 128, 32, 64, 8, 8), (16,), (3, 4), (1, 2, 4)),
     ((64, 128, 32, 64, 8, 8), (8, 16), (2, 3), (1, 2, 4)),
     ((64, 64, 32, 32, 8, 4), (16,), (3,), (1, 2, 4)),
