@@ -87,6 +87,10 @@ class Session:
                 raise ValueError(f"{name} takes no tunables, got {sorted(tunables)}")
             if target.kind != "library":
                 raise ValueError(f"{name} runs on the CPU and has no GPU launcher")
+            if target.name == "cupy":
+                from . import cupy_baseline
+
+                return cupy_baseline.launcher(int(self.stream.handle), problem, a, b, c)
             return _cublas_launch(self.cublas(), target, problem, a, b, c)
         note = ""
         if target.choose is not None and not tunables:

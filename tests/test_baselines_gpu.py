@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemm_driver import precision
+from gemm_driver import cupy_baseline, precision
+from gemm_driver.checking import check_case
 from gemm_driver.bench import roofline, runner
 from gemm_driver.bench.timing import Budget
 from gemm_driver.gemm import verify_once
@@ -141,3 +142,14 @@ def test_sweep_over_every_precision(session):
     for rec in recs:
         if rec["status"] == "ok" and rec["kernel"] != "numpy":
             assert (rec["pct_of_peak"] is not None) == known, rec
+
+
+@pytest.mark.skipif(cupy_baseline.unavailable_reason() is not None, reason="CuPy is not installed here")
+def test_cupy_baseline_passes_verification_on_drawn_cases(session):
+    @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(case=gemm_cases())
+    def holds(case):
+        verification = check_case(session, "cupy", case)
+        assert verification.ok, f"{case.describe()}: {verification.message}"
+
+    holds()

@@ -245,3 +245,22 @@ def test_split_k_scratch_covers_whole_tiles_and_one_counter_per_tile():
     assert scratch_bytes(GemmProblem(300, 200, 99), t) == (4 * 3 * 384 * 256, 4 * 3 * 2)
     assert scratch_bytes(GemmProblem(300, 200, 99), spec.resolve()) == (0, 0)
     assert spec.grid(GemmProblem(300, 200, 99), t) == (2, 3, 3)
+
+
+def test_cupy_baseline_is_registered_and_says_why_when_absent(monkeypatch):
+    import builtins
+
+    from gemm_driver import cupy_baseline
+
+    assert kernels.get("cupy").kind == "library" and kernels.get("cupy").dtype == "float32"
+    real_import = builtins.__import__
+
+    def no_cupy(name, *args, **kwargs):
+        if name == "cupy":
+            raise ImportError("No module named 'cupy'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_cupy)
+    assert "CuPy is not usable here (ImportError: No module named 'cupy')" == cupy_baseline.unavailable_reason()
+    with pytest.raises(ValueError, match="CuPy is not usable here"):
+        cupy_baseline.launcher(0, GemmProblem(2, 2, 2), None, None, None)

@@ -39,7 +39,7 @@ BASELINE = "cublas"
 
 def default_kernels(dtypes: Sequence[str] | None = None) -> list[str]:
     """Per selected precision (default: all): its cuBLAS baseline first, then its kernels;
-    the batched baseline after FP32's kernels; the CPU (FP32) last."""
+    the batched baseline (and CuPy, when installed) after FP32's kernels; the CPU (FP32) last."""
     names: list[str] = []
     selected = _precision.parse_dtypes(dtypes)
     for prec in selected:
@@ -47,6 +47,8 @@ def default_kernels(dtypes: Sequence[str] | None = None) -> list[str]:
         names += [name for name, spec in kernels.KERNELS.items() if _precision.get(spec.dtype).name == prec]
         if prec == "fp32":
             names.append(_precision.BATCHED_BASELINE)
+            if not absent_baselines():
+                names.append("cupy")  # where CuPy is installed; else recorded as absent
     return names + (["numpy"] if "fp32" in selected else [])
 
 
@@ -77,9 +79,10 @@ def plan(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *, alph
 
 def absent_baselines() -> dict[str, str]:
     """Baselines the issue names that this installation cannot offer, with the reason."""
-    import importlib.util
+    from ..cupy_baseline import unavailable_reason
 
-    return {} if importlib.util.find_spec("cupy") else {"cupy": "`import cupy` fails here (not installed)"}
+    reason = unavailable_reason()
+    return {} if reason is None else {"cupy": reason}
 
 
 @dataclass

@@ -8,9 +8,8 @@ from .spec import KernelSpec, Provider, Tunable
 # One cuBLAS baseline per precision (gemm_driver/precision.py maps the dtypes), each through
 # cublasGemmEx with explicit types, compute type and math mode; min_cc is where the GPU has
 # the units the baseline is about (TF32/BF16 tensor cores from sm_80, FP16 from sm_70).
-# CuPy's matmul would be one more baseline, but `import cupy` fails on the development
-# machine and on the lent H100 (nothing installs there), so none is registered; bench
-# records that in its JSON (runner.absent_baselines) instead of carrying untested code.
+# `cupy` (gemm_driver/cupy_baseline.py) runs where CuPy is installed; elsewhere its cases
+# are "skipped" with the reason, and bench records it under settings.absent_baselines.
 PROVIDERS = (
     Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", "library", min_cc=(5, 0)),
     Provider("numpy", "NumPy float32 matmul on the CPU", "cpu"),
@@ -22,6 +21,8 @@ PROVIDERS = (
              dtype="float16", min_cc=(7, 0)),
     Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", "library",
              min_cc=(5, 0)),
+    Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",
+             "library", min_cc=(5, 0)),
 )
 
 # Ladder order: each rung's speed-up is reported against the one before it. The
