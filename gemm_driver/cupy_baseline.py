@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from .cuda.errors import GemmDriverError
 from .operands import DeviceMatrix
 from .problem import GemmProblem
 
@@ -56,14 +57,17 @@ def launcher(stream_handle: int, problem: GemmProblem, a: DeviceMatrix, b: Devic
     alpha, beta = problem.alpha, problem.beta
 
     def launch() -> None:
-        with stream:
-            if beta == 0:
-                cupy.matmul(A, B, out=C)
-                if alpha != 1:
-                    C *= alpha
-            else:
-                product = cupy.matmul(A, B)
-                C *= beta
-                C += alpha * product
+        try:
+            with stream:
+                if beta == 0:
+                    cupy.matmul(A, B, out=C)
+                    if alpha != 1:
+                        cupy.multiply(C, alpha, out=C)
+                else:
+                    product = cupy.matmul(A, B)
+                    cupy.multiply(C, beta, out=C)
+                    cupy.add(C, cupy.multiply(product, alpha), out=C)
+        except Exception as exc:  # a CuPy error is this baseline's failure, not the sweep's
+            raise GemmDriverError(f"CuPy failed: {type(exc).__name__}: {exc}") from exc
 
     return launch
