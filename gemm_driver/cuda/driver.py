@@ -19,7 +19,7 @@ import numpy as np
 
 from .errors import CudaError, GpuUnavailableError, check, error_for
 
-NO_GPU_HINT = "commands that work without a GPU: list, info, compile"
+NO_GPU_HINT = "commands that work without a GPU: list, info, compile, compare, plot"
 
 
 def _driver():
