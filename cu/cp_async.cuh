@@ -13,24 +13,42 @@ __device__ __forceinline__ unsigned shared_address(const void* pointer) {
 }
 
 // One float. `.ca` (through L1) is the only cache mode allowed for 4-byte copies.
-// `dst` is a shared-memory address (shared_address()), computed once by the caller.
+// `dst` is a shared-memory address (shared_address()), computed once by the caller. Below
+// sm_80 the copies compile to nothing: kernels whose cp.async path is refused there (by a
+// static_assert or a rule) still build their other paths for older GPUs.
 __device__ __forceinline__ void cp_async_4(unsigned dst, const float* src, int src_bytes) {
+#if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+#endif
 }
 
 // Four floats; both addresses 16-byte aligned. `.cg` bypasses L1: each tile is used once.
 __device__ __forceinline__ void cp_async_16(unsigned dst, const float* src, int src_bytes) {
+#if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+#endif
+}
+
+// The same, with the destination given as a pointer into shared memory.
+__device__ __forceinline__ void cp_async_4(float* dst, const float* src, int src_bytes) {
+    cp_async_4(shared_address(dst), src, src_bytes);
+}
+__device__ __forceinline__ void cp_async_16(float* dst, const float* src, int src_bytes) {
+    cp_async_16(shared_address(dst), src, src_bytes);
 }
 
 __device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
 }
 
 // Wait until at most PENDING committed groups are still in flight.
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING) : "memory");
+#endif
 }

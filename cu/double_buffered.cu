@@ -23,6 +23,7 @@
 // cp.async reaches 29.1 there). The cp.async path: 42.3 at 4096^3, 38.0 at 4093x4091x4099
 // (STAGES=4): four 4-byte LDGSTS per thread and tile for the transposed A cost issue
 // slots, and BK=16, which helped bank_conflict_free, spills at the 128-register cap.
+#include "cp_async.cuh"
 #include "gemm_common.cuh"
 
 namespace dbuf {
@@ -61,31 +62,7 @@ __device__ __forceinline__ bool aligned16(const float* p, int ld) {
     return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0 && (ld & 3) == 0;
 }
 
-// ---- cp.async, written out in PTX (sm_80+) --------------------------------------------
-__device__ __forceinline__ void cp_async4(float* dst, const float* src, int bytes) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, int bytes) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() {  // all but the newest PENDING groups landed
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-#endif
-}
-
+// ---- cp.async (sm_80+): cu/cp_async.cuh ------------------------------------------------
 // Queue the copies of one tile into one stage. Out-of-range elements copy 0 bytes from
 // the matrix's first element (a valid address) and are zero-filled.
 template <int BM, int BN, int BK, int NT, bool VEC_B, bool CHECK_K>
@@ -100,7 +77,7 @@ __device__ __forceinline__ void issue_tile(float* stage, const float* A, int lda
         const int r = rc.x, c = rc.y;
         const int row = row0 + r, k = k0 + c;
         const bool ok = row < M && (!CHECK_K || k < K);
-        cp_async4(&As[c * L::LD + r], ok ? A + row * lda + k : A, ok ? 4 : 0);
+        cp_async_4(&As[c * L::LD + r], ok ? A + row * lda + k : A, ok ? 4 : 0);
     }
     if constexpr (VEC_B) {
 #pragma unroll
@@ -108,7 +85,7 @@ __device__ __forceinline__ void issue_tile(float* stage, const float* A, int lda
             const int s = tid + i * NT, r = s / (BN / 4), c = s % (BN / 4) * 4;
             const int k = k0 + r, col = col0 + c;
             const int floats = (!CHECK_K || k < K) ? max(0, min(4, N - col)) : 0;
-            cp_async16(&Bs[r * BN + c], floats > 0 ? B + k * ldb + col : B, 4 * floats);
+            cp_async_16(&Bs[r * BN + c], floats > 0 ? B + k * ldb + col : B, 4 * floats);
         }
     } else {
 #pragma unroll
@@ -116,7 +93,7 @@ __device__ __forceinline__ void issue_tile(float* stage, const float* A, int lda
             const int s = tid + i * NT, r = s / BN, c = s % BN;
             const int k = k0 + r, col = col0 + c;
             const bool ok = col < N && (!CHECK_K || k < K);
-            cp_async4(&Bs[s], ok ? B + k * ldb + col : B, ok ? 4 : 0);
+            cp_async_4(&Bs[s], ok ? B + k * ldb + col : B, ok ? 4 : 0);
         }
     }
 }
