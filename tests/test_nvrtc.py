@@ -5,7 +5,6 @@ Each build goes through a fresh cache directory, so the compilers really run her
 
 from __future__ import annotations
 
-import itertools
 import secrets
 
 import pytest

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 
 import pytest
 
 from gemm_driver import kernels
-from gemm_driver.kernels import simt
 from gemm_driver.kernels.sources import source_root
 from gemm_driver.kernels.spec import MAX_GRID, MAX_THREADS_PER_BLOCK, KernelSpec, Tunable
 from gemm_driver.problem import GemmProblem

@@ -6,7 +6,7 @@ import math
 
 from hypothesis import HealthCheck, given, settings
 
-from gemm_driver.strategies import PRIMES, SPECIAL_SCALARS, TILE_EDGES, GemmCase, dims, gemm_cases, scalars
+from gemm_driver.strategies import PRIMES, SPECIAL_SCALARS, TILE_EDGES, GemmCase, gemm_cases, scalars
 
 SPECIAL = {1, *TILE_EDGES, *PRIMES}
 
