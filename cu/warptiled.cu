@@ -23,8 +23,9 @@
 // Expected: the FMA pipe busy most cycles; close to cuBLAS at large sizes.
 // Measured (H100, default 128x256 tile, 64x64 warps, 8x16 lanes, BK=16, 3 stages): 50.3
 // TFLOP/s at 4096^3, 97% of cuBLAS, 1.09x over double_buffered. With 8x8 lanes it was 92%:
-// a k step then issues 4 LDS.128 per 64 FMAs, and the shared-memory pipe, not the FMA
-// pipe, sets the pace; 8x16 lanes issue 6 per 128. Small problems leave SMs idle with these
+// a k step then issues 4 LDS.128 per 64 FMAs, few enough FMAs per shared-memory wavefront
+// that (by this arithmetic, not yet by counters) the shared-memory pipe sets the pace;
+// 8x16 lanes issue 6 per 128. Small problems leave SMs idle with these
 // tiles (30% of cuBLAS at 1024^3): `autotuned` picks smaller tiles and split-K there.
 #include "gemm_common.cuh"
 #include "cp_async.cuh"
