@@ -124,7 +124,7 @@ _PRODUCT = (
     for (bm, bn, wm, wn, tm, tn), bks, stage_choices, splits in TILINGS
     for bk in bks for stages in stage_choices for split in splits
 )
-TUNE_SPACE = tuple(c for c in _PRODUCT if warptiled.accepts(c))
+TUNE_SPACE = tuple(_PRODUCT)  # tests/test_autotune.py: the rules accept every entry
 
 autotuned = KernelSpec(
     name="autotuned",

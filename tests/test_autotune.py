@@ -1,0 +1,76 @@
+"""The autotuner's CPU side: GPU names, nearest-shape picks, the tuned tables in the repo."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gemm_driver import autotune, kernels
+from gemm_driver.autotune import ShapeResult, Trial
+from gemm_driver.kernels.warptiling import TUNE_SPACE
+from gemm_driver.problem import GemmProblem
+
+
+def test_gpu_slug_matches_the_results_folders():
+    assert autotune.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert autotune.gpu_slug("  NVIDIA GeForce RTX 4090 ") == "geforce-rtx-4090"
+    assert autotune.gpu_slug("???") == "unknown-gpu"
+
+
+def test_every_tune_space_entry_is_a_valid_warptiled_configuration():
+    spec = kernels.KERNELS["warptiled"]
+    assert len(TUNE_SPACE) == len({tuple(sorted(c.items())) for c in TUNE_SPACE}) > 20
+    for config in TUNE_SPACE:
+        spec.validate(GemmProblem(4096, 4096, 4096), config)  # raises, naming the rule, if not
+
+
+def test_pick_takes_the_nearest_tuned_shape_on_a_log_scale():
+    table = {"entries": [{"shape": [512, 512, 512], "best": {"BM": 64}},
+                         {"shape": [4096, 4096, 4096], "best": {"BM": 128}},
+                         {"shape": [1024, 1024, 16384], "best": {"SPLITK": 4}}]}
+    assert autotune.pick(table, GemmProblem(600, 500, 400)) == ({"BM": 64}, "tuned at 512x512x512")
+    assert autotune.pick(table, GemmProblem(3000, 5000, 4000))[0] == {"BM": 128}
+    assert autotune.pick(table, GemmProblem(1000, 1000, 20000))[0] == {"SPLITK": 4}
+    # 1448 ~ 2^10.5: on a log scale it is nearer 1024-ish shapes than 4096 ones
+    assert autotune.shape_distance((1448,) * 3, (512,) * 3) < autotune.shape_distance((1448,) * 3, (8192,) * 3)
+
+
+def test_without_a_table_the_defaults_run_and_the_reason_is_given(tmp_path):
+    assert autotune.load_table("NVIDIA Imaginary GPU", tmp_path) is None
+    assert autotune.pick(None, GemmProblem(64, 64, 64)) == ({}, "no tuned table for this GPU; warptiled defaults")
+
+
+def test_a_table_of_another_schema_is_refused(tmp_path):
+    (tmp_path / "h100-80gb-hbm3.json").write_text(json.dumps({"schema": "something/9", "entries": []}))
+    with pytest.raises(ValueError, match="schema 'something/9'"):
+        autotune.load_table("NVIDIA H100 80GB HBM3", tmp_path)
+
+
+def test_table_document_keeps_the_winner_the_runners_up_and_the_rejects():
+    trials = [Trial({"BM": 64}, "ok", "", 1.0, 30.0), Trial({"BM": 128}, "ok", "", 0.8, 40.0),
+              Trial({"BM": 256}, "spills", "16 B stack"), Trial({"BM": 32}, "FAILED", "3 wrong")]
+    result = ShapeResult((1024, 1024, 1024), trials, baseline_tflops=38.0)
+    document = autotune.table_document([result, ShapeResult((8, 8, 8), [Trial({}, "spills")])],
+                                       kernels.KERNELS["warptiled"], {"gpu": {"name": "Some GPU"}})
+    assert document["schema"] == autotune.SCHEMA and document["gpu"] == "Some GPU"
+    (entry,) = document["entries"]  # a shape where nothing ran has no winner and no entry
+    assert entry["best"] == {"BM": 128} and entry["tflops"] == 40.0 and entry["cublas_tflops"] == 38.0
+    assert entry["runners_up"] == [{"tunables": {"BM": 64}, "tflops": 30.0}]
+    assert [r["status"] for r in entry["rejected"]] == ["spills", "FAILED"]
+
+
+def test_committed_tables_are_valid_and_autotuned_resolves_from_them():
+    paths = sorted(autotune.TUNED_DIR.glob("*.json"))
+    assert paths, "at least the H100 table is committed"
+    spec = kernels.KERNELS["autotuned"]
+    for path in paths:
+        document = json.loads(path.read_text())
+        assert document["schema"] == autotune.SCHEMA and document["kernel"] == "warptiled"
+        assert autotune.gpu_slug(document["gpu"]) == path.stem
+        for entry in document["entries"]:
+            m, n, k = entry["shape"]
+            spec.validate(GemmProblem(m, n, k), entry["best"])
+            assert entry["tflops"] > 0 and entry["cublas_tflops"] > 0
+        tunables, why = spec.choose(GemmProblem(4096, 4096, 4096), document["gpu"])
+        assert why == "tuned at 4096x4096x4096" and spec.validate(GemmProblem(4096, 4096, 4096), tunables)
