@@ -16,7 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# The repository instead of tools/ as the first import path: tools/inspect.py would shadow
+# the standard library's inspect (which dataclasses imports).
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from gemm_driver import autotune, kernels  # noqa: E402
 from gemm_driver.bench.environment import collect  # noqa: E402
