@@ -49,8 +49,7 @@ class GemmProblem:
 
     @property
     def label(self) -> str:
-        shape = f"{self.m}x{self.n}x{self.k}"
-        return shape if self.batch == 1 else f"{self.batch}x{shape}"
+        return shape_label(self.m, self.n, self.k, self.batch)
 
     @property
     def is_empty(self) -> bool:
@@ -72,6 +71,12 @@ def parse_batched_shape(text: str) -> tuple[int, int, int, int]:
     if not batch.isdigit() or int(batch) < 1:
         raise ValueError(f"shape {text!r}: the batch count B of BxMxNxK must be a positive integer")
     return m, n, k, int(batch)
+
+
+def shape_label(m: int, n: int, k: int, batch: int = 1) -> str:
+    """'MxNxK', or 'BxMxNxK' for a batch: the form --shapes takes, used in tables, JSON and plots."""
+    shape = f"{m}x{n}x{k}"
+    return shape if batch == 1 else f"{batch}x{shape}"
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:

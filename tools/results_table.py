@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
+
+# The repository instead of tools/ as the first import path: tools/inspect.py would shadow
+# the standard library's inspect (which dataclasses imports).
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from gemm_driver.problem import shape_label  # noqa: E402
 
 
 def _shape(r: dict) -> str:
     """MxNxK, or BxMxNxK for a batch: a batched case must not share a column with its single GEMM."""
-    batch = r.get("batch") or 1
-    return (f"{batch}x" if batch > 1 else "") + f"{r['m']}x{r['n']}x{r['k']}"
+    return shape_label(r["m"], r["n"], r["k"], r.get("batch") or 1)
 
 
 def markdown(document: dict) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..problem import shape_label
 from .writers import load
 
 DEFAULT_THRESHOLD = 0.02
@@ -36,7 +37,7 @@ def case_key(rec: dict) -> tuple:
 
 def describe_key(key: tuple) -> str:
     kernel, m, n, k, batch, dtype, mode, tunables = key
-    parts = [kernel, f"{m}x{n}x{k}" + (f" x{batch}" if batch > 1 else ""), dtype, mode]
+    parts = [kernel, shape_label(m, n, k, batch), dtype, mode]
     if tunables:
         parts.append(",".join(f"{name}={value}" for name, value in tunables))
     return " ".join(parts)

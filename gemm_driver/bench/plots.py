@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import precision as _precision
 from ..cuda.errors import GemmDriverError
+from ..problem import shape_label
 from . import roofline
 
 MARKERS = {"fp32": "o", "tf32": "s", "bf16": "^", "fp16": "D"}
@@ -42,9 +43,7 @@ def _pyplot():
 
 
 def _label(case: dict) -> str:
-    shape = f"{case['m']}x{case['n']}x{case['k']}"
-    batch = case.get("batch") or 1
-    return f"{batch}x{shape}" if batch > 1 else shape
+    return shape_label(case["m"], case["n"], case["k"], case.get("batch") or 1)
 
 
 def _is_square(case: dict) -> bool:

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .. import kernels
+from ..problem import shape_label as problem_shape_label
 from .runner import CaseResult
 
 
@@ -27,9 +28,7 @@ def records(results: Iterable[CaseResult]) -> list[dict]:
 
 
 def shape_label(record: dict) -> str:
-    label = f"{record['m']}x{record['n']}x{record['k']}"
-    batch = record.get("batch") or 1
-    return f"{label} x{batch}" if batch > 1 else label
+    return problem_shape_label(record["m"], record["n"], record["k"], record.get("batch") or 1)
 
 
 def group_key(record: dict) -> tuple:
