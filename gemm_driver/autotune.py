@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from .cuda.errors import CudaError, GemmDriverError
-from .problem import GemmProblem
+from .problem import GemmProblem, parse_shape, shape_label
 
 TUNED_DIR = Path(__file__).resolve().parent / "tuned"
 SCHEMA = "gemm_driver.tuned/1"
@@ -85,6 +85,26 @@ class ShapeResult:
     @property
     def ranked(self) -> list[Trial]:
         return sorted((t for t in self.trials if t.tflops), key=lambda t: -t.tflops)
+
+    def report_lines(self, top: int | None = None, title: str = "") -> list[str]:
+        """The shape's ranking beside cuBLAS (the best ``top``, or all), then every rejected trial."""
+        ranked = self.ranked
+        lines = [f"{title}{shape_label(*self.shape)}: cuBLAS {self.baseline_tflops:.2f} TFLOP/s, "
+                 f"{len(ranked)}/{len(self.trials)} configurations ran"]
+        for t in ranked[:top]:
+            lines.append(f"  {t.tflops:7.2f} TFLOP/s {100 * t.tflops / self.baseline_tflops:6.1f}%  "
+                         f"{tunables_label(t.tunables)}")
+        lines += [f"  {t.status}: {tunables_label(t.tunables)}: {t.detail}" for t in self.trials if t.status != "ok"]
+        return lines
+
+
+def tunables_label(tunables: Mapping[str, int]) -> str:
+    return " ".join(f"{name}={value}" for name, value in tunables.items())
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """'512,4093x4091x4099' -> [(512, 512, 512), (4093, 4091, 4099)]: N for a square, or MxNxK."""
+    return [parse_shape(s if "x" in s else f"{s}x{s}x{s}") for s in text.split(",") if s]
 
 
 def tune(session, spec, shapes: Sequence[tuple[int, int, int]], space: Sequence[Mapping[str, int]], *,

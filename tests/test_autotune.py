@@ -74,3 +74,18 @@ def test_committed_tables_are_valid_and_autotuned_resolves_from_them():
             assert entry["tflops"] > 0 and entry["cublas_tflops"] > 0
         tunables, why = spec.choose(GemmProblem(4096, 4096, 4096), document["gpu"])
         assert why == "tuned at 4096x4096x4096" and spec.validate(GemmProblem(4096, 4096, 4096), tunables)
+
+
+def test_sweep_report_ranks_the_ran_and_lists_the_rejected():
+    trials = [Trial({"BM": 64}, "ok", "", 1.0, 30.0), Trial({"BM": 128}, "ok", "", 0.8, 40.0),
+              Trial({"BM": 32}, "spills", "16 B stack")]
+    lines = ShapeResult((64, 64, 64), trials, baseline_tflops=40.0).report_lines(top=1, title="warptiled ")
+    assert lines == ["warptiled 64x64x64: cuBLAS 40.00 TFLOP/s, 2/3 configurations ran",
+                     "    40.00 TFLOP/s  100.0%  BM=128",
+                     "  spills: BM=32: 16 B stack"]
+
+
+def test_sweep_shapes_are_sizes_or_mxnxk():
+    assert autotune.parse_shapes("512,4093x4091x4099,") == [(512, 512, 512), (4093, 4091, 4099)]
+    with pytest.raises(ValueError, match="MxNxK"):
+        autotune.parse_shapes("12y4")

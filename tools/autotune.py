@@ -24,13 +24,8 @@ from gemm_driver import autotune, kernels  # noqa: E402
 from gemm_driver.bench.environment import collect  # noqa: E402
 from gemm_driver.gemm import Session  # noqa: E402
 from gemm_driver.kernels.warptiling import TUNE_SPACE  # noqa: E402
-from gemm_driver.problem import parse_shape  # noqa: E402
 
 DEFAULT_SHAPES = "512,1000,1024,2048,4096,4093x4091x4099,8192,16384x128x4096,1024x1024x16384"
-
-
-def _label(tunables: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in tunables.items())
 
 
 def main(argv=None) -> int:
@@ -41,20 +36,14 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="also write the whole table document here")
     parser.add_argument("--write", action="store_true", help="write gemm_driver/tuned/<gpu>.json")
     args = parser.parse_args(argv)
-    shapes = [parse_shape(s if "x" in s else f"{s}x{s}x{s}") for s in args.shapes.split(",") if s]
+    shapes = autotune.parse_shapes(args.shapes)
 
     with Session() as session:
         spec = kernels.KERNELS["warptiled"]
         results = autotune.tune(session, spec, shapes, TUNE_SPACE, seconds=args.seconds)
         environment = collect(session.device)
     for r in results:
-        label = "x".join(map(str, r.shape))
-        print(f"\n{label}: cuBLAS {r.baseline_tflops:.2f} TFLOP/s, {len(r.ranked)}/{len(r.trials)} configurations ran")
-        for t in r.ranked[: args.top]:
-            print(f"  {t.tflops:7.2f} TFLOP/s {100 * t.tflops / r.baseline_tflops:6.1f}%  {_label(t.tunables)}")
-        for t in r.trials:
-            if t.status != "ok":
-                print(f"  {t.status}: {_label(t.tunables)}: {t.detail}")
+        print("\n" + "\n".join(r.report_lines(args.top)))
     document = autotune.table_document(results, spec, environment)
     if args.json:
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")

@@ -24,13 +24,8 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)
 from gemm_driver import autotune, kernels  # noqa: E402
 from gemm_driver.gemm import Session  # noqa: E402
 from gemm_driver.kernels import ladder  # noqa: E402
-from gemm_driver.problem import parse_shape  # noqa: E402
 
 DEFAULT_SHAPES = "1024,4096,4093x4091x4099"
-
-
-def _label(tunables: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in tunables.items())
 
 
 def main(argv=None) -> int:
@@ -40,7 +35,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=0.15, help="timing budget per configuration")
     parser.add_argument("--json", help="write every trial here")
     args = parser.parse_args(argv)
-    shapes = [parse_shape(s if "x" in s else f"{s}x{s}x{s}") for s in args.shapes.split(",") if s]
+    shapes = autotune.parse_shapes(args.shapes)
     document = {}
     status = 0
     with Session() as session:
@@ -50,13 +45,9 @@ def main(argv=None) -> int:
             document[name] = [{"shape": r.shape, "cublas_tflops": r.baseline_tflops,
                                "trials": [t.as_dict() for t in r.trials]} for r in results]
             for r in results:
-                print(f"\n{name} {'x'.join(map(str, r.shape))}: cuBLAS {r.baseline_tflops:.2f} TFLOP/s")
-                for t in sorted(r.trials, key=lambda t: -(t.tflops or 0)):
-                    if t.status == "ok":
-                        print(f"  {t.tflops:7.2f} TFLOP/s {100 * t.tflops / r.baseline_tflops:6.1f}%  {_label(t.tunables)}")
-                    else:
-                        status = 1
-                        print(f"  {t.status}: {_label(t.tunables)}: {t.detail}")
+                print("\n" + "\n".join(r.report_lines(title=f"{name} ")))
+                if any(t.status != "ok" for t in r.trials):
+                    status = 1
     if args.json:
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
     return status
