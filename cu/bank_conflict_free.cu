@@ -21,40 +21,14 @@
 // store 0.71 -> 0 (float4 path) and 2.39 -> 0 (scalar path) at BK = 16. Default BM=64,
 // BN=128, BK=16 (128 threads, 4 blocks/SM): 43.4 TFLOP/s at 4096^3 (1.14x over vectorized),
 // 37.7 at 4093x4091x4099 (1.22x), 28.7 at 1024^3 (1.35x).
+#include "a_tile_slots.cuh"
 #include "gemm_common.cuh"
 
 namespace bcf {  // bank_conflict_free
 
-__host__ __device__ constexpr int min_blocks(int threads) { return threads >= 512 ? 1 : 512 / threads; }
-
 // As rows are padded by 4 floats: (k, m) lands in bank (4k + m) % 32, rows stay 16-byte aligned.
 template <int BM>
 struct APad { static constexpr int LD = BM + 4; };
-
-// Which element(s) of A's BM x BK tile thread tid copies in its i-th slot: (row, first k).
-// A warp takes 4 rows x 8 k (scalar) or 16 rows x 2 float4s (float4 path): 32-byte runs
-// in global memory, and with the BM + 4 padding its transposed stores land in 32
-// distinct banks for BK = 8 and 16 alike (row-major slot order would put k and k + 8 in
-// one bank when BK = 16). For BK = 8 it is plain row-major order. Written in (tid, i)
-// so that k is loop-invariant and the row a constant step per slot: no extra registers.
-template <int BK, int NT>
-__device__ __forceinline__ int2 a_scalar_slot(int tid, int i) {
-    constexpr int HALVES = BK / 8, STEP = NT / 32 / HALVES * 4;
-    static_assert(BK % 8 == 0 && (NT / 32) % HALVES == 0, "warps must split evenly over BK / 8");
-    const int lane = tid % 32, warp = tid / 32;
-    return make_int2(warp / HALVES * 4 + lane / 8 + i * STEP, warp % HALVES * 8 + lane % 8);
-}
-template <int BK, int NT>
-__device__ __forceinline__ int2 a_vec_slot(int tid, int i) {
-    constexpr int HALVES = BK / 8, STEP = NT / 32 / HALVES * 16;
-    static_assert(BK % 8 == 0 && (NT / 32) % HALVES == 0, "warps must split evenly over BK / 8");
-    const int lane = tid % 32, warp = tid / 32;
-    return make_int2(warp / HALVES * 16 + lane / 2 + i * STEP, (warp % HALVES * 2 + lane % 2) * 4);
-}
-
-__device__ __forceinline__ bool aligned16(const float* p, int ld) {
-    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0 && (ld & 3) == 0;
-}
 
 // Stage A (transposed and padded, As[k * (BM + 4) + m]) and B (Bs[k * BN + n]) for the tile at k0.
 template <int BM, int BN, int BK, int NT, bool VEC, bool CHECK_K>
@@ -169,7 +143,7 @@ __device__ __forceinline__ void accumulate(float* As, float* Bs, float (&acc)[TM
 }  // namespace bcf
 
 template <int BM, int BN, int BK, int TM, int TN>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN), bcf::min_blocks((BM / TM) * (BN / TN)))
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), min_blocks((BM / TM) * (BN / TN)))
 sgemm_bank_conflict_free(int M, int N, int K, float alpha,
                          const float* __restrict__ A, int lda,
                          const float* __restrict__ B, int ldb, float beta,
@@ -184,7 +158,7 @@ sgemm_bank_conflict_free(int M, int N, int K, float alpha,
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int trow = threadIdx.x / (BN / TN) * TM;
     const int tcol = threadIdx.x % (BN / TN) * 4;  // first column of its first group of four
-    const bool vec = bcf::aligned16(A, lda) && bcf::aligned16(B, ldb) && row0 + BM <= M && col0 + BN <= N;
+    const bool vec = aligned16(A, lda) && aligned16(B, ldb) && row0 + BM <= M && col0 + BN <= N;
 
     float acc[TM][TN] = {};
     if (vec) {

@@ -23,12 +23,11 @@
 // cp.async reaches 29.1 there). The cp.async path: 42.3 at 4096^3, 38.0 at 4093x4091x4099
 // (STAGES=4): four 4-byte LDGSTS per thread and tile for the transposed A cost issue
 // slots, and BK=16, which helped bank_conflict_free, spills at the 128-register cap.
+#include "a_tile_slots.cuh"
 #include "cp_async.cuh"
 #include "gemm_common.cuh"
 
 namespace dbuf {
-
-__host__ __device__ constexpr int min_blocks(int threads) { return threads >= 512 ? 1 : 512 / threads; }
 
 template <int BM, int BN, int BK>
 struct Layout {  // one stage: As[k][BM + 4] (transposed, padded; see bank_conflict_free.cu), Bs[k][BN]
@@ -36,31 +35,6 @@ struct Layout {  // one stage: As[k][BM + 4] (transposed, padded; see bank_confl
     static constexpr int A_FLOATS = BK * LD;
     static constexpr int STAGE_FLOATS = A_FLOATS + BK * BN;
 };
-
-// Which element(s) of A's BM x BK tile thread tid copies in its i-th slot: (row, first k).
-// A warp takes 4 rows x 8 k (scalar) or 16 rows x 2 float4s (float4 path): 32-byte runs
-// in global memory, and with the BM + 4 padding its transposed stores land in 32
-// distinct banks for BK = 8 and 16 alike (row-major slot order would put k and k + 8 in
-// one bank when BK = 16). For BK = 8 it is plain row-major order. Written in (tid, i)
-// so that k is loop-invariant and the row a constant step per slot: no extra registers.
-template <int BK, int NT>
-__device__ __forceinline__ int2 a_scalar_slot(int tid, int i) {
-    constexpr int HALVES = BK / 8, STEP = NT / 32 / HALVES * 4;
-    static_assert(BK % 8 == 0 && (NT / 32) % HALVES == 0, "warps must split evenly over BK / 8");
-    const int lane = tid % 32, warp = tid / 32;
-    return make_int2(warp / HALVES * 4 + lane / 8 + i * STEP, warp % HALVES * 8 + lane % 8);
-}
-template <int BK, int NT>
-__device__ __forceinline__ int2 a_vec_slot(int tid, int i) {
-    constexpr int HALVES = BK / 8, STEP = NT / 32 / HALVES * 16;
-    static_assert(BK % 8 == 0 && (NT / 32) % HALVES == 0, "warps must split evenly over BK / 8");
-    const int lane = tid % 32, warp = tid / 32;
-    return make_int2(warp / HALVES * 16 + lane / 2 + i * STEP, (warp % HALVES * 2 + lane % 2) * 4);
-}
-
-__device__ __forceinline__ bool aligned16(const float* p, int ld) {
-    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0 && (ld & 3) == 0;
-}
 
 // ---- cp.async (sm_80+): cu/cp_async.cuh ------------------------------------------------
 // Queue the copies of one tile into one stage. Out-of-range elements copy 0 bytes from
@@ -281,7 +255,7 @@ __device__ __forceinline__ void async_pipeline(float* smem, float (&acc)[TM][TN]
 // ASYNC=0: register prefetch, two stages. ASYNC=1: cp.async ring of STAGES stages.
 // Shared memory is dynamic: STAGES * BK * (BM + 4 + BN) floats (see ladder.py).
 template <int BM, int BN, int BK, int TM, int TN, int ASYNC, int STAGES>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN), dbuf::min_blocks((BM / TM) * (BN / TN)))
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), min_blocks((BM / TM) * (BN / TN)))
 sgemm_double_buffered(int M, int N, int K, float alpha,
                       const float* __restrict__ A, int lda,
                       const float* __restrict__ B, int ldb, float beta,
@@ -305,13 +279,13 @@ sgemm_double_buffered(int M, int N, int K, float alpha,
 
     float acc[TM][TN] = {};
     if constexpr (ASYNC) {
-        if (dbuf::aligned16(B, ldb)) {
+        if (aligned16(B, ldb)) {
             dbuf::async_pipeline<BM, BN, BK, TM, TN, STAGES, true>(smem, acc, g);
         } else {
             dbuf::async_pipeline<BM, BN, BK, TM, TN, STAGES, false>(smem, acc, g);
         }
     } else {
-        if (dbuf::aligned16(A, lda) && dbuf::aligned16(B, ldb) && row0 + BM <= M && col0 + BN <= N) {
+        if (aligned16(A, lda) && aligned16(B, ldb) && row0 + BM <= M && col0 + BN <= N) {
             dbuf::prefetch_pipeline<BM, BN, BK, TM, TN, true>(smem, acc, g);
         } else {
             dbuf::prefetch_pipeline<BM, BN, BK, TM, TN, false>(smem, acc, g);

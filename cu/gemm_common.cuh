@@ -10,3 +10,13 @@
 __device__ __forceinline__ float gemm_epilogue(float acc, float alpha, float beta, const float* c) {
     return beta == 0.0f ? alpha * acc : fmaf(beta, *c, alpha * acc);
 }
+
+// Whether rows of a matrix at p with leading dimension ld can be read as float4s: p is
+// 16-byte aligned and so is every row start (ld a multiple of 4 floats).
+__device__ __forceinline__ bool aligned16(const float* p, int ld) {
+    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0 && (ld & 3) == 0;
+}
+
+// Blocks per SM to ask __launch_bounds__ for: 16 resident warps (512 threads), which caps a
+// 256-thread block at 128 registers a thread.
+__host__ __device__ constexpr int min_blocks(int threads) { return threads >= 512 ? 1 : 512 / threads; }

@@ -20,12 +20,6 @@
 
 namespace vectorized {
 
-__host__ __device__ constexpr int min_blocks(int threads) { return threads >= 512 ? 1 : 512 / threads; }
-
-__device__ __forceinline__ bool aligned16(const float* p, int ld) {
-    return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0 && (ld & 3) == 0;
-}
-
 // Stage A (transposed, As[k * BM + m]) and B (Bs[k * BN + n]) for the tile at k0.
 template <int BM, int BN, int BK, int NT, bool VEC, bool CHECK_K>
 __device__ __forceinline__ void load_tiles(float* As, float* Bs, const float* A, int lda, const float* B, int ldb,
@@ -134,7 +128,7 @@ __device__ __forceinline__ void accumulate(float* As, float* Bs, float (&acc)[TM
 }  // namespace vectorized
 
 template <int BM, int BN, int BK, int TM, int TN>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN), vectorized::min_blocks((BM / TM) * (BN / TN)))
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), min_blocks((BM / TM) * (BN / TN)))
 sgemm_vectorized(int M, int N, int K, float alpha,
                  const float* __restrict__ A, int lda,
                  const float* __restrict__ B, int ldb, float beta,
@@ -147,7 +141,7 @@ sgemm_vectorized(int M, int N, int K, float alpha,
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int trow = threadIdx.x / (BN / TN) * TM;
     const int tcol = threadIdx.x % (BN / TN) * TN;
-    const bool vec = vectorized::aligned16(A, lda) && vectorized::aligned16(B, ldb) && row0 + BM <= M &&
+    const bool vec = aligned16(A, lda) && aligned16(B, ldb) && row0 + BM <= M &&
                      col0 + BN <= N;  // the same for every thread of the block
 
     float acc[TM][TN] = {};
