@@ -1,0 +1,364 @@
+"""cuBLASLt binding (gemm_driver/cuda/cublaslt.py).
+
+Without a GPU: the library loads, the declared symbols and attribute numbers match the
+shipped header, argument rules are refused with their names, and the row-major swap is
+checked through the real descriptors: their layouts are read back from cuBLASLt and fed to
+a column-major GEMM model, which must give the row-major product.
+
+With a GPU: every precision against the float64 reference with the project's bounds
+(fresh random data, C poisoned with NaN when beta == 0, guard bands), every heuristic
+candidate correct, the autotuned choice one of them and described; FP8 (e4m3, B K-major)
+with a bound of its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gemm_driver.cuda import cublaslt as lt
+from gemm_driver.cuda.errors import CublasError
+
+
+def header_text() -> str:
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        directory = find_nvidia_header_directory("cublas")
+    except Exception:
+        directory = None
+    path = Path(directory or "/nonexistent") / "cublasLt.h"
+    if not path.is_file():
+        pytest.skip("no cublasLt.h ships with the installed cuBLAS wheel")
+    return path.read_text(errors="replace")
+
+
+# --- the library and the table ---------------------------------------------------------
+def test_library_loads_and_reports_a_supported_version():
+    major, minor, patch = lt.version()
+    assert major in (12, 13), f"cuBLASLt {major}.{minor}.{patch}"
+    assert Path(lt.library_path()).name.startswith("libcublasLt")
+    # cublasLtGetVersion encodes the same three numbers: major*10000 + minor*100 + patch.
+    assert lt._library().cublasLtGetVersion() == major * 10000 + minor * 100 + patch
+
+
+def test_every_declared_symbol_is_declared_in_the_header_with_that_arity():
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", header_text(), flags=re.S)  # comments out
+    for restype, name, argtypes in lt.SIGNATURES:
+        match = re.search(r"CUBLASWINAPI\s+" + name + r"\s*\(([^)]*)\)\s*;", text)
+        assert match, f"{name} is not in cublasLt.h"
+        params = [p for p in match.group(1).split(",") if p.strip() and p.strip() != "void"]
+        assert len(params) == len(argtypes), f"{name}: header has {len(params)} parameters, table {len(argtypes)}"
+
+
+@pytest.mark.parametrize("prefix,table", [
+    ("CUBLASLT_ALGO_CONFIG_", {k.upper().replace("ALGO_ID", "ID").replace("SPLITK", "SPLITK_NUM")
+                               .replace("SWIZZLE", "CTA_SWIZZLING"): v for k, v in lt.ALGO_CONFIG.items()}),
+    ("CUBLASLT_MATRIX_LAYOUT_", {k.upper(): v for k, v in lt._LAYOUT_ATTRIBUTES.items()}),
+    ("CUBLASLT_MATMUL_DESC_", {"TRANSA": lt._DESC_TRANSA, "TRANSB": lt._DESC_TRANSB}),
+    ("CUBLASLT_MATMUL_PREF_", {"MAX_WORKSPACE_BYTES": lt._PREF_MAX_WORKSPACE_BYTES,
+                               **{f"MIN_ALIGNMENT_{k.upper()}_BYTES": v for k, v in lt._PREF_MIN_ALIGNMENT.items()}}),
+])
+def test_attribute_numbers_match_the_header(prefix, table):
+    header_text()
+    names = {name: value for value, name in lt.enum_names(prefix).items()}
+    for name, value in table.items():
+        assert names.get(name) == value, f"{prefix}{name}: header {names.get(name)}, module {value}"
+
+
+def test_structures_have_the_header_sizes():
+    assert ctypes.sizeof(lt.Algo) == 64  # uint64_t data[8]
+    # algo, size_t workspaceSize, cublasStatus_t state, float wavesCount, int reserved[4]
+    assert ctypes.sizeof(lt.HeuristicResult) == 64 + 8 + 4 + 4 + 16
+    assert lt.HeuristicResult.workspace_size.offset == 64
+
+
+def test_enum_names_reads_tiles_and_stages():
+    header_text()
+    assert lt.enum_names("CUBLASLT_MATMUL_TILE_")[23] == "128x256"
+    assert lt.enum_names("CUBLASLT_MATMUL_STAGES_")[21] == "128x3"
+    assert lt.enum_names("CUBLASLT_CLUSTER_SHAPE_")[3] == "2x1x1"
+
+
+def test_a_failing_call_raises_a_named_cublas_error():
+    with lt.MatmulDescriptors(lt.LtProblem.packed(4, 4, 4, "fp32")) as d:
+        with pytest.raises(CublasError, match="CUBLAS_STATUS_INVALID_VALUE in cublasLtMatmulDescSetAttribute"):
+            d.desc.set(lt._DESC_TRANSA, ctypes.c_int8(1))  # wrong width: cuBLASLt checks the size
+
+
+def test_descriptors_close_once_and_refuse_use_after():
+    d = lt.MatmulDescriptors(lt.LtProblem.packed(8, 8, 8, "bf16"))
+    d.close()
+    d.close()
+    assert d.first.closed and d.c.closed
+    with pytest.raises(Exception, match="closed"):
+        d.first.ptr
+
+
+# --- rules -----------------------------------------------------------------------------
+@pytest.mark.parametrize("problem,rule", [
+    (lt.LtProblem(0, 4, 4, "bf16", 4, 4, 4), "m, n, k >= 1"),
+    (lt.LtProblem(4, 4, 4, "int8", 4, 4, 4), "unknown precision"),
+    (lt.LtProblem(4, 4, 4, "bf16", 3, 4, 4), "lda >= max(1, k)"),
+    (lt.LtProblem(4, 5, 4, "fp32", 4, 4, 5), "ldb >= max(1, n)"),
+    (lt.LtProblem(4, 5, 4, "fp32", 4, 5, 4), "ldc >= max(1, n)"),
+    (lt.LtProblem(4, 5, 8, "fp16", 8, 7, 5, b_k_major=True), "ldb >= k for a K-major B"),
+    (lt.LtProblem(32, 32, 32, "fp8", 32, 32, 32), "B stored K-major"),
+    (lt.LtProblem(32, 32, 24, "fp8", 32, 32, 32, b_k_major=True), "multiples of 16"),
+    (lt.LtProblem(32, 32, 32, "fp8", 40, 32, 32, b_k_major=True), "multiples of 16"),
+    (lt.LtProblem(2**31, 4, 4, "fp32", 4, 4, 4), "2**31"),
+])
+def test_rules_are_refused_by_name(problem, rule):
+    with pytest.raises(ValueError, match=re.escape(rule)):
+        lt.validate(problem)
+
+
+def test_matmul_arguments_are_checked_before_any_gpu_call():
+    problem = lt.LtProblem.packed(16, 16, 16, "bf16")
+    with pytest.raises(ValueError, match="at least 1 candidate"):
+        lt.LtMatmul(None, problem, candidates=0)
+    with pytest.raises(ValueError, match="power of two"):
+        lt.LtMatmul(None, problem, alignment=12)
+    with pytest.raises(ValueError, match="power of two"):
+        lt.LtMatmul(None, problem, alignment=(16, 16))
+
+
+@pytest.mark.parametrize("ptr,expected", [(0x1000, 256), (0x7000_0010, 16), (0x7000_0002, 2), (0x7000_0001, 1),
+                                          (0x7000_0080, 128)])
+def test_pointer_alignment(ptr, expected):
+    assert lt.pointer_alignment(ptr) == expected
+
+
+# --- the swap, through the real descriptors --------------------------------------------
+def column_major(layout, buf) -> np.ndarray:
+    """The rows x cols column-major matrix a layout describes in a flat buffer, op applied."""
+    rows, cols, ld = (layout.attribute(x) for x in ("rows", "cols", "ld"))
+    assert ld >= rows, "a column-major layout needs ld >= rows"
+    index = np.arange(rows)[:, None] + np.arange(cols)[None, :] * ld
+    matrix = buf[index]  # raises on a read past the buffer
+    return matrix.T if layout.operand.op == lt.Operation.T else matrix
+
+
+def lt_model(d: lt.MatmulDescriptors, buffers: dict) -> np.ndarray:
+    """What cuBLASLt computes with these descriptors: D = op(A) op(B), column-major."""
+    first = column_major(d.first, buffers[d.first.operand.source])
+    second = column_major(d.second, buffers[d.second.operand.source])
+    c_rows, c_cols = d.c.attribute("rows"), d.c.attribute("cols")
+    assert first.shape[1] == second.shape[0] and (first.shape[0], second.shape[1]) == (c_rows, c_cols)
+    return first @ second
+
+
+def flat_rowmajor(rng, rows, cols, ld):
+    buf = np.full(rows * ld, np.nan)
+    matrix = rng.standard_normal((rows, cols))
+    buf.reshape(rows, ld)[:, :cols] = matrix
+    return buf, matrix
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9), st.tuples(*[st.integers(0, 3)] * 3),
+       st.booleans(), st.sampled_from(["fp32", "tf32", "bf16", "fp16"]))
+def test_descriptors_compute_the_row_major_product(m, n, k, pads, b_k_major, precision):
+    rng = np.random.default_rng(m * 1000 + n * 100 + k)
+    lda, ldc = k + pads[0], n + pads[2]
+    ldb = (k if b_k_major else n) + pads[1]
+    a, am = flat_rowmajor(rng, m, k, lda)
+    b, bm = flat_rowmajor(rng, n, k, ldb) if b_k_major else flat_rowmajor(rng, k, n, ldb)
+    bm = bm.T if b_k_major else bm
+    with lt.MatmulDescriptors(lt.LtProblem(m, n, k, precision, lda, ldb, ldc, b_k_major)) as d:
+        d_colmajor = lt_model(d, {"a": a, "b": b})
+        assert d.c.attribute("ld") == ldc
+    # column-major D (n x m) is the row-major C (m x n) with leading dimension ldc.
+    np.testing.assert_allclose(d_colmajor.T, am @ bm, rtol=1e-12, atol=1e-12)
+
+
+def test_the_model_tells_a_wrong_swap_from_the_right_one():
+    """Pass (A, B) unswapped: the model computes something else, so the test above can fail."""
+    rng = np.random.default_rng(3)
+    a, am = flat_rowmajor(rng, 4, 4, 4)
+    b, bm = flat_rowmajor(rng, 4, 4, 4)
+    with lt.MatmulDescriptors(lt.LtProblem.packed(4, 4, 4, "fp32")) as d:
+        wrong = lt_model(d, {"a": b, "b": a}).T
+    assert not np.allclose(wrong, am @ bm)
+
+
+def test_fp8_layout_is_tn():
+    with lt.MatmulDescriptors(lt.LtProblem.packed(64, 32, 48, "fp8", b_k_major=True)) as d:
+        assert (d.first.operand.op, d.second.operand.op) == (lt.Operation.T, lt.Operation.N)
+        assert d.first.attribute("type") == d.second.attribute("type") == lt.CUDA_R_8F_E4M3
+        assert d.c.attribute("type") == 0  # FP32 C
+
+
+# --- on the GPU ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gpu():
+    from gemm_driver.cuda.driver import Context, DeviceBuffer, Stream
+
+    context = Context(0)
+    stream, handle = Stream(), lt.LtHandle()
+    workspace = DeviceBuffer(lt.DEFAULT_WORKSPACE_BYTES)
+    yield context, stream, handle, workspace
+    for resource in (handle, workspace, stream):
+        resource.close()
+
+
+SHAPES = [(1, 1, 1), (64, 64, 64), (127, 129, 67), (256, 96, 512), (33, 300, 17)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("beta", [0.0, -0.75])
+def test_every_candidate_and_the_choice_are_correct(gpu, precision, shape, beta):
+    from gemm_driver import verify
+    from gemm_driver.operands import random_operands, upload_operands
+    from gemm_driver.problem import GemmProblem
+
+    _, stream, handle, workspace = gpu
+    m, n, k = shape
+    problem = GemmProblem(m, n, k, 1.25, beta)
+    a, b, c = random_operands(problem, np.random.default_rng(), precision)
+    ref = verify.reference(problem, a, b, c)
+    lds = (k + 1, n + 3, n + 2)  # padded: the leading dimensions must be honoured
+    dev_a, dev_b, dev_c = upload_operands(problem, a, b, c, guard=1, lds=lds, precision=precision)
+    try:
+        align = tuple(lt.pointer_alignment(x.ptr) for x in (dev_a, dev_b, dev_c))
+        with lt.LtMatmul(handle, lt.LtProblem(m, n, k, precision, *lds), workspace=workspace,
+                         alignment=align) as mm:
+            for index in range(len(mm.candidates)):
+                dev_c.fill(c)  # NaN poison when beta == 0, else C's values
+                mm.run(dev_a, dev_b, dev_c, stream, problem.alpha, beta, candidate=index)
+                stream.synchronize()
+                out, guard = dev_c.read()
+                result = verify.check(problem, out, ref, guard, precision)
+                assert result.ok, f"candidate {index} {mm.describe(index)}: {result.message}"
+            timings = mm.autotune(dev_a, dev_b, dev_c, stream, problem.alpha, beta)
+            assert [t.index for t in timings] == list(range(len(mm.candidates)))
+            fastest = min((t for t in timings if t.ms is not None), key=lambda t: t.ms)
+            assert mm.chosen == fastest.index
+            record = mm.describe()
+            assert record["heuristic_rank"] == mm.chosen and record["selection_ms"] == fastest.ms
+            assert record["workspace_bytes"] <= lt.DEFAULT_WORKSPACE_BYTES and record["splitk"] >= 0
+            dev_c.fill(c)
+            mm.run(dev_a, dev_b, dev_c, stream, problem.alpha, beta)
+            stream.synchronize()
+            out, guard = dev_c.read()
+            result = verify.check(problem, out, ref, guard, precision)
+            assert result.ok, f"chosen {record}: {result.message}"
+    finally:
+        for x in (dev_a, dev_b, dev_c):
+            x.close()
+
+
+@pytest.mark.gpu
+def test_run_refuses_a_pointer_below_the_planned_alignment(gpu):
+    from gemm_driver.cuda.driver import DeviceBuffer
+
+    _, stream, handle, workspace = gpu
+    with DeviceBuffer(4096) as buf, lt.LtMatmul(handle, lt.LtProblem.packed(8, 8, 8, "fp32"), workspace=workspace) as mm:
+        with pytest.raises(ValueError, match="4-byte aligned"):
+            mm.run(buf.ptr + 4, buf.ptr + 1024, buf.ptr + 2048, stream)
+
+
+# FP8 e4m3: 1 sign, 4 exponent (bias 7), 3 mantissa bits; 0x7F/0xFF are NaN, no infinity.
+def e4m3_values() -> np.ndarray:
+    codes = np.arange(256)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exponent, mantissa = (codes >> 3) & 0xF, codes & 0x7
+    normal = (1 + mantissa / 8) * 2.0 ** (exponent - 7)
+    value = sign * np.where(exponent == 0, mantissa / 8 * 2.0**-6, normal)
+    value[(codes & 0x7F) == 0x7F] = np.nan
+    return value
+
+
+def to_e4m3(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, values): ``x`` rounded to the nearest e4m3 value (ties either way: the
+    rounded values are what the GPU multiplies and what the reference uses)."""
+    table = e4m3_values()
+    finite = np.flatnonzero(~np.isnan(table))
+    order = finite[np.argsort(table[finite], kind="stable")]
+    ordered = table[order]
+    pos = np.clip(np.searchsorted(ordered, x), 1, len(ordered) - 1)
+    nearer_left = np.abs(x - ordered[pos - 1]) <= np.abs(x - ordered[pos])
+    pick = np.where(nearer_left, pos - 1, pos)
+    return order[pick].astype(np.uint8), ordered[pick]
+
+
+def test_e4m3_table():
+    table = e4m3_values()
+    assert np.nanmax(table) == 448.0 and table[0x08] == 2.0**-6 and table[0x01] == 2.0**-9
+    codes, values = to_e4m3(np.array([1.0, -0.3, 0.0625, 1000.0]))
+    assert list(values) == [1.0, -0.3125, 0.0625, 448.0] and codes[0] == 0x38
+
+
+# Hopper's FP8 tensor cores accumulate with about 14 significant bits (DeepSeek-V3 report,
+# section 3.3.2); cuBLASLt without FAST_ACCUM promotes partial sums to FP32 periodically.
+# Charging 2^-13 per add (truncation of a 14-bit sum) bounds both.
+FP8_U = 2.0**-13
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(64, 64, 64), (256, 128, 512), (128, 256, 4096)])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_fp8_against_float64(gpu, shape, beta):
+    from gemm_driver.cuda.driver import DeviceBuffer
+
+    _, stream, handle, workspace = gpu
+    m, n, k = shape
+    rng = np.random.default_rng()
+    a_codes, a = to_e4m3(rng.uniform(-2, 2, (m, k)))
+    bt_codes, bt = to_e4m3(rng.uniform(-2, 2, (n, k)))  # B stored K-major: n x k
+    c_in = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    alpha = 0.75
+    ref = alpha * (a @ bt.T) + beta * c_in.astype(np.float64)
+    magnitude = abs(alpha) * (np.abs(a) @ np.abs(bt).T) + abs(beta) * np.abs(c_in)
+    guard = np.full(64, 0x7FA5A5A5, np.uint32)
+    c_image = np.concatenate([np.full(m * n, 0x7FC00000, np.uint32) if beta == 0 else c_in.ravel().view(np.uint32),
+                              guard])
+    with DeviceBuffer(a_codes.nbytes) as da, DeviceBuffer(bt_codes.nbytes) as db, \
+            DeviceBuffer(c_image.nbytes) as dc, \
+            lt.LtMatmul(handle, lt.LtProblem.packed(m, n, k, "fp8", b_k_major=True), workspace=workspace) as mm:
+        da.upload(np.ascontiguousarray(a_codes))
+        db.upload(np.ascontiguousarray(bt_codes))
+        dc.upload(c_image)
+        mm.run(da, db, dc, stream, alpha, beta)
+        stream.synchronize()
+        image = dc.download(np.empty_like(c_image))
+    out = image[: m * n].view(np.float32).reshape(m, n).astype(np.float64)
+    assert (image[m * n:] == guard).all(), "cuBLASLt wrote past C"
+    bound = (k + 3) * FP8_U * magnitude * 1.05 + np.finfo(np.float32).tiny
+    wrong = ~(np.abs(out - ref) <= bound)
+    assert not wrong.any(), f"{wrong.sum()} elements over the bound, first at {np.argwhere(wrong)[0]}"
+    assert np.linalg.norm(out - ref) <= 2.0**-9 * np.linalg.norm(ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(100, 72, 64), (65, 33, 32)])
+def test_fp8_off_multiple_of_16_rows_either_refused_or_right(gpu, shape):
+    """m and n not multiples of 16: cuBLASLt may refuse them (its FP8 rules), never compute them wrong."""
+    from gemm_driver.cuda.driver import DeviceBuffer
+
+    _, stream, handle, workspace = gpu
+    m, n, k = shape
+    rng = np.random.default_rng()
+    a_codes, a = to_e4m3(rng.uniform(-2, 2, (m, k)))
+    bt_codes, bt = to_e4m3(rng.uniform(-2, 2, (n, k)))
+    try:
+        mm = lt.LtMatmul(handle, lt.LtProblem.packed(m, n, k, "fp8", b_k_major=True), workspace=workspace)
+    except CublasError as exc:
+        pytest.skip(f"cuBLASLt refuses FP8 {m}x{n}x{k}: {exc}")
+    with mm, DeviceBuffer(a_codes.nbytes) as da, DeviceBuffer(bt_codes.nbytes) as db, DeviceBuffer(4 * m * n) as dc:
+        da.upload(np.ascontiguousarray(a_codes))
+        db.upload(np.ascontiguousarray(bt_codes))
+        dc.memset32(0x7FC00000)
+        mm.run(da, db, dc, stream)
+        stream.synchronize()
+        out = dc.download(np.empty((m, n), np.float32)).astype(np.float64)
+    ref = a @ bt.T
+    assert np.linalg.norm(out - ref) <= 2.0**-9 * np.linalg.norm(ref)
