@@ -14,8 +14,15 @@
 // Operand values come from a hash of a seed the host draws afresh each run; they are
 // multiples of 1/16 below 1 in magnitude, so products and short sums are exact in FP32 and
 // the host checks the results bit for bit before it believes any timing.
-// Measured on the H100 80GB HBM3 (results/h100-80gb-hbm3/mma-ceiling.json): see that file
-// and the tool's table; the figures are quoted in the README of the tensor-core rungs.
+// Measured on the H100 80GB HBM3, driver 580, NVRTC 13.0 (results/h100-80gb-hbm3/mma-ceiling.json,
+// median of 5 launches of ~0.14 s, data checked first):
+//   mma.sync m16n8k16 BF16 659 TFLOP/s, FP16 659, m16n8k8 TF32 330 (4 chains; 8 chains
+//   1% lower), with the SM clock at 1980 MHz throughout: 62% of the per-clock tensor peak
+//   (4096 dense BF16 flop/clk/SM), so mma.sync alone cannot reach cuBLAS.
+//   wgmma m64n256k16 BF16 927 TFLOP/s (one warpgroup per block, 1 or 2 blocks per SM;
+//   2 or 3 warpgroups per block 912-916). Here the board hit its 700 W limit and NVML read
+//   1665-1770 MHz: 927 is 99.5% of 132 SMs x 4096 flop/clk at ~1725 MHz. The wgmma
+//   ceiling is power, not issue rate; the datasheet's 989 assumes 1830 MHz.
 //
 // No headers: inline PTX on 32-bit registers only.
 
