@@ -17,6 +17,10 @@ cuBLASLt's FP8 kernels want the "TN" layout: both operands K-contiguous. In row-
 terms A is stored as usual (M x K) but B must be stored transposed, N x K row-major
 (``b_k_major=True``); and k, lda, ldb must be multiples of 16 elements with 16-byte
 aligned A and B. :func:`validate` refuses anything else with the rule it breaks.
+Measured with cuBLASLt 13.1 on the H100: m and n need not be multiples of 16 (100x72x64
+and 4093x4096x4096 ran and were right), but an FP32 C whose rows are not 16-byte
+aligned (ldc not a multiple of 4: n = 4094, 4091, 33) gets no algorithm from the
+heuristic, which then raises CUBLAS_STATUS_NOT_SUPPORTED.
 
 Descriptors are host objects (no GPU needed); creating an :class:`LtHandle` needs a
 current CUDA context, which the caller owns (the project's primary context).
