@@ -5,6 +5,10 @@
 // row0 = tile row + 16*warp + lane/4 and col0 = tile column + 2*(lane%4). Stores go straight
 // from registers as float2 (4 lanes write one 32-byte sector per row, so no sector is written
 // twice). C is read only when beta != 0: with beta == 0 it may hold NaN.
+// store_staged takes the long way for C that float2 stores cannot serve (rows not 8-byte
+// aligned, e.g. ldc odd, or the ragged last tile column): the fragment goes to shared memory
+// 32 columns at a time, and the warpgroup writes it back row by row, a warp covering 128
+// contiguous bytes of a row per instruction.
 #pragma once
 #include "hopper_common.cuh"
 
@@ -52,6 +56,67 @@ __device__ __forceinline__ void store_accumulators(const float (&d)[BN / 2], int
                         out[8 * j + e] = v;
                     }
                 }
+            }
+        }
+    }
+}
+
+
+// A warpgroup's 64 x BN tile through `staging` (64 x 40 floats: 32 columns + 8 of padding, so the
+// float2 writes of a half warp, 4 rows x 8 columns, hit 32 different banks). `bar` is a named
+// barrier id private to this warpgroup. float4 global accesses when C's rows are 16-byte
+// aligned, else one float per lane (a warp = 32 consecutive floats of one row).
+template <int BN>
+__device__ __forceinline__ void store_staged(const float (&d)[BN / 2], float* staging, int M, int N, int row0,
+                                             int col0, float alpha, float beta, float* __restrict__ C, int ldc,
+                                             int bar) {
+    constexpr int CHUNK = 32, STRIDE = 40;
+    const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+    const bool quads = (ldc & 3) == 0 && (reinterpret_cast<unsigned long long>(C) & 15ull) == 0;
+#pragma unroll
+    for (int chunk = 0; chunk < BN / CHUNK; ++chunk) {
+        named_barrier(bar, 128);  // the previous chunk has been read back
+#pragma unroll
+        for (int jj = 0; jj < CHUNK / 8; ++jj) {
+            const int j = chunk * (CHUNK / 8) + jj;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                *reinterpret_cast<float2*>(staging + (16 * warp + lane / 4 + 8 * h) * STRIDE + 8 * jj + 2 * (lane % 4)) =
+                    make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+        named_barrier(bar, 128);
+        const int c0 = col0 + chunk * CHUNK;
+        if (quads) {
+#pragma unroll
+            for (int i = 0; i < 64 * CHUNK / 4 / 128; ++i) {
+                const int idx = i * 128 + t, r = idx / (CHUNK / 4), c = 4 * (idx % (CHUNK / 4));
+                const int row = row0 + r, col = c0 + c;
+                if (row >= M || col >= N) continue;
+                const float4 v = *reinterpret_cast<const float4*>(staging + r * STRIDE + c);
+                float* out = C + static_cast<long long>(row) * ldc + col;
+                if (col + 3 < N) {
+                    float4 o = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
+                    if (beta != 0.0f) {
+                        const float4 old = *reinterpret_cast<const float4*>(out);
+                        o.x = fmaf(beta, old.x, o.x), o.y = fmaf(beta, old.y, o.y);
+                        o.z = fmaf(beta, old.z, o.z), o.w = fmaf(beta, old.w, o.w);
+                    }
+                    *reinterpret_cast<float4*>(out) = o;
+                } else {
+                    const float vs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        if (col + e < N) out[e] = beta != 0.0f ? fmaf(beta, out[e], alpha * vs[e]) : alpha * vs[e];
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (int i = 0; i < 64 * CHUNK / 128; ++i) {
+                const int r = i * 4 + warp, row = row0 + r, col = c0 + lane;
+                if (row >= M || col >= N) continue;
+                float* out = C + static_cast<long long>(row) * ldc + col;
+                const float v = alpha * staging[r * STRIDE + lane];
+                *out = beta != 0.0f ? fmaf(beta, *out, v) : v;
             }
         }
     }

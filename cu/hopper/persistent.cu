@@ -19,6 +19,6 @@ __global__ void __launch_bounds__(384, 1)
     hopper_persistent(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                       const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C, int ldc,
                       int group_m) {
-    hopper_pws::run<Elem, BN, STAGES, 1, false>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, 1,
-                                                       nullptr, nullptr);
+    hopper_pws::run<Elem, BN, STAGES, 1, 1, false, 0>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, 1,
+                                                      nullptr, nullptr);
 }

@@ -1,6 +1,7 @@
 // persistent_body.cuh -- the persistent, warp-specialised wgmma GEMM that rungs 3, 4 and 5 build:
-// rung 3 (persistent.cu) uses it as is, rung 4 (cluster_multicast.cu) with CLUSTER = 2, rung 5
-// (any_shape.cu) with split-K. Each rung's file says what its setting changes and what it did.
+// rung 3 (persistent.cu) uses it as is, rung 4 (cluster_multicast.cu) with clusters, rung 5
+// (any_shape.cu) with split-K and clusters. Each rung's file says what its setting changes and
+// what that did.
 //
 // Roles as in rung 2: warpgroup 0 produces (one thread issues TMA), warpgroups 1 and 2 consume
 // (64 x BN rows each of a 128 x BN tile). What is new is the loop around them: a CTA stays
@@ -8,6 +9,14 @@
 // (GROUP_M tile rows at a time, so the ~132 tiles in flight share rows of A and columns of B in
 // L2). The stage ring and its phases continue from one unit to the next, so the producer loads
 // the next tile's first k tiles while the consumers run the epilogue of the last one.
+//
+// Clusters (CM x CN CTAs, CM tile rows by CN tile columns, cluster rank r = rn * CM + rm): the CM
+// CTAs of a cluster column need the same B tile and the CN CTAs of a cluster row the same A tile.
+// Each CTA loads 1/CM of the B tile and 1/CN of the A tile and multicasts its slices to the CTAs
+// that share them, so L2 -> SM traffic falls by those factors. Slices are whole swizzle atoms
+// (multiples of 8 rows of 128 bytes), so the layout wgmma reads is the one a single CTA would
+// have loaded. A slot is refilled only when every consumer of every CTA of the cluster released
+// it: empty barriers count 2 consumers x CM*CN CTAs.
 #pragma once
 #include "hopper_common.cuh"
 #include "wgmma.cuh"
@@ -16,23 +25,28 @@
 namespace hopper_pws {
 using namespace hopper;
 
-template <class Elem, int BN_, int STAGES_, int CLUSTER_>
+template <class Elem, int BN_, int STAGES_, int CM_, int CN_>
 struct Config {
-    static constexpr int BM = 128, BN = BN_, STAGES = STAGES_, CLUSTER = CLUSTER_;
+    static constexpr int BM = 128, BN = BN_, STAGES = STAGES_, CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
     static constexpr int CONSUMERS = 2, THREADS = 128 * (CONSUMERS + 1);
     static constexpr int BK = KTile<Elem>::BK;
     static constexpr bool B_N_MAJOR = Elem::bytes == 2;  // tf32: B arrives transposed (K-major)
     static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-    // With a cluster, each CTA loads 1/CLUSTER of the B tile and multicasts it to all CTAs of the
-    // cluster (they share the tile column): B_N_MAJOR as BN/64/CLUSTER boxes of 64 n, K-major as
-    // one box of BN/CLUSTER rows.
-    static constexpr int B_SLICE_BYTES = B_BYTES / CLUSTER;
+    static constexpr int A_SLICE_ROWS = BM / CN;  // rows of A this CTA loads (TMA box rows)
+    // Rows of 128 bytes of B this CTA loads: k rows of each 64-wide n box (N-major), or n rows
+    // of the K-major tile. This is the B map's box extent in its outer dimension.
+    static constexpr int B_SLICE_ROWS = (B_N_MAJOR ? BK : BN) / CM;
+    // The consumers' epilogue staging (see store_staged): 64 rows x 32 columns (+8 padding) each.
+    static constexpr int STAGING_FLOATS = 64 * 40;
     static constexpr int BARRIER_BYTES = 2 * STAGES * 8 + 16;  // full, empty, the split-K flag
-    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + BARRIER_BYTES + 1024;
-    static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+    static constexpr int STAGING_OFFSET = STAGES * STAGE_BYTES + 256;  // barriers live in the 256
+    static constexpr int SMEM_BYTES = STAGING_OFFSET + CONSUMERS * STAGING_FLOATS * 4 + 1024;
+    static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;  // 128*56 + 256*224 <= 65536
     static_assert(BN == 64 || BN == 128 || BN == 256, "BN is a wgmma N");
-    static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 CTAs along M");
-    static_assert(!B_N_MAJOR || (BN / 64) % CLUSTER == 0, "each CTA multicasts whole 64-wide boxes of B");
+    static_assert(CM == 1 || CM == 2 || CM == 4, "cluster rows: 1, 2 or 4");
+    static_assert(CN == 1 || CN == 2 || CN == 4, "cluster columns: 1, 2 or 4");
+    static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");
+    static_assert(BARRIER_BYTES <= 256, "barriers fit before the staging area");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
 };
 
@@ -41,30 +55,30 @@ struct Unit {
     int m0, n0, kt0, kt1, tile, split;
 };
 
-// Units: super tiles (CLUSTER tile rows x 1 tile column) x splits, super tiles in grouped
-// order, splits of one tile adjacent (so they run at the same time and the last one to finish
-// reduces soon after the others wrote).
+// Units: super tiles (CM tile rows x CN tile columns, one per cluster) x splits; super tiles in
+// grouped order, the splits of one tile adjacent (they run at the same time, so the last one to
+// finish reduces soon after the others wrote).
 struct Schedule {
-    int tiles_m, tiles_n, super_m, k_tiles, splits, group_m, units;
+    int super_m, super_n, tiles_n, k_tiles, splits, group_m, units;
 
-    __device__ __forceinline__ Schedule(int M, int N, int K, int BM, int BN, int BK, int cluster, int splits_,
+    __device__ __forceinline__ Schedule(int M, int N, int K, int BM, int BN, int BK, int cm, int cn, int splits_,
                                         int group_m_) {
-        tiles_m = ceil_div(M, BM);
-        tiles_n = ceil_div(N, BN);
-        super_m = ceil_div(tiles_m, cluster);
+        super_m = ceil_div(ceil_div(M, BM), cm);
+        super_n = ceil_div(ceil_div(N, BN), cn);
+        tiles_n = super_n * cn;
         k_tiles = ceil_div(K, BK);
         splits = max(1, min(splits_, k_tiles));  // every unit keeps at least one k tile
         group_m = group_m_ < 1 ? 1 : group_m_;
-        units = super_m * tiles_n * splits;
+        units = super_m * super_n * splits;
     }
 
-    __device__ __forceinline__ Unit unit(int u, int rank, int cluster, int BM, int BN) const {
+    __device__ __forceinline__ Unit unit(int u, int rm, int rn, int cm, int cn, int BM, int BN) const {
         const int split = u % splits, st = u / splits;
-        const int per_group = group_m * tiles_n;
+        const int per_group = group_m * super_n;
         const int group = st / per_group, first = group * group_m;
         const int rows = min(super_m - first, group_m);
         const int r = st - group * per_group;
-        const int tm = (first + r % rows) * cluster + rank, tn = r / rows;
+        const int tm = (first + r % rows) * cm + rm, tn = (r / rows) * cn + rn;
         Unit w;
         w.m0 = tm * BM;
         w.n0 = tn * BN;
@@ -76,24 +90,39 @@ struct Schedule {
     }
 };
 
+// Multicast masks: the CTAs of my cluster column (they share B) and of my cluster row (A).
+template <class Cfg>
+__device__ __forceinline__ unsigned short column_mask(int rn) {
+    return static_cast<unsigned short>(((1 << Cfg::CM) - 1) << (rn * Cfg::CM));
+}
+template <class Cfg>
+__device__ __forceinline__ unsigned short row_mask(int rm) {
+    unsigned short mask = 0;
+#pragma unroll
+    for (int j = 0; j < Cfg::CN; ++j) mask |= 1 << (j * Cfg::CM + rm);
+    return mask;
+}
+
 template <class Cfg>
 __device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, const TensorMap* a_map,
-                                           const TensorMap* b_map, int kt, int m0, int n0, unsigned rank) {
-    barrier_arrive_expect_tx(full, Cfg::STAGE_BYTES);  // A plus the whole B: our slice and the peers'
-    tma_load_2d(stage, a_map, full, kt * Cfg::BK, m0);
-    unsigned char* b = stage + Cfg::A_BYTES + rank * Cfg::B_SLICE_BYTES;
+                                           const TensorMap* b_map, int kt, int m0, int n0, int rm, int rn) {
+    barrier_arrive_expect_tx(full, Cfg::STAGE_BYTES);  // the whole tiles: our slices and the peers'
+    const int k = kt * Cfg::BK;
+    unsigned char* a = stage + rn * Cfg::A_SLICE_ROWS * 128;
+    if constexpr (Cfg::CN == 1) tma_load_2d(a, a_map, full, k, m0);
+    else tma_load_2d_multicast(a, a_map, full, k, m0 + rn * Cfg::A_SLICE_ROWS, row_mask<Cfg>(rm));
+    unsigned char* b = stage + Cfg::A_BYTES + rm * Cfg::B_SLICE_ROWS * 128;
     if constexpr (Cfg::B_N_MAJOR) {
-        constexpr int BOXES = Cfg::BN / 64 / Cfg::CLUSTER;
-        const int n = n0 + rank * BOXES * 64;
 #pragma unroll
-        for (int j = 0; j < BOXES; ++j) {
-            if constexpr (Cfg::CLUSTER == 1) tma_load_2d(b + j * 64 * 128, b_map, full, n + 64 * j, kt * Cfg::BK);
-            else tma_load_2d_multicast(b + j * 64 * 128, b_map, full, n + 64 * j, kt * Cfg::BK, (1 << Cfg::CLUSTER) - 1);
+        for (int j = 0; j < Cfg::BN / 64; ++j) {
+            if constexpr (Cfg::CM == 1) tma_load_2d(b + j * 64 * 128, b_map, full, n0 + 64 * j, k);
+            else
+                tma_load_2d_multicast(b + j * 64 * 128, b_map, full, n0 + 64 * j, k + rm * Cfg::B_SLICE_ROWS,
+                                      column_mask<Cfg>(rn));
         }
     } else {
-        const int n = n0 + rank * (Cfg::BN / Cfg::CLUSTER);
-        if constexpr (Cfg::CLUSTER == 1) tma_load_2d(b, b_map, full, kt * Cfg::BK, n);
-        else tma_load_2d_multicast(b, b_map, full, kt * Cfg::BK, n, (1 << Cfg::CLUSTER) - 1);
+        if constexpr (Cfg::CM == 1) tma_load_2d(b, b_map, full, k, n0);
+        else tma_load_2d_multicast(b, b_map, full, k, n0 + rm * Cfg::B_SLICE_ROWS, column_mask<Cfg>(rn));
     }
 }
 
@@ -110,6 +139,9 @@ __device__ __forceinline__ void mma_stage(float (&d)[Cfg::BN / 2], unsigned stag
 }
 
 // A slot is free again once every consumer warpgroup of every CTA it was multicast to is done.
+// The arrive is a plain (release.cta) one: what must be ordered is the tensor cores' reads of the
+// slot, which wgmma.wait_group already completed. (With .release.cluster the compiler put a
+// MEMBAR.ALL.GPU before every arrive, and the 2-CTA rung ran at half speed.)
 template <class Cfg>
 __device__ __forceinline__ void release_slot(Barrier* empty) {
     if constexpr (Cfg::CLUSTER == 1) barrier_arrive(empty);
@@ -132,7 +164,8 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     float4* ws = reinterpret_cast<float4*>(workspace);
     float4* mine = ws + (static_cast<long long>(w.tile) * splits + w.split) * PART + consumer * 128 * QUADS;
 #pragma unroll
-    for (int q = 0; q < QUADS; ++q) __stcg(mine + q * 128 + t, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
+    for (int q = 0; q < QUADS; ++q)
+        __stcg(mine + q * 128 + t, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
     __threadfence();
     named_barrier(1, 128 * Cfg::CONSUMERS);
     if (consumer == 0 && t == 0) {
@@ -145,67 +178,88 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     if (!*last_flag) return false;
     __threadfence();
     const float4* parts = ws + static_cast<long long>(w.tile) * splits * PART + consumer * 128 * QUADS + t;
+    // 8 float4 loads in flight at a time: hoisting all QUADS of them next to the 128 accumulators
+    // would spill. The empty asm with a memory clobber keeps the groups apart.
 #pragma unroll
-    for (int q = 0; q < QUADS; ++q) {
-        const float4 p = __ldcg(parts + q * 128);
-        d[4 * q] = p.x, d[4 * q + 1] = p.y, d[4 * q + 2] = p.z, d[4 * q + 3] = p.w;
+    for (int q0 = 0; q0 < QUADS; q0 += 8) {
+#pragma unroll
+        for (int q = q0; q < q0 + 8 && q < QUADS; ++q) {
+            const float4 p = __ldcg(parts + q * 128);
+            d[4 * q] = p.x, d[4 * q + 1] = p.y, d[4 * q + 2] = p.z, d[4 * q + 3] = p.w;
+        }
+        asm volatile("" ::: "memory");
     }
     for (int s = 1; s < splits; ++s) {
 #pragma unroll
-        for (int q = 0; q < QUADS; ++q) {
-            const float4 p = __ldcg(parts + s * PART + q * 128);
-            d[4 * q] += p.x, d[4 * q + 1] += p.y, d[4 * q + 2] += p.z, d[4 * q + 3] += p.w;
+        for (int q0 = 0; q0 < QUADS; q0 += 8) {
+#pragma unroll
+            for (int q = q0; q < q0 + 8 && q < QUADS; ++q) {
+                const float4 p = __ldcg(parts + s * PART + q * 128);
+                d[4 * q] += p.x, d[4 * q + 1] += p.y, d[4 * q + 2] += p.z, d[4 * q + 3] += p.w;
+            }
+            asm volatile("" ::: "memory");
         }
     }
     return true;
 }
 
-template <class Elem, int BN, int STAGES, int CLUSTER, bool SPLIT_K>
+// EPILOGUE: 0 = float2 stores straight from registers (slow when C's rows are not 8-byte aligned:
+// scalar, scattered stores); 1 = that where C allows it and the tile is whole, else through
+// shared memory (store_staged); 2 = always through shared memory.
+template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, float* __restrict__ C, int ldc, int group_m, int splits,
                                     float* __restrict__ workspace, int* __restrict__ counters) {
-    using Cfg = Config<Elem, BN, STAGES, CLUSTER>;
+    using Cfg = Config<Elem, BN, STAGES, CM, CN>;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
     volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
     const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-    const unsigned rank = CLUSTER == 1 ? 0u : cluster_cta_rank();
-    const int cluster_id = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
-    const Schedule sched(M, N, K, Cfg::BM, BN, Cfg::BK, CLUSTER, SPLIT_K ? splits : 1, group_m);
+    // The schedule is set up inside each role, after setmaxnreg: values computed before it would
+    // be live across the producer's shrink to 40 registers, and ptxas spilled them.
+    auto schedule = [&] { return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, SPLIT_K ? splits : 1, group_m); };
+    auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
+    const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
 
     if (threadIdx.x == 0) {
         tma_prefetch_map(a_map);
         tma_prefetch_map(b_map);
         for (int s = 0; s < STAGES; ++s) {
             barrier_init(&full[s], 1);
-            barrier_init(&empty[s], Cfg::CONSUMERS * CLUSTER);
+            barrier_init(&empty[s], Cfg::CONSUMERS * Cfg::CLUSTER);
         }
         fence_barrier_init();
     }
-    if constexpr (CLUSTER == 1) __syncthreads();
+    if constexpr (Cfg::CLUSTER == 1) __syncthreads();
     else cluster_sync();  // the peers' barriers exist before anyone multicasts into them
 
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();
         if (t == 0) {
+            const Schedule sched = schedule();
+            const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
             int s = 0, phase = 0;
             for (int u = cluster_id; u < sched.units; u += clusters) {
-                const Unit w = sched.unit(u, rank, CLUSTER, Cfg::BM, BN);
+                const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
                 for (int kt = w.kt0; kt < w.kt1; ++kt) {
                     barrier_wait(&empty[s], phase ^ 1);
-                    load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0, rank);
+                    load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0, rm, rn);
                     if (++s == STAGES) s = 0, phase ^= 1;
                 }
             }
         }
+        __syncwarp();
     } else {
         grow_registers<Cfg::CONSUMER_REGS>();
+        const Schedule sched = schedule();
+        const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
         const int consumer = wg - 1, warp = t / 32, lane = t % 32;
+        float* staging = reinterpret_cast<float*>(smem + Cfg::STAGING_OFFSET) + consumer * Cfg::STAGING_FLOATS;
         float d[BN / 2];
         int s = 0, phase = 0;
         for (int u = cluster_id; u < sched.units; u += clusters) {
-            const Unit w = sched.unit(u, rank, CLUSTER, Cfg::BM, BN);
+            const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
             int prev = -1;
             for (int kt = w.kt0; kt < w.kt1; ++kt) {
                 barrier_wait(&full[s], phase);
@@ -221,14 +275,20 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             fence_accumulators(d);
             if (t == 0) release_slot<Cfg>(&empty[prev]);
             if constexpr (SPLIT_K) {
-                if (sched.splits > 1 && !reduce_splits<Cfg>(d, w, sched.splits, consumer, t, workspace, counters, last_flag))
+                if (sched.splits > 1 &&
+                    !reduce_splits<Cfg>(d, w, sched.splits, consumer, t, workspace, counters, last_flag))
                     continue;
             }
-            store_accumulators<BN>(d, M, N, w.n0, w.m0 + 64 * consumer + 16 * warp + lane / 4, w.n0 + 2 * (lane % 4),
-                                   alpha, beta, C, ldc);
+            const int row0 = w.m0 + 64 * consumer;
+            const bool direct = EPILOGUE == 0 || (EPILOGUE == 1 && c_pairs_aligned(C, ldc) && w.n0 + BN <= N);
+            if (direct)
+                store_accumulators<BN>(d, M, N, w.n0, row0 + 16 * warp + lane / 4, w.n0 + 2 * (lane % 4), alpha, beta,
+                                       C, ldc);
+            else
+                store_staged<BN>(d, staging, M, N, row0, w.n0, alpha, beta, C, ldc, 2 + consumer);
         }
     }
-    if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while a peer may still signal it
+    if constexpr (Cfg::CLUSTER > 1) cluster_sync();  // no CTA leaves while a peer may still signal it
 }
 
 }  // namespace hopper_pws

@@ -1,0 +1,195 @@
+// tf32_register_a.cu -- Hopper TF32 without a transposed copy of B: wgmma with A from registers.
+//
+// Problem: wgmma reads 32-bit (tf32) operands from shared memory only K-major, and a row-major B
+// (K x N) is N-major; the other rungs therefore transpose B into scratch first (pack_transpose),
+// a memory-bound pass of ~2 x 4 bytes x K x N (49 us at 4096^3, ~10% of the GEMM).
+// Change: compute C^T = B^T A^T. The wgmma B operand is then A^T, whose K-major form is A as it
+// is (row-major M x K): a TMA box of 256 rows of A feeds wgmma's N = 256 directly. The wgmma A
+// operand is B^T (64 rows of n per consumer warpgroup x 8 k), taken from registers: the consumer
+// loads it from B's N-major tile in shared memory (as TMA wrote it, 128-byte swizzled) with
+// 64-bit loads. Which n a fragment row stands for is ours to choose, as long as the epilogue
+// agrees: row R = 16w + q + 8h (warp w, q = lane/4) is n = 2p + h with
+// p = 16(w/2) + 4(w%2) + 8(q%2) + q/2, so a thread's two rows are adjacent n (one LDS.64 per k
+// column) and the 16 lanes of each half warp hit 16 different 8-byte bank pairs of the swizzled
+// tile: no bank conflicts. Fragments are double-buffered in registers: the next k tile's loads
+// go to the other buffer while the tensor cores still read this one.
+// Tile: 256 (m) x 128 (n), two consumer warpgroups of 64 n; persistent, grouped order, 4 stages
+// of 32 KiB (A) + 16 KiB (B). Epilogue: a thread holds C[m][n], C[m][n+1] pairs: float2 stores.
+// Measured (H100): filled in from the harness run.
+#include "persistent_body.cuh"
+#include "pack.cuh"
+
+namespace hopper_tf32ra {
+using namespace hopper;
+
+template <int STAGES_>
+struct Config {
+    static constexpr int BM = 256, BN = 128, STAGES = STAGES_, CONSUMERS = 2;
+    static constexpr int BK = 32;                          // one 128-byte swizzle row of floats
+    static constexpr int A_BYTES = BM * 128;               // 256 rows of A: wgmma's B operand
+    static constexpr int B_BYTES = BN * 128;               // 32 k rows of 4 boxes of 32 n
+    static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
+    static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+    static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
+};
+
+// Fragment row (warp w, q = lane/4, h) -> n within the warpgroup's 64: 2 * p + h.
+__device__ __forceinline__ int fragment_pair(int w, int q) {
+    return 16 * (w / 2) + 4 * (w % 2) + 8 * (q % 2) + q / 2;
+}
+
+// Byte offset in the B stage of (k, n) for n in [0, 128): box n/32, row k, swizzled 16-byte chunk.
+__device__ __forceinline__ unsigned b_offset(int k, int n) {
+    const int box = n / 32, nn = n % 32;
+    return box * 32 * 128 + k * 128 + ((((nn / 4) ^ (k % 8)) * 16) | ((nn % 4) * 4));
+}
+
+// The A fragments (B^T) of one k tile: 4 wgmma k steps x {a0..a3}; a0/a1 = rows n, n+1 at
+// column k, a2/a3 at k+4.
+__device__ __forceinline__ void load_fragments(unsigned (&f)[4][4], unsigned b_stage, int n_pair, int lane) {
+    const int j = lane % 4;
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int k = 8 * step + j + 4 * half;
+            asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];"
+                         : "=r"(f[step][2 * half]), "=r"(f[step][2 * half + 1])
+                         : "r"(b_stage + b_offset(k, n_pair)));
+        }
+    }
+}
+
+template <int R>
+__device__ __forceinline__ void fence_fragments(unsigned (&f)[R][4]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(f[i][e])::"memory");
+}
+
+template <class Cfg>
+__device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, const TensorMap* a_map,
+                                           const TensorMap* b_map, int kt, int m0, int n0) {
+    barrier_arrive_expect_tx(full, Cfg::STAGE_BYTES);
+    tma_load_2d(stage, a_map, full, kt * Cfg::BK, m0);
+#pragma unroll
+    for (int box = 0; box < Cfg::BN / 32; ++box)
+        tma_load_2d(stage + Cfg::A_BYTES + box * 32 * 128, b_map, full, n0 + 32 * box, kt * Cfg::BK);
+}
+
+// One k tile: fragments from the B stage into f, then 4 wgmma m64n256k8 against the A stage.
+__device__ __forceinline__ void mma_stage(float (&d)[128], unsigned (&f)[4][4], unsigned stage, int a_bytes,
+                                          int n_pair, int lane, bool first) {
+    load_fragments(f, stage + a_bytes, n_pair, lane);
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+        mma_tf32_rs<256>(d, f[step], smem_desc(stage + step * 32, 16, 1024), first && step == 0 ? 0 : 1);
+    wgmma_commit();
+}
+
+}  // namespace hopper_tf32ra
+
+// C (M x N, ldc) = alpha * A @ B + beta * C, tf32 operands (FP32 storage), FP32 accumulate.
+// a_map: A (M x K, row-major) box {32, 256}; b_map: B (K x N, row-major) box {32, 32}; both
+// FP32, 128-byte swizzle. Grid: min(#SMs, ceil(M/256) * ceil(N/128)) CTAs of 384 threads.
+template <int STAGES>
+__global__ void __launch_bounds__(384, 1)
+    hopper_tf32_register_a(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
+                           const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
+                           int ldc, int group_m) {
+    using namespace hopper;
+    using Cfg = hopper_tf32ra::Config<STAGES>;
+    unsigned char* smem = aligned_dynamic_smem();
+    Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
+    Barrier* empty = full + STAGES;
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    const hopper_pws::Schedule sched(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, 1, 1, 1, group_m);
+
+    if (threadIdx.x == 0) {
+        tma_prefetch_map(&a_map);
+        tma_prefetch_map(&b_map);
+        for (int s = 0; s < STAGES; ++s) {
+            barrier_init(&full[s], 1);
+            barrier_init(&empty[s], Cfg::CONSUMERS);
+        }
+        fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        shrink_registers<Cfg::PRODUCER_REGS>();
+        if (t == 0) {
+            int s = 0, phase = 0;
+            for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
+                const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, Cfg::BM, Cfg::BN);
+                for (int kt = w.kt0; kt < w.kt1; ++kt) {
+                    barrier_wait(&empty[s], phase ^ 1);
+                    hopper_tf32ra::load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], &a_map, &b_map, kt, w.m0,
+                                                   w.n0);
+                    if (++s == STAGES) s = 0, phase ^= 1;
+                }
+            }
+        }
+    } else {
+        grow_registers<Cfg::CONSUMER_REGS>();
+        const int consumer = wg - 1, warp = t / 32, lane = t % 32;
+        const int p = hopper_tf32ra::fragment_pair(warp, lane / 4);
+        const int n_pair = 64 * consumer + 2 * p;  // this thread's fragment rows: n_pair, n_pair + 1
+        float d[128];
+        unsigned f0[4][4], f1[4][4];  // fragments of even and odd k tiles
+        int s = 0, phase = 0;
+        for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
+            const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, Cfg::BM, Cfg::BN);
+            int prev = -1;
+            for (int kt = w.kt0; kt < w.kt1; ++kt) {
+                barrier_wait(&full[s], phase);
+                const unsigned stage = smem_u32(smem + s * Cfg::STAGE_BYTES);
+                // Even and odd k tiles use their own fragment registers; the fence after the wait
+                // keeps the other buffer alive (unreused by the compiler) until its wgmmas finished.
+                if (((kt - w.kt0) & 1) == 0) {
+                    hopper_tf32ra::mma_stage(d, f0, stage, Cfg::A_BYTES, n_pair, lane, kt == w.kt0);
+                    wgmma_wait<1>();
+                    hopper_tf32ra::fence_fragments(f1);
+                } else {
+                    hopper_tf32ra::mma_stage(d, f1, stage, Cfg::A_BYTES, n_pair, lane, false);
+                    wgmma_wait<1>();
+                    hopper_tf32ra::fence_fragments(f0);
+                }
+                if (prev >= 0 && t == 0) barrier_arrive(&empty[prev]);
+                prev = s;
+                if (++s == STAGES) s = 0, phase ^= 1;
+            }
+            wgmma_wait<0>();
+            fence_accumulators(d);
+            hopper_tf32ra::fence_fragments(f0);
+            hopper_tf32ra::fence_fragments(f1);
+            if (t == 0) barrier_arrive(&empty[prev]);
+            // d[4j + 2h + e] = C^T[n_pair + h][8j + 2(lane%4) + e]: C[m][n_pair], C[m][n_pair + 1].
+            const int n = w.n0 + n_pair;
+            const bool pairs = c_pairs_aligned(C, ldc) && n + 1 < N;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int m = w.m0 + 8 * j + 2 * (lane % 4) + e;
+                    if (m >= M) continue;
+                    float* out = C + static_cast<long long>(m) * ldc + n;
+                    float v0 = alpha * d[4 * j + e], v1 = alpha * d[4 * j + 2 + e];
+                    if (pairs) {
+                        if (beta != 0.0f) {
+                            const float2 old = *reinterpret_cast<const float2*>(out);
+                            v0 = fmaf(beta, old.x, v0), v1 = fmaf(beta, old.y, v1);
+                        }
+                        *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
+                    } else {
+                        if (n < N) out[0] = beta != 0.0f ? fmaf(beta, out[0], v0) : v0;
+                        if (n + 1 < N) out[1] = beta != 0.0f ? fmaf(beta, out[1], v1) : v1;
+                    }
+                }
+            }
+        }
+    }
+}
