@@ -18,22 +18,23 @@
 // As hopper_persistent, plus: splits (1 = none); workspace: tiles * splits * 128 * BN floats;
 // counters: one int per tile (including a cluster's tiles past the edge), zero before the first
 // launch, left zero by every launch.
-template <class Elem, int BN, int STAGES, int EPILOGUE>
-__global__ void __launch_bounds__(384, 1)
+// CONSUMERS = 1: 64 x BN tiles, 256 threads, two CTAs per SM.
+template <class Elem, int BN, int STAGES, int CONSUMERS, int EPILOGUE>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                      const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C, int ldc,
                      int group_m, int splits, float* __restrict__ workspace, int* __restrict__ counters) {
-    hopper_pws::run<Elem, BN, STAGES, 1, 1, true, EPILOGUE>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
-                                                            splits, workspace, counters);
+    hopper_pws::run<Elem, BN, STAGES, 1, 1, true, EPILOGUE, CONSUMERS>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc,
+                                                                       group_m, splits, workspace, counters);
 }
 
 // The same with CM x CN clusters (boxes sliced as for hopper_cluster_multicast).
-template <class Elem, int BN, int STAGES, int CM, int CN, int EPILOGUE>
-__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
+template <class Elem, int BN, int STAGES, int CONSUMERS, int CM, int CN, int EPILOGUE>
+__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                              const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
                              int ldc, int group_m, int splits, float* __restrict__ workspace,
                              int* __restrict__ counters) {
-    hopper_pws::run<Elem, BN, STAGES, CM, CN, true, EPILOGUE>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
-                                                              splits, workspace, counters);
+    hopper_pws::run<Elem, BN, STAGES, CM, CN, true, EPILOGUE, CONSUMERS>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc,
+                                                                         group_m, splits, workspace, counters);
 }

@@ -82,7 +82,7 @@ __device__ __forceinline__ void barrier_arrive_cluster(Barrier* bar, unsigned ct
     asm volatile(
         "{\n.reg .b32 remote;\n"
         "mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)),
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)),
         "r"(cta)
         : "memory");
 }

@@ -25,10 +25,14 @@
 namespace hopper_pws {
 using namespace hopper;
 
-template <class Elem, int BN_, int STAGES_, int CM_, int CN_>
+template <class Elem, int BN_, int STAGES_, int CM_, int CN_, int CONSUMERS_ = 2>
 struct Config {
-    static constexpr int BM = 128, BN = BN_, STAGES = STAGES_, CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
-    static constexpr int CONSUMERS = 2, THREADS = 128 * (CONSUMERS + 1);
+    // CONSUMERS = 2: a 128 x BN tile, one CTA per SM. CONSUMERS = 1: a 64 x BN tile and two CTAs
+    // per SM (half the registers and at most half the shared memory each), for grids that would
+    // otherwise leave SMs idle.
+    static constexpr int CONSUMERS = CONSUMERS_, BM = 64 * CONSUMERS_, BN = BN_, STAGES = STAGES_;
+    static constexpr int CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
+    static constexpr int THREADS = 128 * (CONSUMERS + 1), CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
     static constexpr int BK = KTile<Elem>::BK;
     static constexpr bool B_N_MAJOR = Elem::bytes == 2;  // tf32: B arrives transposed (K-major)
     static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -41,12 +45,17 @@ struct Config {
     static constexpr int BARRIER_BYTES = 2 * STAGES * 8 + 16;  // full, empty, the split-K flag
     static constexpr int STAGING_OFFSET = STAGES * STAGE_BYTES + 256;  // barriers live in the 256
     static constexpr int SMEM_BYTES = STAGING_OFFSET + CONSUMERS * STAGING_FLOATS * 4 + 1024;
-    static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;  // 128*56 + 256*224 <= 65536
+    // Register split: 65536 per SM, shared by CTAS_PER_SM CTAs.
+    static constexpr int PRODUCER_REGS = 56;
+    static constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 200 : 224;
+    static_assert(128 * (PRODUCER_REGS + CONSUMERS * CONSUMER_REGS) * CTAS_PER_SM <= 65536, "register file");
+    static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(BN == 64 || BN == 128 || BN == 256, "BN is a wgmma N");
     static_assert(CM == 1 || CM == 2 || CM == 4, "cluster rows: 1, 2 or 4");
     static_assert(CN == 1 || CN == 2 || CN == 4, "cluster columns: 1, 2 or 4");
     static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");
     static_assert(BARRIER_BYTES <= 256, "barriers fit before the staging area");
+    static_assert(SMEM_BYTES * CTAS_PER_SM <= 228 * 1024 - CTAS_PER_SM * 1024, "shared memory per SM");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
 };
 
@@ -206,11 +215,11 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[Cfg::BN / 2], const Uni
 // EPILOGUE: 0 = float2 stores straight from registers (slow when C's rows are not 8-byte aligned:
 // scalar, scattered stores); 1 = that where C allows it and the tile is whole, else through
 // shared memory (store_staged); 2 = always through shared memory.
-template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE>
+template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE, int CONSUMERS = 2>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, float* __restrict__ C, int ldc, int group_m, int splits,
                                     float* __restrict__ workspace, int* __restrict__ counters) {
-    using Cfg = Config<Elem, BN, STAGES, CM, CN>;
+    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS>;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;

@@ -15,6 +15,8 @@
 // go to the other buffer while the tensor cores still read this one.
 // Tile: 256 (m) x 128 (n), two consumer warpgroups of 64 n; persistent, grouped order, 4 stages
 // of 32 KiB (A) + 16 KiB (B). Epilogue: a thread holds C[m][n], C[m][n+1] pairs: float2 stores.
+// Clusters of CM x CN CTAs (CM tile rows of m, CN tile columns of n) multicast slices as in
+// persistent_body.cuh: A rows among a cluster row, B k rows among a cluster column.
 // Measured (H100): filled in from the harness run.
 #include "persistent_body.cuh"
 #include "pack.cuh"
@@ -22,16 +24,20 @@
 namespace hopper_tf32ra {
 using namespace hopper;
 
-template <int STAGES_>
+template <int STAGES_, int CM_, int CN_>
 struct Config {
     static constexpr int BM = 256, BN = 128, STAGES = STAGES_, CONSUMERS = 2;
+    static constexpr int CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
+    static constexpr int A_SLICE_ROWS = BM / CN;  // A map box rows
+    static constexpr int B_SLICE_ROWS = 32 / CM;  // B map box rows (k) of each 32-wide n box
     static constexpr int BK = 32;                          // one 128-byte swizzle row of floats
     static constexpr int A_BYTES = BM * 128;               // 256 rows of A: wgmma's B operand
     static constexpr int B_BYTES = BN * 128;               // 32 k rows of 4 boxes of 32 n
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
-    static constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+    static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;  // 128*56 + 256*224 <= 65536
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
+    static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");
 };
 
 // Fragment row (warp w, q = lane/4, h) -> n within the warpgroup's 64: 2 * p + h.
@@ -71,12 +77,20 @@ __device__ __forceinline__ void fence_fragments(unsigned (&f)[R][4]) {
 
 template <class Cfg>
 __device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, const TensorMap* a_map,
-                                           const TensorMap* b_map, int kt, int m0, int n0) {
-    barrier_arrive_expect_tx(full, Cfg::STAGE_BYTES);
-    tma_load_2d(stage, a_map, full, kt * Cfg::BK, m0);
+                                           const TensorMap* b_map, int kt, int m0, int n0, int rm, int rn) {
+    barrier_arrive_expect_tx(full, Cfg::STAGE_BYTES);  // whole tiles: our slices and the peers'
+    const int k = kt * Cfg::BK;
+    unsigned char* a = stage + rn * Cfg::A_SLICE_ROWS * 128;
+    if constexpr (Cfg::CN == 1) tma_load_2d(a, a_map, full, k, m0);
+    else tma_load_2d_multicast(a, a_map, full, k, m0 + rn * Cfg::A_SLICE_ROWS, hopper_pws::row_mask<Cfg>(rm));
+    unsigned char* b = stage + Cfg::A_BYTES + rm * Cfg::B_SLICE_ROWS * 128;
 #pragma unroll
-    for (int box = 0; box < Cfg::BN / 32; ++box)
-        tma_load_2d(stage + Cfg::A_BYTES + box * 32 * 128, b_map, full, n0 + 32 * box, kt * Cfg::BK);
+    for (int box = 0; box < Cfg::BN / 32; ++box) {
+        if constexpr (Cfg::CM == 1) tma_load_2d(b + box * 32 * 128, b_map, full, n0 + 32 * box, k);
+        else
+            tma_load_2d_multicast(b + box * 32 * 128, b_map, full, n0 + 32 * box, k + rm * Cfg::B_SLICE_ROWS,
+                                  hopper_pws::column_mask<Cfg>(rn));
+    }
 }
 
 // One k tile: fragments from the B stage into f, then 4 wgmma m64n256k8 against the A stage.
@@ -94,55 +108,64 @@ __device__ __forceinline__ void mma_stage(float (&d)[128], unsigned (&f)[4][4], 
 
 // C (M x N, ldc) = alpha * A @ B + beta * C, tf32 operands (FP32 storage), FP32 accumulate.
 // a_map: A (M x K, row-major) box {32, 256}; b_map: B (K x N, row-major) box {32, 32}; both
-// FP32, 128-byte swizzle. Grid: min(#SMs, ceil(M/256) * ceil(N/128)) CTAs of 384 threads.
-template <int STAGES>
-__global__ void __launch_bounds__(384, 1)
+// FP32, 128-byte swizzle; with clusters the boxes are {32, 256/CN} and {32, 32/CM}. Grid: a
+// multiple of CM*CN CTAs of 384 threads, at most #SMs and the number of tiles.
+template <int STAGES, int CM, int CN>
+__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
     hopper_tf32_register_a(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                            const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
                            int ldc, int group_m) {
     using namespace hopper;
-    using Cfg = hopper_tf32ra::Config<STAGES>;
+    using Cfg = hopper_tf32ra::Config<STAGES, CM, CN>;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
     const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-    const hopper_pws::Schedule sched(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, 1, 1, 1, group_m);
+    const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
+    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, CM, CN, 1, group_m); };
+    auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
 
     if (threadIdx.x == 0) {
         tma_prefetch_map(&a_map);
         tma_prefetch_map(&b_map);
         for (int s = 0; s < STAGES; ++s) {
             barrier_init(&full[s], 1);
-            barrier_init(&empty[s], Cfg::CONSUMERS);
+            barrier_init(&empty[s], Cfg::CONSUMERS * Cfg::CLUSTER);
         }
         fence_barrier_init();
     }
-    __syncthreads();
+    if constexpr (Cfg::CLUSTER == 1) __syncthreads();
+    else cluster_sync();
 
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();
         if (t == 0) {
+            const hopper_pws::Schedule sched = schedule();
+            const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
             int s = 0, phase = 0;
-            for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
-                const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, Cfg::BM, Cfg::BN);
+            for (int u = cluster_id; u < sched.units; u += clusters) {
+                const hopper_pws::Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, Cfg::BN);
                 for (int kt = w.kt0; kt < w.kt1; ++kt) {
                     barrier_wait(&empty[s], phase ^ 1);
                     hopper_tf32ra::load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], &a_map, &b_map, kt, w.m0,
-                                                   w.n0);
+                                                   w.n0, rm, rn);
                     if (++s == STAGES) s = 0, phase ^= 1;
                 }
             }
         }
+        __syncwarp();
     } else {
         grow_registers<Cfg::CONSUMER_REGS>();
+        const hopper_pws::Schedule sched = schedule();
+        const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
         const int consumer = wg - 1, warp = t / 32, lane = t % 32;
         const int p = hopper_tf32ra::fragment_pair(warp, lane / 4);
         const int n_pair = 64 * consumer + 2 * p;  // this thread's fragment rows: n_pair, n_pair + 1
         float d[128];
         unsigned f0[4][4], f1[4][4];  // fragments of even and odd k tiles
         int s = 0, phase = 0;
-        for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
-            const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, Cfg::BM, Cfg::BN);
+        for (int u = cluster_id; u < sched.units; u += clusters) {
+            const hopper_pws::Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, Cfg::BN);
             int prev = -1;
             for (int kt = w.kt0; kt < w.kt1; ++kt) {
                 barrier_wait(&full[s], phase);
@@ -158,7 +181,7 @@ __global__ void __launch_bounds__(384, 1)
                     wgmma_wait<1>();
                     hopper_tf32ra::fence_fragments(f0);
                 }
-                if (prev >= 0 && t == 0) barrier_arrive(&empty[prev]);
+                if (prev >= 0 && t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
                 prev = s;
                 if (++s == STAGES) s = 0, phase ^= 1;
             }
@@ -166,7 +189,7 @@ __global__ void __launch_bounds__(384, 1)
             fence_accumulators(d);
             hopper_tf32ra::fence_fragments(f0);
             hopper_tf32ra::fence_fragments(f1);
-            if (t == 0) barrier_arrive(&empty[prev]);
+            if (t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
             // d[4j + 2h + e] = C^T[n_pair + h][8j + 2(lane%4) + e]: C[m][n_pair], C[m][n_pair + 1].
             const int n = w.n0 + n_pair;
             const bool pairs = c_pairs_aligned(C, ldc) && n + 1 < N;
@@ -192,4 +215,5 @@ __global__ void __launch_bounds__(384, 1)
             }
         }
     }
+    if constexpr (Cfg::CLUSTER > 1) cluster_sync();  // no CTA leaves while a peer may still signal it
 }
