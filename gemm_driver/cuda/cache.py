@@ -2,7 +2,8 @@
 
 The key hashes every input of a build, each under its own label so that no two inputs
 can run together: schema version, compiler and its version, target arch, sorted options,
-name expressions, the source bytes and the name and bytes of every header NVRTC is given.
+name expressions, the source bytes and the name and bytes of every header NVRTC is given,
+and a digest of the CUDA system headers when the source includes any (``headers.py``).
 Entries are written atomically (temp file + ``os.replace``); an unreadable entry is a
 miss, never a crash. ``GEMM_DRIVER_CACHE_DIR`` moves the cache, ``GEMM_DRIVER_NO_CACHE=1``
 turns it off.
@@ -19,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from . import headers as system_headers
 from . import nvrtc
 from .nvrtc import Compiled, Resources
 
@@ -45,8 +47,14 @@ def cache_key(
     filename: str,
     source: bytes,
     headers: Mapping[str, bytes],
+    system_headers_digest: str = "",
 ) -> str:
-    """A labelled blake2b digest over every input of one build."""
+    """A labelled blake2b digest over every input of one build.
+
+    ``system_headers_digest`` (``headers.digest()``) stands for the CUDA system headers a
+    source includes with ``<...>``; it is fed only when given, so builds that use none keep
+    their keys.
+    """
     digest = hashlib.blake2b(digest_size=20)
 
     def feed(label: str, payload: bytes) -> None:
@@ -62,6 +70,8 @@ def cache_key(
     for name in sorted(headers):
         feed("header-name", name.encode())
         feed("header-bytes", headers[name])
+    if system_headers_digest:
+        feed("system-headers", system_headers_digest.encode())
     return digest.hexdigest()
 
 
@@ -147,6 +157,7 @@ def build(
         filename=filename,
         source=source,
         headers=headers,
+        system_headers_digest="" if is_ptx else system_headers.key_for(source, headers),
     )
     if (hit := load(key)) is not None:
         return hit, True

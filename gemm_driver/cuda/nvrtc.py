@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Mapping, Sequence
 
+from . import headers as system_headers
 from .errors import LibraryNotFoundError, NvrtcError, check, nvrtc_log
 
 ARCH_PATTERN = re.compile(r"^sm_(\d+)(a?)$")
@@ -130,7 +131,8 @@ def compile_cuda(
     """Compile CUDA C++ to PTX and cubin for ``arch``.
 
     ``headers`` maps include names to their bytes: NVRTC sees exactly the headers the
-    cache key hashed. ``name_expressions`` (e.g. ``"smem_tiled<32, true>"``) instantiate
+    cache key hashed; system headers (``#include <...>``) come from the CUDA runtime wheel
+    (``headers.py``). ``name_expressions`` (e.g. ``"smem_tiled<32, true>"``) instantiate
     templates; their mangled names come back in ``lowered_names``.
     """
     check_arch(arch)
@@ -146,7 +148,9 @@ def compile_cuda(
     try:
         for expr in name_expressions:
             check(nvrtc.nvrtcAddNameExpression(program, expr.encode()), "nvrtcAddNameExpression", program)
-        opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v", *options]
+        # A source that includes <cuda_bf16.h> etc. gets the runtime wheel's include directory.
+        includes = system_headers.include_options(source, headers)
+        opts = [f"--gpu-architecture={arch}", "--ptxas-options=-v", *includes, *options]
         status = nvrtc.nvrtcCompileProgram(program, len(opts), [o.encode() for o in opts])
         check(status, f"nvrtcCompileProgram({filename}, {arch})", program)
         log = nvrtc_log(program)
