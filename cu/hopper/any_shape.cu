@@ -16,7 +16,7 @@
 #include "pack.cuh"
 
 // As hopper_persistent, plus: splits (1 = none); workspace: tiles * splits * 128 * BN floats;
-// counters: one int per tile (including a cluster's tiles past the edge), zero before the first
+// counters: two ints per tile (including a cluster's tiles past the edge), zero before the first
 // launch, left zero by every launch.
 // CONSUMERS = 1: 64 x BN tiles, 256 threads, two CTAs per SM.
 template <class Elem, int BN, int STAGES, int CONSUMERS, int EPILOGUE>

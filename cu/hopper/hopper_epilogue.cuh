@@ -19,10 +19,11 @@ __device__ __forceinline__ bool c_pairs_aligned(const float* C, int ldc) {
     return (ldc & 1) == 0 && (reinterpret_cast<unsigned long long>(C) & 7ull) == 0;
 }
 
+// Only the 8-column blocks j in [j_begin, j_end) are stored (split-K slices); all by default.
 template <int BN>
 __device__ __forceinline__ void store_accumulators(const float (&d)[BN / 2], int M, int N, int tile_col, int row0,
-                                                   int col0, float alpha, float beta, float* __restrict__ C,
-                                                   int ldc) {
+                                                   int col0, float alpha, float beta, float* __restrict__ C, int ldc,
+                                                   int j_begin = 0, int j_end = BN / 8) {
     // The whole tile's columns are inside C and pairs are aligned: no per-element test.
     const bool fast = c_pairs_aligned(C, ldc) && tile_col + BN <= N;
 #pragma unroll
@@ -34,11 +35,13 @@ __device__ __forceinline__ void store_accumulators(const float (&d)[BN / 2], int
             if (beta == 0.0f) {
 #pragma unroll
                 for (int j = 0; j < BN / 8; ++j)
-                    *reinterpret_cast<float2*>(out + 8 * j) =
+                    if (j >= j_begin && j < j_end)
+                        *reinterpret_cast<float2*>(out + 8 * j) =
                         make_float2(alpha * d[4 * j + 2 * h], alpha * d[4 * j + 2 * h + 1]);
             } else {
 #pragma unroll
                 for (int j = 0; j < BN / 8; ++j) {
+                    if (j < j_begin || j >= j_end) continue;
                     const float2 old = *reinterpret_cast<const float2*>(out + 8 * j);
                     *reinterpret_cast<float2*>(out + 8 * j) =
                         make_float2(fmaf(beta, old.x, alpha * d[4 * j + 2 * h]),
@@ -48,6 +51,7 @@ __device__ __forceinline__ void store_accumulators(const float (&d)[BN / 2], int
         } else {
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j) {
+                if (j < j_begin || j >= j_end) continue;
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     if (col0 + 8 * j + e < N) {
@@ -65,16 +69,18 @@ __device__ __forceinline__ void store_accumulators(const float (&d)[BN / 2], int
 // A warpgroup's 64 x BN tile through `staging` (64 x 40 floats: 32 columns + 8 of padding, so the
 // float2 writes of a half warp, 4 rows x 8 columns, hit 32 different banks). `bar` is a named
 // barrier id private to this warpgroup. float4 global accesses when C's rows are 16-byte
-// aligned, else one float per lane (a warp = 32 consecutive floats of one row).
+// aligned, else one float per lane (a warp = 32 consecutive floats of one row). Only the 32-column
+// chunks in [chunk_begin, chunk_end) are stored (the same for the whole warpgroup).
 template <int BN>
 __device__ __forceinline__ void store_staged(const float (&d)[BN / 2], float* staging, int M, int N, int row0,
                                              int col0, float alpha, float beta, float* __restrict__ C, int ldc,
-                                             int bar) {
+                                             int bar, int chunk_begin = 0, int chunk_end = BN / 32) {
     constexpr int CHUNK = 32, STRIDE = 40;
     const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
     const bool quads = (ldc & 3) == 0 && (reinterpret_cast<unsigned long long>(C) & 15ull) == 0;
 #pragma unroll
     for (int chunk = 0; chunk < BN / CHUNK; ++chunk) {
+        if (chunk < chunk_begin || chunk >= chunk_end) continue;
         named_barrier(bar, 128);  // the previous chunk has been read back
 #pragma unroll
         for (int jj = 0; jj < CHUNK / 8; ++jj) {

@@ -159,16 +159,22 @@ __device__ __forceinline__ void release_slot(Barrier* empty) {
         for (int c = 0; c < Cfg::CLUSTER; ++c) barrier_arrive_cluster(empty, c);
 }
 
-// Split-K: each split stores its partial tile to the workspace (float4 per thread, a warp
-// writes 512 contiguous bytes), then counts itself in; the split that counts last adds all
-// partials in split order 0, 1, ... (a fixed order, so the result does not depend on which CTA
-// finished last) and writes C. It also re-arms the counter for the next launch.
-// Returns false when this CTA is not the last: it has nothing more to do for the tile.
+// Split-K. Each split stores its partial tile to the workspace (float4 per thread; a warp writes
+// 512 contiguous bytes) and counts itself in at its tile's counters (count, generation). Then:
+//  * serial (some CTAs run several units): the split that counts last adds all partials in
+//    split order 0, 1, ... and stores the whole tile; it re-arms the count for the next launch.
+//  * parallel (every unit runs at once, so waiting cannot deadlock): the splits wait for each
+//    other (a generation barrier: the last arrival resets the count and bumps the generation),
+//    then split s adds up and stores its own 1/S of the tile's 32-column chunks. The reduction
+//    reads spread over S CTAs instead of one.
+// Either way the partials are added in split order: results do not depend on which CTA was
+// last. Returns the range of 32-column chunks this CTA stores (empty: none).
 template <class Cfg>
-__device__ __forceinline__ bool reduce_splits(float (&d)[Cfg::BN / 2], const Unit& w, int splits, int consumer,
-                                              int t, float* __restrict__ workspace, int* __restrict__ counters,
-                                              volatile int* last_flag) {
-    constexpr int QUADS = Cfg::BN / 8;  // float4s per thread
+__device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Unit& w, int splits, bool parallel,
+                                              int consumer, int t, float* __restrict__ workspace,
+                                              int* __restrict__ counters, volatile int* flag) {
+    constexpr int QUADS = Cfg::BN / 8;   // float4s per thread
+    constexpr int CHUNKS = Cfg::BN / 32;  // 4 quads per chunk
     constexpr long long PART = static_cast<long long>(Cfg::CONSUMERS) * 128 * QUADS;  // float4s per partial
     float4* ws = reinterpret_cast<float4*>(workspace);
     float4* mine = ws + (static_cast<long long>(w.tile) * splits + w.split) * PART + consumer * 128 * QUADS;
@@ -177,20 +183,37 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[Cfg::BN / 2], const Uni
         __stcg(mine + q * 128 + t, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
     __threadfence();
     named_barrier(1, 128 * Cfg::CONSUMERS);
+    int* count = counters + 2 * w.tile;
+    int* generation = count + 1;
     if (consumer == 0 && t == 0) {
-        const int before = atomicAdd(&counters[w.tile], 1);
-        const bool last = before == splits - 1;
-        if (last) counters[w.tile] = 0;
-        *last_flag = last;
+        if (parallel) {
+            const int seen = atomicAdd(generation, 0);
+            __threadfence();
+            if (atomicAdd(count, 1) == splits - 1) {
+                atomicExch(count, 0);
+                __threadfence();
+                atomicAdd(generation, 1);
+            } else {
+                while (atomicAdd(generation, 0) == seen) __nanosleep(64);
+            }
+            *flag = 1;
+        } else {
+            const bool last = atomicAdd(count, 1) == splits - 1;
+            if (last) atomicExch(count, 0);
+            *flag = last;
+        }
     }
     named_barrier(1, 128 * Cfg::CONSUMERS);
-    if (!*last_flag) return false;
+    if (!*flag) return make_int2(0, 0);
     __threadfence();
+    const int c0 = parallel ? w.split * CHUNKS / splits : 0;
+    const int c1 = parallel ? (w.split + 1) * CHUNKS / splits : CHUNKS;
     const float4* parts = ws + static_cast<long long>(w.tile) * splits * PART + consumer * 128 * QUADS + t;
     // 8 float4 loads in flight at a time: hoisting all QUADS of them next to the 128 accumulators
     // would spill. The empty asm with a memory clobber keeps the groups apart.
 #pragma unroll
     for (int q0 = 0; q0 < QUADS; q0 += 8) {
+        if (q0 + 8 <= 4 * c0 || q0 >= 4 * c1) continue;
 #pragma unroll
         for (int q = q0; q < q0 + 8 && q < QUADS; ++q) {
             const float4 p = __ldcg(parts + q * 128);
@@ -201,6 +224,7 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     for (int s = 1; s < splits; ++s) {
 #pragma unroll
         for (int q0 = 0; q0 < QUADS; q0 += 8) {
+            if (q0 + 8 <= 4 * c0 || q0 >= 4 * c1) continue;
 #pragma unroll
             for (int q = q0; q < q0 + 8 && q < QUADS; ++q) {
                 const float4 p = __ldcg(parts + s * PART + q * 128);
@@ -209,7 +233,7 @@ __device__ __forceinline__ bool reduce_splits(float (&d)[Cfg::BN / 2], const Uni
             asm volatile("" ::: "memory");
         }
     }
-    return true;
+    return make_int2(c0, c1);
 }
 
 // EPILOGUE: 0 = float2 stores straight from registers (slow when C's rows are not 8-byte aligned:
@@ -283,18 +307,21 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             wgmma_wait<0>();
             fence_accumulators(d);
             if (t == 0) release_slot<Cfg>(&empty[prev]);
+            int2 chunks = make_int2(0, BN / 32);  // the 32-column chunks of the tile to store
             if constexpr (SPLIT_K) {
-                if (sched.splits > 1 &&
-                    !reduce_splits<Cfg>(d, w, sched.splits, consumer, t, workspace, counters, last_flag))
-                    continue;
+                if (sched.splits > 1) {
+                    chunks = reduce_splits<Cfg>(d, w, sched.splits, sched.units <= clusters, consumer, t, workspace,
+                                                counters, last_flag);
+                    if (chunks.x >= chunks.y) continue;
+                }
             }
             const int row0 = w.m0 + 64 * consumer;
             const bool direct = EPILOGUE == 0 || (EPILOGUE == 1 && c_pairs_aligned(C, ldc) && w.n0 + BN <= N);
             if (direct)
                 store_accumulators<BN>(d, M, N, w.n0, row0 + 16 * warp + lane / 4, w.n0 + 2 * (lane % 4), alpha, beta,
-                                       C, ldc);
+                                       C, ldc, 4 * chunks.x, 4 * chunks.y);
             else
-                store_staged<BN>(d, staging, M, N, row0, w.n0, alpha, beta, C, ldc, 2 + consumer);
+                store_staged<BN>(d, staging, M, N, row0, w.n0, alpha, beta, C, ldc, 2 + consumer, chunks.x, chunks.y);
         }
     }
     if constexpr (Cfg::CLUSTER > 1) cluster_sync();  // no CTA leaves while a peer may still signal it
