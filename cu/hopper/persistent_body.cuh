@@ -255,14 +255,14 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
     const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
 
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < STAGES) {  // one barrier pair per thread: no serial chain of inits
+        barrier_init(&full[threadIdx.x], 1);
+        barrier_init(&empty[threadIdx.x], Cfg::CONSUMERS * Cfg::CLUSTER);
+        fence_barrier_init();
+    }
+    if (threadIdx.x == 32) {
         tma_prefetch_map(a_map);
         tma_prefetch_map(b_map);
-        for (int s = 0; s < STAGES; ++s) {
-            barrier_init(&full[s], 1);
-            barrier_init(&empty[s], Cfg::CONSUMERS * Cfg::CLUSTER);
-        }
-        fence_barrier_init();
     }
     if constexpr (Cfg::CLUSTER == 1) __syncthreads();
     else cluster_sync();  // the peers' barriers exist before anyone multicasts into them

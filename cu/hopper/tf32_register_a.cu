@@ -217,3 +217,181 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
     }
     if constexpr (Cfg::CLUSTER > 1) cluster_sync();  // no CTA leaves while a peer may still signal it
 }
+
+// ------------------------------------------------------------------------------------------
+// Variant: B^T fragments straight from global memory (L2) into registers, no B tile in shared
+// memory. Why: TF32 at full tensor rate needs ~127 B/clk of shared-memory traffic per SM (the
+// wgmma B operand read by both consumers, B's TMA writes, the fragment loads), at the 128 B/clk
+// limit; taking B out of shared memory removes a quarter of it. Each thread loads its own
+// fragment pairs (n, n+1) with 8-byte loads: for one load a warp touches 4 k rows x 2 aligned
+// 32-byte sectors, every byte used. Loads for k tile t+2 are issued while the wgmmas of tile t
+// run (three fragment buffers). Any ldb works: pairs fall back to 4-byte loads when B or ldb is
+// not 8-byte aligned, and loads past K or N read zero.
+namespace hopper_tf32ra {
+
+template <int STAGES_, int CN_>
+struct GlobalBConfig {
+    static constexpr int BM = 256, BN = 128, STAGES = STAGES_, CONSUMERS = 2, CM = 1, CN = CN_, CLUSTER = CN_;
+    static constexpr int BK = 32, A_SLICE_ROWS = BM / CN;
+    static constexpr int STAGE_BYTES = BM * 128;  // A only
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
+    static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+    static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
+};
+
+struct GlobalB {
+    const float* B;
+    int ldb, K, N;
+    bool pairs;  // 8-byte loads allowed (B 8-byte aligned, ldb even)
+};
+
+// Fragments of k tile kt for rows n, n+1 (n even): f[step][2*half + h] = B[k][n + h],
+// k = 32 kt + 8 step + lane%4 + 4 half.
+__device__ __forceinline__ void load_fragments_global(unsigned (&f)[4][4], const GlobalB& g, int kt, int n, int lane) {
+    const int j = lane % 4;
+    const bool pair_ok = g.pairs && n + 1 < g.N;
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int k = 32 * kt + 8 * step + j + 4 * half;
+            float2 v = make_float2(0.0f, 0.0f);
+            if (k < g.K) {
+                const float* p = g.B + static_cast<long long>(k) * g.ldb + n;
+                if (pair_ok) {
+                    v = __ldg(reinterpret_cast<const float2*>(p));
+                } else {
+                    if (n < g.N) v.x = __ldg(p);
+                    if (n + 1 < g.N) v.y = __ldg(p + 1);
+                }
+            }
+            f[step][2 * half] = __float_as_uint(v.x);
+            f[step][2 * half + 1] = __float_as_uint(v.y);
+        }
+    }
+}
+
+// One k tile with the fragments in `cur`; then, once the previous tile's wgmmas are done, the
+// buffer they read (`refill`) is loaded with the fragments of k tile `next` (if any).
+__device__ __forceinline__ void global_b_stage(float (&d)[128], unsigned (&cur)[4][4], unsigned (&refill)[4][4],
+                                               unsigned stage, bool first, const GlobalB& g, int next, int next_end,
+                                               int n, int lane) {
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+        mma_tf32_rs<256>(d, cur[step], smem_desc(stage + step * 32, 16, 1024), first && step == 0 ? 0 : 1);
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_fragments(refill);
+    if (next < next_end) load_fragments_global(refill, g, next, n, lane);
+}
+
+}  // namespace hopper_tf32ra
+
+// C = alpha * A @ B + beta * C, tf32. a_map: A (M x K, row-major, FP32) box {32, 256/CN}, 128-byte
+// swizzle; B: row-major K x N, any ldb, read directly. Grid as hopper_tf32_register_a.
+template <int STAGES, int CN>
+__global__ void __cluster_dims__(CN, 1, 1) __launch_bounds__(384, 1)
+    hopper_tf32_global_b(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
+                         const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
+                         int group_m) {
+    using namespace hopper;
+    using Cfg = hopper_tf32ra::GlobalBConfig<STAGES, CN>;
+    unsigned char* smem = aligned_dynamic_smem();
+    Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
+    Barrier* empty = full + STAGES;
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
+    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, 1, CN, 1, group_m); };
+    auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
+
+    if (threadIdx.x < STAGES) {  // one barrier pair per thread: no serial chain of inits
+        barrier_init(&full[threadIdx.x], 1);
+        barrier_init(&empty[threadIdx.x], Cfg::CONSUMERS * Cfg::CLUSTER);
+        fence_barrier_init();
+    }
+    if (threadIdx.x == 32) tma_prefetch_map(&a_map);
+    if constexpr (Cfg::CLUSTER == 1) __syncthreads();
+    else cluster_sync();
+
+    if (wg == 0) {
+        shrink_registers<Cfg::PRODUCER_REGS>();
+        if (t == 0) {
+            const hopper_pws::Schedule sched = schedule();
+            const int rn = cluster_rank();
+            int s = 0, phase = 0;
+            for (int u = cluster_id; u < sched.units; u += clusters) {
+                const hopper_pws::Unit w = sched.unit(u, 0, rn, 1, CN, Cfg::BM, Cfg::BN);
+                for (int kt = w.kt0; kt < w.kt1; ++kt) {
+                    barrier_wait(&empty[s], phase ^ 1);
+                    barrier_arrive_expect_tx(&full[s], Cfg::STAGE_BYTES);
+                    unsigned char* a = smem + s * Cfg::STAGE_BYTES + rn * Cfg::A_SLICE_ROWS * 128;
+                    if constexpr (CN == 1) tma_load_2d(a, &a_map, &full[s], kt * Cfg::BK, w.m0);
+                    else
+                        tma_load_2d_multicast(a, &a_map, &full[s], kt * Cfg::BK, w.m0 + rn * Cfg::A_SLICE_ROWS,
+                                              static_cast<unsigned short>((1 << CN) - 1));
+                    if (++s == STAGES) s = 0, phase ^= 1;
+                }
+            }
+        }
+        __syncwarp();
+    } else {
+        grow_registers<Cfg::CONSUMER_REGS>();
+        const hopper_pws::Schedule sched = schedule();
+        const int rn = cluster_rank();
+        const int consumer = wg - 1, warp = t / 32, lane = t % 32;
+        const int n_pair = 64 * consumer + 2 * hopper_tf32ra::fragment_pair(warp, lane / 4);
+        const hopper_tf32ra::GlobalB g{B, ldb, K, N,
+                                       (reinterpret_cast<unsigned long long>(B) & 7ull) == 0 && (ldb & 1) == 0};
+        float d[128];
+        unsigned f0[4][4], f1[4][4], f2[4][4];
+        int s = 0, phase = 0;
+        for (int u = cluster_id; u < sched.units; u += clusters) {
+            const hopper_pws::Unit w = sched.unit(u, 0, rn, 1, CN, Cfg::BM, Cfg::BN);
+            const int n = w.n0 + n_pair;
+            hopper_tf32ra::load_fragments_global(f0, g, w.kt0, n, lane);
+            if (w.kt0 + 1 < w.kt1) hopper_tf32ra::load_fragments_global(f1, g, w.kt0 + 1, n, lane);
+            int prev = -1, b = 0;
+            for (int kt = w.kt0; kt < w.kt1; ++kt) {
+                barrier_wait(&full[s], phase);
+                const unsigned stage = smem_u32(smem + s * Cfg::STAGE_BYTES);
+                const bool first = kt == w.kt0;
+                if (b == 0) hopper_tf32ra::global_b_stage(d, f0, f2, stage, first, g, kt + 2, w.kt1, n, lane);
+                else if (b == 1) hopper_tf32ra::global_b_stage(d, f1, f0, stage, first, g, kt + 2, w.kt1, n, lane);
+                else hopper_tf32ra::global_b_stage(d, f2, f1, stage, first, g, kt + 2, w.kt1, n, lane);
+                b = b == 2 ? 0 : b + 1;
+                if (prev >= 0 && t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
+                prev = s;
+                if (++s == STAGES) s = 0, phase ^= 1;
+            }
+            wgmma_wait<0>();
+            fence_accumulators(d);
+            hopper_tf32ra::fence_fragments(f0);
+            hopper_tf32ra::fence_fragments(f1);
+            hopper_tf32ra::fence_fragments(f2);
+            if (t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
+            const bool pairs = c_pairs_aligned(C, ldc) && n + 1 < N;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int m = w.m0 + 8 * j + 2 * (lane % 4) + e;
+                    if (m >= M) continue;
+                    float* out = C + static_cast<long long>(m) * ldc + n;
+                    float v0 = alpha * d[4 * j + e], v1 = alpha * d[4 * j + 2 + e];
+                    if (pairs) {
+                        if (beta != 0.0f) {
+                            const float2 old = *reinterpret_cast<const float2*>(out);
+                            v0 = fmaf(beta, old.x, v0), v1 = fmaf(beta, old.y, v1);
+                        }
+                        *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
+                    } else {
+                        if (n < N) out[0] = beta != 0.0f ? fmaf(beta, out[0], v0) : v0;
+                        if (n + 1 < N) out[1] = beta != 0.0f ? fmaf(beta, out[1], v1) : v1;
+                    }
+                }
+            }
+        }
+    }
+    if constexpr (Cfg::CLUSTER > 1) cluster_sync();
+}
