@@ -40,6 +40,11 @@ __device__ __forceinline__ unsigned lds_32(unsigned address) {
 __device__ __forceinline__ unsigned to_tf32(unsigned fp32_bits) {
 #ifdef TC_TF32_SKIP_ROUNDING
     return fp32_bits;
+#elif defined(TC_TF32_ROUND_BITWISE)
+    // Experiment: the same function as ptxas's expansion of cvt.rna.tf32.f32 (add half an
+    // ulp of TF32 to finite values, then clear the 13 low bits), without a predicate.
+    const unsigned t = (fp32_bits & 0x7f800000u) + 0x00800000u;  // bit 31 set iff Inf/NaN
+    return (fp32_bits + ((~t >> 19) & 0x1000u)) & 0xffffe000u;
 #else
     unsigned out;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(__uint_as_float(fp32_bits)));

@@ -59,10 +59,11 @@ __device__ __forceinline__ int swizzle_b(int row, int chunk) {
 }
 
 // Each thread's share of one k-tile: A_ITERS chunks of A, A_ROWS rows apart, and B_ITERS
-// chunks of B, B_ROWS rows apart, at fixed places in the tile, issued tile after tile in
-// order. ASYNC copies with cp.async; otherwise issue() reads the chunks into registers and
-// store() writes them to shared memory later. A tile wholly inside A and B (the common
-// case) skips every bound; one at an edge zero-fills what lies outside.
+// chunks of B, B_ROWS rows apart, at fixed places in the tile. ASYNC copies with cp.async;
+// otherwise the chunks are read into registers by the issue and written to shared memory
+// by store() later. The partial k-tile (K % BK != 0) is consumed first (issue_edge, every
+// bound checked); after it every tile is whole in k, and a thread's bounds in m and n never
+// change, so issue_full() is a pointer add and one cp.async a chunk.
 template <typename T, int BM, int BN, int BK, int THREADS, bool ASYNC>
 struct TileLoader {
     static constexpr int PC = tc::Operand<T>::PER_CHUNK;
@@ -75,76 +76,105 @@ struct TileLoader {
     static_assert(A_ROWS % 8 == 0 && B_ROWS % B_PERIOD == 0,
                   "a thread's chunks must sit at the same swizzle phase (one offset + multiples of rows)");
 
-    const T* a_next;  // this thread's first A chunk of the next tile to issue
+    const T* a_next;  // this thread's first A chunk of the next whole tile to issue
     const T* b_next;
     long long a_rows_step, b_rows_step, b_tile_step;  // elements between rows / tiles
-    int a_row, a_col, b_row, b_col, k_next;
-    bool block_inside;  // the block's BM x BN tile lies inside M x N
+    int a_row, a_col, b_row;
+    int b_remaining;  // elements of B's row left from this thread's column: the same in every tile
     unsigned a_off, b_off;  // byte offset of the first chunk inside a stage
     uint4 held[ASYNC ? 1 : A_ITERS + B_ITERS];
 
-    __device__ __forceinline__ TileLoader(const T* A, int lda, const T* B, int ldb, int M, int N, int m0, int n0) {
+    __device__ __forceinline__ TileLoader(const T* A, int lda, const T* B, int ldb, int N, int m0, int n0) {
         a_row = m0 + threadIdx.x / A_CH, a_col = (threadIdx.x % A_CH) * PC;
-        b_row = threadIdx.x / B_CH, b_col = n0 + (threadIdx.x % B_CH) * PC;
+        b_row = threadIdx.x / B_CH;
+        const int b_col = n0 + (threadIdx.x % B_CH) * PC;
         a_next = A + (long long)a_row * lda + a_col;
         b_next = B + (long long)b_row * ldb + b_col;
         a_rows_step = (long long)A_ROWS * lda;
         b_rows_step = (long long)B_ROWS * ldb;
         b_tile_step = (long long)BK * ldb;
-        k_next = 0;
-        block_inside = m0 + BM <= M && n0 + BN <= N;
+        b_remaining = N - b_col;
         const int ar = threadIdx.x / A_CH, ac = threadIdx.x % A_CH;
         const int br = threadIdx.x / B_CH, bc = threadIdx.x % B_CH;
         a_off = (ar * A_CH + swizzle<A_CH>(ar, ac)) * tc::CHUNK_BYTES;
         b_off = (br * B_CH + swizzle_b<T, B_CH>(br, bc)) * tc::CHUNK_BYTES;
     }
 
-    // One chunk: 16 bytes in flight (cp.async) or in registers. `bytes` < 16 zero-fills.
+    __device__ __forceinline__ unsigned a_dst(unsigned stage, int j) const { return stage + a_off + j * A_ROWS * BK * sizeof(T); }
+    __device__ __forceinline__ unsigned b_dst(unsigned stage, int j) const { return stage + b_off + j * B_ROWS * BN * sizeof(T); }
+
+    // One chunk: 16 bytes in flight (cp.async) or in registers; `remaining` elements of the
+    // row are left from its start (fewer than a chunk: the rest is zero). A copy that reads
+    // nothing is still given a valid address, the matrix's start.
     __device__ __forceinline__ void chunk(int slot, unsigned dst, const T* src, int remaining, const T* base) {
         if constexpr (ASYNC) tc::cp_async_16(dst, remaining > 0 ? src : base, tc::chunk_src_bytes<T>(remaining));
         else held[slot] = remaining > 0 ? tc::load_chunk_any_alignment(src, remaining) : make_uint4(0, 0, 0, 0);
     }
 
-    // Start the next tile towards the stage at shared addresses (a_stage, b_stage). A copy
-    // that reads nothing (src-size 0) is still given a valid address: the matrix's start.
-    __device__ __forceinline__ void issue(unsigned a_stage, unsigned b_stage, const T* A, const T* B, int M, int N,
-                                          int K) {
-        const int k0 = k_next;
-        if (block_inside && k0 + BK <= K) {
+    // The partial tile k0 = (K / BK) * BK .. K, with every bound.
+    __device__ __forceinline__ void issue_edge(unsigned a_stage, unsigned b_stage, const T* A, const T* B, int M,
+                                               int K) {
+        const int k0 = K / BK * BK;
 #pragma unroll
-            for (int j = 0; j < A_ITERS; ++j)
-                chunk(j, a_stage + a_off + j * A_ROWS * BK * sizeof(T), a_next + j * a_rows_step, PC, A);
-#pragma unroll
-            for (int j = 0; j < B_ITERS; ++j)
-                chunk(A_ITERS + j, b_stage + b_off + j * B_ROWS * BN * sizeof(T), b_next + j * b_rows_step, PC, B);
-        } else {
-#pragma unroll
-            for (int j = 0; j < A_ITERS; ++j) {
-                const int remaining = a_row + j * A_ROWS < M ? K - k0 - a_col : 0;
-                chunk(j, a_stage + a_off + j * A_ROWS * BK * sizeof(T), a_next + j * a_rows_step, remaining, A);
-            }
-#pragma unroll
-            for (int j = 0; j < B_ITERS; ++j) {
-                const int remaining = k0 + b_row + j * B_ROWS < K ? N - b_col : 0;
-                chunk(A_ITERS + j, b_stage + b_off + j * B_ROWS * BN * sizeof(T), b_next + j * b_rows_step,
-                      remaining, B);
-            }
+        for (int j = 0; j < A_ITERS; ++j) {
+            const int remaining = a_row + j * A_ROWS < M ? K - k0 - a_col : 0;
+            chunk(j, a_dst(a_stage, j), a_next + j * a_rows_step + k0, remaining, A);
         }
-        k_next += BK;
+#pragma unroll
+        for (int j = 0; j < B_ITERS; ++j) {
+            const int remaining = k0 + b_row + j * B_ROWS < K ? b_remaining : 0;
+            chunk(A_ITERS + j, b_dst(b_stage, j), b_next + j * b_rows_step + (K / BK) * b_tile_step, remaining, B);
+        }
+    }
+
+    // The next whole tile (k from 0 up), towards the stage at (a_stage, b_stage). INSIDE: the
+    // block's tile lies inside M x N, so every chunk is whole and needs no check at all.
+    template <bool INSIDE>
+    __device__ __forceinline__ void issue_full(unsigned a_stage, unsigned b_stage, const T* A, const T* B, int M) {
+#pragma unroll
+        for (int j = 0; j < A_ITERS; ++j) {
+            const T* src = a_next + j * a_rows_step;
+            if constexpr (INSIDE && ASYNC) tc::cp_async_16(a_dst(a_stage, j), src, tc::CHUNK_BYTES);
+            else chunk(j, a_dst(a_stage, j), src, a_row + j * A_ROWS < M ? PC : 0, A);
+        }
+#pragma unroll
+        for (int j = 0; j < B_ITERS; ++j) {
+            const T* src = b_next + j * b_rows_step;
+            if constexpr (INSIDE && ASYNC) tc::cp_async_16(b_dst(b_stage, j), src, tc::CHUNK_BYTES);
+            else chunk(A_ITERS + j, b_dst(b_stage, j), src, INSIDE ? PC : b_remaining, B);
+        }
         a_next += BK;
         b_next += b_tile_step;
     }
 
-    // Finish the tile issue() started (nothing to do for cp.async: the group wait covers it).
+    // Finish the tile an issue started: the register path stores it (TF32: rounded first).
     __device__ __forceinline__ void store(unsigned a_stage, unsigned b_stage) {
         if constexpr (!ASYNC) {
 #pragma unroll
-            for (int j = 0; j < A_ITERS; ++j)
-                tc::st_shared_16(a_stage + a_off + j * A_ROWS * BK * sizeof(T), held[j]);
-#pragma unroll
-            for (int j = 0; j < B_ITERS; ++j)
-                tc::st_shared_16(b_stage + b_off + j * B_ROWS * BN * sizeof(T), held[A_ITERS + j]);
+            for (int j = 0; j < A_ITERS + B_ITERS; ++j) {
+                uint4 v = held[j];
+                if constexpr (sizeof(T) == 4) v = round_tf32(v);
+                tc::st_shared_16(j < A_ITERS ? a_dst(a_stage, j) : b_dst(b_stage, j - A_ITERS), v);
+            }
         }
+    }
+
+    // TF32 only, cp.async path: once this thread's copies of a tile have landed (its own
+    // cp.async writes are visible to it after the group wait), round them in place, so each
+    // element is rounded once, not once per warp that reads it. The barrier that follows
+    // publishes the rounded values.
+    __device__ __forceinline__ void round_landed(unsigned a_stage, unsigned b_stage) {
+        if constexpr (ASYNC && sizeof(T) == 4) {
+#pragma unroll
+            for (int j = 0; j < A_ITERS + B_ITERS; ++j) {
+                const unsigned p = j < A_ITERS ? a_dst(a_stage, j) : b_dst(b_stage, j - A_ITERS);
+                tc::st_shared_16(p, round_tf32(tc::ld_shared_16(p)));
+            }
+        }
+    }
+
+    static __device__ __forceinline__ uint4 round_tf32(uint4 v) {
+        return make_uint4(tc::to_tf32(v.x), tc::to_tf32(v.y), tc::to_tf32(v.z), tc::to_tf32(v.w));
     }
 };
 
@@ -190,7 +220,8 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;
 
-    Loader loader(A, lda, B, ldb, M, N, m0, n0);
+    Loader loader(A, lda, B, ldb, N, m0, n0);
+    const bool block_inside = m0 + BM <= M && n0 + BN <= N;
 
     // Per-lane fragment addresses (byte offsets inside a stage). A: lane l reads row l % 16
     // of each m16 tile at k-half l / 16. The swizzle term depends on the lane alone, since
@@ -225,21 +256,16 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
 
     unsigned af[2][MT][4], bf[2][NT][2];
     // The fragments of k-step ks of the stage at (a_stage, b_stage) into buffer `buf`.
+    // (TF32 tiles were rounded in shared memory when they landed.)
     auto load_fragments = [&](int buf, unsigned a_stage, unsigned b_stage, int ks) {
 #pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            tc::ldmatrix_x4(af[buf][i], a_stage + a_frag_off[ks] + i * 16 * A_ROW);
-            if constexpr (TF32) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) af[buf][i][e] = tc::to_tf32(af[buf][i][e]);
-            }
-        }
+        for (int i = 0; i < MT; ++i) tc::ldmatrix_x4(af[buf][i], a_stage + a_frag_off[ks] + i * 16 * A_ROW);
         if constexpr (TF32) {
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const unsigned p = b_stage + b_frag_off[j] + ks * 8 * B_ROW;
-                bf[buf][j][0] = tc::to_tf32(tc::lds_32(p));
-                bf[buf][j][1] = tc::to_tf32(tc::lds_32(p + 4 * B_ROW));
+                bf[buf][j][0] = tc::lds_32(p);
+                bf[buf][j][1] = tc::lds_32(p + 4 * B_ROW);
             }
         } else {
 #pragma unroll
@@ -252,48 +278,64 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
         }
     };
 
+    // k-tiles in the order they are consumed: the partial one first (if K % BK != 0), then
+    // the whole ones from k = 0. The order of the partial sums does not matter.
     const int k_tiles = (K + BK - 1) / BK;
+    const bool has_edge = K % BK != 0;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < k_tiles) {
-            loader.issue(a_smem + s * A_STAGE, b_smem + s * B_STAGE, A, B, M, N, K);
+            if (s == 0 && has_edge) loader.issue_edge(a_smem, b_smem, A, B, M, K);
+            else loader.template issue_full<false>(a_smem + s * A_STAGE, b_smem + s * B_STAGE, A, B, M);
             loader.store(a_smem + s * A_STAGE, b_smem + s * B_STAGE);
         }
         tc::cp_async_commit();
     }
     tc::cp_async_wait<STAGES - 2>();
+    loader.round_landed(a_smem, b_smem);
     __syncthreads();
 
     int read_stage = 0, write_stage = STAGES - 1;
     load_fragments(0, a_smem, b_smem, 0);
-    for (int kt = 0; kt < k_tiles; ++kt) {
-        // Refill the stage tile kt - 1 used: every warp finished reading it before the
-        // barrier that ended the previous k-tile.
-        const int next = kt + STAGES - 1;
-        const unsigned a_write = a_smem + write_stage * A_STAGE, b_write = b_smem + write_stage * B_STAGE;
-        if (next < k_tiles) loader.issue(a_write, b_write, A, B, M, N, K);
-        const unsigned a_read = a_smem + read_stage * A_STAGE, b_read = b_smem + read_stage * B_STAGE;
-#pragma unroll
-        for (int ks = 0; ks < KSTEPS; ++ks) {
-            if (ks == KSTEPS - 1) {
-                // Before the last step's math: land tile kt + 1 and load its first fragments.
-                if (next < k_tiles) loader.store(a_write, b_write);
-                tc::cp_async_commit();
-                tc::cp_async_wait<STAGES - 2>();
-                __syncthreads();
-                read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
-                write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
-                if (kt + 1 < k_tiles)
-                    load_fragments((ks + 1) & 1, a_smem + read_stage * A_STAGE, b_smem + read_stage * B_STAGE, 0);
-            } else {
-                load_fragments((ks + 1) & 1, a_read, b_read, ks + 1);
+    // The k loop, compiled twice (`inside` is a constant at each call): for blocks inside
+    // M x N (no bound anywhere in it) and for edge blocks. The choice is made once per block.
+    auto k_loop = [&](bool inside) {
+        for (int kt = 0; kt < k_tiles; ++kt) {
+            // Refill the stage tile kt - 1 used: every warp finished reading it before the
+            // barrier that ended the previous k-tile.
+            const bool refill = kt + STAGES - 1 < k_tiles;
+            const unsigned a_write = a_smem + write_stage * A_STAGE, b_write = b_smem + write_stage * B_STAGE;
+            if (refill) {
+                if (inside) loader.template issue_full<true>(a_write, b_write, A, B, M);
+                else loader.template issue_full<false>(a_write, b_write, A, B, M);
             }
+            const unsigned a_read = a_smem + read_stage * A_STAGE, b_read = b_smem + read_stage * B_STAGE;
 #pragma unroll
-            for (int i = 0; i < MT; ++i)
+            for (int ks = 0; ks < KSTEPS; ++ks) {
+                if (ks == KSTEPS - 1) {
+                    // Before the last step's math: land tile kt + 1 (TF32: round it) and load
+                    // its first fragments.
+                    if (refill) loader.store(a_write, b_write);
+                    tc::cp_async_commit();
+                    tc::cp_async_wait<STAGES - 2>();
+                    read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+                    write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+                    const unsigned a_next = a_smem + read_stage * A_STAGE, b_next = b_smem + read_stage * B_STAGE;
+                    if (kt + 1 < k_tiles) loader.round_landed(a_next, b_next);
+                    __syncthreads();
+                    if (kt + 1 < k_tiles) load_fragments((ks + 1) & 1, a_next, b_next, 0);
+                } else {
+                    load_fragments((ks + 1) & 1, a_read, b_read, ks + 1);
+                }
 #pragma unroll
-                for (int j = 0; j < NT; ++j) tc::Mma<T>::run(acc[i][j], af[ks & 1][i], bf[ks & 1][j]);
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j) tc::Mma<T>::run(acc[i][j], af[ks & 1][i], bf[ks & 1][j]);
+            }
         }
-    }
+    };
+    if (block_inside) k_loop(true);
+    else k_loop(false);
 
     // Epilogue from registers: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of
     // each m16 x n8 tile; a row's four lanes write 32 contiguous bytes.

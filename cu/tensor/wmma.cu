@@ -44,16 +44,32 @@ wmma_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda, co
     if (a_loadable && b_loadable && row0 + FRAGS_M * 16 <= M && col0 + FRAGS_N * 16 <= N) {
         const T* a_tile = A + (long long)row0 * lda;
         const T* b_tile = B + col0;
-        for (; k + 16 <= K; k += 16) {
-            unsigned a[FRAGS_M][R], b[FRAGS_N][R];
+        // The fragments of step k + 16 are requested before the mma of step k run, so one
+        // step's global-memory latency hides behind the previous step's math.
+        unsigned a[2][FRAGS_M][R], b[2][FRAGS_N][R];
+        auto load = [&](int buf, int kk) {
 #pragma unroll
-            for (int i = 0; i < FRAGS_M; ++i) W::load_a(a[i], a_tile + (long long)i * 16 * lda + k, lda);
+            for (int i = 0; i < FRAGS_M; ++i) W::load_a(a[buf][i], a_tile + (long long)i * 16 * lda + kk, lda);
 #pragma unroll
-            for (int j = 0; j < FRAGS_N; ++j) W::load_b(b[j], b_tile + (long long)k * ldb + j * 16, ldb);
+            for (int j = 0; j < FRAGS_N; ++j) W::load_b(b[buf][j], b_tile + (long long)kk * ldb + j * 16, ldb);
+        };
+        auto multiply = [&](int buf) {
 #pragma unroll
             for (int i = 0; i < FRAGS_M; ++i)
 #pragma unroll
-                for (int j = 0; j < FRAGS_N; ++j) W::mma(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < FRAGS_N; ++j) W::mma(acc[i][j], a[buf][i], b[buf][j]);
+        };
+        const int k_end = K / 16 * 16;
+        if (k_end > 0) load(0, 0);
+        for (; k + 32 <= k_end; k += 32) {
+            load(1, k + 16);
+            multiply(0);
+            if (k + 32 < k_end) load(0, k + 32);
+            multiply(1);
+        }
+        if (k < k_end) {  // an odd number of steps: the last one is loaded already
+            multiply(0);
+            k += 16;
         }
     }
     // Everything else (edge tiles, the K tail, unaligned operands): per fragment, in place
