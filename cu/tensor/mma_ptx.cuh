@@ -27,9 +27,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned add
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address));
 }
 
-__device__ __forceinline__ unsigned lds_32(unsigned address) {
-    unsigned v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(address));
+__device__ __forceinline__ uint2 lds_64(unsigned address) {
+    uint2 v;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(address));
     return v;
 }
 
@@ -40,11 +40,6 @@ __device__ __forceinline__ unsigned lds_32(unsigned address) {
 __device__ __forceinline__ unsigned to_tf32(unsigned fp32_bits) {
 #ifdef TC_TF32_SKIP_ROUNDING
     return fp32_bits;
-#elif defined(TC_TF32_ROUND_BITWISE)
-    // Experiment: the same function as ptxas's expansion of cvt.rna.tf32.f32 (add half an
-    // ulp of TF32 to finite values, then clear the 13 low bits), without a predicate.
-    const unsigned t = (fp32_bits & 0x7f800000u) + 0x00800000u;  // bit 31 set iff Inf/NaN
-    return (fp32_bits + ((~t >> 19) & 0x1000u)) & 0xffffe000u;
 #else
     unsigned out;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(out) : "f"(__uint_as_float(fp32_bits)));

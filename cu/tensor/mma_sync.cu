@@ -47,9 +47,10 @@ __device__ __forceinline__ int swizzle(int row, int chunk) {
     return chunk ^ ((row / ROWS_PER_SPAN) & MASK);
 }
 
-// The TF32 B tile is read by 32-bit loads, lane (g, t) reading row t (t = lane % 4) at
-// column g (8 consecutive floats = 2 chunks): XOR by 2t puts the 4 rows' chunk pairs in 8
-// different bank groups.
+// The TF32 B tile is read by 64-bit loads, lane (g, t) reading row t (t = lane % 4) at
+// columns 2g, 2g + 1 of a 16-column pair of n8 tiles; each half-warp (g < 4 or g >= 4)
+// reads 2 chunks of each of 4 rows, and XOR by 2t puts those 8 chunks in 8 different bank
+// groups (the cp.async writes stay a permutation within 8 chunks).
 __device__ __forceinline__ int swizzle_tf32_b(int row, int chunk) { return chunk ^ ((row & 3) << 1); }
 
 template <typename T, int CHUNKS>
@@ -232,13 +233,15 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
     for (int ks = 0; ks < KSTEPS; ++ks)
         a_frag_off[ks] = a_lane_row * A_ROW + mma_detail::swizzle<A_CH>(a_lane_row, ks * 2 + (lane >> 4)) * 16;
     // B (16-bit): lane l reads k row l % 16 of the step at chunk (n8 tile pair) + l / 16.
-    // B (TF32): lane (g, t) reads k rows t and t + 4, column g of each n8 tile.
-    constexpr int B_FRAGS = TF32 ? NT : NT / 2;
+    // B (TF32): n8 tiles 2p and 2p + 1 take the even and the odd columns of the 16 columns
+    // of pair p, so lane (g, t) finds both tiles' b0 (k row t) side by side at column
+    // 16p + 2g: one 64-bit load, and one more at k row t + 4 for their b1.
+    constexpr int B_FRAGS = NT / 2;
     unsigned b_frag_off[B_FRAGS];
 #pragma unroll
     for (int j = 0; j < B_FRAGS; ++j) {
         if constexpr (TF32) {
-            const int t = lane & 3, g = lane >> 2, n = wn * WTN + j * 8 + g;
+            const int t = lane & 3, g = lane >> 2, n = wn * WTN + j * 16 + 2 * g;
             b_frag_off[j] = t * B_ROW + mma_detail::swizzle_tf32_b(t, n / 4) * 16 + (n % 4) * 4;
         } else {
             const int row = lane & 15, chunk = (wn * WTN + j * 16) / 8 + (lane >> 4);
@@ -262,10 +265,11 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
         for (int i = 0; i < MT; ++i) tc::ldmatrix_x4(af[buf][i], a_stage + a_frag_off[ks] + i * 16 * A_ROW);
         if constexpr (TF32) {
 #pragma unroll
-            for (int j = 0; j < NT; ++j) {
+            for (int j = 0; j < NT / 2; ++j) {
                 const unsigned p = b_stage + b_frag_off[j] + ks * 8 * B_ROW;
-                bf[buf][j][0] = tc::lds_32(p);
-                bf[buf][j][1] = tc::lds_32(p + 4 * B_ROW);
+                const uint2 k_lo = tc::lds_64(p), k_hi = tc::lds_64(p + 4 * B_ROW);
+                bf[buf][2 * j][0] = k_lo.x, bf[buf][2 * j + 1][0] = k_lo.y;
+                bf[buf][2 * j][1] = k_hi.x, bf[buf][2 * j + 1][1] = k_hi.y;
             }
         } else {
 #pragma unroll
@@ -338,21 +342,43 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
     else k_loop(false);
 
     // Epilogue from registers: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of
-    // each m16 x n8 tile; a row's four lanes write 32 contiguous bytes.
-    const bool pairs_aligned = tc::aligned_to(C, 8) && ldc % 2 == 0;
+    // each m16 x n8 tile; a row's four lanes write 32 contiguous bytes. TF32: the pair of n8
+    // tiles 2p, 2p + 1 interleaves its columns, so a lane holds four adjacent columns
+    // 16p + 4t .. 16p + 4t + 3 of each row: one 16-byte store.
     const int g = lane >> 2, t = lane & 3;
+    if constexpr (TF32) {
+        const bool quads_aligned = tc::aligned_to(C, 16) && ldc % 4 == 0;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-        const int row = m0 + wm * WTM + i * 16 + g;
+        for (int i = 0; i < MT; ++i) {
+            const int row = m0 + wm * WTM + i * 16 + g;
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-            const int col = n0 + wn * WTN + j * 8 + 2 * t;
-            if (row < M)
-                tc::store_pair(C, (long long)row * ldc, col, N, acc[i][j][0], acc[i][j][1], alpha, beta,
-                               pairs_aligned);
-            if (row + 8 < M)
-                tc::store_pair(C, (long long)(row + 8) * ldc, col, N, acc[i][j][2], acc[i][j][3], alpha, beta,
-                               pairs_aligned);
+            for (int j = 0; j < NT / 2; ++j) {
+                const int col = n0 + wn * WTN + j * 16 + 4 * t;
+                const float* even = acc[i][2 * j];
+                const float* odd = acc[i][2 * j + 1];
+                if (row < M)
+                    tc::store_quad(C, (long long)row * ldc, col, N, make_float4(even[0], odd[0], even[1], odd[1]),
+                                   alpha, beta, quads_aligned);
+                if (row + 8 < M)
+                    tc::store_quad(C, (long long)(row + 8) * ldc, col, N,
+                                   make_float4(even[2], odd[2], even[3], odd[3]), alpha, beta, quads_aligned);
+            }
+        }
+    } else {
+        const bool pairs_aligned = tc::aligned_to(C, 8) && ldc % 2 == 0;
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            const int row = m0 + wm * WTM + i * 16 + g;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int col = n0 + wn * WTN + j * 8 + 2 * t;
+                if (row < M)
+                    tc::store_pair(C, (long long)row * ldc, col, N, acc[i][j][0], acc[i][j][1], alpha, beta,
+                                   pairs_aligned);
+                if (row + 8 < M)
+                    tc::store_pair(C, (long long)(row + 8) * ldc, col, N, acc[i][j][2], acc[i][j][3], alpha, beta,
+                                   pairs_aligned);
+            }
         }
     }
 }
