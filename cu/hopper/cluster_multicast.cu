@@ -30,3 +30,22 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
     hopper_pws::run<Elem, BN, STAGES, CM, CN, false, 0>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, 1,
                                                         nullptr, nullptr);
 }
+
+// The same with swapped wgmma roles (mma_stage_swapped in persistent_body.cuh): wgmma's A operand
+// is a 64-wide block of B (M-major, imm-trans-a) and its B operand the K-major A tile, as cuBLAS's
+// kernel for this tile computes it (ncu at 2048^3: cuBLAS's nvjet_sm90_tss_256x128_64x4_1x2 coopA,
+// the same tile and stage count, took ~10% fewer SM cycles than hopper_persistent). 128 x 256
+// tiles only; the epilogue stores single floats (a thread holds C[m][n] and C[m][n + 8]). Launch like
+// hopper_cluster_multicast (same maps and boxes). CM = CN = 1 is allowed (a cluster of one).
+// Measured (H100, interleaved rounds, torch.mm FP32 output = cuBLAS): 2048^3 bf16 612 TFLOP/s with
+// CM = CN = 1 against 566 unswapped (+8%; cuBLAS 619); 4096^3 643 with 2 x 1 against 620 (+4%;
+// cuBLAS 661); fp16 4096^3 627 (cuBLAS 608); 8192^3 even (650 against 658, within the noise);
+// without a cluster at 4096^3 and 8192^3 it lost (579, 565).
+template <class Elem, int STAGES, int CM, int CN>
+__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
+    hopper_cluster_swapped(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
+                           const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C, int ldc,
+                           int group_m) {
+    hopper_pws::run<Elem, 256, STAGES, CM, CN, false, 0, 2, true>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
+                                                                  1, nullptr, nullptr);
+}

@@ -148,6 +148,50 @@ __device__ __forceinline__ void mma_stage(float (&d)[Cfg::BN / 2], unsigned stag
     }
 }
 
+// Swapped roles (C^T = B^T A^T, as cuBLAS computes a row-major product): wgmma's A operand is a
+// 64-wide block of B's N-major tile (imm-trans-a = 1, one swizzle atom wide) and its B operand is
+// the whole K-major A tile (N = 128 rows of A). Consumer c owns n columns [128c, 128c + 128) of
+// the 128 x 256 tile as two m64n128 products; d holds C^T: d[64 i + 4j + 2h + e] is
+// C[m0 + 8j + 2(lane%4) + e][n0 + 128c + 64i + 16 warp + lane/4 + 8h].
+template <class Elem, class Cfg>
+__device__ __forceinline__ void mma_stage_swapped(float (&d)[128], unsigned stage, int consumer, bool first) {
+    static_assert(Cfg::BN == 256 && Cfg::BM == 128 && Cfg::B_N_MAJOR, "swapped roles: 128 x 256 tiles, 16-bit");
+    const unsigned a = stage, b = stage + Cfg::A_BYTES;
+#pragma unroll
+    for (int step = 0; step < KTile<Elem>::STEPS; ++step) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+            mma_ss<Elem, 128, 0, 1>(*reinterpret_cast<float(*)[64]>(&d[64 * i]),
+                                    smem_desc(b + (2 * consumer + i) * 64 * 128 + step * 16 * 128, 64 * 128, 1024),
+                                    smem_desc(a + step * 32, 16, 1024), first && step == 0 ? 0 : 1);
+    }
+}
+
+// The swapped tile's epilogue: a thread holds C[m][n] and C[m][n + 8]; one 4-byte store each (a
+// warp's store covers 4 rows x 32 contiguous bytes).
+__device__ __forceinline__ void store_swapped(const float (&d)[128], int M, int N, int m0, int n_base, int lane,
+                                              float alpha, float beta, float* __restrict__ C, int ldc) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int m = m0 + 8 * j + 2 * (lane % 4) + e;
+            if (m >= M) continue;
+            float* row = C + static_cast<long long>(m) * ldc;
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int n = n_base + 64 * i + 8 * h;
+                    if (n >= N) continue;
+                    float v = alpha * d[64 * i + 4 * j + 2 * h + e];
+                    if (beta != 0.0f) v = fmaf(beta, row[n], v);
+                    row[n] = v;
+                }
+        }
+    }
+}
+
 // A slot is free again once every consumer warpgroup of every CTA it was multicast to is done.
 // The arrive is a plain (release.cta) one: what must be ordered is the tensor cores' reads of the
 // slot, which wgmma.wait_group already completed. (With .release.cluster the compiler put a
@@ -240,7 +284,8 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
 // EPILOGUE: 0 = float2 stores straight from registers (slow when C's rows are not 8-byte aligned:
 // scalar, scattered stores); 1 = that where C allows it and the tile is whole, else through
 // shared memory (store_staged); 2 = always through shared memory.
-template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE, int CONSUMERS = 2>
+template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE, int CONSUMERS = 2,
+          bool SWAPPED = false>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, float* __restrict__ C, int ldc, int group_m, int splits,
                                     float* __restrict__ workspace, int* __restrict__ counters) {
@@ -298,7 +343,10 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             for (int kt = w.kt0; kt < w.kt1; ++kt) {
                 barrier_wait(&full[s], phase);
                 wgmma_fence();
-                mma_stage<Elem, Cfg>(d, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
+                if constexpr (SWAPPED)
+                    mma_stage_swapped<Elem, Cfg>(d, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
+                else
+                    mma_stage<Elem, Cfg>(d, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
                 wgmma_commit();
                 wgmma_wait<1>();
                 if (prev >= 0 && t == 0) release_slot<Cfg>(&empty[prev]);
@@ -308,6 +356,11 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             wgmma_wait<0>();
             fence_accumulators(d);
             if (t == 0) release_slot<Cfg>(&empty[prev]);
+            if constexpr (SWAPPED) {
+                static_assert(!SPLIT_K, "split-K slices follow the unswapped fragment layout");
+                store_swapped(d, M, N, w.m0, w.n0 + 128 * consumer + 16 * warp + lane / 4, lane, alpha, beta, C, ldc);
+                continue;
+            }
             int2 chunks = make_int2(0, BN / 32);  // the 32-column chunks of the tile to store
             if constexpr (SPLIT_K) {
                 if (sched.splits > 1) {
