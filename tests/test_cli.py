@@ -155,13 +155,13 @@ def test_compile_failure_exits_1_with_the_nvrtc_log(capsys, tmp_path, monkeypatc
     root = tmp_path / "src"
     shutil.copytree(REPO / "cu", root / "cu")
     shutil.copytree(REPO / "ptx", root / "ptx")
-    (root / "cu" / "broken.cu").write_text(
+    (root / "cu" / "simt" / "broken.cu").write_text(
         '#include "gemm_common.cuh"\n'
         'extern "C" __global__ void sgemm_broken(int M) {\n'
         "    int x = this_is_not_declared;\n"
         "}\n")
     monkeypatch.setattr(sources, "source_root", lambda: root)
-    broken = dataclasses.replace(kernels.KERNELS["naive"], name="broken", source="cu/broken.cu", entry="sgemm_broken")
+    broken = dataclasses.replace(kernels.KERNELS["naive"], name="broken", source="cu/simt/broken.cu", entry="sgemm_broken")
     monkeypatch.setitem(kernels.KERNELS, "broken", broken)
     monkeypatch.setitem(kernels.ALL, "broken", broken)
     code, out, err = run(capsys, "compile", "broken", "naive", "--arch", "sm_80", "--json")

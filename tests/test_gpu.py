@@ -105,7 +105,7 @@ def test_cuda_errors_do_not_break_the_session(session):
     with pytest.raises(MemoryError, match="GiB"):
         DeviceBuffer(session.device.total_memory * 2)
     with pytest.raises(ValueError, match="needs sm_"):
-        future = KernelSpec(name="future", description="", source="cu/naive.cu", entry="sgemm_naive",
+        future = KernelSpec(name="future", description="", source="cu/simt/naive.cu", entry="sgemm_naive",
                             block=lambda t: (32, 32, 1), grid=lambda p, t: (1, 1, 1), min_cc=(99, 0))
         future.check_device(session.device.compute_capability)
     a = np.ones((4, 4), np.float32)

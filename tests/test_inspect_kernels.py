@@ -147,7 +147,7 @@ def _line_of(relative: str, text: str) -> int:
 
 
 def test_sass_loop_and_ptx_source(capsys):
-    fma_note = f"// smem_tiled.cu:{_line_of('cu/smem_tiled.cu', 'acc += As[ty][i]')}  acc +="
+    fma_note = f"// smem_tiled.cu:{_line_of('cu/simt/smem_tiled.cu', 'acc += As[ty][i]')}  acc +="
     code, out, _ = _run(capsys, "sass", "smem_tiled", "--loop", "--arch", "sm_90")
     assert code == 0 and "main loop" in out and "LDS.128" in out and fma_note in out
     code, out, _ = _run(capsys, "ptx", "smem_tiled", "--source", "--set", "TILE=16", "--arch", "sm_80")

@@ -173,7 +173,7 @@ def test_empty_problems_skip_the_grid_rule():
 
 
 def _toy(**changes):
-    base = dict(name="toy", description="toy", source="cu/naive.cu", entry="toy",
+    base = dict(name="toy", description="toy", source="cu/simt/naive.cu", entry="toy",
                 block=lambda t: (32, 32, 1), grid=lambda p, t: (1, 1, 1))
     return KernelSpec(**{**base, **changes})
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,13 +31,63 @@ def tree(tmp_path, monkeypatch):
 
 def test_source_root_is_the_checkout():
     assert sources.source_root() == REPO
-    assert sources.read_source("cu/naive.cu") == (REPO / "cu" / "naive.cu").read_bytes()
+    assert sources.read_source("cu/simt/naive.cu") == (REPO / "cu" / "simt" / "naive.cu").read_bytes()
 
 
 def test_real_includes():
-    headers = sources.included_headers("cu/smem_tiled.cu")
-    assert headers == {"gemm_common.cuh": (REPO / "cu" / "gemm_common.cuh").read_bytes()}
-    assert sources.included_headers("cu/hold_stream.cu") == {}
+    headers = sources.included_headers("cu/simt/smem_tiled.cu")
+    assert headers == {"gemm_common.cuh": (REPO / "cu" / "simt" / "gemm_common.cuh").read_bytes()}
+    assert sources.included_headers("cu/harness/hold_stream.cu") == {}
+
+
+def test_cu_is_laid_out_by_family():
+    """The FP32 ladder in cu/simt/, the timing harness in cu/harness/, nothing loose in cu/."""
+    assert not [p.name for p in (REPO / "cu").iterdir() if p.is_file()]
+    for spec in kernels.KERNELS.values():
+        assert spec.source.startswith(("cu/simt/", "ptx/")), spec.source
+    assert (REPO / "cu" / "harness" / "hold_stream.cu").is_file()
+
+
+def test_a_header_beside_the_including_file_wins_over_cu(tree):
+    """#include "x.cuh" looks in the including file's folder first, then in cu/ (as the
+    preprocessor does), so a family's kernels find their own headers."""
+    family = tree / "cu" / "family"
+    family.mkdir()
+    (family / "kernel.cu").write_bytes(b'#include "common.cuh"\n#include "shared.cuh"\n')
+    (family / "common.cuh").write_bytes(b"// the family's own common.cuh\n")
+    (tree / "cu" / "common.cuh").write_bytes(b"// cu/common.cuh, shadowed for the family\n")
+    (tree / "cu" / "shared.cuh").write_bytes(b"// only in cu/\n")
+    found = sources.included_headers("cu/family/kernel.cu")
+    assert found == {"common.cuh": b"// the family's own common.cuh\n", "shared.cuh": b"// only in cu/\n"}
+
+
+def test_two_files_under_one_include_name_are_refused(tree):
+    """NVRTC serves headers by include name only: two different files under one name in a
+    build would silently get one of them, so the lookup refuses it, naming both."""
+    family = tree / "cu" / "family"
+    family.mkdir()
+    (family / "kernel.cu").write_bytes(b'#include "a.cuh"\n#include "../b.cuh"\n')
+    (family / "a.cuh").write_bytes(b"// family/a.cuh\n")
+    (tree / "cu" / "b.cuh").write_bytes(b'#include "a.cuh"\n')  # resolves beside b.cuh: cu/a.cuh
+    (tree / "cu" / "a.cuh").write_bytes(b"// cu/a.cuh\n")
+    with pytest.raises(ValueError, match=r"two different headers are included as 'a.cuh'.*rename one"):
+        sources.included_headers("cu/family/kernel.cu")
+
+
+def test_headers_beside_a_kernel_are_served_to_nvrtc_and_keyed(tree, isolated_cache):
+    """A kernel in a family folder compiles with its sibling header, and editing that
+    header changes the cache key (the header's bytes are in it)."""
+    family = tree / "cu" / "family"
+    family.mkdir()
+    (family / "kernel.cu").write_bytes(b'#include "value.cuh"\n'
+                                       b'extern "C" __global__ void k(int* p) { p[0] = VALUE; }\n')
+    (family / "value.cuh").write_bytes(b"#define VALUE 7\n")
+    spec = dataclasses.replace(kernels.KERNELS["naive"], name="family_kernel", source="cu/family/kernel.cu",
+                               entry="k", signature=("ptr",))
+    first = build(spec, "sm_80")
+    assert first.cache_hit is False and build(spec, "sm_80").cache_hit is True
+    (family / "value.cuh").write_bytes(b"#define VALUE 8\n")
+    assert build(spec, "sm_80").cache_hit is False
 
 
 def test_includes_are_followed_recursively(tree):
@@ -60,7 +113,7 @@ def test_editing_a_header_is_a_cache_miss(tree, isolated_cache):
     spec = kernels.KERNELS["naive"]
     first = build(spec, "sm_80")
     assert build(spec, "sm_80").cache_hit is True
-    header = tree / "cu" / "gemm_common.cuh"
+    header = tree / "cu" / "simt" / "gemm_common.cuh"
     header.write_bytes(header.read_bytes() + b"\n// an edit that changes no code\n")
     edited = build(spec, "sm_80")
     assert edited.cache_hit is False, "an edited header must invalidate every kernel that includes it"
@@ -71,7 +124,7 @@ def test_editing_a_header_is_a_cache_miss(tree, isolated_cache):
 
 def test_editing_a_header_reaches_nvrtc(tree, isolated_cache):
     spec = kernels.KERNELS["smem_tiled"]
-    (tree / "cu" / "gemm_common.cuh").write_bytes(b"#error edited-header-seen-by-nvrtc\n")
+    (tree / "cu" / "simt" / "gemm_common.cuh").write_bytes(b"#error edited-header-seen-by-nvrtc\n")
     from gemm_driver.cuda.errors import NvrtcError
 
     with pytest.raises(NvrtcError, match="edited-header-seen-by-nvrtc"):
@@ -109,10 +162,12 @@ def test_every_kernel_source_is_shipped_by_a_regular_install():
         assert package in config["packages"]
         assert config["package-dir"][package] == folder
         patterns = config["package-data"][package]
-        files = [p for p in (REPO / folder).iterdir() if p.is_file()]
+        files = [p for p in (REPO / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts]
         assert files
         for path in files:
-            assert any(fnmatch.fnmatch(path.name, pat) for pat in patterns), f"{path} would not be installed"
+            relative = path.relative_to(REPO / folder).as_posix()
+            assert any(fnmatch.fnmatch(relative, pat) or fnmatch.fnmatch(path.name, pat) for pat in patterns), \
+                f"{path} would not be installed"
     for spec in kernels.KERNELS.values():
         assert spec.source.split("/")[0] in ("cu", "ptx")
     # every folder of Python code in the package is listed (an unlisted one would not be installed)
@@ -123,3 +178,46 @@ def test_every_kernel_source_is_shipped_by_a_regular_install():
     }
     missing = python_packages - set(config["packages"])
     assert not missing, f"add {sorted(missing)} to [tool.setuptools] packages in pyproject.toml"
+
+
+def test_a_regular_install_ships_every_source_and_finds_them(tmp_path):
+    """Build a wheel of a copy of the tree, install it into a folder of its own and import
+    it from there (away from the checkout): every file of cu/ (all levels) and ptx/ is in
+    the wheel, and the installed package reads its kernels and their headers."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for folder in ("gemm_driver", "cu", "ptx"):
+        shutil.copytree(REPO / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    built = subprocess.run([*pip, "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"), str(src)],
+                           capture_output=True, text=True, timeout=300)
+    if built.returncode != 0 and "No matching distribution found for setuptools" in built.stderr:
+        pytest.skip("no package index to fetch setuptools from for the isolated build")
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "wheel").glob("gemm_driver-*.whl")
+    import zipfile
+
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    for folder in ("cu", "ptx"):
+        for path in (REPO / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                assert f"gemm_driver/_sources/{path.relative_to(REPO).as_posix()}" in shipped, path
+    assert any(name.startswith("gemm_driver/tuned/") and name.endswith(".json") for name in shipped)
+    site = tmp_path / "site"
+    installed = subprocess.run([*pip, "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+                               capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    probe = ("from gemm_driver import kernels\n"
+             "from gemm_driver.kernels.sources import source_root, read_source, included_headers\n"
+             "print(source_root())\n"
+             "for spec in kernels.KERNELS.values():\n"
+             "    read_source(spec.source)\n"
+             "    if spec.kind == 'cu': assert included_headers(spec.source), spec.name\n"
+             "assert 'gemm_common.cuh' in included_headers('cu/simt/smem_tiled.cu')\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert Path(ran.stdout.strip()) == site / "gemm_driver" / "_sources"

@@ -108,7 +108,7 @@ class GpuTimer:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.stream, self.mode, self.monitor = stream, mode, monitor
-        compiled, _ = cache.build(filename="hold_stream.cu", source=read_source("cu/hold_stream.cu"), arch=arch)
+        compiled, _ = cache.build(filename="hold_stream.cu", source=read_source("cu/harness/hold_stream.cu"), arch=arch)
         self._module = Module(compiled.cubin, name="hold_stream.cu")
         self._hold = self._module.kernel("hold_stream", ("ptr", "ptr", "unsigned long long"))
         self._flags = PinnedWords(2)  # [0] release, [1] expired

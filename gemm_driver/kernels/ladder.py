@@ -47,7 +47,7 @@ def _at_most_512_threads(p, t):
 blocktile_1d = KernelSpec(
     name="blocktile_1d",
     description="each thread computes a column of TM results of a BM x BN block tile",
-    source="cu/blocktile_1d.cu",
+    source="cu/simt/blocktile_1d.cu",
     entry="sgemm_blocktile_1d<{BM}, {BN}, {BK}, {TM}>",
     tunables=(
         Tunable("BM", 64, (64, 128), "rows of C per block"),
@@ -73,7 +73,7 @@ def _tile_2d(bm: int, bk: int) -> tuple[Tunable, ...]:
 blocktile_2d = KernelSpec(
     name="blocktile_2d",
     description="a TM x TN register tile per thread: outer products out of shared memory",
-    source="cu/blocktile_2d.cu",
+    source="cu/simt/blocktile_2d.cu",
     entry="sgemm_blocktile_2d<{BM}, {BN}, {BK}, {TM}, {TN}>",
     tunables=_tile_2d(bm=64, bk=8),
     rules=(_fits_static_smem(_plain_smem),),
@@ -84,7 +84,7 @@ blocktile_2d = KernelSpec(
 vectorized = KernelSpec(
     name="vectorized",
     description="blocktile_2d with float4 global loads and A transposed for 128-bit shared loads",
-    source="cu/vectorized.cu",
+    source="cu/simt/vectorized.cu",
     entry="sgemm_vectorized<{BM}, {BN}, {BK}, {TM}, {TN}>",
     tunables=_tile_2d(bm=64, bk=8),
     rules=(_fits_static_smem(_plain_smem),),
@@ -108,7 +108,7 @@ def _padded_smem(t) -> int:
 bank_conflict_free = KernelSpec(
     name="bank_conflict_free",
     description="vectorized with A's shared rows padded and B fragments interleaved: no bank conflicts",
-    source="cu/bank_conflict_free.cu",
+    source="cu/simt/bank_conflict_free.cu",
     entry="sgemm_bank_conflict_free<{BM}, {BN}, {BK}, {TM}, {TN}>",
     tunables=_tile_2d(bm=64, bk=16),
     rules=(_whole_float4s_per_thread, _fits_static_smem(_padded_smem)),
@@ -128,7 +128,7 @@ double_buffered = KernelSpec(
     name="double_buffered",
     description="bank_conflict_free with the next tiles' loads overlapping the math: "
                 "register prefetch (ASYNC=0) or a cp.async ring of STAGES buffers (ASYNC=1, sm_80+)",
-    source="cu/double_buffered.cu",
+    source="cu/simt/double_buffered.cu",
     entry="sgemm_double_buffered<{BM}, {BN}, {BK}, {TM}, {TN}, {ASYNC}, {STAGES}>",
     tunables=(
         Tunable("BM", 128, (64, 128), "rows of C per block"),

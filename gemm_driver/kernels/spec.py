@@ -18,7 +18,7 @@ Dims = tuple[int, int, int]
 Tunables = Mapping[str, int]
 Rule = Callable[[GemmProblem, Tunables], "str | None"]
 
-# The C signature every FP32 ladder kernel shares (see cu/gemm_common.cuh).
+# The C signature every FP32 ladder kernel shares (see cu/simt/gemm_common.cuh).
 SGEMM_SIGNATURE = ("int", "int", "int", "float", "ptr", "int", "ptr", "int", "float", "ptr", "int")
 
 MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -40,7 +40,7 @@ class KernelSpec:
 
     name: str
     description: str
-    source: str  # relative to the source root: "cu/naive.cu" or "ptx/naive.ptx"
+    source: str  # relative to the source root: "cu/simt/naive.cu" or "ptx/naive.ptx"
     entry: str
     block: Callable[[Tunables], Dims]
     grid: Callable[[GemmProblem, Tunables], Dims]

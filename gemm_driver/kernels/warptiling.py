@@ -1,4 +1,4 @@
-"""The warptiled rung (cu/warptiled.cu) and its autotuned configuration.
+"""The warptiled rung (cu/simt/warptiled.cu) and its autotuned configuration.
 
 The tiling hierarchy is block (BM x BN) -> warp (WM x WN) -> lane (TM x TN), with a
 STAGES-deep cp.async pipeline over k tiles of BK. The rules below are the kernel's
@@ -87,7 +87,7 @@ def scratch_bytes(p, t) -> tuple[int, int]:
 warptiled = KernelSpec(
     name="warptiled",
     description="block -> warp -> lane tiling, conflict-free LDS.128 fragments, cp.async multi-stage pipeline",
-    source="cu/warptiled.cu",
+    source="cu/simt/warptiled.cu",
     entry="sgemm_warptiled<{BM}, {BN}, {BK}, {WM}, {WN}, {TM}, {TN}, {STAGES}, {SPLITK}>",
     tunables=TUNABLES,
     rules=(_warp_tiles_fit, _lanes_fill_the_warp, _tiles_split_evenly, _fits_registers, _fits_shared_memory),
