@@ -10,16 +10,35 @@
 // reads conflict on banks and no shared memory is spent on padding; the fragments of
 // k-step s + 1 are loaded while the mma of step s run (double-buffered in registers, across
 // the k-tile boundary too); the block order is grouped (GROUP_M tile rows at a time) so
-// that consecutive blocks share A and B tiles in L2. TF32 runs m16n8k8 on FP32 tiles:
-// A still comes by ldmatrix (a 16-byte row of an 8x8 "b16" matrix is four floats, exactly
-// the TF32 A fragment), B by 32-bit shared loads under its own swizzle, and each operand
-// register is rounded by cvt.rna.tf32.f32 before the mma.
+// that consecutive blocks share A and B tiles in L2. A thread's copy sizes are worked out
+// once: the partial k-tile is consumed first, so every later tile is whole in k (4096^3
+// BF16, 128x256x64: 405 -> 445 TFLOP/s), and the k loop is compiled separately for blocks
+// inside M x N, with no bound at all (main loop 280 -> 223 instructions per 128 HMMA;
+// 445 -> 462, and 128x256x32: 428 -> 478). TF32 runs m16n8k8 on FP32 tiles: A still
+// comes by ldmatrix (a 16-byte row of an 8x8 "b16" matrix is four floats, exactly the TF32
+// A fragment), B by 32-bit shared loads under its own swizzle, and every element is rounded
+// once by cvt.rna.tf32.f32 in shared memory when its tile lands, not once per fragment
+// register of every warp that reads it (the first version: 108 TFLOP/s at 4096^3).
 // Any alignment: ASYNC = true needs rows_chunk_aligned A and B (16-byte base, ld a multiple
 // of 8 elements, 4 for float); ASYNC = false loads each chunk element by element into
-// registers at the top of a k-tile and stores it to shared memory at its end, so the loads
-// still overlap the math. The alternative for unaligned operands is pack_rows (below),
-// which copies A or B into aligned scratch for the ASYNC kernel.
-// Measured on the H100: see the report; filled in after the device run.
+// registers at the top of a k-tile and stores it to shared memory at its end. The other
+// slow path is pack_rows (below): copy A and/or B into aligned scratch, then run the ASYNC
+// kernel. Measured at 4093x4091x4099 (tight, odd leading dimensions): packing + ASYNC 322
+// TFLOP/s BF16, the register path 108: the launcher should pack.
+// Measured on the H100 (cuBLAS with FP32 C in the same run; ncu: 0 bank conflicts on
+// shared loads, stores and cp.async, tensor pipe active 76% at 4096^3):
+//   BF16 4096^3 476-478 TFLOP/s (0.63x cuBLAS; 128x256x32, 2x4 warps of 64x64, 4 stages),
+//        8192^3 455-463 (0.58-0.60x; 256x128x64 or 128x128x64, 3 stages),
+//        1024^3 170-172 (0.74-0.75x; 64x64x64, 2x2 warps), 4093x4091x4099 322 with packing
+//        (2.1x cuBLAS's 153); FP16 the same within 3%;
+//   TF32 4096^3 129 (0.32x; 256x128x16, 4x2 warps, 4 stages), 8192^3 136 (0.33x),
+//        4093x4091x4099 110 (0.83x).
+// Missed: BF16/FP16 >= 0.75x and TF32 >= 0.70x. A register-only loop of the same 32
+// independent m16n8k16 per warp reaches 630 TFLOP/s with 8 warps an SM (0.97 of 647), so
+// the occupancy the 64x64 warp tiles force (8 warps, 2 per scheduler) is not the limit by
+// itself; the other ~95 instructions per 128 HMMA of the main loop (ldmatrix, copies,
+// barrier) leave the tensor pipe idle a quarter of the time. TF32 runs twice the HMMA per
+// flop, 32-bit B loads and the rounding (169 TFLOP/s with the rounding skipped).
 //
 // Launch: block = WARPS_M * WARPS_N * 32 threads; grid = ceil(M / BM) * ceil(N / BN) blocks
 // (one dimension; the kernel maps it to tiles in grouped order); dynamic shared memory =
@@ -47,10 +66,9 @@ __device__ __forceinline__ int swizzle(int row, int chunk) {
     return chunk ^ ((row / ROWS_PER_SPAN) & MASK);
 }
 
-// The TF32 B tile is read by 64-bit loads, lane (g, t) reading row t (t = lane % 4) at
-// columns 2g, 2g + 1 of a 16-column pair of n8 tiles; each half-warp (g < 4 or g >= 4)
-// reads 2 chunks of each of 4 rows, and XOR by 2t puts those 8 chunks in 8 different bank
-// groups (the cp.async writes stay a permutation within 8 chunks).
+// The TF32 B tile is read by 32-bit loads, lane (g, t) reading row t (t = lane % 4) at
+// column g (8 consecutive floats = 2 chunks): XOR by 2t puts the 4 rows' chunk pairs in 8
+// different bank groups.
 __device__ __forceinline__ int swizzle_tf32_b(int row, int chunk) { return chunk ^ ((row & 3) << 1); }
 
 template <typename T, int CHUNKS>
@@ -233,15 +251,13 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
     for (int ks = 0; ks < KSTEPS; ++ks)
         a_frag_off[ks] = a_lane_row * A_ROW + mma_detail::swizzle<A_CH>(a_lane_row, ks * 2 + (lane >> 4)) * 16;
     // B (16-bit): lane l reads k row l % 16 of the step at chunk (n8 tile pair) + l / 16.
-    // B (TF32): n8 tiles 2p and 2p + 1 take the even and the odd columns of the 16 columns
-    // of pair p, so lane (g, t) finds both tiles' b0 (k row t) side by side at column
-    // 16p + 2g: one 64-bit load, and one more at k row t + 4 for their b1.
-    constexpr int B_FRAGS = NT / 2;
+    // B (TF32): lane (g, t) reads k rows t and t + 4, column g of each n8 tile.
+    constexpr int B_FRAGS = TF32 ? NT : NT / 2;
     unsigned b_frag_off[B_FRAGS];
 #pragma unroll
     for (int j = 0; j < B_FRAGS; ++j) {
         if constexpr (TF32) {
-            const int t = lane & 3, g = lane >> 2, n = wn * WTN + j * 16 + 2 * g;
+            const int t = lane & 3, g = lane >> 2, n = wn * WTN + j * 8 + g;
             b_frag_off[j] = t * B_ROW + mma_detail::swizzle_tf32_b(t, n / 4) * 16 + (n % 4) * 4;
         } else {
             const int row = lane & 15, chunk = (wn * WTN + j * 16) / 8 + (lane >> 4);
@@ -265,11 +281,10 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
         for (int i = 0; i < MT; ++i) tc::ldmatrix_x4(af[buf][i], a_stage + a_frag_off[ks] + i * 16 * A_ROW);
         if constexpr (TF32) {
 #pragma unroll
-            for (int j = 0; j < NT / 2; ++j) {
+            for (int j = 0; j < NT; ++j) {
                 const unsigned p = b_stage + b_frag_off[j] + ks * 8 * B_ROW;
-                const uint2 k_lo = tc::lds_64(p), k_hi = tc::lds_64(p + 4 * B_ROW);
-                bf[buf][2 * j][0] = k_lo.x, bf[buf][2 * j + 1][0] = k_lo.y;
-                bf[buf][2 * j][1] = k_hi.x, bf[buf][2 * j + 1][1] = k_hi.y;
+                bf[buf][j][0] = tc::lds_32(p);
+                bf[buf][j][1] = tc::lds_32(p + 4 * B_ROW);
             }
         } else {
 #pragma unroll
@@ -342,43 +357,21 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
     else k_loop(false);
 
     // Epilogue from registers: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of
-    // each m16 x n8 tile; a row's four lanes write 32 contiguous bytes. TF32: the pair of n8
-    // tiles 2p, 2p + 1 interleaves its columns, so a lane holds four adjacent columns
-    // 16p + 4t .. 16p + 4t + 3 of each row: one 16-byte store.
+    // each m16 x n8 tile; a row's four lanes write 32 contiguous bytes.
+    const bool pairs_aligned = tc::aligned_to(C, 8) && ldc % 2 == 0;
     const int g = lane >> 2, t = lane & 3;
-    if constexpr (TF32) {
-        const bool quads_aligned = tc::aligned_to(C, 16) && ldc % 4 == 0;
 #pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            const int row = m0 + wm * WTM + i * 16 + g;
+    for (int i = 0; i < MT; ++i) {
+        const int row = m0 + wm * WTM + i * 16 + g;
 #pragma unroll
-            for (int j = 0; j < NT / 2; ++j) {
-                const int col = n0 + wn * WTN + j * 16 + 4 * t;
-                const float* even = acc[i][2 * j];
-                const float* odd = acc[i][2 * j + 1];
-                if (row < M)
-                    tc::store_quad(C, (long long)row * ldc, col, N, make_float4(even[0], odd[0], even[1], odd[1]),
-                                   alpha, beta, quads_aligned);
-                if (row + 8 < M)
-                    tc::store_quad(C, (long long)(row + 8) * ldc, col, N,
-                                   make_float4(even[2], odd[2], even[3], odd[3]), alpha, beta, quads_aligned);
-            }
-        }
-    } else {
-        const bool pairs_aligned = tc::aligned_to(C, 8) && ldc % 2 == 0;
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            const int row = m0 + wm * WTM + i * 16 + g;
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const int col = n0 + wn * WTN + j * 8 + 2 * t;
-                if (row < M)
-                    tc::store_pair(C, (long long)row * ldc, col, N, acc[i][j][0], acc[i][j][1], alpha, beta,
-                                   pairs_aligned);
-                if (row + 8 < M)
-                    tc::store_pair(C, (long long)(row + 8) * ldc, col, N, acc[i][j][2], acc[i][j][3], alpha, beta,
-                                   pairs_aligned);
-            }
+        for (int j = 0; j < NT; ++j) {
+            const int col = n0 + wn * WTN + j * 8 + 2 * t;
+            if (row < M)
+                tc::store_pair(C, (long long)row * ldc, col, N, acc[i][j][0], acc[i][j][1], alpha, beta,
+                               pairs_aligned);
+            if (row + 8 < M)
+                tc::store_pair(C, (long long)(row + 8) * ldc, col, N, acc[i][j][2], acc[i][j][3], alpha, beta,
+                               pairs_aligned);
         }
     }
 }

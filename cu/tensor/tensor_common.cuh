@@ -135,26 +135,4 @@ __device__ __forceinline__ void store_pair(float* C, long long row_offset, int c
     }
 }
 
-// Four adjacent C elements of one row (columns col .. col + 3): one float4 access when the
-// quad lies inside and 16-byte aligned, else two pairs with their own checks.
-__device__ __forceinline__ void store_quad(float* C, long long row_offset, int col, int N, float4 v,
-                                           float alpha, float beta, bool quads_aligned) {
-    float* p = C + row_offset + col;
-    if (quads_aligned && col + 3 < N) {
-        float4 out;
-        if (beta == 0.0f) {
-            out = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
-        } else {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out = make_float4(fmaf(beta, old.x, alpha * v.x), fmaf(beta, old.y, alpha * v.y),
-                              fmaf(beta, old.z, alpha * v.z), fmaf(beta, old.w, alpha * v.w));
-        }
-        *reinterpret_cast<float4*>(p) = out;
-    } else {
-        const bool pairs_aligned = quads_aligned;  // 16-byte aligned quads imply 8-byte aligned pairs
-        store_pair(C, row_offset, col, N, v.x, v.y, alpha, beta, pairs_aligned);
-        store_pair(C, row_offset, col + 2, N, v.z, v.w, alpha, beta, pairs_aligned);
-    }
-}
-
 }  // namespace tc

@@ -1,15 +1,22 @@
 // wmma.cu -- tensor-core rung 1, the tutorial's WMMA rung: 16x16x16 fragments loaded
 // straight from global memory, FP16 or BF16 in, FP32 accumulate.
 //
-// Against the FP32 SIMT ladder (warptiled/autotuned, ~52 TFLOP/s ceiling of FFMA): the
-// multiply-adds move to the tensor cores (HMMA); there is no shared-memory tiling at all:
-// each warp owns FRAGS_M x FRAGS_N accumulator fragments and reads its A and B fragments
-// from global memory every k-step, relying on L1/L2 for reuse, exactly as the tutorial does.
-// What the tutorial lacks and this adds: bounds. A warp tile wholly inside the matrices with
-// WMMA-loadable operands runs the tutorial's loop; every other fragment (ragged M, N, K, or
-// a leading dimension that is not a multiple of 8 elements / a pointer not 32-byte
-// aligned) is staged through a per-warp 16x16 tile in shared memory with zero fill.
-// Measured on the H100 (bf16, 4096^3): see the report; filled in after the device run.
+// Against the FP32 SIMT ladder (best ~52 TFLOP/s, the FFMA ceiling): the multiply-adds move
+// to the tensor cores (HMMA); there is no shared-memory tiling at all: each warp owns
+// FRAGS_M x FRAGS_N accumulator fragments and reads its A and B fragments from global memory
+// every k-step, relying on L1/L2 for reuse, exactly as the tutorial does; the fragments of
+// step k + 16 are requested before the mma of step k. What the tutorial lacks and this adds:
+// bounds. A warp tile wholly inside the matrices with WMMA-loadable operands runs the
+// tutorial's loop; every other fragment (ragged M, N, K, or a leading dimension that is not
+// a multiple of 8 elements / a pointer not 32-byte aligned) is staged through a per-warp
+// 16x16 tile in shared memory with zero fill.
+// Measured on the H100 (cuBLAS with FP32 C in the same run): BF16 4096^3 105-109 TFLOP/s
+// (0.14-0.15x cuBLAS, 2x the FP32 SIMT ceiling), FP16 106-107, 1024^3 42 (0.18x); best of
+// 2x2 warps x 4x4 fragments (64x64 per warp) over 2x4 x 2x4 (69) and 4x2 x 4x2 (72). The
+// prefetch of the next step changed nothing (108 -> 105): the rung is bound by L1, not by
+// latency. Each 32-bit load of a row-major fragment touches 8 rows (8 L1 wavefronts for 128
+// useful bytes) and every B fragment is transposed in registers (MOVM), so the loads, not
+// the HMMA, set the pace. Misses the >= 25% target; the next rung is the fix (shared memory).
 //
 // Launch: block = WARPS_M * WARPS_N * 32 threads; grid = (ceil(N / (WARPS_N * FRAGS_N * 16)),
 // ceil(M / (WARPS_M * FRAGS_M * 16))); no dynamic shared memory (1 KiB static per warp).
