@@ -4,8 +4,9 @@
 ``python -m gemm_driver`` lists, compiles, verifies and benchmarks the kernels.
 """
 
-from .gemm import Session, gemm
+from .api import gemm
 from .problem import GemmProblem
+from .session import Session
 
 __version__ = "0.1.0"
 __all__ = ["GemmProblem", "Session", "gemm", "__version__"]

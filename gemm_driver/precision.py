@@ -1,4 +1,4 @@
-"""Precisions: what each one stores, how its inputs are rounded, and its error model.
+"""Precisions: the one table of what each stores, how cuBLAS computes it, and its error model.
 
 Four precisions, all with FP32 accumulation and an FP32 C (so verification, guard bands
 and NaN poison of C stay exactly as for FP32):
@@ -12,8 +12,10 @@ and NaN poison of C stay exactly as for FP32):
   in float32/float64; products of two 8- or 11-bit mantissas are exact in FP32, so only
   the accumulation rounds.
 
-The kernel registry's ``dtype`` strings ("float32", "tf32", "bfloat16", "float16") and
-the ``--dtype`` names ("fp32", "tf32", "bf16", "fp16") both map to one Precision.
+One spelling everywhere (registry, CLI, JSON, plots): ``fp32``, ``tf32``, ``bf16``,
+``fp16``; an ``fp8`` row needs a cuBLAS type, a storage and a bound, nothing else.
+``from_record`` maps the spellings older results files used ("float32", "bfloat16",
+"float16") when such a file is read.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
+
+from .cuda.cublas import ComputeType, DataType, GemmTypes, MathMode
 
 # Unit roundoff of FP32 with round to nearest.
 U32 = 2.0**-24
@@ -40,14 +44,14 @@ TF32_INPUT_ROUNDING = 2.0**-10
 
 @dataclass(frozen=True)
 class Precision:
-    name: str  # the --dtype spelling
-    dtype: str  # the kernel registry's spelling
+    name: str  # the one spelling: fp32, tf32, bf16, fp16
     itemsize: int  # bytes per A or B element in device memory (C is always FP32)
     input_rounding: float  # relative error of each factor rounded inside the GEMM
     accumulation_u: float  # unit roundoff charged per add of the K-term sum
     baseline: str  # the cuBLAS provider every kernel of this precision is compared with
-    cublas: str  # key of gemm_driver.cuda.cublas.PRECISIONS
+    cublas: GemmTypes  # cublasGemmEx storage, compute type and math mode of this precision
     description: str
+    batched_baseline: str | None = None  # the provider batched shapes are compared with
 
     @property
     def storage(self) -> np.dtype:
@@ -65,29 +69,38 @@ class Precision:
         return (k + 3) * self.accumulation_u * (1 + r) ** 2 + (2 * r + r * r)
 
 
+_F32, _F16, _BF16 = DataType.CUDA_R_32F, DataType.CUDA_R_16F, DataType.CUDA_R_16BF
+_C32 = ComputeType.CUBLAS_COMPUTE_32F
 PRECISIONS: dict[str, Precision] = {p.name: p for p in (
-    Precision("fp32", "float32", 4, 0.0, U32, "cublas", "fp32", "FP32 in, FP32 compute, no TF32"),
-    Precision("tf32", "tf32", 4, TF32_INPUT_ROUNDING, U_TENSOR, "cublas_tf32", "tf32",
+    Precision("fp32", 4, 0.0, U32, "cublas", GemmTypes(_F32, _F32, _C32, MathMode.PEDANTIC),
+              "FP32 in, FP32 compute, no TF32", batched_baseline="cublas_batched"),
+    Precision("tf32", 4, TF32_INPUT_ROUNDING, U_TENSOR, "cublas_tf32",
+              GemmTypes(_F32, _F32, ComputeType.CUBLAS_COMPUTE_32F_FAST_TF32, MathMode.TF32_TENSOR_OP),
               "FP32 in memory, TF32 tensor-core products, FP32 accumulation"),
-    Precision("bf16", "bfloat16", 2, 0.0, U_TENSOR, "cublas_bf16", "bf16",
+    # Half-width inputs always use tensor cores; DEFAULT math keeps them allowed.
+    Precision("bf16", 2, 0.0, U_TENSOR, "cublas_bf16", GemmTypes(_BF16, _F32, _C32, MathMode.DEFAULT),
               "BF16 A and B, FP32 accumulation and C"),
-    Precision("fp16", "float16", 2, 0.0, U_TENSOR, "cublas_fp16", "fp16",
+    Precision("fp16", 2, 0.0, U_TENSOR, "cublas_fp16", GemmTypes(_F16, _F32, _C32, MathMode.DEFAULT),
               "FP16 A and B, FP32 accumulation and C"),
 )}
 NAMES = tuple(PRECISIONS)
-_BY_DTYPE = {p.dtype: p for p in PRECISIONS.values()}
-# The one batched baseline: cuBLAS strided-batched SGEMM.
-BATCHED_BASELINE = "cublas_batched"
+# The spellings of results files written before the one table existed (registry dtypes).
+OLD_SPELLINGS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 def get(name: str | Precision) -> Precision:
-    """The Precision called ``name`` in either spelling ("bf16" or "bfloat16")."""
+    """The Precision called ``name`` (fp32, tf32, bf16, fp16)."""
     if isinstance(name, Precision):
         return name
-    found = PRECISIONS.get(name) or _BY_DTYPE.get(name)
+    found = PRECISIONS.get(name)
     if found is None:
         raise ValueError(f"unknown precision {name!r}; choose from {', '.join(NAMES)}")
     return found
+
+
+def from_record(name: str) -> str:
+    """The precision name of a value read from a results file, old spellings mapped."""
+    return get(OLD_SPELLINGS.get(name, name)).name
 
 
 def parse_dtypes(values: Iterable[str] | None) -> list[str]:
@@ -107,7 +120,7 @@ def parse_dtypes(values: Iterable[str] | None) -> list[str]:
 def baseline(precision: str | Precision, batch: int = 1) -> str:
     """The provider a case's "% of cuBLAS" is measured against."""
     p = get(precision)
-    return BATCHED_BASELINE if batch > 1 and p.name == "fp32" else p.baseline
+    return p.batched_baseline if batch > 1 and p.batched_baseline else p.baseline
 
 
 # --- rounding --------------------------------------------------------------------------

@@ -26,7 +26,6 @@ import numpy as np
 from . import precision as _precision
 from .problem import GemmProblem
 
-UNIT_ROUNDOFF = {"float32": 2.0**-24}
 SLACK = 1.05
 
 
@@ -79,7 +78,7 @@ class Verification:
 def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violations: int = 0,
           precision: str = "fp32") -> Verification:
     """Compare ``out`` with ``ref`` element by element against the rounding bound of
-    ``precision`` (a --dtype name or a registry dtype such as "float32")."""
+    ``precision`` (fp32, tf32, bf16, fp16)."""
     if out.shape != ref.value.shape:
         raise ValueError(f"output shape {out.shape} differs from the reference's {ref.value.shape}")
     bound = error_bound(problem.k, ref.magnitude, precision)

@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def session():
     """One GPU Session for the whole run (context, stream, cuBLAS handle, loaded kernels)."""
-    from gemm_driver.gemm import Session
+    from gemm_driver import Session
 
     with Session() as s:
         yield s

@@ -6,16 +6,18 @@ import json
 
 import pytest
 
-from gemm_driver import autotune, kernels
-from gemm_driver.autotune import ShapeResult, Trial
-from gemm_driver.kernels.warptiling import TUNE_SPACE
+from gemm_driver import kernels
+from gemm_driver.bench import autotune
+from gemm_driver.bench.autotune import ShapeResult, Trial
+from gemm_driver.kernels import tuned
+from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 from gemm_driver.problem import GemmProblem
 
 
 def test_gpu_slug_matches_the_results_folders():
-    assert autotune.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
-    assert autotune.gpu_slug("  NVIDIA GeForce RTX 4090 ") == "geforce-rtx-4090"
-    assert autotune.gpu_slug("???") == "unknown-gpu"
+    assert tuned.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert tuned.gpu_slug("  NVIDIA GeForce RTX 4090 ") == "geforce-rtx-4090"
+    assert tuned.gpu_slug("???") == "unknown-gpu"
 
 
 def test_every_tune_space_entry_is_a_valid_warptiled_configuration():
@@ -29,22 +31,22 @@ def test_pick_takes_the_nearest_tuned_shape_on_a_log_scale():
     table = {"entries": [{"shape": [512, 512, 512], "best": {"BM": 64}},
                          {"shape": [4096, 4096, 4096], "best": {"BM": 128}},
                          {"shape": [1024, 1024, 16384], "best": {"SPLITK": 4}}]}
-    assert autotune.pick(table, GemmProblem(600, 500, 400)) == ({"BM": 64}, "tuned at 512x512x512")
-    assert autotune.pick(table, GemmProblem(3000, 5000, 4000))[0] == {"BM": 128}
-    assert autotune.pick(table, GemmProblem(1000, 1000, 20000))[0] == {"SPLITK": 4}
+    assert tuned.pick(table, GemmProblem(600, 500, 400)) == ({"BM": 64}, "tuned at 512x512x512")
+    assert tuned.pick(table, GemmProblem(3000, 5000, 4000))[0] == {"BM": 128}
+    assert tuned.pick(table, GemmProblem(1000, 1000, 20000))[0] == {"SPLITK": 4}
     # 1448 ~ 2^10.5: on a log scale it is nearer 1024-ish shapes than 4096 ones
-    assert autotune.shape_distance((1448,) * 3, (512,) * 3) < autotune.shape_distance((1448,) * 3, (8192,) * 3)
+    assert tuned.shape_distance((1448,) * 3, (512,) * 3) < tuned.shape_distance((1448,) * 3, (8192,) * 3)
 
 
 def test_without_a_table_the_defaults_run_and_the_reason_is_given(tmp_path):
-    assert autotune.load_table("NVIDIA Imaginary GPU", tmp_path) is None
-    assert autotune.pick(None, GemmProblem(64, 64, 64)) == ({}, "no tuned table for this GPU; warptiled defaults")
+    assert tuned.load_table("NVIDIA Imaginary GPU", tmp_path) is None
+    assert tuned.pick(None, GemmProblem(64, 64, 64)) == ({}, "no tuned table for this GPU; warptiled defaults")
 
 
 def test_a_table_of_another_schema_is_refused(tmp_path):
     (tmp_path / "h100-80gb-hbm3.json").write_text(json.dumps({"schema": "something/9", "entries": []}))
     with pytest.raises(ValueError, match="schema 'something/9'"):
-        autotune.load_table("NVIDIA H100 80GB HBM3", tmp_path)
+        tuned.load_table("NVIDIA H100 80GB HBM3", tmp_path)
 
 
 def test_table_document_keeps_the_winner_the_runners_up_and_the_rejects():
@@ -53,7 +55,7 @@ def test_table_document_keeps_the_winner_the_runners_up_and_the_rejects():
     result = ShapeResult((1024, 1024, 1024), trials, baseline_tflops=38.0)
     document = autotune.table_document([result, ShapeResult((8, 8, 8), [Trial({}, "spills")])],
                                        kernels.KERNELS["warptiled"], {"gpu": {"name": "Some GPU"}})
-    assert document["schema"] == autotune.SCHEMA and document["gpu"] == "Some GPU"
+    assert document["schema"] == tuned.SCHEMA and document["gpu"] == "Some GPU"
     (entry,) = document["entries"]  # a shape where nothing ran has no winner and no entry
     assert entry["best"] == {"BM": 128} and entry["tflops"] == 40.0 and entry["cublas_tflops"] == 38.0
     assert entry["runners_up"] == [{"tunables": {"BM": 64}, "tflops": 30.0}]
@@ -61,13 +63,13 @@ def test_table_document_keeps_the_winner_the_runners_up_and_the_rejects():
 
 
 def test_committed_tables_are_valid_and_autotuned_resolves_from_them():
-    paths = sorted(autotune.TUNED_DIR.glob("*.json"))
+    paths = sorted(tuned.TUNED_DIR.glob("*.json"))
     assert paths, "at least the H100 table is committed"
     spec = kernels.KERNELS["autotuned"]
     for path in paths:
         document = json.loads(path.read_text())
-        assert document["schema"] == autotune.SCHEMA and document["kernel"] == "warptiled"
-        assert autotune.gpu_slug(document["gpu"]) == path.stem
+        assert document["schema"] == tuned.SCHEMA and document["kernel"] == "warptiled"
+        assert tuned.gpu_slug(document["gpu"]) == path.stem
         for entry in document["entries"]:
             m, n, k = entry["shape"]
             spec.validate(GemmProblem(m, n, k), entry["best"])

@@ -9,11 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemm_driver import cupy_baseline, precision
-from gemm_driver.checking import check_case
+from gemm_driver import precision
 from gemm_driver.bench import roofline, runner
 from gemm_driver.bench.timing import Budget
-from gemm_driver.gemm import verify_once
+from gemm_driver.case import PreparedCase
+from gemm_driver.checking import check_case
+from gemm_driver.kernels import precision_of
+from gemm_driver.kernels.providers import cupy_unavailable
 from gemm_driver.operands import random_operands, upload_operands
 from gemm_driver.problem import GemmProblem
 from gemm_driver.strategies import GemmCase, gemm_cases
@@ -27,21 +29,15 @@ DRAWN = settings(max_examples=40, deadline=None, database=None, suppress_health_
 
 def run_case(session, kernel: str, case: GemmCase, dtype: str, guard: int = 2):
     p = case.problem
-    a, b, c = random_operands(p, np.random.default_rng(case.data_seed), dtype)
-    ref = reference(p, a, b, c)
     lds = (p.k + case.pads[0], p.n + case.pads[1], p.n + case.pads[2])
-    ops = upload_operands(p, a, b, c, guard=guard, lds=lds, misalign=case.misalign, precision=dtype)
-    try:
-        launch = session.launcher(kernel, p, *ops)
-        return verify_once(session, launch, p, ops[2], c, ref, dtype)
-    finally:
-        for m in ops:
-            m.close()
+    with PreparedCase.random(p, dtype, case.data_seed, guard=guard, lds=lds, misalign=case.misalign) as prepared:
+        launch = session.launcher(kernel, p, *prepared.device())
+        return prepared.check(*prepared.run(launch))
 
 
 @pytest.mark.parametrize("name", BASELINES)
 def test_each_precision_baseline_passes_drawn_cases(session, name):
-    dtype = runner.precision_of(name)
+    dtype = precision_of(name)
 
     @DRAWN
     @given(case=gemm_cases(300))
@@ -55,7 +51,7 @@ def test_each_precision_baseline_passes_drawn_cases(session, name):
 @pytest.mark.parametrize("name", BASELINES)
 @pytest.mark.parametrize("shape", [(1, 1, 1), (4093, 67, 4099), (127, 4091, 257), (16, 16, 8191)])
 def test_each_precision_baseline_on_odd_and_large_shapes(session, name, shape):
-    dtype = runner.precision_of(name)
+    dtype = precision_of(name)
     case = GemmCase(GemmProblem(*shape, 1.0, 0.5), (1, 3, 0), (1, 3, 2), 7)
     result = run_case(session, name, case, dtype, guard=1)
     assert result.ok, result.message
@@ -84,14 +80,10 @@ def test_batched_baseline_is_not_a_single_gemm(session):
     p = GemmProblem(33, 17, 9, 1.0, 0.0, 4)
     a, b, _ = random_operands(p, np.random.default_rng(3))
     wrong = reference(GemmProblem(33, 17, 9), a[:33], b[:9], None)
-    ops = upload_operands(p, a, b, None, guard=1)
-    try:
-        launch = session.launcher("cublas_batched", p, *ops)
-        right = verify_once(session, launch, p, ops[2], None, reference(p, a, b, None))
-        out, _ = ops[2].read()
-    finally:
-        for m in ops:
-            m.close()
+    with PreparedCase(p, "fp32", a, b, None, guard=1) as prepared:
+        launch = prepared.run(session.launcher("cublas_batched", p, *prepared.device()))
+        out, guard = launch
+        right = prepared.check(out, guard)
     assert right.ok, right.message
     assert not np.allclose(out[33:66], wrong.value, atol=1e-3)
 
@@ -125,8 +117,8 @@ def test_tf32_baseline_really_rounds_to_tf32(session):
 
 def test_sweep_over_every_precision(session):
     names = ["cublas", "naive", "cublas_batched", "numpy", "cublas_tf32", "cublas_bf16", "cublas_fp16"]
-    results = runner.run_sweep(session, names, [(200, 136, 72), (64, 48, 40, 3)], seed=1,
-                               budget=Budget(seconds=0.05))
+    steps = runner.plan(names, [(200, 136, 72), (64, 48, 40, 3)])
+    results = runner.run_sweep(session, steps, seed=1, budget=Budget(seconds=0.05))
     by = {(r.kernel, r.problem.batch): r for r in results}
     for (kernel, batch), r in by.items():
         if batch > 1 and kernel not in ("cublas_batched", "numpy"):  # one GEMM per launch
@@ -135,6 +127,7 @@ def test_sweep_over_every_precision(session):
             assert r.status == "ok", (kernel, batch, r.detail)
     assert len(by) == 6 + 7  # cublas_batched runs the batched shape only
     assert by["cublas_bf16", 1].as_dict()["dtype"] == "bf16"
+    assert by["cublas_bf16", 1].as_dict()["launch"] == {"kernel": "cublas_bf16", "tunables": {}, "note": ""}
     assert by["cublas_bf16", 1].pct_of_baseline == 100.0 and by["cublas_batched", 3].pct_of_baseline == 100.0
     assert by["naive", 1].pct_of_baseline < 100.0
     recs = roofline.annotate_records([r.as_dict() for r in results], session.device.name)
@@ -144,7 +137,7 @@ def test_sweep_over_every_precision(session):
             assert (rec["pct_of_peak"] is not None) == known, rec
 
 
-@pytest.mark.skipif(cupy_baseline.unavailable_reason() is not None, reason="CuPy is not installed here")
+@pytest.mark.skipif(cupy_unavailable() is not None, reason="CuPy is not installed here")
 def test_cupy_baseline_passes_verification_on_drawn_cases(session):
     @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(case=gemm_cases())

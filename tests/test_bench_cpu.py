@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import sys
+import types
 
 import numpy as np
 import pytest
 from rich.console import Console
 
-from gemm_driver import cli
+from gemm_driver import cli, kernels
 from gemm_driver.bench import clocks, report, runner, writers
+from gemm_driver.case import PreparedCase, run_case
 from gemm_driver.bench.environment import collect
 from gemm_driver.bench.timing import Budget, TimingStats, measure_host
 from gemm_driver.cli import main
 from gemm_driver.cuda.driver import gpu_available
-from gemm_driver.operands import random_operands
 from gemm_driver.problem import GemmProblem
-from gemm_driver.verify import reference
 
 
 def stats(*samples, launches=1):
@@ -59,10 +60,16 @@ def test_default_kernels_order():
     assert {"naive", "coalesced", "smem_tiled", "ptx_naive"} <= set(names)
 
 
+HOST_TIMER = types.SimpleNamespace(measure_host=measure_host)  # run_case times host providers with this
+
+
 def numpy_case(m=64, n=48, k=32, beta=0.0):
+    """The NumPy baseline through the one verify-then-time path (no device operands are made)."""
     p = GemmProblem(m, n, k, 1.0, beta)
-    a, b, c = random_operands(p, np.random.default_rng(0))
-    return runner._run_numpy(p, a, b, c, reference(p, a, b, c), Budget(seconds=0.01))
+    with PreparedCase.random(p, "fp32", 0) as case:
+        outcome = run_case(None, "numpy", case, timer=HOST_TIMER, budget=Budget(seconds=0.01))
+        assert case._device is None  # a host provider never touches the GPU
+    return runner.CaseResult.from_outcome("numpy", p, outcome, "fp32", "hot")
 
 
 def test_numpy_case_is_verified_then_timed():
@@ -79,7 +86,8 @@ def test_numpy_case_is_verified_then_timed():
 
 
 def test_wrong_result_is_failed_and_never_timed(monkeypatch):
-    monkeypatch.setattr(runner, "host_gemm", lambda p, a, b, c: np.zeros((p.m, p.n), np.float32))
+    wrong = dataclasses.replace(kernels.get("numpy"), host_gemm=lambda p, a, b, c: np.zeros((p.m, p.n), np.float32))
+    monkeypatch.setitem(kernels.ALL, "numpy", wrong)
     result = numpy_case()
     assert result.status == "FAILED"
     assert result.timing is None and result.tflops is None
@@ -91,10 +99,10 @@ def test_baseline_ratio():
     base = runner.CaseResult("cublas", p, "ok", timing=stats(2.0))
     slow = runner.CaseResult("naive", p, "ok", timing=stats(8.0))
     failed = runner.CaseResult("coalesced", p, "FAILED", "wrong")
-    runner._fill_baseline_ratio([slow, base, failed])
+    runner.fill_baseline_ratio([slow, base, failed], "cublas")
     assert base.pct_of_baseline == 100.0 and slow.pct_of_baseline == 25.0 and failed.pct_of_baseline is None
     lonely = runner.CaseResult("naive", p, "ok", timing=stats(8.0))
-    runner._fill_baseline_ratio([lonely])  # no baseline timed: no ratio invented
+    runner.fill_baseline_ratio([lonely], "cublas")  # no baseline timed: no ratio invented
     assert lonely.pct_of_baseline is None
 
 
@@ -224,7 +232,7 @@ def test_json_round_trip(tmp_path):
     writers.write_json(path, doc)
     loaded = writers.load(path)
     assert loaded == json.loads(json.dumps(doc))
-    assert loaded["schema"] == "gemm_driver.bench/2"
+    assert loaded["schema"] == "gemm_driver.bench/3"
     assert loaded["command"]["argv"] == ["gemm-driver", "bench", "--sizes", "64"]
     assert loaded["command"]["line"] == "gemm-driver bench --sizes 64" and loaded["command"]["executable"]
     assert writers.command_argv(["/x/gemm_driver/__main__.py", "bench", "--shapes", "a b"])[:4] == \
@@ -236,6 +244,25 @@ def test_json_round_trip(tmp_path):
     for key in ("min_ms", "p10_ms", "p90_ms", "ci_low_ms", "ci_high_ms", "noise", "converged", "stop_reason"):
         assert key in first["timing"]
     assert second["status"] == "FAILED" and second["timing"] is None and second["tflops"] is None
+    assert first["launch"] == {"kernel": "numpy", "tunables": {}, "note": ""}  # what ran (bench/3)
+
+
+def test_older_files_load_with_their_precision_spellings_mapped(tmp_path):
+    """bench/1 and /2 files still load; a precision spelled the registry's old way
+    ("float32", "bfloat16", "float16") reads as the one spelling, so compare and plot match
+    cases across schemas; an unknown precision is refused in one line."""
+    rec = {"kernel": "naive", "m": 8, "n": 8, "k": 8, "status": "ok", "dtype": "float32"}
+    for schema in ("gemm_driver.bench/1", "gemm_driver.bench/2"):
+        path = tmp_path / f"{schema.rsplit('/', 1)[1]}.json"
+        path.write_text(json.dumps({"schema": schema, "settings": {"dtypes": ["float32", "bfloat16", "float16"]},
+                                    "results": [rec, {**rec, "dtype": "bfloat16"}, {**rec, "dtype": "fp16"}]}))
+        loaded = writers.load(path)
+        assert [r["dtype"] for r in loaded["results"]] == ["fp32", "bf16", "fp16"]
+        assert loaded["settings"]["dtypes"] == ["fp32", "bf16", "fp16"]
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"schema": "gemm_driver.bench/2", "results": [{**rec, "dtype": "fp64"}]}))
+    with pytest.raises(writers.BenchFileError, match="unknown precision 'fp64'"):
+        writers.load(path)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -277,7 +304,7 @@ def test_csv_has_one_flat_row_per_case(tmp_path):
 # -- CLI flags -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, fragments", [
-    (["bench", "--mode", "warm"], ["--mode takes hot or cold", "'warm'"]),
+    (["bench", "--mode", "warm"], ["--mode", "invalid choice: 'warm'", "'hot', 'cold'"]),
     (["bench", "--noise", "0"], ["--noise takes a fraction or percentage between 0 and 1", "'0'"]),
     (["bench", "--noise", "5"], ["--noise takes", "'5'"]),
     (["bench", "--noise", "abc%"], ["--noise takes", "'abc%'"]),
@@ -300,10 +327,12 @@ def test_bad_bench_and_compare_flags_exit_2_with_one_line(capsys, argv, fragment
 
 def test_noise_and_budget_parsing():
     args = cli.build_parser().parse_args(["bench", "--noise", "0.5%", "--max-time", "2.5"])
-    budget = cli._budget(args)
-    assert budget.noise == pytest.approx(0.005) and budget.seconds == 2.5
-    defaults = cli._budget(cli.build_parser().parse_args(["bench"]))
-    assert defaults.noise == 0.005 and defaults.seconds == 1.0
+    assert args.noise == pytest.approx(0.005) and args.max_time == 2.5
+    defaults = cli.build_parser().parse_args(["bench"])
+    assert defaults.noise == 0.005 and defaults.max_time == 1.0 and defaults.mode == "hot"
+    budget = Budget(seconds=args.max_time, noise=args.noise)
+    assert budget.settings() == {"noise_target": pytest.approx(0.005), "max_time_s": 2.5, "min_samples": 10,
+                                 "max_samples": 1000, "warmup_s": 0.03, "batch_ms": 2.0}
 
 
 def test_pci_bus_ids_compare_as_numbers():

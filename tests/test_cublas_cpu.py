@@ -19,7 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gemm_driver import precision
 from gemm_driver.cuda import cublas
+from helpers import FP32_DEFAULT_MATH, sgemm, sgemm_strided_batched
 from gemm_driver.cuda.errors import CublasError, GemmDriverError, LibraryNotFoundError
 
 
@@ -211,18 +213,21 @@ def test_sgemm_end_to_end(fake, m, n, k):
     lda, ldb, ldc = k + 2, n + 1, n + 3
     (pa, pb, pc), (am, bm, cm0) = _operands(fake, m, n, k, lda, ldb, ldc)
     with cublas.CublasHandle() as h:
-        cublas.sgemm(h, m, n, k, 0.5, pa, lda, pb, ldb, -2.0, np.uint64(pc), ldc)
+        sgemm(h, m, n, k, 0.5, pa, lda, pb, ldb, -2.0, np.uint64(pc), ldc)
     assert_rowmajor_result(fake.mem[pc], 0.5 * am @ bm - 2.0 * cm0, ldc)
 
 
-@pytest.mark.parametrize("name", sorted(cublas.PRECISIONS))
+TYPES = {**{name: p.cublas for name, p in precision.PRECISIONS.items()}, "fp32_default_math": FP32_DEFAULT_MATH}
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
 def test_gemm_ex_end_to_end_sets_and_restores_math_mode(fake, name):
     m, n, k, lda, ldb, ldc = 4, 3, 5, 6, 3, 4
     (pa, pb, pc), (am, bm, cm0) = _operands(fake, m, n, k, lda, ldb, ldc)
-    p = cublas.PRECISIONS[name]
+    p = TYPES[name]
     with cublas.CublasHandle() as h:
         h.set_math_mode(16)  # a flag bit that MathMode cannot represent must survive
-        cublas.gemm_ex(h, m, n, k, 1.0, pa, lda, pb, ldb, 1.0, pc, ldc, precision=name)
+        cublas.gemm_ex(h, m, n, k, 1.0, pa, lda, pb, ldb, 1.0, pc, ldc, types=p)
         assert h.get_math_mode() == 16
     assert fake.log[1] == ("gemm_ex", p.ab_type, p.ab_type, p.c_type, p.compute,
                            cublas.CUBLAS_GEMM_DEFAULT, p.math_mode)
@@ -232,13 +237,14 @@ def test_gemm_ex_end_to_end_sets_and_restores_math_mode(fake, name):
 def test_gemm_ex_restores_math_mode_on_error(fake):
     fake.fail_gemm = True
     with cublas.CublasHandle() as h, pytest.raises(CublasError):
-        cublas.gemm_ex(h, 2, 2, 2, 1.0, 0, 2, 0, 2, 0.0, 0, 2, precision="tf32")
+        cublas.gemm_ex(h, 2, 2, 2, 1.0, 0, 2, 0, 2, 0.0, 0, 2, types=TYPES["tf32"])
     assert fake.math_mode == cublas.MathMode.DEFAULT
 
 
-def test_gemm_ex_rejects_unknown_precision(fake):
-    with cublas.CublasHandle() as h, pytest.raises(ValueError, match="fp64"):
-        cublas.gemm_ex(h, 2, 2, 2, 1.0, 0, 2, 0, 2, 0.0, 0, 2, precision="fp64")
+def test_gemm_ex_takes_types_not_names(fake):
+    """The types come from the one precision table; a name is not accepted in their place."""
+    with cublas.CublasHandle() as h, pytest.raises(AttributeError):
+        cublas.gemm_ex(h, 2, 2, 2, 1.0, 0, 2, 0, 2, 0.0, 0, 2, types="fp64")
 
 
 def test_sgemm_strided_batched_end_to_end(fake):
@@ -256,14 +262,14 @@ def test_sgemm_strided_batched_end_to_end(fake):
             out.append(mat)
     pa, pb, pc = (fake.put(buf) for buf in bufs)
     with cublas.CublasHandle() as h:
-        cublas.sgemm_strided_batched(h, m, n, k, 1.0, pa, lda, sa, pb, ldb, sb, 1.0, pc,
-                                     ldc, sc, batch)
+        sgemm_strided_batched(h, m, n, k, 1.0, pa, lda, sa, pb, ldb, sb, 1.0, pc,
+                              ldc, sc, batch)
     for i in range(batch):
         piece = fake.mem[pc][i * sc:(i + 1) * sc]
         assert_rowmajor_result(piece, mats[0][i] @ mats[1][i] + mats[2][i], ldc)
     with cublas.CublasHandle() as h, pytest.raises(ValueError, match="batch"):
-        cublas.sgemm_strided_batched(h, m, n, k, 1.0, pa, lda, sa, pb, ldb, sb, 1.0, pc,
-                                     ldc, sc, -1)
+        sgemm_strided_batched(h, m, n, k, 1.0, pa, lda, sa, pb, ldb, sb, 1.0, pc,
+                              ldc, sc, -1)
 
 
 def test_handle_stream_binding(fake):
@@ -288,7 +294,7 @@ def test_handle_close_is_idempotent_and_final(fake):
     with pytest.raises(GemmDriverError, match="closed"):
         h.set_math_mode(cublas.MathMode.DEFAULT)
     with pytest.raises(GemmDriverError, match="closed"):
-        cublas.sgemm(h, 1, 1, 1, 1.0, 0, 1, 0, 1, 0.0, 0, 1)
+        sgemm(h, 1, 1, 1, 1.0, 0, 1, 0, 1, 0.0, 0, 1)
 
 
 def test_handle_finalizer_destroys_forgotten_handle(fake):
@@ -386,7 +392,7 @@ def test_enum_spot_checks():
 
 
 def test_precision_table():
-    P, D, C, M = cublas.PRECISIONS, cublas.DataType, cublas.ComputeType, cublas.MathMode
+    P, D, C, M = TYPES, cublas.DataType, cublas.ComputeType, cublas.MathMode
     assert set(P) == {"fp32", "fp32_default_math", "tf32", "bf16", "fp16"}
     assert (P["fp32"].compute, P["fp32"].math_mode) == (C.CUBLAS_COMPUTE_32F, M.PEDANTIC)
     assert P["fp32_default_math"].math_mode == M.DEFAULT

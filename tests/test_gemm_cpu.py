@@ -14,7 +14,7 @@ from gemm_driver.problem import GemmProblem
 from gemm_driver.verify import check, reference
 
 # The module, not the function: ``gemm_driver.gemm`` (and so ``import gemm_driver.gemm as m``) is the function.
-gemm_module = importlib.import_module("gemm_driver.gemm")
+gemm_module = importlib.import_module("gemm_driver.api")
 
 gemm = gemm_driver.gemm
 
@@ -26,7 +26,7 @@ def no_gpu_allowed(monkeypatch):
         raise AssertionError("this call must not need a GPU session")
 
     monkeypatch.setattr(gemm_module, "default_session", forbidden)
-    monkeypatch.setattr(gemm_module, "upload_operands", lambda *a, **k: forbidden())
+    monkeypatch.setattr(gemm_module, "PreparedCase", lambda *a, **k: forbidden())
 
 
 def mats(m, n, k, seed=0):

@@ -14,10 +14,11 @@ from hypothesis import HealthCheck, given, settings
 
 import gemm_driver
 from gemm_driver import kernels
-from gemm_driver.bench.runner import run_sweep
+from gemm_driver import precision as precisions
+from gemm_driver.bench.runner import plan, run_sweep
+from gemm_driver.case import PreparedCase
 from gemm_driver.bench.timing import Budget, GpuTimer
 from gemm_driver.checking import check_case, verify_kernel
-from gemm_driver.gemm import verify_once
 from gemm_driver.cuda import cublas
 from gemm_driver.cuda.driver import DeviceBuffer, Event, Module
 from gemm_driver.cuda.errors import CudaError
@@ -27,6 +28,7 @@ from gemm_driver.operands import random_operands, upload_operands
 from gemm_driver.problem import GemmProblem
 from gemm_driver.strategies import GemmCase, gemm_cases
 from gemm_driver.verify import reference
+from helpers import FP32_DEFAULT_MATH, sgemm, sgemm_strided_batched
 
 pytestmark = pytest.mark.gpu
 
@@ -144,8 +146,9 @@ def _device_problem(session, m, n, k, alpha=1.0, beta=0.0, seed=0):
 @pytest.mark.parametrize("precision,rtol", [("fp32", 1e-5), ("fp32_default_math", 1e-5), ("tf32", 5e-3)])
 def test_cublas_gemm_ex_precisions(session, precision, rtol):
     problem, (a, b, c), (da, db, dc) = _device_problem(session, 129, 67, 301, alpha=1.25, beta=-0.5)
+    types = FP32_DEFAULT_MATH if precision == "fp32_default_math" else precisions.get(precision).cublas
     cublas.gemm_ex(session.cublas(), 129, 67, 301, 1.25, da.ptr, da.ld, db.ptr, db.ld, -0.5, dc.ptr, dc.ld,
-                   precision=precision)
+                   types=types)
     session.synchronize()
     out, _ = dc.read()
     ref = reference(problem, a, b, c).value
@@ -158,12 +161,12 @@ def test_cublas_sgemm_and_strided_batched(session):
     a = rng.uniform(-1, 1, (batch, m, k)).astype(np.float32)
     b = rng.uniform(-1, 1, (batch, k, n)).astype(np.float32)
     with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, DeviceBuffer(batch * m * n * 4) as dc:
-        cublas.sgemm_strided_batched(session.cublas(), m, n, k, 2.0, da.ptr, k, m * k, db.ptr, n, k * n,
-                                     0.0, dc.ptr, n, m * n, batch)
+        sgemm_strided_batched(session.cublas(), m, n, k, 2.0, da.ptr, k, m * k, db.ptr, n, k * n,
+                              0.0, dc.ptr, n, m * n, batch)
         session.synchronize()
         out = dc.download(np.empty((batch, m, n), np.float32))
         np.testing.assert_allclose(out, 2.0 * (a.astype(np.float64) @ b), rtol=1e-5, atol=1e-5)
-        cublas.sgemm(session.cublas(), m, n, k, 1.0, da.ptr, k, db.ptr, n, 0.0, dc.ptr, n)
+        sgemm(session.cublas(), m, n, k, 1.0, da.ptr, k, db.ptr, n, 0.0, dc.ptr, n)
         session.synchronize()
         first = dc.download(np.empty((m, n), np.float32))
         np.testing.assert_allclose(first, a[0].astype(np.float64) @ b[0], rtol=1e-5, atol=1e-5)
@@ -198,8 +201,8 @@ def test_timer_on_a_small_kernel(session):
 
 
 def test_sweep_verifies_then_times(session):
-    results = run_sweep(session, ["cublas", "naive", "smem_tiled", "numpy"], [(67, 45, 33)], alpha=0.5, beta=2.0,
-                        seed=1, budget=Budget(seconds=0.02))
+    steps = plan(["cublas", "naive", "smem_tiled", "numpy"], [(67, 45, 33)], alpha=0.5, beta=2.0)
+    results = run_sweep(session, steps, seed=1, budget=Budget(seconds=0.02))
     assert [r.status for r in results] == ["ok"] * 4
     assert all(r.verification["ok"] and r.timing is not None for r in results)
     cublas_result = results[0]
@@ -211,15 +214,16 @@ def test_split_k_counters_reset_and_results_repeat_bit_for_bit(session):
     """The last block of each C tile resets its counter, so launch after launch is the same
     computation; and the slices are added in slice order, so the bits do not depend on which
     block finished last."""
-    problem, (a, b, c), (da, db, dc) = _device_problem(session, 300, 200, 1000, alpha=0.5, beta=0.0)
-    launch = session.launcher("warptiled", problem, da, db, dc, {"BM": 64, "BN": 64, "WM": 32, "WN": 32,
-                                                                  "TN": 4, "SPLITK": 4})
-    ref = reference(problem, a, b, c)
+    problem = GemmProblem(300, 200, 1000, 0.5, 0.0)
+    case = PreparedCase.random(problem, "fp32", 0)
+    launch = session.launcher("warptiled", problem, *case.device(), {"BM": 64, "BN": 64, "WM": 32, "WN": 32,
+                                                                       "TN": 4, "SPLITK": 4})
     first = None
     for _ in range(5):
-        verification = verify_once(session, launch, problem, dc, None, ref)
+        out, guard = case.run(launch)
+        verification = case.check(out, guard)
         assert verification.ok, verification.message
-        out, _ = dc.read()
         if first is None:
             first = out.copy()
         np.testing.assert_array_equal(out, first)
+    case.close()

@@ -18,7 +18,7 @@ from gemm_driver import kernels
 from gemm_driver.cuda.driver import Module
 from gemm_driver.cuda.errors import check
 from gemm_driver.cuda.nvrtc import compile_cuda
-from gemm_driver.inspect.occupancy import occupancy
+from gemm_driver.inspection.occupancy import occupancy
 
 pytestmark = pytest.mark.gpu
 

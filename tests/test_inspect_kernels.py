@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from gemm_driver.kernels.sources import read_source
-from gemm_driver import kernels
-from gemm_driver.inspect import command, disassemble, kernel_stats, main_loop, mix, report
+from gemm_driver import cli, kernels
+from gemm_driver.inspection import command, disassemble, kernel_stats, main_loop, mix, report
 from gemm_driver.kernels.build import build
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +114,7 @@ def test_stats_occupancy_of_smem_tiled(tunables, blocks):
 # ---- the command -------------------------------------------------------------------------
 
 def _run(capsys, *argv):
-    code = command.main(list(argv))
+    code = cli.main(["inspect", *argv])
     out, err = capsys.readouterr()
     return code, out, err
 

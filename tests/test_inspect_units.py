@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gemm_driver.cuda.errors import GemmDriverError
-from gemm_driver.inspect import mix, sass
-from gemm_driver.inspect.occupancy import occupancy
-from gemm_driver.inspect.ptx import interleave
+from gemm_driver.inspection import mix, sass
+from gemm_driver.inspection.occupancy import occupancy
+from gemm_driver.inspection.ptx import interleave
 
 
 @pytest.mark.parametrize("opcode, field", [
@@ -170,7 +170,7 @@ def test_a_missing_disassembler_names_the_pip_packages(monkeypatch):
     import cuda.pathfinder
 
     from gemm_driver.cuda.errors import LibraryNotFoundError
-    from gemm_driver.inspect import tools
+    from gemm_driver.inspection import tools
 
     monkeypatch.delattr(cuda.pathfinder, "find_nvidia_binary_utility", raising=False)  # as in an old pathfinder
     monkeypatch.setattr(tools.shutil, "which", lambda name: None)

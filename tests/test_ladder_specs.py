@@ -1,4 +1,4 @@
-"""The ladder rungs' specs (kernels/ladder.py) without a GPU: order, rules, geometry, builds."""
+"""The ladder rungs' specs (kernels/simt/blocktiling.py) without a GPU: order, rules, geometry, builds."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemm_driver import kernels
-from gemm_driver.inspect import disassemble, kernel_stats, main_loop, mix
-from gemm_driver.kernels import ladder
+from gemm_driver.inspection import disassemble, kernel_stats, main_loop, mix
+from gemm_driver.kernels.simt import blocktiling as ladder
 from gemm_driver.kernels.build import build
 from gemm_driver.cuda.errors import NvrtcError
 from gemm_driver.problem import GemmProblem

@@ -3,6 +3,8 @@ each precision's error bound accepting the right answer and rejecting wrong ones
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -121,14 +123,19 @@ def test_parse_dtypes_refuses(values, fragment):
 
 def test_every_registered_entry_has_a_precision_and_baselines_exist():
     for entry in kernels.ALL.values():
-        precision.get(entry.dtype)  # no registry dtype without a Precision
+        assert precision.get(entry.precision).name == entry.precision  # the one spelling, in the table
     for p in precision.PRECISIONS.values():
         provider = kernels.get(p.baseline)
-        assert precision.get(provider.dtype) is p and provider.kind == "library"
-        assert p.cublas in cublas.PRECISIONS
-        assert cublas.PRECISIONS[p.cublas].ab_bytes == p.itemsize
-    assert precision.get("bfloat16") is precision.get("bf16")
-    assert precision.baseline("fp32", batch=8) == "cublas_batched" == precision.BATCHED_BASELINE
+        assert precision.get(provider.precision) is p and provider.kind == "library"
+        assert isinstance(p.cublas, cublas.GemmTypes)  # the one table holds the cuBLAS types
+        assert p.cublas.ab_bytes == p.itemsize and p.cublas.c_bytes == 4
+    with pytest.raises(ValueError, match="unknown precision 'bfloat16'"):
+        precision.get("bfloat16")  # one spelling: the registry's old names are gone ...
+    assert [precision.from_record(n) for n in ("float32", "bfloat16", "float16", "tf32")] == [
+        "fp32", "bf16", "fp16", "tf32"]  # ... and mapped only when an older results file is read
+    with pytest.raises(ValueError, match="unknown precision"):
+        dataclasses.replace(kernels.KERNELS["naive"], precision="bfloat16")  # a spec spelled otherwise is refused
+    assert precision.baseline("fp32", batch=8) == "cublas_batched" == precision.get("fp32").batched_baseline
     assert precision.baseline("bf16", batch=8) == "cublas_bf16"
     with pytest.raises(ValueError, match="unknown precision 'int8'"):
         precision.get("int8")
@@ -235,5 +242,5 @@ def test_fp16_reference_is_of_the_rounded_inputs():
 def test_fp32_bound_is_unchanged():
     m = np.ones((2, 2))
     assert np.allclose(error_bound(100, m, "fp32"), 103 * 2.0**-24 * 1.05 + np.finfo(np.float32).tiny)
-    assert np.allclose(error_bound(100, m, "float32"), error_bound(100, m, "fp32"))
+    assert np.allclose(error_bound(100, m, precision.from_record("float32")), error_bound(100, m, "fp32"))
     assert precision.get("bf16").bound_factor(100) == 103 * precision.U_TENSOR

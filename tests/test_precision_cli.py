@@ -4,13 +4,13 @@ cuBLAS wrapper against a fake library; no GPU needed (bad input is refused befor
 from __future__ import annotations
 
 import ctypes
-import types
 
 import pytest
 
-from gemm_driver import kernels
+from gemm_driver import kernels, precision
 from gemm_driver.bench import runner
-from gemm_driver.cli import _bench_kernels, _shapes, main
+from gemm_driver.bench.command import select_kernels, select_shapes
+from gemm_driver.cli import build_parser, main
 from gemm_driver.cuda import cublas
 
 
@@ -30,6 +30,7 @@ def bench_error(capsys, *argv) -> str:
     (["--dtype", "fp64"], "--dtype 'fp64' is not a precision; choose from fp32, tf32, bf16, fp16 or all"),
     (["--dtype", "all,fp16"], "cannot be combined"),
     (["--batch", "0"], "--batch takes a positive integer"),
+    (["--batch", "-2"], "--batch takes a positive integer"),
     (["--batch", "two"], "--batch takes a positive integer"),
     (["--shapes", "0x64x64x64"], "batch count B of BxMxNxK must be a positive integer"),
     (["--shapes", "2x3x4x5x6"], "not of the form MxNxK or BxMxNxK"),
@@ -46,29 +47,41 @@ def test_plot_dir_that_is_a_file_is_refused_before_the_sweep(capsys, tmp_path):
     assert "is a file" in bench_error(capsys, "--sizes", "64", "--plot", str(target))
 
 
-def args(**kw):
-    base = dict(kernels=None, dtype=None, sizes=None, shapes=None, batch=None)
-    return types.SimpleNamespace(**{**base, **kw})
+def parsed(*argv):
+    """bench's arguments as the parser types them (the CLI hands exactly these on)."""
+    args = build_parser().parse_args(["bench", *argv])
+    flat = lambda values: [x for value in values or () for x in value]  # noqa: E731
+    return args, flat
+
+
+def shapes_of(*argv):
+    args, flat = parsed(*argv)
+    return select_shapes(flat(args.sizes), flat(args.shapes), args.batch)
+
+
+def kernels_of(*argv):
+    args, flat = parsed(*argv)
+    return select_kernels(flat(args.kernels), args.dtype)
 
 
 def test_shapes_with_batch():
-    assert _shapes(args(sizes=["64"], shapes=["3x4x5", "2x6x7x8"], batch="4")) == [
+    assert shapes_of("--sizes", "64", "--shapes", "3x4x5", "--shapes", "2x6x7x8", "--batch", "4") == [
         (64, 64, 64, 4), (3, 4, 5, 4), (6, 7, 8, 2)]  # a shape's own B wins over --batch
-    default = _shapes(args())
+    default = shapes_of()
     assert (4093, 4091, 4099, 1) in default and any(b > 1 for *_, b in default)
     assert any(m >= 8 * n for m, n, k, b in default) and any(k >= 8 * m for m, n, k, b in default)
 
 
 def test_kernel_selection():
-    assert _bench_kernels(args(dtype=["bf16"])) == ["cublas_bf16"]
-    assert _bench_kernels(args()) == runner.default_kernels()
-    assert _bench_kernels(args(kernels=["naive,cublas_fp16"])) == ["naive", "cublas_fp16"]
-    assert _bench_kernels(args(kernels=["naive"], dtype=["fp32,bf16"])) == ["naive"]
+    assert kernels_of("--dtype", "bf16") == ["cublas_bf16"]
+    assert kernels_of() == runner.default_kernels()
+    assert kernels_of("--kernels", "naive,cublas_fp16") == ["naive", "cublas_fp16"]
+    assert kernels_of("--kernels", "naive", "--dtype", "fp32,bf16") == ["naive"]
 
 
 def test_default_kernels_cover_every_precision_once():
     names = runner.default_kernels()
-    optional = set(runner.absent_baselines())  # CuPy joins the defaults only where installed
+    optional = set(kernels.absent_baselines())  # CuPy joins the defaults only where installed
     assert len(names) == len(set(names)) and set(names) == set(kernels.ALL) - optional
     assert names.index("cublas") < names.index("naive") and names[-1] == "numpy"
 
@@ -76,13 +89,14 @@ def test_default_kernels_cover_every_precision_once():
 def test_plan_runs_each_kernel_in_its_precision_and_batched_shapes_on_the_batched_baseline():
     steps = runner.plan(["cublas", "naive", "cublas_batched", "cublas_bf16", "numpy"], [(64, 64, 64), (8, 8, 8, 3)])
     got = [(p.label, index, prec, names) for p, index, prec, names in steps]
+    assert runner.case_count(steps) == 9
     assert got == [
         ("64x64x64", 0, "fp32", ["cublas", "naive", "numpy"]),
         ("3x8x8x8", 1, "fp32", ["cublas", "naive", "cublas_batched", "numpy"]),  # cublas, naive: skipped
         ("64x64x64", 0, "bf16", ["cublas_bf16"]),
         ("3x8x8x8", 1, "bf16", ["cublas_bf16"]),
     ]
-    assert runner.absent_baselines().keys() <= {"cupy"}
+    assert kernels.absent_baselines().keys() <= {"cupy"}
 
 
 # --- cublasGemmStridedBatchedEx through a fake library ----------------------------------
@@ -115,12 +129,11 @@ def test_gemm_strided_batched_ex_passes_the_swapped_operands_strides_and_types(m
     lib = FakeLib()
     monkeypatch.setattr(cublas, "_library", lambda: lib)
     with cublas.CublasHandle() as h:
-        cublas.gemm_strided_batched_ex(h, 3, 4, 5, 2.0, 0xA0, 6, 18, 0xB0, 7, 35, 0.5, 0xC0, 8, 24, 9,
-                                       precision="fp32")
+        p = precision.get("fp32").cublas
+        cublas.gemm_strided_batched_ex(h, 3, 4, 5, 2.0, 0xA0, 6, 18, 0xB0, 7, 35, 0.5, 0xC0, 8, 24, 9, types=p)
         with pytest.raises(ValueError, match="batch"):
-            cublas.gemm_strided_batched_ex(h, 3, 4, 5, 1.0, 0, 6, 18, 0, 7, 35, 0.0, 0, 8, 24, -1)
+            cublas.gemm_strided_batched_ex(h, 3, 4, 5, 1.0, 0, 6, 18, 0, 7, 35, 0.0, 0, 8, 24, -1, types=p)
     (a, mode), = lib.calls
-    p = cublas.PRECISIONS["fp32"]
     assert mode == cublas.MathMode.PEDANTIC and lib.math_mode == 0, "pedantic for the call, restored after"
     # row-major C(3x4) = A(3x5) B(5x4) is column-major (n, m, k) = (4, 3, 5) with B first
     assert a[:6] == (FakeLib.HANDLE, 0, 0, 4, 3, 5)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from gemm_driver import operands, precision
-from gemm_driver.gemm import check_operands, host_gemm
+from gemm_driver.kernels.providers import host_gemm
+from gemm_driver.session import check_operands
 from gemm_driver import kernels
 from gemm_driver.operands import (GUARD_BITS_16, POISON_BITS, POISON_BITS_16, DeviceMatrix, random_operands,
                                   upload_operands)

@@ -236,7 +236,7 @@ def test_ptx_entry_parameters_match_the_signature():
 
 
 def test_split_k_scratch_covers_whole_tiles_and_one_counter_per_tile():
-    from gemm_driver.kernels.warptiling import scratch_bytes
+    from gemm_driver.kernels.simt.warptiling import scratch_bytes
 
     spec = kernels.KERNELS["warptiled"]
     t = spec.resolve({"BM": 128, "BN": 128, "WN": 32, "TN": 8, "SPLITK": 3})
@@ -248,9 +248,9 @@ def test_split_k_scratch_covers_whole_tiles_and_one_counter_per_tile():
 def test_cupy_baseline_is_registered_and_says_why_when_absent(monkeypatch):
     import builtins
 
-    from gemm_driver import cupy_baseline
+    from gemm_driver.kernels import providers
 
-    assert kernels.get("cupy").kind == "library" and kernels.get("cupy").dtype == "float32"
+    assert kernels.get("cupy").kind == "library" and kernels.get("cupy").precision == "fp32"
     real_import = builtins.__import__
 
     def no_cupy(name, *args, **kwargs):
@@ -259,6 +259,8 @@ def test_cupy_baseline_is_registered_and_says_why_when_absent(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_cupy)
-    assert "CuPy is not usable here (ImportError: No module named 'cupy')" == cupy_baseline.unavailable_reason()
+    assert "CuPy is not usable here (ImportError: No module named 'cupy')" == providers.cupy_unavailable()
+    assert kernels.absent_baselines() == {"cupy": providers.cupy_unavailable()}
+    cupy = kernels.get("cupy")
     with pytest.raises(ValueError, match="CuPy is not usable here"):
-        cupy_baseline.launcher(0, GemmProblem(2, 2, 2), None, None, None)
+        cupy.launcher(cupy, None, GemmProblem(2, 2, 2), None, None, None)

@@ -16,6 +16,7 @@ from gemm_driver.bench.clocks import ClockMonitor
 from gemm_driver.bench.runner import run_sweep
 from gemm_driver.bench.timing import Budget, GpuTimer
 from gemm_driver.operands import random_operands, upload_operands
+from helpers import graph_replay_ms, unheld_event_ms
 from gemm_driver.problem import GemmProblem
 
 pytestmark = pytest.mark.gpu
@@ -97,8 +98,8 @@ def test_launch_overhead_stays_out(session, timer, operands, size):
     held = timer.measure(launch, Budget(seconds=1.0))
     n = held.launches_per_sample
     launches = min(2000, math.ceil(2.0 / held.median_ms))  # ~2 ms of GPU work per replay
-    graph = statistics.median(timer.graph_replay_ms(launch, launches, samples=21))
-    unheld = statistics.median(timer.unheld_event_ms(launch, samples=200))
+    graph = statistics.median(graph_replay_ms(session.stream, launch, launches, samples=21))
+    unheld = statistics.median(unheld_event_ms(session.stream, launch, samples=200))
 
     def launch_then_dawdle():
         launch()

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from gemm_driver.problem import GemmProblem
-from gemm_driver.verify import SLACK, UNIT_ROUNDOFF, check, reference
+from gemm_driver.verify import SLACK, check, reference
+from helpers import UNIT_ROUNDOFF
 
-U = UNIT_ROUNDOFF["float32"]
+U = UNIT_ROUNDOFF["fp32"]
 
 
 def operands(m, n, k, beta=0.0, seed=0):

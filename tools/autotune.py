@@ -16,14 +16,11 @@ import json
 import sys
 from pathlib import Path
 
-# The repository instead of tools/ as the first import path: tools/inspect.py would shadow
-# the standard library's inspect (which dataclasses imports).
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-from gemm_driver import autotune, kernels  # noqa: E402
-from gemm_driver.bench.environment import collect  # noqa: E402
-from gemm_driver.gemm import Session  # noqa: E402
-from gemm_driver.kernels.warptiling import TUNE_SPACE  # noqa: E402
+from gemm_driver import Session, kernels
+from gemm_driver.bench import autotune
+from gemm_driver.bench.environment import collect
+from gemm_driver.kernels import tuned
+from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 
 DEFAULT_SHAPES = "512,1000,1024,2048,4096,4093x4091x4099,8192,16384x128x4096,1024x1024x16384"
 
@@ -48,7 +45,7 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
     if args.write:
-        path = autotune.tuned_path(environment["gpu"]["name"])
+        path = tuned.tuned_path(environment["gpu"]["name"])
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(document, indent=2) + "\n")
         print(f"\nwrote {path}")

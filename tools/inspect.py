@@ -1,22 +1,26 @@
 """Read what the compiler made of a kernel: ``python tools/inspect.py {ptx,sass,stats,diff} ...``.
 
-A thin command over ``gemm_driver.inspect`` (see ``--help``); it needs no GPU.
+The same command as ``python -m gemm_driver inspect ...`` (see ``--help``); it needs no GPU.
+
+This file shares its name with the standard library's ``inspect``, and Python puts the
+folder of the script it runs first on ``sys.path``: any script in tools/ (this one
+included) that imports something needing ``inspect`` (dataclasses does) finds this file
+instead. So when this file is imported under that name, it hands over to the standard
+library's module, and the scripts beside it need no import-path edits.
 """
 
-import os
 import sys
 
-# Run as a script, this file's folder leads sys.path, and its name would then shadow the
-# standard library's ``inspect`` (which dataclasses imports). Drop the folder first.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-try:
-    import gemm_driver  # noqa: F401  an installed package, or one already on PYTHONPATH
-except ImportError:  # a source checkout: the package sits one level up
-    sys.path.insert(0, os.path.dirname(_HERE))
-
-from gemm_driver.inspect.command import main  # noqa: E402
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from gemm_driver.cli import main
+
+    sys.exit(main(["inspect", *sys.argv[1:]]))
+else:  # imported as `inspect` from tools/: become the standard library's module
+    import importlib.util
+    import sysconfig
+    from pathlib import Path
+
+    _spec = importlib.util.spec_from_file_location(__name__, Path(sysconfig.get_paths()["stdlib"]) / "inspect.py")
+    _module = importlib.util.module_from_spec(_spec)
+    sys.modules[__name__] = _module
+    _spec.loader.exec_module(_module)

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Time every configuration of the ladder rungs (kernels/ladder.py) on this GPU, beside cuBLAS.
+"""Time every configuration of the ladder rungs (kernels/simt/blocktiling.py) on this GPU, beside cuBLAS.
 
     python tools/ladder_sweep.py                          # all five rungs, default shapes
     python tools/ladder_sweep.py --kernels double_buffered --shapes 4096 --json out.json
 
 Each rung's choice lists are small, so this builds ``spec.configurations()`` (every
 combination the rules accept). Every configuration is verified against the float64
-reference before it is timed (gemm_driver.autotune.tune). The defaults in ladder.py are
-meant to be the winners of this sweep on the H100.
+reference before it is timed (gemm_driver.bench.autotune.tune). The defaults in
+blocktiling.py are meant to be the winners of this sweep on the H100.
 """
 
 from __future__ import annotations
@@ -17,20 +17,16 @@ import json
 import sys
 from pathlib import Path
 
-# The repository instead of tools/ as the first import path: tools/inspect.py would shadow
-# the standard library's inspect (which dataclasses imports).
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-from gemm_driver import autotune, kernels  # noqa: E402
-from gemm_driver.gemm import Session  # noqa: E402
-from gemm_driver.kernels import ladder  # noqa: E402
+from gemm_driver import Session, kernels
+from gemm_driver.bench import autotune
+from gemm_driver.kernels.simt import blocktiling
 
 DEFAULT_SHAPES = "1024,4096,4093x4091x4099"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kernels", default=",".join(s.name for s in ladder.SPECS))
+    parser.add_argument("--kernels", default=",".join(s.name for s in blocktiling.SPECS))
     parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma list of N (square) or MxNxK")
     parser.add_argument("--seconds", type=float, default=0.15, help="timing budget per configuration")
     parser.add_argument("--json", help="write every trial here")

@@ -10,13 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-# The repository instead of tools/ as the first import path: tools/inspect.py would shadow
-# the standard library's inspect (which dataclasses imports).
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-from gemm_driver.problem import shape_label  # noqa: E402
+from gemm_driver.problem import shape_label
 
 
 def _shape(r: dict) -> str:

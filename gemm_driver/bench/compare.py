@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from .. import precision as _precision
 from ..problem import shape_label
 from .writers import load
 
@@ -31,7 +32,8 @@ VERDICTS = ("FASTER", "SLOWER", "SAME", "NOISY")
 
 def case_key(rec: dict) -> tuple:
     tunables = tuple(sorted((rec.get("tunables") or {}).items()))
-    return (rec["kernel"], rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, rec.get("dtype") or "fp32",
+    dtype = _precision.from_record(rec["dtype"]) if rec.get("dtype") else "fp32"
+    return (rec["kernel"], rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, dtype,
             rec.get("mode") or (rec.get("timing") or {}).get("mode") or "hot", tunables)
 
 

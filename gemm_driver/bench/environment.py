@@ -86,3 +86,22 @@ def collect(device: Device | None = None) -> dict:
         "cublas_path": _attempt(cublas.library_path),
         "cache_dir": str(cache.cache_dir() or "disabled"),
     }
+
+
+INFO_KEYS = ("driver_cuda_version", "cuda_bindings", "nvrtc_version", "nvrtc_path", "nvjitlink_version",
+             "cublas_version", "cublas_path", "cache_dir", "python", "numpy")
+
+
+def describe(env: dict, no_gpu_hint: str) -> list[str]:
+    """The environment as ``info`` prints it: the GPU first (or why there is none, and
+    ``no_gpu_hint``), then one ``key: value`` line per version and path."""
+    gpu = env["gpu"]
+    if "unavailable" in gpu:
+        lines = [f"GPU: none found ({gpu['unavailable']}); {no_gpu_hint}"]
+    else:
+        lines = [f"GPU: {gpu['name']} (sm_{gpu['compute_capability'].replace('.', '')}, {gpu['sm_count']} SMs, "
+                 f"{gpu['memory_bytes'] / 2**30:.1f} GiB, L2 {gpu['l2_bytes'] / 2**20:.0f} MiB)"]
+    for key in INFO_KEYS:
+        value = env[key]
+        lines.append(f"{key}: {value['unavailable'] + ' (unavailable)' if isinstance(value, dict) else value}")
+    return lines

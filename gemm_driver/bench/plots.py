@@ -6,7 +6,8 @@ objects: ``python -m gemm_driver plot RUN.json DIR`` redraws any committed run.
   other shapes (rectangular, odd, batched) as grouped bars on the right.
 - ``roofline.png``: each GPU case at (arithmetic intensity, TFLOP/s) under the device's
   bandwidth slope and its per-precision ceilings (bench/roofline.py).
-- ``ladder.png``: the ladder (kernels.LADDER order) as % of FP32 cuBLAS on the largest
+- ``ladder.png`` (FP32) and ``ladder_<dtype>.png`` (other precisions with kernels in the
+  run): the ladder (kernels.LADDER order) as % of that precision's cuBLAS on the largest
   square shape and the largest other shape.
 
 matplotlib (Agg backend, no display needed) is imported only when plotting, and its
@@ -18,6 +19,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+from .. import kernels
 from .. import precision as _precision
 from ..cuda.errors import GemmDriverError
 from ..problem import shape_label
@@ -91,7 +93,8 @@ def _colors(plt, names):
 
 def throughput(plt, document: dict, dtype: str, path: Path) -> Path:
     cases = [c for c in _ok(document["results"]) if roofline.case_precision(c) == dtype]
-    base = _precision.get(dtype).baseline
+    base = _precision.get(dtype)
+    heavy_names = {base.baseline, base.batched_baseline}  # the baselines: heavy dashed lines
     names = _kernel_order(cases)
     colors = _colors(plt, names)
     square = [c for c in cases if _is_square(c)]
@@ -104,7 +107,7 @@ def throughput(plt, document: dict, dtype: str, path: Path) -> Path:
         for name in names:
             pts = sorted((c["m"], c["tflops"]) for c in square if c["kernel"] == name)
             if pts:
-                heavy = name in (base, _precision.BATCHED_BASELINE)
+                heavy = name in heavy_names
                 ax.plot(*zip(*pts), marker="o", ms=4, color="black" if heavy else colors[name],
                         lw=2.5 if heavy else 1.3, ls="--" if heavy else "-", label=name, zorder=3 if heavy else 2)
         ax.set_xscale("log", base=2)
@@ -125,7 +128,7 @@ def throughput(plt, document: dict, dtype: str, path: Path) -> Path:
                 if hit:
                     xs.append(i - 0.4 + width * (j + 0.5))
                     ys.append(hit["tflops"])
-            heavy = name in (base, _precision.BATCHED_BASELINE)
+            heavy = name in heavy_names
             ax.bar(xs, ys, width, color="black" if heavy else colors[name], label=name)
         ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
         _y_scale(ax, [c["tflops"] for c in other])
@@ -196,25 +199,25 @@ def roofline_plot(plt, document: dict, path: Path) -> Path:
 
 
 def _ladder_shapes(cases) -> list[str]:
-    """The largest square FP32 shape, and the largest other unbatched one."""
-    fp32 = [c for c in cases if roofline.case_precision(c) == "fp32" and (c.get("batch") or 1) == 1]
+    """The largest square shape, and the largest other unbatched one (of one precision's cases)."""
+    single = [c for c in cases if (c.get("batch") or 1) == 1]
     picks = []
-    for group in ([c for c in fp32 if _is_square(c)], [c for c in fp32 if not _is_square(c)]):
+    for group in ([c for c in single if _is_square(c)], [c for c in single if not _is_square(c)]):
         if group:
             picks.append(_label(max(group, key=lambda c: (c["m"] * c["n"] * c["k"], _label(c)))))
     return picks
 
 
-def ladder(plt, document: dict, path: Path) -> Path:
-    from .. import kernels
-
-    results = [c for c in document["results"] if roofline.case_precision(c) == "fp32"]
+def ladder(plt, document: dict, path: Path, dtype: str = "fp32") -> Path:
+    """One precision's ladder as % of that precision's cuBLAS."""
+    results = [c for c in document["results"] if roofline.case_precision(c) == dtype]
     order = [s.name for s in kernels.LADDER]
     names = [n for n in order if any(c["kernel"] == n for c in results)]
     names += [n for n in _kernel_order(results) if n not in names and n in kernels.KERNELS]
     shapes = _ladder_shapes(results)
+    what = dtype.upper()
     if not names or not shapes:
-        raise PlotError("no FP32 ladder kernels in this run: nothing to draw as % of cuBLAS")
+        raise PlotError(f"no {what} ladder kernels in this run: nothing to draw as % of cuBLAS")
     fig, ax = plt.subplots(figsize=(10, 0.3 * len(names) * len(shapes) + 2))
     height = 0.8 / len(shapes)
     for j, label in enumerate(shapes):
@@ -228,12 +231,12 @@ def ladder(plt, document: dict, path: Path) -> Path:
                 continue
             ax.barh(y, pct, height, color=f"C{j}", label=f"shape {label}")
             ax.text(pct + 0.8, y, f"{pct:.1f}%", va="center", fontsize=8)
-    ax.axvline(100, color="black", ls="--", lw=1.5, label="cuBLAS FP32 = 100%")
+    ax.axvline(100, color="black", ls="--", lw=1.5, label=f"cuBLAS {what} = 100%")
     ax.set_yticks(range(len(names)), names)
     ax.invert_yaxis()
-    ax.set_xlabel("% of cuBLAS FP32 throughput on the same shape (higher is better)")
+    ax.set_xlabel(f"% of cuBLAS {what} throughput on the same shape (higher is better)")
     ax.set_xlim(0, max(115, max((c.get("pct_of_cublas") or 0) for c in results if c["kernel"] in names) + 15))
-    ax.set_title(_title(document, "The ladder, in kernels.LADDER order"))
+    ax.set_title(_title(document, f"The {what} ladder, in kernels.LADDER order"))
     handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
     ax.legend(handles.values(), handles.keys(), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8,
               frameon=False)
@@ -270,9 +273,11 @@ def write_plots(document: dict, out_dir: str | Path) -> list[Path]:
              for d in dict.fromkeys(roofline.case_precision(c) for c in ok)]
     if any(c.get("kernel") != "numpy" for c in ok):
         paths.append(roofline_plot(plt, document, out / "roofline.png"))
-    try:
-        paths.append(ladder(plt, document, out / "ladder.png"))
-    except PlotError:
-        pass  # a run without ladder kernels (e.g. --dtype bf16) has no ladder to draw
+    for dtype in dict.fromkeys(roofline.case_precision(c) for c in ok):
+        name = "ladder.png" if dtype == "fp32" else f"ladder_{dtype}.png"
+        try:
+            paths.append(ladder(plt, document, out / name, dtype))
+        except PlotError:
+            pass  # a precision with no ladder kernels in the run (only its cuBLAS) has none to draw
     return paths
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .. import kernels
 from .. import precision as _precision
 
 
@@ -96,14 +97,12 @@ def attainable_tflops(peak_tflops: float, bandwidth_tbs: float, flop_per_byte: f
 
 
 def case_precision(case: dict) -> str:
-    """A result's precision: recorded by the runner ("dtype"), else the registry's dtype,
-    else FP32 (runs from before precisions existed were all FP32)."""
+    """A result's precision: recorded by the runner ("dtype", older spellings mapped), else
+    the registry's, else FP32 (runs from before precisions existed were all FP32)."""
     if case.get("dtype"):
-        return _precision.get(case["dtype"]).name
-    from .. import kernels
-
+        return _precision.from_record(case["dtype"])
     entry = kernels.ALL.get(case.get("kernel", ""))
-    return _precision.get(entry.dtype).name if entry is not None else "fp32"
+    return entry.precision if entry is not None else "fp32"
 
 
 def measured_clock(case: dict) -> int | None:

@@ -1,88 +1,87 @@
 """The benchmark sweep: for each shape and kernel, verify first, then time.
 
-Per shape the inputs are drawn once (fresh random data from a recorded seed), the float64
-reference is computed once, and every kernel runs on the same device operands. A case is
-timed only after its output passed verification on those very operands with C poisoned
-and a guard band around it; a kernel that fails gets FAILED and its error, never a speed.
+Per shape the inputs are drawn once (fresh random data from a recorded seed) into one
+prepared case (case.py): the float64 reference is computed once and every kernel runs on
+the same device operands. ``run_case`` times a case only after its output passed
+verification on those very operands with C poisoned and a guard band around it; a kernel
+that fails gets FAILED and its error, never a speed.
 
 The sweep runs once per precision (fp32, tf32, bf16, fp16: precision.py), each with its
 own kernels and its own cuBLAS baseline; every precision sees the same data for a shape
 (BF16/FP16 rounded from it). A batched shape (B independent GEMMs) runs on the batched
-cuBLAS baseline; kernels that compute one GEMM per launch are "skipped" with that reason.
+baselines; kernels that compute one GEMM per launch are "skipped" with that reason.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
-
-import numpy as np
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from .. import kernels
 from .. import precision as _precision
-from ..cuda.errors import CudaError, GemmDriverError
-from ..gemm import Session, host_gemm, verify_once
-from ..operands import random_operands, upload_operands
+from ..case import Outcome, PreparedCase, run_case
+from ..kernels import precision_of
 from ..problem import GemmProblem
-from ..verify import check as check_output
-from ..verify import reference
+from ..session import Session
 from .clocks import ClockMonitor
-from .timing import Budget, GpuTimer, TimingStats, measure_host
+from .timing import Budget, GpuTimer, TimingStats
 
 DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
 # (M, N, K) or (M, N, K, batch): odd sizes (no tile divides them), tall-skinny (N far
 # below a tile row of blocks: few output tiles, the grid barely fills the GPU), deep K
 # (few output tiles, long inner loop: where split-K pays), and a batch of small GEMMs.
 DEFAULT_SHAPES = ((4093, 4091, 4099), (16384, 128, 4096), (1024, 1024, 16384), (256, 256, 256, 64))
-BASELINE = "cublas"
+
+
+def default_shapes() -> list[tuple[int, int, int, int]]:
+    return [(s, s, s, 1) for s in DEFAULT_SIZES] + [(*s, 1)[:4] for s in DEFAULT_SHAPES]
 
 
 def default_kernels(dtypes: Sequence[str] | None = None) -> list[str]:
-    """Per selected precision (default: all): its cuBLAS baseline first, then its kernels;
-    the batched baseline (and CuPy, when installed) after FP32's kernels; the CPU (FP32) last."""
+    """Per selected precision (default: all): its cuBLAS baseline first, then its kernels in
+    registry order, then its other GPU baselines that are usable here (batched, CuPy); the
+    CPU baselines of the selected precisions last."""
     names: list[str] = []
     selected = _precision.parse_dtypes(dtypes)
+    absent = kernels.absent_baselines()
     for prec in selected:
-        names.append(_precision.get(prec).baseline)
-        names += [name for name, spec in kernels.KERNELS.items() if _precision.get(spec.dtype).name == prec]
-        if prec == "fp32":
-            names.append(_precision.BATCHED_BASELINE)
-            if not absent_baselines():
-                names.append("cupy")  # where CuPy is installed; else recorded as absent
-    return names + (["numpy"] if "fp32" in selected else [])
+        base = _precision.get(prec).baseline
+        names.append(base)
+        names += [spec.name for spec in kernels.SPECS if spec.precision == prec]
+        names += [p.name for p in kernels.PROVIDERS if p.precision == prec and p.kind == "library"
+                  and p.name != base and p.name not in absent]
+    return names + [p.name for p in kernels.PROVIDERS if p.kind == "cpu" and p.precision in selected]
 
 
-def precision_of(name: str) -> str:
-    """The precision a registered kernel or provider computes in."""
-    return _precision.get(kernels.get(name).dtype).name
+class Step(NamedTuple):
+    problem: GemmProblem
+    shape_index: int  # the data seed's second half: one shape's data is the same in every precision
+    precision: str
+    kernels: list[str]
 
 
 def plan(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *, alpha: float = 1.0,
-         beta: float = 0.0) -> list[tuple[GemmProblem, int, str, list[str]]]:
-    """(problem, shape index, precision, kernels) in sweep order: per precision, per shape.
+         beta: float = 0.0) -> list[Step]:
+    """The sweep, in order: per precision, per shape, the kernels that take that shape.
 
-    A kernel runs in its own precision only; the batched baseline runs batched shapes
-    only (with a batch of one it would repeat the cublas row)."""
+    A kernel runs in its own precision only; a baseline that takes only batched shapes is
+    left out of the unbatched ones (it would repeat the cublas row)."""
     shapes = list(shapes)
-    precisions = list(dict.fromkeys(precision_of(name) for name in kernel_names))
+    precisions = set(precision_of(name) for name in kernel_names)
     steps = []
     for prec in (p for p in _precision.NAMES if p in precisions):
         for index, shape in enumerate(shapes):
             m, n, k, batch = (*shape, 1)[:4]
             problem = GemmProblem(m, n, k, alpha, beta, batch)
             names = [x for x in kernel_names if precision_of(x) == prec
-                     and (batch > 1 or x != _precision.BATCHED_BASELINE)]
+                     and (batch > 1 or kernels.get(x).takes_batch(1))]
             if names:
-                steps.append((problem, index, prec, names))
+                steps.append(Step(problem, index, prec, names))
     return steps
 
 
-def absent_baselines() -> dict[str, str]:
-    """Baselines the issue names that this installation cannot offer, with the reason."""
-    from ..cupy_baseline import unavailable_reason
-
-    reason = unavailable_reason()
-    return {} if reason is None else {"cupy": reason}
+def case_count(steps: Sequence[Step]) -> int:
+    return sum(len(step.kernels) for step in steps)
 
 
 @dataclass
@@ -97,6 +96,14 @@ class CaseResult:
     pct_of_baseline: float | None = None
     precision: str = "fp32"  # precision.py name; the baseline of pct_of_baseline has the same
     mode: str = "hot"  # the sweep's timing mode (timing.py); the CPU baseline is always timed as is
+    launch: dict = field(default_factory=dict)  # what ran: Launch.record() (kernel, tunables, note)
+
+    @classmethod
+    def from_outcome(cls, name: str, problem: GemmProblem, outcome: Outcome, precision: str,
+                     mode: str) -> "CaseResult":
+        verification = outcome.verification.as_dict() if outcome.verification is not None else {}
+        return cls(name, problem, outcome.status, outcome.detail, verification, outcome.timing,
+                   outcome.tunables, precision=precision, mode=mode, launch=dict(outcome.launch))
 
     @property
     def tflops(self) -> float | None:
@@ -111,12 +118,13 @@ class CaseResult:
             "n": self.problem.n,
             "k": self.problem.k,
             "batch": self.problem.batch,
-            "dtype": self.precision,  # the --dtype name: fp32, tf32, bf16 or fp16
+            "dtype": self.precision,  # the precision: fp32, tf32, bf16 or fp16
             "alpha": self.problem.alpha,
             "beta": self.problem.beta,
             "status": self.status,
             "detail": self.detail,
             "tunables": self.tunables,
+            "launch": self.launch,
             "verification": self.verification,
             "timing": self.timing.as_dict() if self.timing else None,
             "tflops": self.tflops,
@@ -126,77 +134,31 @@ class CaseResult:
         }
 
 
-def run_sweep(session: Session, kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *,
-              alpha: float = 1.0, beta: float = 0.0, seed: int = 0, budget: Budget = Budget(), mode: str = "hot",
-              monitor: ClockMonitor | None = None,
+def run_sweep(session: Session, steps: Sequence[Step], *, seed: int = 0, budget: Budget = Budget(),
+              mode: str = "hot", monitor: ClockMonitor | None = None,
               on_case: Callable[[CaseResult], None] = lambda r: None) -> list[CaseResult]:
-    """Verify then time every kernel on every shape in its precision (``plan``); shapes are
-    (M, N, K) or (M, N, K, batch); ``monitor`` reads clocks during each case's batches."""
+    """Verify then time every step's kernels on its shape in its precision (``plan``);
+    ``monitor`` reads clocks during each case's batches."""
     timer = GpuTimer(session.stream, session.arch, session.device.l2_bytes, mode=mode, monitor=monitor)
-
-    def record(result: CaseResult) -> None:
-        result.mode = mode
-        on_case(result)
-
     results: list[CaseResult] = []
     try:
-        for problem, index, prec, names in plan(kernel_names, shapes, alpha=alpha, beta=beta):
-            rng = np.random.default_rng([seed, index])  # same data for a shape in every precision
-            shape_results = _run_shape(session, timer, names, problem, rng, budget, record, prec)
-            _fill_baseline_ratio(shape_results, _precision.baseline(prec, problem.batch))
+        for step in steps:
+            shape_results = []
+            # The same data for a shape in every precision (rounded to what each stores).
+            with PreparedCase.random(step.problem, step.precision, [seed, step.shape_index], guard=1) as case:
+                for name in step.kernels:
+                    outcome = run_case(session, name, case, timer=timer, budget=budget)
+                    result = CaseResult.from_outcome(name, step.problem, outcome, step.precision, mode)
+                    shape_results.append(result)
+                    on_case(result)
+            fill_baseline_ratio(shape_results, _precision.baseline(step.precision, step.problem.batch))
             results.extend(shape_results)
     finally:
         timer.close()
     return results
 
 
-def _run_shape(session, timer, kernel_names, problem, rng, budget, on_case, prec="fp32") -> list[CaseResult]:
-    a_host, b_host, c_host = random_operands(problem, rng, prec)
-    ref = reference(problem, a_host, b_host, c_host)
-    a, b, c = upload_operands(problem, a_host, b_host, c_host, guard=1, precision=prec)
-    results = []
-    try:
-        for name in kernel_names:
-            if name == "numpy":
-                result = _run_numpy(problem, a_host, b_host, c_host, ref, budget)
-            else:
-                result = _run_gpu_case(session, timer, name, problem, (a, b, c), c_host, ref, budget, prec)
-            result.precision = prec
-            results.append(result)
-            on_case(result)
-    finally:
-        for matrix in (a, b, c):
-            matrix.close()
-    return results
-
-
-def _run_gpu_case(session, timer, name, problem, operands, c_host, ref, budget, prec="fp32") -> CaseResult:
-    a, b, c = operands
-    try:
-        launch = session.launcher(name, problem, a, b, c)
-    except ValueError as exc:  # the kernel cannot run this problem on this GPU: say why
-        return CaseResult(name, problem, "skipped", str(exc))
-    tunables = dict(getattr(launch, "tunables", {}))  # what ran: defaults, or chosen per problem
-    try:
-        verification = verify_once(session, launch, problem, c, c_host, ref, prec)
-        if not verification.ok:
-            return CaseResult(name, problem, "FAILED", verification.message, verification.as_dict(), None, tunables)
-        timing = timer.measure(launch, budget)
-    except (CudaError, GemmDriverError) as exc:
-        return CaseResult(name, problem, "FAILED", str(exc).splitlines()[0], tunables=tunables)
-    return CaseResult(name, problem, "ok", "", verification.as_dict(), timing, tunables)
-
-
-def _run_numpy(problem, a_host, b_host, c_host, ref, budget) -> CaseResult:
-    out = host_gemm(problem, a_host, b_host, c_host)
-    verification = check_output(problem, out, ref)
-    if not verification.ok:
-        return CaseResult("numpy", problem, "FAILED", verification.message, verification.as_dict())
-    timing = measure_host(lambda: host_gemm(problem, a_host, b_host, c_host), budget)
-    return CaseResult("numpy", problem, "ok", "", verification.as_dict(), timing)
-
-
-def _fill_baseline_ratio(results: list[CaseResult], baseline: str = BASELINE) -> None:
+def fill_baseline_ratio(results: list[CaseResult], baseline: str) -> None:
     base = next((r for r in results if r.kernel == baseline and r.timing), None)
     if base is None:
         return

@@ -49,6 +49,11 @@ class Budget:
     batch_ms: float = 2.0  # aim for samples (batches of launches) of at least this much GPU time
     max_batch: int = 200  # launches queued behind one hold, well under the driver's queue depth
 
+    def settings(self) -> dict:
+        """The budget as the bench JSON's ``settings`` records it."""
+        return {"noise_target": self.noise, "max_time_s": self.seconds, "min_samples": self.min_samples,
+                "max_samples": self.max_samples, "warmup_s": self.warmup_seconds, "batch_ms": self.batch_ms}
+
 
 def quantile(ordered: Sequence[float], q: float) -> float:
     """Linear interpolation between order statistics (NumPy's default), on sorted data."""

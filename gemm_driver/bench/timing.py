@@ -17,8 +17,9 @@ for ``Budget.warmup_seconds`` (clocks up, caches and TLBs warm), then samples ar
 until the median's relative noise is under ``Budget.noise`` or the case's time limit is
 reached (``stats.sample_until``). Events are created once per timer.
 
-``unheld_event_ms`` and ``graph_replay_ms`` are the two other ways of timing a launch
-that the launch-overhead test compares against the hold (tests/test_timing_gpu.py).
+The two other ways of timing a launch that the launch-overhead test compares against the
+hold (events around single launches, CUDA-graph replays) live with that test
+(tests/timing_references.py).
 """
 
 from __future__ import annotations
@@ -32,15 +33,22 @@ from typing import Callable, Protocol
 from ..cuda import cache
 from ..cuda.driver import DeviceBuffer, Event, Module, PinnedWords, Stream
 from ..cuda.errors import GemmDriverError
-from ..cuda.graph import Graph
 from ..kernels.sources import read_source
 from .stats import Budget, Summary, sample_until, summarize
 
 HOLD_TIMEOUT_NS = 5_000_000_000  # far longer than queueing any batch takes
 COLD_MAX_BATCH = 50  # 4 queued operations per cold launch: stay far below the queue depth
 MODES = ("hot", "cold")
+HOLD_SOURCE = "cu/harness/hold_stream.cu"  # the harness kernel, apart from the ladder's rungs
 
 __all__ = ["Budget", "GpuTimer", "MODES", "TimingError", "TimingStats", "measure_host"]
+
+
+def check_mode(mode: str) -> str:
+    """The one check of a timing mode (the CLI offers MODES as argparse choices)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
 
 
 class TimingError(GemmDriverError):
@@ -105,10 +113,8 @@ class GpuTimer:
 
     def __init__(self, stream: Stream, arch: str, l2_bytes: int | None = None, mode: str = "hot",
                  monitor: "ClockMonitorLike | None" = None):
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        self.stream, self.mode, self.monitor = stream, mode, monitor
-        compiled, _ = cache.build(filename="hold_stream.cu", source=read_source("cu/harness/hold_stream.cu"), arch=arch)
+        self.stream, self.mode, self.monitor = stream, check_mode(mode), monitor
+        compiled, _ = cache.build(filename="hold_stream.cu", source=read_source(HOLD_SOURCE), arch=arch)
         self._module = Module(compiled.cubin, name="hold_stream.cu")
         self._hold = self._module.kernel("hold_stream", ("ptr", "ptr", "unsigned long long"))
         self._flags = PinnedWords(2)  # [0] release, [1] expired
@@ -172,9 +178,7 @@ class GpuTimer:
     # -- measuring --------------------------------------------------------------------
     def measure(self, launch: Callable[[], None], budget: Budget = Budget(), mode: str | None = None) -> TimingStats:
         """Warm up, then sample until the stopping rule says stop; ``mode`` defaults to the timer's."""
-        mode = mode or self.mode
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        mode = self.mode if mode is None else check_mode(mode)
         started = time.perf_counter()
         take_batch = self.batch_ms if mode == "hot" else self.cold_batch_ms
         launch()  # first launch: module load, cuBLAS heuristics stay out of everything
@@ -209,31 +213,10 @@ class GpuTimer:
             self.stream.synchronize()
             remaining -= chunk
 
-    # -- the other two ways, for the launch-overhead proof -----------------------------
-    def unheld_event_ms(self, launch: Callable[[], None], samples: int) -> list[float]:
-        """The naive way: an event pair around each single launch, no hold; host gaps leak in."""
-        out = []
-        for _ in range(samples):
-            self._start.record(self.stream)
-            launch()
-            self._end.record(self.stream)
-            self._end.synchronize()
-            out.append(Event.elapsed_ms(self._start, self._end))
-        return out
-
-    def graph_replay_ms(self, launch: Callable[[], None], launches: int, samples: int) -> list[float]:
-        """Per-launch time from replays of a CUDA graph of ``launches`` captured launches."""
-        with Graph(self.stream, lambda: [launch() for _ in range(launches)]) as graph:
-            graph.launch()  # first replay uploads the graph
-            self.stream.synchronize()
-            out = []
-            for _ in range(samples):
-                self._start.record(self.stream)
-                graph.launch()
-                self._end.record(self.stream)
-                self._end.synchronize()
-                out.append(Event.elapsed_ms(self._start, self._end) / launches)
-        return out
+    @staticmethod
+    def measure_host(run: Callable[[], object], budget: Budget = Budget()) -> TimingStats:
+        """CPU baselines are timed with the host clock (``measure_host``), same stopping rule."""
+        return measure_host(run, budget)
 
     def close(self) -> None:
         resources = [self._start, self._end, self._flags, self._module, self._flush]

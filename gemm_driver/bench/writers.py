@@ -1,10 +1,14 @@
-"""Bench output in files: the JSON document (schema ``gemm_driver.bench/2``) and the CSV.
+"""Bench output in files: the JSON document (schema ``gemm_driver.bench/3``) and the CSV.
 
 The JSON is the complete record (README, "Bench JSON", documents every field): the
 environment, the exact command line, the settings, and per case its verification, summary
 statistics, raw samples and clock reads. The CSV is one flat row per case for
 spreadsheets and pandas; columns other parts of the harness add to the records (e.g.
 ``pct_of_peak``) are appended when any case has them.
+
+Schema history: /2 added the median's interval and the clocks; /3 adds ``launch`` per case
+(what ran: kernel, tunables and the tuned-table note). ``load`` reads all three, and maps
+precision spellings of older files ("float32", "bfloat16", "float16") to the one spelling.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-SCHEMA = "gemm_driver.bench/2"
-READABLE_SCHEMAS = ("gemm_driver.bench/1", SCHEMA)  # compare reads both
+from .. import precision as _precision
+
+SCHEMA = "gemm_driver.bench/3"
+READABLE_SCHEMAS = ("gemm_driver.bench/1", "gemm_driver.bench/2", SCHEMA)  # compare and plot read all
 
 
 class BenchFileError(ValueError):
@@ -70,7 +76,19 @@ def load(path: str | Path) -> dict:
         missing = [key for key in ("kernel", "m", "n", "k", "status") if not isinstance(rec, dict) or key not in rec]
         if missing:
             raise BenchFileError(f"{path}: case {i} lacks {', '.join(missing)}")
+        if rec.get("dtype"):
+            rec["dtype"] = _read_precision(path, rec["dtype"])
+    settings = doc.get("settings")
+    if isinstance(settings, dict) and isinstance(settings.get("dtypes"), list):
+        settings["dtypes"] = [_read_precision(path, d) for d in settings["dtypes"]]
     return doc
+
+
+def _read_precision(path, name: str) -> str:
+    try:
+        return _precision.from_record(name)
+    except ValueError as exc:
+        raise BenchFileError(f"{path}: {exc}") from None
 
 
 CSV_COLUMNS = (

@@ -63,34 +63,23 @@ _INT32_MAX = 2**31 - 1  # ctypes silently truncates ints that overflow c_int.
 
 
 @dataclass(frozen=True)
-class Precision:
-    """One explicit precision choice: storage types, compute type and the math mode that
-    goes with it. Spelled out so that no TF32 ever sneaks into an "fp32" number."""
+class GemmTypes:
+    """One explicit cublasGemmEx configuration: storage types, compute type and the math mode
+    that goes with it. Spelled out so that no TF32 ever sneaks into an "fp32" number. The
+    project's one precision table (gemm_driver/precision.py) holds one of these per precision."""
 
-    name: str
     ab_type: DataType
     c_type: DataType
     compute: ComputeType
     math_mode: MathMode
-    ab_bytes: int
-    c_bytes: int
 
+    @property
+    def ab_bytes(self) -> int:
+        return 2 if self.ab_type in (DataType.CUDA_R_16F, DataType.CUDA_R_16BF) else 4
 
-_F32, _F16, _BF16 = DataType.CUDA_R_32F, DataType.CUDA_R_16F, DataType.CUDA_R_16BF
-_C32, _TF32 = ComputeType.CUBLAS_COMPUTE_32F, ComputeType.CUBLAS_COMPUTE_32F_FAST_TF32
-PRECISIONS: dict[str, Precision] = {
-    p.name: p
-    for p in (
-        Precision("fp32", _F32, _F32, _C32, MathMode.PEDANTIC, 4, 4),
-        # No TF32 either, but cuBLAS may pick its fastest non-TF32 kernels; measured
-        # against "fp32" on the H100 to decide which is the honest baseline.
-        Precision("fp32_default_math", _F32, _F32, _C32, MathMode.DEFAULT, 4, 4),
-        Precision("tf32", _F32, _F32, _TF32, MathMode.TF32_TENSOR_OP, 4, 4),
-        # Half-width inputs always use tensor cores; DEFAULT math keeps them allowed.
-        Precision("bf16", _BF16, _F32, _C32, MathMode.DEFAULT, 2, 4),
-        Precision("fp16", _F16, _F32, _C32, MathMode.DEFAULT, 2, 4),
-    )
-}
+    @property
+    def c_bytes(self) -> int:
+        return 2 if self.c_type in (DataType.CUDA_R_16F, DataType.CUDA_R_16BF) else 4
 
 
 # --- the binding ---------------------------------------------------------------------
@@ -291,25 +280,6 @@ def column_major_call(m: int, n: int, k: int, lda: int, ldb: int, ldc: int) -> C
 
 
 # --- public GEMMs (row-major semantics, device pointers as ints) ---------------------
-def _precision(precision: str | Precision) -> Precision:
-    if isinstance(precision, Precision):
-        return precision
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; choose from {sorted(PRECISIONS)}")
-    return PRECISIONS[precision]
-
-
-def sgemm(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
-          b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
-    """C = alpha*A@B + beta*C in fp32 (cublasSgemm; TF32 only if the handle's math mode allows)."""
-    cm = column_major_call(m, n, k, lda, ldb, ldc)
-    first, second = cm.operands(int(a), int(b))
-    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
-    handle._lib.cublasSgemm_v2(handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k,
-                               ctypes.byref(al), first, cm.ld_first, second, cm.ld_second,
-                               ctypes.byref(be), int(c), cm.ldc)
-
-
 @contextlib.contextmanager
 def _math_mode(handle: CublasHandle, mode: int) -> Iterator[None]:
     """Set ``mode`` on the handle for one call and restore whatever was there before."""
@@ -322,12 +292,11 @@ def _math_mode(handle: CublasHandle, mode: int) -> Iterator[None]:
 
 
 def gemm_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
-            b: int, ldb: int, beta: float, c: int, ldc: int,
-            precision: str | Precision = "fp32") -> None:
-    """C = alpha*A@B + beta*C with the explicit types, compute type and math mode of
-    ``precision`` (cublasGemmEx). Every precision here computes in fp32, so alpha and
-    beta are host floats."""
-    p = _precision(precision)
+            b: int, ldb: int, beta: float, c: int, ldc: int, types: GemmTypes) -> None:
+    """C = alpha*A@B + beta*C with the explicit storage types, compute type and math mode of
+    ``types`` (cublasGemmEx). Every configuration here computes in fp32, so alpha and beta
+    are host floats."""
+    p = types
     cm = column_major_call(m, n, k, lda, ldb, ldc)
     first, second = cm.operands(int(a), int(b))
     al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
@@ -338,32 +307,16 @@ def gemm_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, 
             ctypes.byref(be), int(c), p.c_type, cm.ldc, p.compute, CUBLAS_GEMM_DEFAULT)
 
 
-def sgemm_strided_batched(handle: CublasHandle, m: int, n: int, k: int, alpha: float,
-                          a: int, lda: int, stride_a: int, b: int, ldb: int, stride_b: int,
-                          beta: float, c: int, ldc: int, stride_c: int, batch: int) -> None:
-    """``batch`` independent fp32 GEMMs; matrix i of X starts stride_x elements after i-1."""
-    if not 0 <= batch <= _INT32_MAX:
-        raise ValueError(f"sgemm_strided_batched needs 0 <= batch < 2**31; got batch={batch}")
-    cm = column_major_call(m, n, k, lda, ldb, ldc)
-    (first, s_first), (second, s_second) = cm.operands((int(a), stride_a), (int(b), stride_b))
-    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
-    handle._lib.cublasSgemmStridedBatched(
-        handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),
-        first, cm.ld_first, s_first, second, cm.ld_second, s_second,
-        ctypes.byref(be), int(c), cm.ldc, stride_c, batch)
-
-
-
 def gemm_strided_batched_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float,
                             a: int, lda: int, stride_a: int, b: int, ldb: int, stride_b: int,
                             beta: float, c: int, ldc: int, stride_c: int, batch: int,
-                            precision: str | Precision = "fp32") -> None:
+                            types: GemmTypes) -> None:
     """``batch`` independent GEMMs (cublasGemmStridedBatchedEx) with the explicit types,
-    compute type and math mode of ``precision``, as :func:`gemm_ex` does for one; matrix
-    i of X starts stride_x elements after matrix i - 1."""
+    compute type and math mode of ``types``, as :func:`gemm_ex` does for one; matrix i of X
+    starts stride_x elements after matrix i - 1."""
     if not 0 <= batch <= _INT32_MAX:
         raise ValueError(f"gemm_strided_batched_ex needs 0 <= batch < 2**31; got batch={batch}")
-    p = _precision(precision)
+    p = types
     cm = column_major_call(m, n, k, lda, ldb, ldc)
     (first, s_first), (second, s_second) = cm.operands((int(a), stride_a), (int(b), stride_b))
     al, be = ctypes.c_float(alpha), ctypes.c_float(beta)

@@ -19,10 +19,8 @@ import numpy as np
 
 from .errors import CudaError, GpuUnavailableError, check, error_for
 
-NO_GPU_HINT = "commands that work without a GPU: list, info, compile, compare, plot"
-
-
-def _driver():
+def api():
+    """The cuda.bindings driver module (imported on first use: it needs no GPU to import)."""
     from cuda.bindings import driver
 
     return driver
@@ -32,7 +30,7 @@ def _driver():
 def init() -> None:
     """cuInit once; a missing driver or GPU becomes GpuUnavailableError."""
     try:
-        check(_driver().cuInit(0), "cuInit")
+        check(api().cuInit(0), "cuInit")
     except CudaError as exc:
         raise GpuUnavailableError(f"no usable NVIDIA GPU: {exc.name} ({exc.message})") from None
     except Exception as exc:  # pathfinder's DynamicLibNotFoundError when libcuda is absent
@@ -49,18 +47,20 @@ def gpu_available() -> bool:
 
 def device_count() -> int:
     init()
-    return check(_driver().cuDeviceGetCount(), "cuDeviceGetCount")
+    return check(api().cuDeviceGetCount(), "cuDeviceGetCount")
 
 
 def driver_version() -> tuple[int, int]:
     """The installed driver's CUDA version, e.g. (13, 0)."""
     init()
-    v = check(_driver().cuDriverGetVersion(), "cuDriverGetVersion")
+    v = check(api().cuDriverGetVersion(), "cuDriverGetVersion")
     return v // 1000, (v % 1000) // 10
 
 
-class _Resource:
-    """Shared close()/context-manager plumbing; subclasses set ``self._finalizer``."""
+class Resource:
+    """Shared close()/context-manager plumbing; subclasses set ``self._finalizer``.
+
+    Public so that other modules of the CUDA layer (graph.py) build their resources on it."""
 
     _finalizer: weakref.finalize | None = None
 
@@ -101,7 +101,7 @@ class Device:
     @classmethod
     def get(cls, ordinal: int = 0) -> "Device":
         init()
-        d = _driver()
+        d = api()
         count = device_count()
         if not 0 <= ordinal < count:
             raise GpuUnavailableError(f"GPU {ordinal} does not exist; this machine has {count}")
@@ -140,12 +140,12 @@ class Device:
 
     def pci_bus_id(self) -> str:
         """e.g. '0000:1B:00.0': how NVML knows this same GPU, whatever CUDA_VISIBLE_DEVICES says."""
-        raw = check(_driver().cuDeviceGetPCIBusId(32, self.handle), "cuDeviceGetPCIBusId")
+        raw = check(api().cuDeviceGetPCIBusId(32, self.handle), "cuDeviceGetPCIBusId")
         raw = raw if isinstance(raw, bytes) else str(raw).encode()
         return raw.split(b"\x00")[0].decode()
 
 
-class Context(_Resource):
+class Context(Resource):
     """The device's primary context, retained for this object's lifetime.
 
     ``with Context(device):`` pushes it on this thread and pops it on exit; the
@@ -154,64 +154,64 @@ class Context(_Resource):
 
     def __init__(self, device: Device | int = 0):
         self.device = device if isinstance(device, Device) else Device.get(device)
-        d = _driver()
+        d = api()
         self.handle = check(d.cuDevicePrimaryCtxRetain(self.device.handle), "cuDevicePrimaryCtxRetain")
         self._finalizer = weakref.finalize(self, _release_primary, self.device.handle)
         self.make_current()
 
     def make_current(self) -> None:
-        check(_driver().cuCtxSetCurrent(self.handle), "cuCtxSetCurrent")
+        check(api().cuCtxSetCurrent(self.handle), "cuCtxSetCurrent")
 
     def __enter__(self) -> "Context":
-        check(_driver().cuCtxPushCurrent(self.handle), "cuCtxPushCurrent")
+        check(api().cuCtxPushCurrent(self.handle), "cuCtxPushCurrent")
         return self
 
     def __exit__(self, *exc) -> None:
-        check(_driver().cuCtxPopCurrent(), "cuCtxPopCurrent")
+        check(api().cuCtxPopCurrent(), "cuCtxPopCurrent")
         self.close()
 
     def synchronize(self) -> None:
-        check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+        check(api().cuCtxSynchronize(), "cuCtxSynchronize")
 
     def mem_info(self) -> tuple[int, int]:
         """(free, total) bytes of device memory."""
-        return check(_driver().cuMemGetInfo(), "cuMemGetInfo")
+        return check(api().cuMemGetInfo(), "cuMemGetInfo")
 
 
 def _release_primary(device_handle) -> None:
-    _driver().cuDevicePrimaryCtxRelease(device_handle)
+    api().cuDevicePrimaryCtxRelease(device_handle)
 
 
-class Stream(_Resource):
+class Stream(Resource):
     """A non-blocking stream: it never synchronises implicitly with the legacy stream."""
 
     def __init__(self):
-        d = _driver()
+        d = api()
         flags = d.CUstream_flags.CU_STREAM_NON_BLOCKING
         self.handle = check(d.cuStreamCreate(flags), "cuStreamCreate")
-        self._finalizer = weakref.finalize(self, _driver().cuStreamDestroy, self.handle)
+        self._finalizer = weakref.finalize(self, api().cuStreamDestroy, self.handle)
 
     def synchronize(self) -> None:
-        check(_driver().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+        check(api().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
 
 
-class Event(_Resource):
+class Event(Resource):
     """A timing event; ``elapsed_ms(start, end)`` reads the GPU time between two."""
 
     def __init__(self):
-        d = _driver()
+        d = api()
         self.handle = check(d.cuEventCreate(d.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
-        self._finalizer = weakref.finalize(self, _driver().cuEventDestroy, self.handle)
+        self._finalizer = weakref.finalize(self, api().cuEventDestroy, self.handle)
 
     def record(self, stream: Stream) -> None:
-        check(_driver().cuEventRecord(self.handle, stream.handle), "cuEventRecord")
+        check(api().cuEventRecord(self.handle, stream.handle), "cuEventRecord")
 
     def synchronize(self) -> None:
-        check(_driver().cuEventSynchronize(self.handle), "cuEventSynchronize")
+        check(api().cuEventSynchronize(self.handle), "cuEventSynchronize")
 
     def query(self) -> bool:
         """True once the work before the event has completed (never blocks)."""
-        d = _driver()
+        d = api()
         (status,) = d.cuEventQuery(self.handle)
         if status == d.CUresult.CUDA_ERROR_NOT_READY:
             return False
@@ -220,19 +220,19 @@ class Event(_Resource):
 
     @staticmethod
     def elapsed_ms(start: "Event", end: "Event") -> float:
-        d = _driver()
+        d = api()
         # CUDA 13 retired the v1 entry point; 12.x bindings have both.
         elapsed = getattr(d, "cuEventElapsedTime_v2", None) or d.cuEventElapsedTime
         return float(check(elapsed(start.handle, end.handle), "cuEventElapsedTime"))
 
 
-class DeviceBuffer(_Resource):
+class DeviceBuffer(Resource):
     """Linear device memory of ``nbytes`` bytes; ``ptr`` is the raw device address."""
 
     def __init__(self, nbytes: int, context: Context | None = None):
         if nbytes <= 0:
             raise ValueError(f"buffer size must be positive, got {nbytes} bytes")
-        d = _driver()
+        d = api()
         free, total = check(d.cuMemGetInfo(), "cuMemGetInfo")
         if nbytes > free:
             raise MemoryError(
@@ -247,7 +247,7 @@ class DeviceBuffer(_Resource):
                 raise
             raise MemoryError(f"cannot allocate {nbytes / 2**30:.2f} GiB on the GPU: out of memory") from None
         self.ptr = int(self.handle)
-        self._finalizer = weakref.finalize(self, _driver().cuMemFree, self.handle)
+        self._finalizer = weakref.finalize(self, api().cuMemFree, self.handle)
 
     @classmethod
     def from_array(cls, array: np.ndarray) -> "DeviceBuffer":
@@ -266,7 +266,7 @@ class DeviceBuffer(_Resource):
     def upload(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> None:
         """Host -> device; asynchronous on ``stream`` when one is given (keep ``array`` alive)."""
         self._check_fits(array, offset)
-        d = _driver()
+        d = api()
         if stream is None:
             check(d.cuMemcpyHtoD(self.ptr + offset, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
         else:
@@ -278,7 +278,7 @@ class DeviceBuffer(_Resource):
     def download(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> np.ndarray:
         """Device -> host into ``array``; asynchronous on ``stream`` when one is given."""
         self._check_fits(array, offset)
-        d = _driver()
+        d = api()
         if stream is None:
             check(d.cuMemcpyDtoH(array.ctypes.data, self.ptr + offset, array.nbytes), "cuMemcpyDtoH")
         else:
@@ -291,25 +291,25 @@ class DeviceBuffer(_Resource):
     def memset32(self, value: int, count: int | None = None, stream: Stream | None = None) -> None:
         """Fill ``count`` 32-bit words (default: the whole buffer) with ``value``."""
         count = self.nbytes // 4 if count is None else count
-        d = _driver()
+        d = api()
         if stream is None:
             check(d.cuMemsetD32(self.ptr, value, count), "cuMemsetD32")
         else:
             check(d.cuMemsetD32Async(self.ptr, value, count, stream.handle), "cuMemsetD32Async")
 
 
-class PinnedWords(_Resource):
+class PinnedWords(Resource):
     """A few pinned, device-mapped 32-bit words: the host and a running kernel both see them."""
 
     def __init__(self, count: int = 1):
-        d = _driver()
+        d = api()
         flags = d.CU_MEMHOSTALLOC_DEVICEMAP | d.CU_MEMHOSTALLOC_PORTABLE
         self._host = check(d.cuMemHostAlloc(4 * count, flags), "cuMemHostAlloc")
         self._device = int(check(d.cuMemHostGetDevicePointer(self._host, 0), "cuMemHostGetDevicePointer"))
         self._words = (ctypes.c_int32 * count).from_address(int(self._host))
         for i in range(count):
             self._words[i] = 0
-        self._finalizer = weakref.finalize(self, _driver().cuMemFreeHost, self._host)
+        self._finalizer = weakref.finalize(self, api().cuMemFreeHost, self._host)
 
     def device_ptr(self, index: int) -> int:
         return self._device + 4 * index
@@ -333,15 +333,44 @@ C_TYPES: dict[str, type] = {
 }
 
 
+# A ``const __grid_constant__ CUtensorMap`` parameter: the 128 opaque bytes of an encoded
+# tensor map, passed by value. cuLaunchKernel's kernelParams hold a pointer to each argument
+# and the driver copies the argument's bytes to the offset the cubin declares; the host copy
+# is kept 128-byte aligned, the alignment CUtensorMap has in CUDA 13 headers (64 in CUDA 12).
+TENSOR_MAP = "tensormap"
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGN = 128
+ARGUMENT_TYPES = (*C_TYPES, TENSOR_MAP)
+
+
+class TensorMapArgument:
+    """A 128-byte-aligned host copy of an encoded tensor map, for one kernel argument."""
+
+    def __init__(self, value: Any):
+        try:
+            view = memoryview(value).cast("B")
+        except TypeError:
+            raise TypeError(f"a {TENSOR_MAP} argument takes the {TENSOR_MAP_BYTES} bytes of an encoded "
+                            f"CUtensorMap (bytes-like), got {type(value).__name__}") from None
+        if view.nbytes != TENSOR_MAP_BYTES:
+            raise TypeError(f"a {TENSOR_MAP} argument is the {TENSOR_MAP_BYTES} bytes of an encoded CUtensorMap; "
+                            f"got {view.nbytes} bytes")
+        self._storage = (ctypes.c_uint8 * (TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN))()
+        start = ctypes.addressof(self._storage)
+        self.address = start + (-start) % TENSOR_MAP_ALIGN
+        ctypes.memmove(self.address, view.tobytes(), TENSOR_MAP_BYTES)
+
+
 class PackedArgs:
     """Kernel arguments packed once into a ``void*[]``, reusable for many launches."""
 
     def __init__(self, signature: Sequence[str], values: Sequence[Any]):
         if len(signature) != len(values):
             raise TypeError(f"kernel takes {len(signature)} arguments, {len(values)} given")
-        self._values = [C_TYPES[t](_as_c_value(t, v)) for t, v in zip(signature, values)]
+        self._values = [TensorMapArgument(v) if t == TENSOR_MAP else C_TYPES[t](_as_c_value(t, v))
+                        for t, v in zip(signature, values)]
         self._pointers = (ctypes.c_void_p * len(values))(
-            *[ctypes.addressof(v) for v in self._values]
+            *[v.address if isinstance(v, TensorMapArgument) else ctypes.addressof(v) for v in self._values]
         )
 
     @property
@@ -359,23 +388,23 @@ def _as_c_value(ctype: str, value: Any) -> Any:
     return int(value)
 
 
-class Module(_Resource):
+class Module(Resource):
     """A loaded cubin, or PTX compiled by the driver's JIT with its logs captured."""
 
     LOG_BYTES = 1 << 16
 
     def __init__(self, image: bytes, *, is_ptx: bool = False, name: str = "module"):
-        d = _driver()
+        d = api()
         self.name = name
         self.jit_log = ""
         if is_ptx:
             self.handle = self._load_ptx(image, name)
         else:
             self.handle = check(d.cuModuleLoadData(image), f"cuModuleLoadData({name})")
-        self._finalizer = weakref.finalize(self, _driver().cuModuleUnload, self.handle)
+        self._finalizer = weakref.finalize(self, api().cuModuleUnload, self.handle)
 
     def _load_ptx(self, ptx: bytes, name: str):
-        d = _driver()
+        d = api()
         opt = d.CUjit_option
         info, error = bytearray(self.LOG_BYTES), bytearray(self.LOG_BYTES)
         options = [
@@ -408,10 +437,10 @@ class Kernel:
     """
 
     def __init__(self, module: Module, entry: str, signature: Sequence[str], dynamic_smem: int = 0):
-        d = _driver()
-        unknown = [t for t in signature if t not in C_TYPES]
+        d = api()
+        unknown = [t for t in signature if t not in ARGUMENT_TYPES]
         if unknown:
-            raise TypeError(f"unknown C types {unknown}; allowed: {sorted(C_TYPES)}")
+            raise TypeError(f"unknown C types {unknown}; allowed: {sorted(ARGUMENT_TYPES)}")
         self.module, self.entry, self.signature = module, entry, tuple(signature)
         self.handle = check(d.cuModuleGetFunction(module.handle, entry.encode()), f"cuModuleGetFunction({entry})")
         self.dynamic_smem = dynamic_smem
@@ -421,7 +450,7 @@ class Kernel:
 
     def attribute(self, name: str) -> int:
         """A CU_FUNC_ATTRIBUTE_* value, e.g. attribute('NUM_REGS')."""
-        d = _driver()
+        d = api()
         attr = getattr(d.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
         return check(d.cuFuncGetAttribute(attr, self.handle), "cuFuncGetAttribute")
 
@@ -433,7 +462,7 @@ class Kernel:
         gx, gy, gz = (tuple(grid) + (1, 1))[:3]
         bx, by, bz = (tuple(block) + (1, 1))[:3]
         check(
-            _driver().cuLaunchKernel(
+            api().cuLaunchKernel(
                 self.handle, gx, gy, gz, bx, by, bz, self.dynamic_smem, stream.handle, packed.address, 0
             ),
             f"cuLaunchKernel({self.entry})",

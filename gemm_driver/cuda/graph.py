@@ -11,12 +11,12 @@ from __future__ import annotations
 import weakref
 from typing import Callable
 
-from .driver import Stream, _driver, _Resource
+from .driver import Resource, Stream, api
 from .errors import check
 
 
 def _instantiate(graph):
-    d = _driver()
+    d = api()
     try:
         return check(d.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
     except TypeError:  # a bindings version whose cuGraphInstantiate wants other arguments
@@ -24,18 +24,18 @@ def _instantiate(graph):
 
 
 def _destroy(graph, graph_exec) -> None:
-    d = _driver()
+    d = api()
     if graph_exec is not None:
         d.cuGraphExecDestroy(graph_exec)
     if graph is not None:
         d.cuGraphDestroy(graph)
 
 
-class Graph(_Resource):
+class Graph(Resource):
     """The work that ``record()`` enqueues on ``stream``, captured and instantiated."""
 
     def __init__(self, stream: Stream, record: Callable[[], None]):
-        d = _driver()
+        d = api()
         self.stream = stream
         mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(d.cuStreamBeginCapture(stream.handle, mode), "cuStreamBeginCapture")
@@ -54,4 +54,4 @@ class Graph(_Resource):
     def launch(self, stream: Stream | None = None) -> None:
         """Enqueue one replay of the whole graph."""
         target = stream or self.stream
-        check(_driver().cuGraphLaunch(self.exec, target.handle), "cuGraphLaunch")
+        check(api().cuGraphLaunch(self.exec, target.handle), "cuGraphLaunch")

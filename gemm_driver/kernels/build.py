@@ -6,9 +6,12 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..cuda import cache
+from ..cuda.driver import Device, gpu_available
 from ..cuda.nvrtc import Compiled, Resources, parse_arch
 from .sources import included_headers, read_source
-from .spec import KernelSpec
+from .spec import KernelSpec, cc_of
+
+FALLBACK_ARCH = "sm_90"  # the lent H100's, for builds on a machine without a GPU
 
 
 @dataclass(frozen=True)
@@ -16,28 +19,37 @@ class Build:
     spec: KernelSpec
     tunables: Mapping[str, int]
     compiled: Compiled
-    entry: str  # the symbol to load
+    entries: Mapping[str, str]  # "main" (and each extra entry's name) -> the symbol to load
     cache_hit: bool
+
+    @property
+    def entry(self) -> str:
+        return self.entries["main"]
 
     @property
     def resources(self) -> Resources:
         return self.compiled.resources[self.entry]
 
 
+def default_arch() -> str:
+    """This GPU's architecture, or sm_90 on a machine without one."""
+    return Device.get(0).arch if gpu_available() else FALLBACK_ARCH
+
+
 def build(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> Build:
     """Compile ``spec`` with ``tunables`` (defaults filled in) for ``arch``, through the cache."""
     number, _ = parse_arch(arch)
-    if number < spec.min_cc[0] * 10 + spec.min_cc[1]:
-        raise ValueError(f"{spec.name} needs {spec.min_arch} or newer; cannot build it for {arch}")
+    spec.check_runs_on(cc_of(number), f"cannot build it for {arch}")
     resolved = spec.resolve(tunables)
-    expression = spec.name_expression(resolved)
-    is_template = "<" in expression
+    expressions = spec.entry_expressions(resolved)
     compiled, hit = cache.build(
         filename=spec.source.rsplit("/", 1)[-1],
         source=read_source(spec.source),
         arch=arch,
         headers=included_headers(spec.source) if spec.kind == "cu" else {},
         options=spec.options if spec.kind == "cu" else (),
-        name_expressions=(expression,) if is_template else (),
+        # Templates are instantiated through NVRTC name expressions (plain extern "C" names are not).
+        name_expressions=tuple(e for e in expressions.values() if "<" in e),
     )
-    return Build(spec, resolved, compiled, compiled.entry(expression), hit)
+    entries = {name: compiled.entry(expression) for name, expression in expressions.items()}
+    return Build(spec, resolved, compiled, entries, hit)

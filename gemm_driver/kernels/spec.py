@@ -1,18 +1,28 @@
 """KernelSpec: everything the driver needs to know about one kernel, declared once.
 
-A spec names its source file and entry point, its tunables with defaults and allowed
-values, the rules a (problem, tunables) pair must satisfy, its launch geometry and its
-minimum architecture. ``validate`` refuses a configuration that cannot work with a
+A spec names its source file and entry point, its precision, its tunables with defaults
+and allowed values, the rules a (problem, tunables) pair must satisfy, its launch geometry
+and its minimum architecture. ``validate`` refuses a configuration that cannot work with a
 ValueError naming the broken rule, before anything is compiled.
+
+Two optional hooks let a kernel family launch more than one kernel with the standard
+arguments (kernels/launch.py): ``extra_entries`` names further entry points of the same
+source (a packing kernel, say), and ``launch_plan`` turns the loaded kernels, the problem,
+the operands, the tunables, the stream and Session-owned scratch into the callable that
+enqueues the whole GEMM. Without them a launch is one kernel with the SGEMM arguments.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
+from .. import precision as _precision
 from ..problem import GemmProblem
+
+if TYPE_CHECKING:
+    from .launch import LaunchPlan
 
 Dims = tuple[int, int, int]
 Tunables = Mapping[str, int]
@@ -34,6 +44,18 @@ class Tunable:
 
 
 @dataclass(frozen=True)
+class Entry:
+    """A further entry point of a kernel's source (e.g. a packing kernel run before the
+    GEMM), loaded beside the main one and handed to the spec's launch plan by ``name``.
+    ``expression`` may be a name expression template filled from the tunables."""
+
+    name: str
+    expression: str
+    signature: tuple[str, ...]
+    dynamic_smem: Callable[[Tunables], int] = field(default=lambda t: 0)
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """One registered kernel. ``entry`` may be a name expression template such as
     ``"sgemm_coalesced<{BLOCK}>"``, filled from the tunables."""
@@ -48,7 +70,13 @@ class KernelSpec:
     rules: tuple[Rule, ...] = ()
     dynamic_smem: Callable[[Tunables], int] = field(default=lambda t: 0)
     min_cc: tuple[int, int] = (7, 5)
-    dtype: str = "float32"
+    # The precision it computes in (precision.py's one spelling): A and B are handed to it
+    # in that precision's storage (2-byte for bf16/fp16, FP32 for fp32/tf32; C is always
+    # FP32), and its output is held to that precision's bound.
+    precision: str = "fp32"
+    # A rung of its precision's ladder: the bench reports its speed-up over the rung before
+    # it (registry order). False for side branches (the PTX version of the first rung).
+    in_ladder: bool = True
     signature: tuple[str, ...] = SGEMM_SIGNATURE
     options: tuple[str, ...] = ("--std=c++17", "-lineinfo")
     # The configurations tests and tools build. Empty: every combination of choices that the
@@ -60,6 +88,13 @@ class KernelSpec:
     # Device scratch a launch needs beyond A, B and C: (problem, tunables) -> (workspace bytes,
     # zeroed counter bytes), passed as two extra pointer arguments (0 when a size is 0).
     scratch: Callable[[GemmProblem, Tunables], tuple[int, int]] | None = None
+    # More entry points of the same source, loaded with the main one (kernels/launch.py).
+    extra_entries: tuple[Entry, ...] = ()
+    # PlanContext -> the callable that enqueues the whole GEMM; None: launch.standard_plan.
+    launch_plan: "LaunchPlan | None" = None
+
+    def __post_init__(self):
+        _precision.get(self.precision)  # ValueError naming the precisions there are
 
     @property
     def kind(self) -> str:
@@ -125,25 +160,40 @@ class KernelSpec:
                     )
         return tunables
 
+    def takes_batch(self, batch: int) -> bool:
+        """A kernel computes one GEMM per launch; batched shapes are for batched baselines."""
+        return batch == 1
+
+    def runs_on(self, compute_capability: tuple[int, int]) -> bool:
+        return tuple(compute_capability) >= self.min_cc
+
+    def check_runs_on(self, compute_capability: tuple[int, int], where: str) -> None:
+        """ValueError when the kernel needs a newer architecture than ``compute_capability``;
+        ``where`` ends the message ("this GPU is sm_75", "cannot build it for sm_70")."""
+        if not self.runs_on(compute_capability):
+            raise ValueError(f"{self.name} needs {self.min_arch} or newer; {where}")
+
     def check_device(self, compute_capability: tuple[int, int]) -> None:
-        if tuple(compute_capability) < self.min_cc:
-            have = f"sm_{compute_capability[0]}{compute_capability[1]}"
-            raise ValueError(f"{self.name} needs {self.min_arch} or newer; this GPU is {have}")
+        have = f"sm_{compute_capability[0]}{compute_capability[1]}"
+        self.check_runs_on(compute_capability, f"this GPU is {have}")
+
+    def entry_expressions(self, tunables: Tunables) -> dict[str, str]:
+        """Entry name -> name expression: ``"main"`` for ``entry``, then each extra entry."""
+        return {"main": self.name_expression(tunables),
+                **{e.name: e.expression.format(**tunables) for e in self.extra_entries}}
 
 
-@dataclass(frozen=True)
-class Provider:
-    """A baseline that is not one of our kernels: a library (cuBLAS) or the CPU (NumPy)."""
+def parse_tunable(pair: str) -> tuple[str, int]:
+    """'TILE=16' -> ('TILE', 16): a tunable override as the command line spells it."""
+    name, sep, value = pair.partition("=")
+    if not sep or not name or not value.lstrip("-").isdigit():
+        raise ValueError(f"--set takes NAME=INTEGER (e.g. --set TILE=16), got {pair!r}")
+    return name, int(value)
 
-    name: str
-    description: str
-    kind: str  # "library" or "cpu"
-    dtype: str = "float32"
-    min_cc: tuple[int, int] = (0, 0)
 
-    @property
-    def min_arch(self) -> str:
-        return "-" if self.kind == "cpu" else f"sm_{self.min_cc[0]}{self.min_cc[1]}"
+def cc_of(arch_number: int) -> tuple[int, int]:
+    """90 (from 'sm_90') -> (9, 0); 100 -> (10, 0)."""
+    return divmod(arch_number, 10)
 
 
 def ceil_div(a: int, b: int) -> int:

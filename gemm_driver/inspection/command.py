@@ -1,40 +1,48 @@
-"""``python tools/inspect.py {ptx,sass,stats,diff}``: read what the compiler made of a kernel.
+"""``python -m gemm_driver inspect {ptx,sass,stats,diff}`` (and ``python tools/inspect.py``,
+the same command): read what the compiler made of a kernel.
 
 Works with no GPU: NVRTC compiles for ``--arch`` (default: this GPU's, else sm_90) and
 nvdisasm reads the cubin. A KERNEL argument may carry its own tunables, as in
 ``smem_tiled:TILE=16,PAD=1``; they override ``--set``, which applies to every kernel named.
-Exit codes as in the main CLI: 0 done, 1 a compile failed or nothing to show, 2 bad input
-(one line on stderr).
+``add_subcommands`` declares the arguments under the CLI's ``inspect``; the CLI's one
+``main`` runs them and maps errors to exit codes: 0 done, 1 a compile failed or nothing
+to show, 2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any, Sequence
 
 from .. import kernels
-from ..cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, default_arch, tunable_overrides
-from ..cuda.errors import GemmDriverError, NvrtcError
-from ..cuda.nvrtc import check_arch, parse_arch
+from ..cuda.nvrtc import parse_arch
 from ..kernels.build import build
-from ..kernels.spec import KernelSpec
+from ..kernels.spec import KernelSpec, cc_of, parse_tunable
 from . import mix, ptx, report, sass, source
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def compiled_kernel(name: str, what: str = "a kernel with code to inspect") -> KernelSpec:
+    """The KernelSpec called ``name``; ValueError for a provider (it has no code of ours)."""
+    spec = kernels.get(name)
+    if not isinstance(spec, KernelSpec):
+        raise ValueError(f"{name} is a {spec.kind} provider, not {what}")
+    return spec
 
 
 def _target(arg: str, common: dict[str, int]) -> tuple[KernelSpec, dict[str, int]]:
     """'smem_tiled:TILE=16,PAD=1' -> (spec, resolved tunables)."""
     name, _, settings = arg.partition(":")
-    spec = kernels.get(name)
-    if not isinstance(spec, KernelSpec):
-        raise UsageError(f"{name} is a {spec.kind} provider, not a kernel with code to inspect")
-    return spec, spec.resolve({**common, **tunable_overrides(settings.split(",") if settings else [])})
+    spec = compiled_kernel(name)
+    own = dict(parse_tunable(pair) for pair in settings.split(",")) if settings else {}
+    return spec, spec.resolve({**common, **own})
 
 
 def _targets(args, names: Sequence[str]) -> list[tuple[KernelSpec, dict[str, int]]]:
-    common = tunable_overrides(args.set)
+    common = dict(args.set or ())
     return [_target(name, common) for name in names]
 
 
@@ -70,7 +78,7 @@ def cmd_sass(args) -> int:
 def cmd_stats(args) -> int:
     number, _ = parse_arch(args.arch)
     names = args.kernels or [name for name, spec in kernels.KERNELS.items()  # all that build for arch
-                             if number >= spec.min_cc[0] * 10 + spec.min_cc[1]]
+                             if spec.runs_on(cc_of(number))]
     rows = [report.kernel_stats(spec, args.arch, tunables) for spec, tunables in _targets(args, names)]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -78,7 +86,7 @@ def cmd_stats(args) -> int:
     for title, fields in (("resources", report.RESOURCE_FIELDS), ("instruction mix (static SASS)", mix.FIELDS)):
         print(f"{title}:")
         header = ["kernel", *(_HEADERS.get(f, f.upper()) for f in fields)]
-        _print_table(header, [[report.label(r), *(_cell(f, r[f]) for f in fields)] for r in rows])
+        print_table(header, [[report.label(r), *(_cell(f, r[f]) for f in fields)] for r in rows])
         print()
     return EXIT_OK
 
@@ -93,7 +101,7 @@ def cmd_diff(args) -> int:
     if not rows:
         print(f"{report.label(a)} and {report.label(b)}: no difference in resources or instruction mix")
         return EXIT_OK
-    _print_table(["field", report.label(a), report.label(b), "change"], rows)
+    print_table(["field", report.label(a), report.label(b), "change"], rows)
     print(f"({len(report.FIELDS) - len(rows)} of {len(report.FIELDS)} fields identical)")
     return EXIT_OK
 
@@ -115,7 +123,7 @@ def _change(x: Any, y: Any) -> str:
     return f"{y - x:+.4g}" if numeric else ""
 
 
-def _print_table(header: list[str], rows: list[list[str]]) -> None:
+def print_table(header: list[str], rows: list[list[str]]) -> None:
     """Plain aligned columns: stable in pipes and docs, whatever the terminal width."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -123,14 +131,15 @@ def _print_table(header: list[str], rows: list[list[str]]) -> None:
         print("  ".join(cells).rstrip())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def add_subcommands(parser: argparse.ArgumentParser, arch: Any, tunable: Any) -> None:
+    """Declare ptx, sass, stats and diff under ``parser``; ``arch`` and ``tunable`` are the
+    CLI's argparse types for ``--arch`` and ``--set``."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--arch", help="target, e.g. sm_80 or sm_90a (default: this GPU's, or sm_90)")
-    common.add_argument("--set", action="append", metavar="NAME=VALUE", help="tunable for every kernel, repeatable")
-    parser = argparse.ArgumentParser(
-        prog="inspect.py", description="Read what the compiler made of a kernel (no GPU needed).",
-        epilog="KERNEL may carry tunables: smem_tiled:TILE=16,PAD=1 (these override --set).")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common.add_argument("--arch", type=arch, help="target, e.g. sm_80 or sm_90a (default: this GPU's, or sm_90)")
+    common.add_argument("--set", action="append", type=tunable, metavar="NAME=VALUE",
+                        help="tunable for every kernel, repeatable")
+    parser.epilog = "KERNEL may carry tunables: smem_tiled:TILE=16,PAD=1 (these override --set)."
+    sub = parser.add_subparsers(dest="inspect_command", required=True, metavar="WHAT")
 
     p = sub.add_parser("ptx", parents=[common], help="the PTX NVRTC generated")
     p.add_argument("kernel", help="NAME or NAME:TUNABLE=VALUE,...")
@@ -152,22 +161,3 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", metavar="KERNEL_B", help="the same kernel with other tunables, or another one")
     p.add_argument("--json", action="store_true", help="print both stats and the changed fields as JSON")
     p.set_defaults(func=cmd_diff)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        args.arch = args.arch or default_arch()
-        check_arch(args.arch)
-        return args.func(args)
-    except BrokenPipeError:  # `... | head`: stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except NvrtcError as exc:
-        print(f"inspect {args.command}: compile failed: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except (ValueError, GemmDriverError, OSError) as exc:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"inspect {args.command}: error: {message}", file=sys.stderr)
-        return EXIT_USAGE

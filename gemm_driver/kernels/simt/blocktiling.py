@@ -1,5 +1,5 @@
 """The register-blocking rungs of the FP32 ladder: 1-D and 2-D blocktiling, vectorised,
-bank-conflict-free and double-buffered (one .cu file each under cu/).
+bank-conflict-free and double-buffered (one .cu file each under cu/simt/).
 
 Every rung takes a BM x BN tile of C per block and walks K in steps of BK; edges are
 the kernels' job (zero-filled tiles, guarded stores), so the only rules here are the
@@ -9,7 +9,7 @@ gate compiles every combination for sm_80 and sm_90.
 
 from __future__ import annotations
 
-from .spec import KernelSpec, Tunable, ceil_div
+from ..spec import KernelSpec, Tunable, ceil_div
 
 MAX_STATIC_SMEM = 48 * 1024
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from math import prod
 from typing import Any, Mapping
 
-from ..kernels.build import build
+from ..kernels.build import Build, build
 from ..kernels.spec import KernelSpec
 from . import mix
 from .occupancy import occupancy
@@ -32,6 +32,20 @@ RESOURCE_FIELDS = {
 FIELDS = {**RESOURCE_FIELDS, **mix.FIELDS}
 
 
+def resources(built: Build) -> dict[str, Any]:
+    """What ptxas and the cubin say about the main entry, under the report's field names."""
+    r = built.resources
+    return {"registers": r.registers, "shared_bytes": r.shared_bytes, "spill_bytes": r.spill_bytes,
+            "local_bytes": r.stack_bytes, "constant_bytes": r.constant_bytes}
+
+
+def compile_row(spec: KernelSpec, arch: str, tunables: Mapping[str, int]) -> dict[str, Any]:
+    """One row of ``compile``: the build's resources, compile time and whether it was cached."""
+    built = build(spec, arch, tunables)
+    return {"kernel": spec.name, "arch": arch, "entry": built.entry, "tunables": dict(tunables),
+            **resources(built), "compile_seconds": round(built.compiled.compile_seconds, 4),
+            "cache_hit": built.cache_hit}
+
 
 def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Resources, occupancy on ``arch`` and SASS instruction mix of ``spec`` built for ``arch``."""
@@ -48,9 +62,7 @@ def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None
     sass = disassemble(built.compiled.cubin, built.entry)
     return {
         "kernel": spec.name, "arch": arch, "tunables": dict(built.tunables), "entry": built.entry,
-        "threads_per_block": threads, "registers": r.registers, "shared_bytes": r.shared_bytes,
-        "dynamic_shared_bytes": dynamic, "spill_bytes": r.spill_bytes, "local_bytes": r.stack_bytes,
-        "constant_bytes": r.constant_bytes, **fit,
+        "threads_per_block": threads, **resources(built), "dynamic_shared_bytes": dynamic, **fit,
         **mix.count(mix.executed(sass.instructions)),
     }
 

@@ -8,8 +8,8 @@ refused before NVRTC sees it.
 
 from __future__ import annotations
 
-from .. import autotune
-from .spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
+from .. import tuned
+from ..spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
 
 MAX_SHARED_PER_BLOCK = 227 * 1024  # sm_90 opt-in limit; smaller GPUs refuse at load with the driver's error
 MAX_ACCUMULATORS = 128  # TM * TN above this cannot fit in 255 registers
@@ -140,7 +140,7 @@ autotuned = KernelSpec(
     scratch=scratch_bytes,
     min_cc=warptiled.min_cc,
     checked=({},),  # the same kernel as warptiled, which the tests build in several shapes
-    choose=lambda problem, gpu_name: autotune.pick(autotune.load_table(gpu_name), problem),
+    choose=lambda problem, gpu_name: tuned.pick(tuned.load_table(gpu_name), problem),
 )
 
 SPECS = (warptiled, autotuned)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .spec import KernelSpec, Tunable, ceil_div
+from ..spec import KernelSpec, Tunable, ceil_div
 
 NAIVE_BLOCK = 32  # 32 x 32 threads, as in the worklogs' first kernel
 
@@ -22,6 +22,7 @@ ptx_naive = KernelSpec(
     entry="sgemm_naive_ptx",
     block=naive.block,
     grid=naive.grid,
+    in_ladder=False,  # a side branch of the first rung: no "x prev rung" along the ladder
 )
 
 coalesced = KernelSpec(
@@ -48,3 +49,4 @@ smem_tiled = KernelSpec(
 )
 
 FIRST_RUNGS = (naive, coalesced, smem_tiled)
+SIDE_BRANCHES = (ptx_naive,)

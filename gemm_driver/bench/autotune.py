@@ -1,0 +1,147 @@
+"""The autotune sweep: verify and time a kernel's tuning space on this GPU, keep the best per shape.
+
+For each shape, every candidate configuration is built (a configuration that fails to
+compile, spills or uses local memory is dropped with the reason), then verified once on
+fresh random data against the float64 reference and only then timed, through the same
+prepared case and ``run_case`` as the bench (so a trial's status is an Outcome's: ok,
+FAILED or skipped). The winners go into the per-GPU table that the ``autotuned`` kernel
+reads (``kernels/tuned.py`` looks it up; ``tools/autotune.py`` writes it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from .. import precision as _precision
+from ..case import PreparedCase, run_case
+from ..cuda.errors import GemmDriverError
+from ..kernels.tuned import SCHEMA
+from ..problem import GemmProblem, parse_shape, shape_label
+from .timing import Budget, GpuTimer
+
+
+@dataclass
+class Trial:
+    tunables: dict
+    status: str  # "ok", "FAILED", "skipped" (run_case), or "spills", "compile error" (never run)
+    detail: str = ""
+    median_ms: float | None = None
+    tflops: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"tunables": self.tunables, "status": self.status, "detail": self.detail,
+                "median_ms": self.median_ms, "tflops": self.tflops}
+
+
+@dataclass
+class ShapeResult:
+    shape: tuple[int, int, int]
+    trials: list[Trial] = field(default_factory=list)
+    baseline_tflops: float | None = None  # cuBLAS on the same operands
+
+    @property
+    def ranked(self) -> list[Trial]:
+        return sorted((t for t in self.trials if t.tflops), key=lambda t: -t.tflops)
+
+    def report_lines(self, top: int | None = None, title: str = "") -> list[str]:
+        """The shape's ranking beside cuBLAS (the best ``top``, or all), then every rejected trial."""
+        ranked, base = self.ranked, self.baseline_tflops
+        cublas = f"{base:.2f} TFLOP/s" if base else "not timed"
+        lines = [f"{title}{shape_label(*self.shape)}: cuBLAS {cublas}, "
+                 f"{len(ranked)}/{len(self.trials)} configurations ran"]
+        for t in ranked[:top]:
+            share = f"{100 * t.tflops / base:6.1f}%" if base else "      -"
+            lines.append(f"  {t.tflops:7.2f} TFLOP/s {share}  {tunables_label(t.tunables)}")
+        lines += [f"  {t.status}: {tunables_label(t.tunables)}: {t.detail}" for t in self.trials if t.status != "ok"]
+        return lines
+
+
+def tunables_label(tunables: Mapping[str, int]) -> str:
+    return " ".join(f"{name}={value}" for name, value in tunables.items())
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """'512,4093x4091x4099' -> [(512, 512, 512), (4093, 4091, 4099)]: N for a square, or MxNxK."""
+    return [parse_shape(s if "x" in s else f"{s}x{s}x{s}") for s in text.split(",") if s]
+
+
+def tune(session, spec, shapes: Sequence[tuple[int, int, int]], space: Sequence[Mapping[str, int]], *,
+         seconds: float = 0.15, seed: int = 0, on_trial: Callable[[tuple, Trial], None] = lambda s, t: None,
+         ) -> list[ShapeResult]:
+    """Verify and time every configuration of ``space`` on each shape (and the precision's
+    cuBLAS beside them, on the same operands)."""
+    budget = Budget(seconds=seconds)
+    usable = _buildable(session, spec, space)
+    timer = GpuTimer(session.stream, session.arch)
+    baseline = _precision.get(spec.precision).baseline
+    results = []
+    try:
+        for index, shape in enumerate(shapes):
+            problem = GemmProblem(*shape)
+            result = ShapeResult(tuple(shape))
+            with PreparedCase.random(problem, spec.precision, [seed, index]) as case:
+                base = run_case(session, baseline, case, timer=timer, budget=budget)
+                if base.ok:
+                    result.baseline_tflops = problem.flops / base.timing.median_ms / 1e9
+                for tunables, refusal in usable:
+                    trial = refusal or _trial(session, spec, case, tunables, timer, budget)
+                    result.trials.append(trial)
+                    on_trial(shape, trial)
+            results.append(result)
+    finally:
+        timer.close()
+    return results
+
+
+def _buildable(session, spec, space) -> list[tuple[dict, Trial | None]]:
+    """Each configuration with None, or with the Trial saying why it is out (no timing)."""
+    out = []
+    for tunables in space:
+        resolved = spec.resolve(tunables)
+        try:
+            built = session.load(spec, resolved).build
+        except (GemmDriverError, ValueError) as exc:
+            out.append((resolved, Trial(resolved, "compile error", str(exc).splitlines()[0])))
+            continue
+        res = built.resources
+        if res.stack_bytes or res.spill_store_bytes:
+            out.append((resolved, Trial(resolved, "spills", f"{res.stack_bytes} B stack")))
+        else:
+            out.append((resolved, None))
+    return out
+
+
+def _trial(session, spec, case: PreparedCase, tunables, timer, budget) -> Trial:
+    outcome = run_case(session, spec.name, case, tunables=tunables, timer=timer, budget=budget)
+    if not outcome.ok:
+        return Trial(tunables, outcome.status, outcome.detail)
+    median = outcome.timing.median_ms
+    return Trial(tunables, "ok", "", median, case.problem.flops / median / 1e9)
+
+
+def table_document(results: Sequence[ShapeResult], spec, environment: Mapping, keep: int = 5) -> dict:
+    """The per-GPU tuned table: each shape's winner plus the runners-up, for the record."""
+    entries = []
+    for r in results:
+        ranked = r.ranked
+        if not ranked:
+            continue
+        entries.append({
+            "shape": list(r.shape),
+            "best": ranked[0].tunables,
+            "tflops": round(ranked[0].tflops, 2),
+            "cublas_tflops": round(r.baseline_tflops, 2) if r.baseline_tflops else None,
+            "runners_up": [{"tunables": t.tunables, "tflops": round(t.tflops, 2)} for t in ranked[1:keep]],
+            "trials": len(r.trials),
+            "rejected": [t.as_dict() for t in r.trials if t.status != "ok"],
+        })
+    return {
+        "schema": SCHEMA,
+        "kernel": spec.name,
+        "gpu": environment.get("gpu", {}).get("name"),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "environment": dict(environment),
+        "entries": entries,
+    }

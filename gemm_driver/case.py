@@ -1,0 +1,147 @@
+"""One prepared case, and one way to verify it and then time it.
+
+``PreparedCase``: (problem, precision, host operands) -> the float64 reference and the
+guarded device operands in that precision's storage (2-byte A and B for bf16/fp16, FP32
+for fp32/tf32, FP32 C everywhere), released as a context manager. ``PreparedCase.random``
+draws fresh uniform data from a seed. The device operands are made on first use, so a
+case that only runs on the host (NumPy, empty problems) needs no GPU, and the reference
+is computed on first use, so ``gemm()`` never pays for one.
+
+``run_case``: verify a kernel or provider on a prepared case and, given a timer, time it
+on the very operands it passed on; one ``Outcome`` (ok, FAILED or skipped, with the
+verification, the timing and the Launch record) for the bench sweep, the autotune sweep
+and ``verify``. Errors are classified here once: a target that cannot run this problem
+here (wrong architecture, a batch it does not take, a tunable rule) is "skipped" with the
+reason; a wrong answer or a CUDA error during the run is "FAILED" with its first line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Mapping, Protocol
+
+import numpy as np
+
+from . import kernels
+from . import precision as _precision
+from .cuda.errors import CudaError, GemmDriverError
+from .kernels.launch import Launch
+from .operands import DeviceMatrix, random_operands, upload_operands
+from .problem import GemmProblem
+from .verify import Reference, Verification, check, reference
+
+
+class PreparedCase:
+    """Host operands, their reference and (on first use) guarded device operands of one
+    problem in one precision. ``guard`` rows around each matrix, leading dimensions
+    ``lds`` (None: the row length) and ``misalign`` elements off a 16-byte boundary."""
+
+    def __init__(self, problem: GemmProblem, precision: str, a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
+                 *, guard: int = 0, lds=(None, None, None), misalign=(0, 0, 0)):
+        self.problem, self.precision = problem, _precision.get(precision)
+        self.a_host, self.b_host, self.c_host = a, b, c
+        self._layout = {"guard": guard, "lds": tuple(lds), "misalign": tuple(misalign)}
+        self._device: tuple[DeviceMatrix, DeviceMatrix, DeviceMatrix] | None = None
+
+    @classmethod
+    def random(cls, problem: GemmProblem, precision: str, seed, **layout) -> "PreparedCase":
+        """Fresh uniform(-1, 1) data from ``seed`` (anything numpy.random.default_rng takes),
+        A and B rounded once to what the precision stores; C only when beta != 0."""
+        a, b, c = random_operands(problem, np.random.default_rng(seed), _precision.get(precision).name)
+        return cls(problem, precision, a, b, c, **layout)
+
+    @cached_property
+    def reference(self) -> Reference:
+        return reference(self.problem, self.a_host, self.b_host, self.c_host)
+
+    def device(self) -> tuple[DeviceMatrix, DeviceMatrix, DeviceMatrix]:
+        """Device A, B, C (made on the first call); C is NaN-poisoned when it is output only."""
+        if self._device is None:
+            self._device = upload_operands(self.problem, self.a_host, self.b_host, self.c_host,
+                                           precision=self.precision.name, **self._layout)
+        return self._device
+
+    def run(self, launch: Launch) -> tuple[np.ndarray, int]:
+        """Poison C (or restore its input values), run ``launch`` once, and read C back with
+        the number of guard elements around it that changed."""
+        c = self.device()[2]
+        c.fill(self.c_host)
+        launch()
+        launch.synchronize()
+        return c.read()
+
+    def check(self, out: np.ndarray, guard_violations: int = 0) -> Verification:
+        return check(self.problem, out, self.reference, guard_violations, self.precision.name)
+
+    def close(self) -> None:
+        for matrix in self._device or ():
+            matrix.close()
+        self._device = None
+
+    def __enter__(self) -> "PreparedCase":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Timer(Protocol):  # bench.timing.GpuTimer; a Protocol keeps timing out of this layer
+    def measure(self, launch: Launch, budget: Any) -> Any: ...
+
+    def measure_host(self, run: Any, budget: Any) -> Any: ...
+
+
+@dataclass
+class Outcome:
+    status: str  # "ok", "FAILED" or "skipped"
+    detail: str = ""
+    verification: Verification | None = None
+    timing: Any = None  # the timer's statistics (bench.timing.TimingStats); None unless timed
+    launch: dict = field(default_factory=dict)  # Launch.record(): what ran
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def message(self) -> str:
+        return "ok" if self.ok else self.detail
+
+    @property
+    def tunables(self) -> dict:
+        return dict(self.launch.get("tunables") or {})
+
+
+def run_case(session, name: str, case: PreparedCase, *, tunables: Mapping[str, int] | None = None,
+             timer: Timer | None = None, budget: Any = None) -> Outcome:
+    """Verify ``name`` on ``case``; if it passed and a timer is given, time it on the same
+    operands (``budget`` is handed to the timer)."""
+    target = kernels.get(name)
+    if getattr(target, "host_gemm", None) is not None:
+        return _run_on_host(target, case, tunables, timer, budget)
+    try:
+        launch = session.launcher(name, case.problem, *case.device(), tunables)
+    except ValueError as exc:  # the target cannot run this problem here: say why
+        return Outcome("skipped", str(exc))
+    record = launch.record()
+    try:
+        verification = case.check(*case.run(launch))
+        if not verification.ok:
+            return Outcome("FAILED", verification.message, verification, launch=record)
+        timing = timer.measure(launch, budget) if timer is not None else None
+    except (CudaError, GemmDriverError) as exc:
+        return Outcome("FAILED", str(exc).splitlines()[0], launch=record)
+    return Outcome("ok", "", verification, timing, record)
+
+
+def _run_on_host(target, case: PreparedCase, tunables, timer, budget) -> Outcome:
+    if tunables:
+        return Outcome("skipped", f"{target.name} takes no tunables, got {sorted(tunables)}")
+    p, (a, b, c) = case.problem, (case.a_host, case.b_host, case.c_host)
+    record = {"kernel": target.name, "tunables": {}, "note": ""}
+    verification = case.check(target.host_gemm(p, a, b, c))
+    if not verification.ok:
+        return Outcome("FAILED", verification.message, verification, launch=record)
+    timing = timer.measure_host(lambda: target.host_gemm(p, a, b, c), budget) if timer is not None else None
+    return Outcome("ok", "", verification, timing, record)

@@ -1,0 +1,170 @@
+"""Baseline providers: what a kernel is measured against, each owning how it runs.
+
+A Provider is not one of our kernels: a library on the GPU (cuBLAS in each precision, its
+strided-batched form, CuPy) or the CPU (NumPy). Each carries its behaviour, so the rest of
+the package never asks which one it holds:
+
+- ``launcher(provider, session, problem, a, b, c)`` -> the callable that enqueues one GEMM on the
+  session's stream (GPU providers); ``host_gemm(problem, a, b, c)`` -> the result array
+  (CPU providers, on the host operands).
+- ``single`` / ``batched``: which shapes it takes (one GEMM, or a stacked batch).
+- ``unavailable()`` -> why it cannot run in this installation, or None.
+
+Adding a baseline is one entry in ``PROVIDERS`` (and its launcher, here).
+
+CuPy runs on the CUDA runtime, which shares the device's primary context with our
+driver-API Session, so its arrays can view our guarded device matrices in place and its
+work is queued on our stream: what is verified and timed is exactly what the other
+baselines get. CuPy keeps TF32 off unless CUPY_TF32=1 is set, which this baseline refuses.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .. import precision as _precision
+from ..cuda import cublas
+from ..cuda.errors import GemmDriverError
+from ..problem import GemmProblem
+
+Enqueue = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    description: str
+    launcher: Callable[..., Enqueue] | None = None  # (provider, session, problem, a, b, c); None: on the host
+    host_gemm: Callable[[GemmProblem, np.ndarray, np.ndarray, np.ndarray | None], np.ndarray] | None = None
+    precision: str = "fp32"
+    min_cc: tuple[int, int] = (0, 0)
+    single: bool = True  # takes one GEMM per call
+    batched: bool = False  # takes a stacked batch of GEMMs per call
+    unavailable: Callable[[], str | None] = lambda: None
+
+    @property
+    def kind(self) -> str:
+        """'library' for GPU providers, 'cpu' for host ones (as `list` prints it)."""
+        return "cpu" if self.launcher is None else "library"
+
+    @property
+    def min_arch(self) -> str:
+        return "-" if self.kind == "cpu" else f"sm_{self.min_cc[0]}{self.min_cc[1]}"
+
+    def takes_batch(self, batch: int) -> bool:
+        return self.batched if batch > 1 else self.single
+
+
+# --- cuBLAS --------------------------------------------------------------------------------
+def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> Enqueue:
+    """cublasGemmEx in the provider's precision: explicit types, compute type and math mode."""
+    handle, types = session.cublas(), _precision.get(provider.precision).cublas
+    args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
+    return lambda: cublas.gemm_ex(handle, *args, types=types)
+
+
+def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) -> Enqueue:
+    """Strided-batched GemmEx walking the stacked operands, one matrix per stride."""
+    handle, types = session.cublas(), _precision.get(provider.precision).cublas
+    m, n, k = problem.m, problem.n, problem.k
+    args = (m, n, k, problem.alpha, a.ptr, a.ld, m * a.ld, b.ptr, b.ld, k * b.ld,
+            problem.beta, c.ptr, c.ld, m * c.ld, problem.batch)
+    return lambda: cublas.gemm_strided_batched_ex(handle, *args, types=types)
+
+
+# --- NumPy ---------------------------------------------------------------------------------
+def host_gemm(problem: GemmProblem, a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+    """NumPy float32 on the CPU; also the exact answer for empty problems (K = 0 -> beta C).
+    Batched problems take and give stacked matrices (see operands.random_operands)."""
+    rows, batch = problem.batch * problem.m, problem.batch
+    if not problem.k:
+        out = np.zeros((rows, problem.n), np.float32)
+    elif batch == 1:
+        out = np.float32(problem.alpha) * (a @ b)
+    else:
+        product = a.reshape(batch, problem.m, problem.k) @ b.reshape(batch, problem.k, problem.n)
+        out = np.float32(problem.alpha) * product.reshape(rows, problem.n)
+    if c is not None:
+        out = out + np.float32(problem.beta) * c
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+# --- CuPy ----------------------------------------------------------------------------------
+def cupy_unavailable() -> str | None:
+    """None when CuPy imports and sees a GPU, else why it cannot serve as a baseline."""
+    try:
+        import cupy
+
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # ImportError, or a CUDA error from a broken install
+        return f"CuPy is not usable here ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    return None
+
+
+def cupy_tf32_enabled() -> bool:
+    return os.environ.get("CUPY_TF32", "0") == "1"
+
+
+def _cupy_view(matrix, rows: int, cols: int):
+    """A CuPy array over our rows x cols matrix (leading dimension ld), without copying."""
+    import cupy
+
+    extent = max((rows - 1) * matrix.ld + cols, 1) * 4
+    memory = cupy.cuda.UnownedMemory(matrix.ptr, extent, owner=matrix)
+    return cupy.ndarray((rows, cols), cupy.float32, cupy.cuda.MemoryPointer(memory, 0),
+                        strides=(matrix.ld * 4, 4))
+
+
+def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> Enqueue:
+    """C = alpha A B + beta C with cupy.matmul on our stream; C is not read when beta == 0."""
+    if (reason := cupy_unavailable()) is not None:
+        raise ValueError(reason)
+    if cupy_tf32_enabled():
+        raise ValueError("CUPY_TF32=1 is set: CuPy would use TF32, which is not an FP32 baseline")
+    import cupy
+
+    m, n, k = problem.m, problem.n, problem.k
+    A, B, C = _cupy_view(a, m, k), _cupy_view(b, k, n), _cupy_view(c, m, n)
+    stream = cupy.cuda.ExternalStream(int(session.stream.handle))
+    alpha, beta = problem.alpha, problem.beta
+
+    def launch() -> None:
+        try:
+            with stream:
+                if beta == 0:
+                    cupy.matmul(A, B, out=C)
+                    if alpha != 1:
+                        cupy.multiply(C, alpha, out=C)
+                else:
+                    product = cupy.matmul(A, B)
+                    cupy.multiply(C, beta, out=C)
+                    cupy.add(C, cupy.multiply(product, alpha), out=C)
+        except Exception as exc:  # a CuPy error is this baseline's failure, not the sweep's
+            raise GemmDriverError(f"CuPy failed: {type(exc).__name__}: {exc}") from exc
+
+    return launch
+
+
+# One cuBLAS baseline per precision (precision.py names it), each through cublasGemmEx with
+# explicit types, compute type and math mode; min_cc is where the GPU has the units the
+# baseline is about (TF32/BF16 tensor cores from sm_80, FP16 from sm_70). `cupy` runs where
+# CuPy is installed; elsewhere its cases are "skipped" with the reason, and bench records it
+# under settings.absent_baselines.
+PROVIDERS = (
+    Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", _cublas_gemm, min_cc=(5, 0)),
+    Provider("numpy", "NumPy float32 matmul on the CPU", host_gemm=host_gemm, batched=True),
+    Provider("cublas_tf32", "cuBLAS GemmEx, FP32 in memory, TF32 tensor cores, FP32 accumulate", _cublas_gemm,
+             precision="tf32", min_cc=(8, 0)),
+    Provider("cublas_bf16", "cuBLAS GemmEx, BF16 A/B, FP32 accumulate and C", _cublas_gemm,
+             precision="bf16", min_cc=(8, 0)),
+    Provider("cublas_fp16", "cuBLAS GemmEx, FP16 A/B, FP32 accumulate and C", _cublas_gemm,
+             precision="fp16", min_cc=(7, 0)),
+    Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", _cublas_batched,
+             min_cc=(5, 0), single=False, batched=True),
+    Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",
+             _cupy_matmul, min_cc=(5, 0), unavailable=cupy_unavailable),
+)

@@ -1,0 +1,161 @@
+"""Run any registered kernel or provider on a GEMM problem: the Session.
+
+A Session owns what running needs on one GPU: the retained primary context, a stream, a
+lazily created cuBLAS handle, the kernels loaded so far and named device scratch
+(``workspace``). ``launcher()`` turns (kernel, problem, operands) into a ``Launch``: a
+value that enqueues exactly one GEMM when called and records what runs (tunables, and
+which tuned-table entry chose them). The same Launch is verified and then timed, so what
+is timed is what passed. Operands are anything with ``ptr``, ``ld`` and ``itemsize``
+(operands.DeviceMatrix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from . import kernels
+from .cuda import cublas
+from .cuda.driver import Context, DeviceBuffer, Kernel, Module, Stream
+from .kernels import precision_of
+from .kernels.build import Build, build
+from .kernels.launch import Launch, Operand, PlanContext, standard_plan
+from .kernels.providers import Provider
+from .kernels.sources import read_source
+from .kernels.spec import KernelSpec
+from .precision import get as get_precision
+from .problem import GemmProblem
+
+
+@dataclass
+class LoadedKernel:
+    spec: KernelSpec
+    tunables: Mapping[str, int]
+    kernels: Mapping[str, Kernel]  # "main" and each extra entry's name
+    build: Build | None  # None for PTX loaded through the driver JIT
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.kernels["main"]
+
+
+class Session:
+    """One GPU ready to run GEMMs. Use as a context manager, or call ``close()``."""
+
+    def __init__(self, device: int = 0):
+        self.context = Context(device)
+        self.device = self.context.device
+        self.stream = Stream()
+        self._loaded: dict[tuple, LoadedKernel] = {}
+        self._modules: list[Module] = []
+        self._cublas: cublas.CublasHandle | None = None
+        self._workspace: dict[str, DeviceBuffer] = {}
+        self._retired: list[DeviceBuffer] = []  # every scratch buffer made, freed at close()
+
+    @property
+    def arch(self) -> str:
+        return self.device.arch
+
+    def cublas(self) -> cublas.CublasHandle:
+        if self._cublas is None:
+            self.context.make_current()
+            self._cublas = cublas.CublasHandle(self.stream)
+        return self._cublas
+
+    def load(self, spec: KernelSpec, tunables: Mapping[str, int]) -> LoadedKernel:
+        """Build (through the cache) and load a kernel's entry points once per tunable set."""
+        key = (spec.name, tuple(sorted(tunables.items())))
+        if key not in self._loaded:
+            spec.check_device(self.device.compute_capability)
+            self.context.make_current()
+            if spec.kind == "ptx":
+                # Hand-written PTX goes through the driver's JIT: that is the path it proves.
+                module, built = Module(read_source(spec.source), is_ptx=True, name=spec.source), None
+                symbols = {"main": spec.entry}
+            else:
+                built = build(spec, self.arch, tunables)
+                module, symbols = Module(built.compiled.cubin, name=spec.source), built.entries
+            self._modules.append(module)
+            signatures = {"main": (spec.signature, spec.dynamic_smem(tunables)),
+                          **{e.name: (e.signature, e.dynamic_smem(tunables)) for e in spec.extra_entries}}
+            loaded = {name: module.kernel(symbols[name], *signatures[name]) for name in signatures}
+            self._loaded[key] = LoadedKernel(spec, dict(tunables), loaded, built)
+        return self._loaded[key]
+
+    def launcher(self, name: str, problem: GemmProblem, a: Operand, b: Operand, c: Operand,
+                 tunables: Mapping[str, int] | None = None) -> Launch:
+        """A Launch that enqueues one C = alpha A B + beta C on this session's stream."""
+        target = kernels.get(name)
+        check_operands(target, problem, a, b)
+        if isinstance(target, Provider):
+            if tunables:
+                raise ValueError(f"{name} takes no tunables, got {sorted(tunables)}")
+            if target.launcher is None:
+                raise ValueError(f"{name} runs on the CPU and has no GPU launcher")
+            return Launch(name, target.launcher(target, self, problem, a, b, c), self.stream)
+        note = ""
+        if target.choose is not None and not tunables:
+            tunables, note = target.choose(problem, self.device.name)
+        resolved = target.validate(problem, tunables)
+        loaded = self.load(target, resolved)
+        context = PlanContext(target, loaded.kernels, problem, a, b, c, resolved, self.stream, self.workspace)
+        enqueue = (target.launch_plan or standard_plan)(context)
+        return Launch(name, enqueue, self.stream, dict(resolved), note)
+
+    def workspace(self, name: str, nbytes: int, *, zeroed: bool = False) -> int:
+        """Device pointer to at least ``nbytes`` of the scratch buffer called ``name``
+        (split-K partial sums, tile counters, packed operands...), zero-filled when made
+        if ``zeroed``.
+
+        Buffers only grow, and a replaced one is kept until close(): a Launch made earlier
+        may still point into it. Kernels that use zeroed counters must leave them zeroed.
+        """
+        if nbytes <= 0:
+            raise ValueError(f"workspace {name!r}: size must be positive, got {nbytes} bytes")
+        current = self._workspace.get(name)
+        if current is None or current.nbytes < nbytes:
+            self.context.make_current()
+            current = DeviceBuffer(-(-nbytes // 4) * 4)
+            if zeroed:
+                current.memset32(0)
+            self._workspace[name] = current
+            self._retired.append(current)
+        return current.ptr
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def close(self) -> None:
+        if self._cublas is not None:
+            self._cublas.close()
+        for module in self._modules:
+            module.close()
+        self._modules.clear()
+        self._loaded.clear()
+        for buffer in self._retired:
+            buffer.close()
+        self._retired.clear()
+        self._workspace.clear()
+        self.stream.close()
+        self.context.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def check_operands(target: KernelSpec | Provider, problem: GemmProblem, a: Operand, b: Operand) -> None:
+    """ValueError (the runner's "skipped") when operands or problem do not suit ``target``:
+    A/B stored in another precision's element size, or a batch it does not take."""
+    p = get_precision(target.precision)
+    if (a.itemsize, b.itemsize) != (p.itemsize, p.itemsize):
+        raise ValueError(f"{target.name} takes {p.name} operands ({p.itemsize}-byte A and B), "
+                         f"got {a.itemsize}- and {b.itemsize}-byte ones")
+    if not target.takes_batch(problem.batch):
+        if problem.batch > 1:
+            baseline = get_precision(precision_of(target.name)).batched_baseline
+            raise ValueError(f"{target.name} computes one GEMM per launch; batched shapes run on "
+                             f"{baseline or 'a batched baseline'} ({p.name.upper()})")
+        raise ValueError(f"{target.name} runs batched shapes only (B x M x N x K)")

@@ -1,0 +1,79 @@
+"""Test-only helpers: code the tests need that the package itself never runs.
+
+- ``sgemm`` / ``sgemm_strided_batched``: plain cublasSgemm and cublasSgemmStridedBatched,
+  row-major through ``cublas.column_major_call``, to check the GemmEx baselines and the
+  swap against the classic entry points.
+- ``FP32_DEFAULT_MATH``: cuBLAS FP32 with DEFAULT math (no TF32 either), measured against
+  the pedantic baseline to decide which is the honest one.
+- ``unheld_event_ms`` / ``graph_replay_ms``: the two other ways of timing a launch that
+  the launch-overhead test compares with the stream hold.
+- ``UNIT_ROUNDOFF``: FP32's unit roundoff, for the bound's own tests.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Callable
+
+from gemm_driver.cuda import cublas
+from gemm_driver.cuda.cublas import ComputeType, DataType, GemmTypes, MathMode, Operation
+from gemm_driver.cuda.driver import Event
+from gemm_driver.cuda.graph import Graph
+
+UNIT_ROUNDOFF = {"fp32": 2.0**-24}
+FP32_DEFAULT_MATH = GemmTypes(DataType.CUDA_R_32F, DataType.CUDA_R_32F, ComputeType.CUBLAS_COMPUTE_32F,
+                              MathMode.DEFAULT)
+
+
+def sgemm(handle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
+          b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
+    """C = alpha*A@B + beta*C in fp32 (cublasSgemm; TF32 only if the handle's math mode allows)."""
+    cm = cublas.column_major_call(m, n, k, lda, ldb, ldc)
+    first, second = cm.operands(int(a), int(b))
+    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    handle._lib.cublasSgemm_v2(handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k,
+                               ctypes.byref(al), first, cm.ld_first, second, cm.ld_second,
+                               ctypes.byref(be), int(c), cm.ldc)
+
+
+def sgemm_strided_batched(handle, m: int, n: int, k: int, alpha: float,
+                          a: int, lda: int, stride_a: int, b: int, ldb: int, stride_b: int,
+                          beta: float, c: int, ldc: int, stride_c: int, batch: int) -> None:
+    """``batch`` independent fp32 GEMMs; matrix i of X starts stride_x elements after i-1."""
+    if not 0 <= batch <= 2**31 - 1:
+        raise ValueError(f"sgemm_strided_batched needs 0 <= batch < 2**31; got batch={batch}")
+    cm = cublas.column_major_call(m, n, k, lda, ldb, ldc)
+    (first, s_first), (second, s_second) = cm.operands((int(a), stride_a), (int(b), stride_b))
+    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    handle._lib.cublasSgemmStridedBatched(
+        handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),
+        first, cm.ld_first, s_first, second, cm.ld_second, s_second,
+        ctypes.byref(be), int(c), cm.ldc, stride_c, batch)
+
+
+def unheld_event_ms(stream, launch: Callable[[], None], samples: int) -> list[float]:
+    """The naive way: an event pair around each single launch, no hold; host gaps leak in."""
+    out = []
+    with Event() as start, Event() as end:
+        for _ in range(samples):
+            start.record(stream)
+            launch()
+            end.record(stream)
+            end.synchronize()
+            out.append(Event.elapsed_ms(start, end))
+    return out
+
+
+def graph_replay_ms(stream, launch: Callable[[], None], launches: int, samples: int) -> list[float]:
+    """Per-launch time from replays of a CUDA graph of ``launches`` captured launches."""
+    with Graph(stream, lambda: [launch() for _ in range(launches)]) as graph, Event() as start, Event() as end:
+        graph.launch()  # first replay uploads the graph
+        stream.synchronize()
+        out = []
+        for _ in range(samples):
+            start.record(stream)
+            graph.launch()
+            end.record(stream)
+            end.synchronize()
+            out.append(Event.elapsed_ms(start, end) / launches)
+    return out
