@@ -98,7 +98,8 @@ class Session:
             tunables, note = target.choose(problem, self.device.name)
         resolved = target.validate(problem, tunables)
         loaded = self.load(target, resolved)
-        context = PlanContext(target, loaded.kernels, problem, a, b, c, resolved, self.stream, self.workspace)
+        context = PlanContext(target, loaded.kernels, problem, a, b, c, resolved, self.stream, self.workspace,
+                              self.device)
         enqueue = (target.launch_plan or standard_plan)(context)
         return Launch(name, enqueue, self.stream, dict(resolved), note)
 

@@ -1,8 +1,8 @@
 """The kernel registry: every kernel and baseline provider, by name.
 
 Kernels come in families, one registry module (or package) per family, each listing its
-specs in ladder order: ``simt`` (the FP32 ladder, cu/simt/). Tensor-core families (cu/tensor,
-cu/hopper) join ``FAMILIES`` the same way; a KernelSpec's ``precision`` puts it on that
+specs in ladder order: ``simt`` (the FP32 ladder, cu/simt/), ``tensor`` (WMMA and mma.sync,
+sm_80+, cu/tensor/) and ``hopper`` (wgmma + TMA, sm_90a, cu/hopper/). A KernelSpec's ``precision`` puts it on that
 precision's ladder and beside that precision's cuBLAS baseline, with nothing else to change.
 ``providers`` holds the baselines; ``tuned`` the per-GPU tables' lookup; ``launch`` how a
 kernel is enqueued. Everything here is pure: no GPU is needed to import or query it.
@@ -10,11 +10,11 @@ kernel is enqueued. Everything here is pure: no GPU is needed to import or query
 
 from __future__ import annotations
 
-from . import providers, simt
+from . import hopper, providers, simt, tensor
 from .providers import Provider
 from .spec import Entry, KernelSpec, Tunable
 
-FAMILIES = (simt,)
+FAMILIES = (simt, tensor, hopper)
 PROVIDERS = providers.PROVIDERS
 SPECS: tuple[KernelSpec, ...] = tuple(spec for family in FAMILIES for spec in family.SPECS)
 # Rungs in registry order; a precision's ladder is its rungs in this order (bench/report.py).

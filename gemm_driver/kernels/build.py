@@ -40,6 +40,7 @@ def build(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None
     """Compile ``spec`` with ``tunables`` (defaults filled in) for ``arch``, through the cache."""
     number, _ = parse_arch(arch)
     spec.check_runs_on(cc_of(number), f"cannot build it for {arch}")
+    arch = spec.build_arch(arch)
     resolved = spec.resolve(tunables)
     expressions = spec.entry_expressions(resolved)
     compiled, hit = cache.build(

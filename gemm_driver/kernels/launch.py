@@ -4,7 +4,8 @@ A launch plan is called once per (problem, operands) when the launcher is made, 
 launch. It receives a ``PlanContext``: the loaded kernels of the spec's module ("main"
 plus every ``Entry`` of ``spec.extra_entries``), the problem, the operands' device
 pointers and leading dimensions, the resolved tunables, the stream, and ``workspace``
-(Session-owned scratch by name, grown on demand). It returns the zero-argument callable
+(Session-owned scratch by name, grown on demand) and the ``device`` (its SM count sizes a
+persistent grid). It returns the zero-argument callable
 that enqueues the whole GEMM on that stream, for instance a packing pre-pass into aligned
 scratch and then the main kernel with ``"tensormap"`` arguments (cuda/driver.py)::
 
@@ -61,6 +62,7 @@ class PlanContext:
     tunables: Mapping[str, int]
     stream: Any  # cuda.driver.Stream
     workspace: Workspace
+    device: Any = None  # cuda.driver.Device: SM count, shared memory limits (persistent grids)
 
 
 LaunchPlan = Callable[[PlanContext], Enqueue]

@@ -70,6 +70,9 @@ class KernelSpec:
     rules: tuple[Rule, ...] = ()
     dynamic_smem: Callable[[Tunables], int] = field(default=lambda t: 0)
     min_cc: tuple[int, int] = (7, 5)
+    # Built for the arch-specific target sm_XYa (wgmma, setmaxnreg, TMA multicast): such code
+    # runs on exactly min_cc and on no later GPU, so min_cc is then the only architecture.
+    arch_specific: bool = False
     # The precision it computes in (precision.py's one spelling): A and B are handed to it
     # in that precision's storage (2-byte for bf16/fp16, FP32 for fp32/tf32; C is always
     # FP32), and its output is held to that precision's bound.
@@ -103,7 +106,12 @@ class KernelSpec:
 
     @property
     def min_arch(self) -> str:
-        return f"sm_{self.min_cc[0]}{self.min_cc[1]}"
+        return f"sm_{self.min_cc[0]}{self.min_cc[1]}{'a' if self.arch_specific else ''}"
+
+    def build_arch(self, arch: str) -> str:
+        """The NVRTC target for a GPU (or --arch) of ``arch``: sm_90 -> sm_90a for an
+        arch-specific kernel, unchanged otherwise."""
+        return arch + "a" if self.arch_specific and not arch.endswith("a") else arch
 
     def resolve(self, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
         """Defaults merged with ``overrides``; unknown names and disallowed values refused."""
@@ -165,12 +173,17 @@ class KernelSpec:
         return batch == 1
 
     def runs_on(self, compute_capability: tuple[int, int]) -> bool:
+        if self.arch_specific:
+            return tuple(compute_capability) == self.min_cc
         return tuple(compute_capability) >= self.min_cc
 
     def check_runs_on(self, compute_capability: tuple[int, int], where: str) -> None:
-        """ValueError when the kernel needs a newer architecture than ``compute_capability``;
-        ``where`` ends the message ("this GPU is sm_75", "cannot build it for sm_70")."""
+        """ValueError when the kernel cannot run on ``compute_capability`` (too old, or not the
+        one architecture an sm_XYa kernel runs on); ``where`` ends the message ("this GPU is
+        sm_75", "cannot build it for sm_70")."""
         if not self.runs_on(compute_capability):
+            if self.arch_specific:
+                raise ValueError(f"{self.name} runs on {self.min_arch} only (arch-specific wgmma/TMA code); {where}")
             raise ValueError(f"{self.name} needs {self.min_arch} or newer; {where}")
 
     def check_device(self, compute_capability: tuple[int, int]) -> None:
