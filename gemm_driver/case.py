@@ -139,7 +139,7 @@ def _run_on_host(target, case: PreparedCase, tunables, timer, budget) -> Outcome
     if tunables:
         return Outcome("skipped", f"{target.name} takes no tunables, got {sorted(tunables)}")
     p, (a, b, c) = case.problem, (case.a_host, case.b_host, case.c_host)
-    record = {"kernel": target.name, "tunables": {}, "note": ""}
+    record = {"kernel": target.name, "tunables": {}, "note": "", "algorithm": {}}
     verification = case.check(target.host_gemm(p, a, b, c))
     if not verification.ok:
         return Outcome("FAILED", verification.message, verification, launch=record)

@@ -23,7 +23,7 @@ from .inspection import command as inspection
 from .kernels.build import default_arch
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-NO_GPU_HINT = "commands that work without a GPU: list, info, compile, compare, plot"
+NO_GPU_HINT = "commands that work without a GPU: list, info, compile, inspect, compare, plot"
 
 
 def _flat(values) -> list:

@@ -52,6 +52,9 @@ class Precision:
     cublas: GemmTypes  # cublasGemmEx storage, compute type and math mode of this precision
     description: str
     batched_baseline: str | None = None  # the provider batched shapes are compared with
+    # Further baselines of single GEMMs: "% of cuBLAS" is against the fastest of these and
+    # ``baseline`` (cuBLASLt with its measured algorithm, for the tensor-core precisions).
+    other_baselines: tuple[str, ...] = ()
 
     @property
     def storage(self) -> np.dtype:
@@ -76,12 +79,12 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (
               "FP32 in, FP32 compute, no TF32", batched_baseline="cublas_batched"),
     Precision("tf32", 4, TF32_INPUT_ROUNDING, U_TENSOR, "cublas_tf32",
               GemmTypes(_F32, _F32, ComputeType.CUBLAS_COMPUTE_32F_FAST_TF32, MathMode.TF32_TENSOR_OP),
-              "FP32 in memory, TF32 tensor-core products, FP32 accumulation"),
+              "FP32 in memory, TF32 tensor-core products, FP32 accumulation", other_baselines=("cublaslt_tf32",)),
     # Half-width inputs always use tensor cores; DEFAULT math keeps them allowed.
     Precision("bf16", 2, 0.0, U_TENSOR, "cublas_bf16", GemmTypes(_BF16, _F32, _C32, MathMode.DEFAULT),
-              "BF16 A and B, FP32 accumulation and C"),
+              "BF16 A and B, FP32 accumulation and C", other_baselines=("cublaslt_bf16",)),
     Precision("fp16", 2, 0.0, U_TENSOR, "cublas_fp16", GemmTypes(_F16, _F32, _C32, MathMode.DEFAULT),
-              "FP16 A and B, FP32 accumulation and C"),
+              "FP16 A and B, FP32 accumulation and C", other_baselines=("cublaslt_fp16",)),
 )}
 NAMES = tuple(PRECISIONS)
 # The spellings of results files written before the one table existed (registry dtypes).
@@ -118,9 +121,15 @@ def parse_dtypes(values: Iterable[str] | None) -> list[str]:
 
 
 def baseline(precision: str | Precision, batch: int = 1) -> str:
-    """The provider a case's "% of cuBLAS" is measured against."""
+    """The cuBLAS provider of a precision (its first baseline)."""
     p = get(precision)
     return p.batched_baseline if batch > 1 and p.batched_baseline else p.baseline
+
+
+def baselines(precision: str | Precision, batch: int = 1) -> tuple[str, ...]:
+    """The providers a case's "% of cuBLAS" may be measured against: the fastest of these."""
+    p = get(precision)
+    return (baseline(p, batch),) if batch > 1 else (p.baseline, *p.other_baselines)
 
 
 # --- rounding --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from . import kernels
-from .cuda import cublas
+from .cuda import cublas, cublaslt
 from .cuda.driver import Context, DeviceBuffer, Kernel, Module, Stream
 from .kernels import precision_of
 from .kernels.build import Build, build
@@ -49,6 +49,8 @@ class Session:
         self._loaded: dict[tuple, LoadedKernel] = {}
         self._modules: list[Module] = []
         self._cublas: cublas.CublasHandle | None = None
+        self._cublaslt: cublaslt.LtHandle | None = None
+        self._lt_plans: dict[tuple, cublaslt.LtMatmul] = {}
         self._workspace: dict[str, DeviceBuffer] = {}
         self._retired: list[DeviceBuffer] = []  # every scratch buffer made, freed at close()
 
@@ -61,6 +63,18 @@ class Session:
             self.context.make_current()
             self._cublas = cublas.CublasHandle(self.stream)
         return self._cublas
+
+    def cublaslt_plan(self, problem: cublaslt.LtProblem, workspace, alignment: tuple[int, int, int]
+                      ) -> cublaslt.LtMatmul:
+        """A cuBLASLt matmul for ``problem`` (its heuristic candidates at ``alignment``),
+        made once per (problem, alignment, workspace) and kept until close()."""
+        key = (problem, alignment, workspace)
+        if key not in self._lt_plans:
+            self.context.make_current()
+            if self._cublaslt is None:
+                self._cublaslt = cublaslt.LtHandle()
+            self._lt_plans[key] = cublaslt.LtMatmul(self._cublaslt, problem, workspace=workspace, alignment=alignment)
+        return self._lt_plans[key]
 
     def load(self, spec: KernelSpec, tunables: Mapping[str, int]) -> LoadedKernel:
         """Build (through the cache) and load a kernel's entry points once per tunable set."""
@@ -92,7 +106,8 @@ class Session:
                 raise ValueError(f"{name} takes no tunables, got {sorted(tunables)}")
             if target.launcher is None:
                 raise ValueError(f"{name} runs on the CPU and has no GPU launcher")
-            return Launch(name, target.launcher(target, self, problem, a, b, c), self.stream)
+            planned = target.launcher(target, self, problem, a, b, c)
+            return Launch(name, planned.enqueue, self.stream, algorithm=planned.algorithm)
         note = ""
         if target.choose is not None and not tunables:
             tunables, note = target.choose(problem, self.device.name)
@@ -129,6 +144,11 @@ class Session:
     def close(self) -> None:
         if self._cublas is not None:
             self._cublas.close()
+        for plan in self._lt_plans.values():
+            plan.close()
+        self._lt_plans.clear()
+        if self._cublaslt is not None:
+            self._cublaslt.close()
         for module in self._modules:
             module.close()
         self._modules.clear()

@@ -24,6 +24,7 @@ from gemm_driver.verify import reference
 pytestmark = pytest.mark.gpu
 
 BASELINES = [precision.get(name).baseline for name in precision.NAMES]
+LT_BASELINES = [lt for name in precision.NAMES for lt in precision.get(name).other_baselines]
 DRAWN = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
@@ -55,6 +56,38 @@ def test_each_precision_baseline_on_odd_and_large_shapes(session, name, shape):
     case = GemmCase(GemmProblem(*shape, 1.0, 0.5), (1, 3, 0), (1, 3, 2), 7)
     result = run_case(session, name, case, dtype, guard=1)
     assert result.ok, result.message
+
+
+@pytest.mark.parametrize("name", LT_BASELINES)
+def test_cublaslt_baselines_are_right_or_refuse_the_layout(session, name):
+    """cuBLASLt (its algorithm measured per case) passes drawn cases, or, where its heuristic
+    offers no algorithm for the layout (C rows not 16-byte aligned), says so: never a wrong answer."""
+    dtype, ran = precision_of(name), []
+
+    @DRAWN
+    @given(case=gemm_cases(300))
+    def holds(case):
+        try:
+            result = run_case(session, name, case, dtype)
+        except ValueError as exc:
+            assert "offers no algorithm" in str(exc), str(exc)
+            return
+        ran.append(case)
+        assert result.ok, f"{case.describe()}: {result.message}"
+
+    holds()
+    assert len(ran) >= 5, f"only {len(ran)} drawn cases had a cuBLASLt algorithm"
+
+
+@pytest.mark.parametrize("name", LT_BASELINES)
+def test_cublaslt_records_its_measured_algorithm(session, name):
+    p = GemmProblem(512, 256, 384, 1.0, 0.5)
+    with PreparedCase.random(p, precision_of(name), 3) as prepared:
+        launch = session.launcher(name, p, *prepared.device())
+        assert prepared.check(*prepared.run(launch)).ok
+    algorithm = launch.record()["algorithm"]
+    assert algorithm["library"] == "cublasLt" and algorithm["candidates"] >= 1
+    assert algorithm["selection_ms"] is not None and algorithm["selection_ms"] > 0
 
 
 @st.composite

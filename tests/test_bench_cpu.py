@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from gemm_driver import cli, kernels
+from gemm_driver import cli, kernels, precision
 from gemm_driver.bench import clocks, report, runner, writers
 from gemm_driver.case import PreparedCase, run_case
 from gemm_driver.bench.environment import collect
@@ -99,11 +99,23 @@ def test_baseline_ratio():
     base = runner.CaseResult("cublas", p, "ok", timing=stats(2.0))
     slow = runner.CaseResult("naive", p, "ok", timing=stats(8.0))
     failed = runner.CaseResult("coalesced", p, "FAILED", "wrong")
-    runner.fill_baseline_ratio([slow, base, failed], "cublas")
+    runner.fill_baseline_ratio([slow, base, failed], ("cublas",))
     assert base.pct_of_baseline == 100.0 and slow.pct_of_baseline == 25.0 and failed.pct_of_baseline is None
+    assert slow.baseline == "cublas"
     lonely = runner.CaseResult("naive", p, "ok", timing=stats(8.0))
-    runner.fill_baseline_ratio([lonely], "cublas")  # no baseline timed: no ratio invented
+    runner.fill_baseline_ratio([lonely], ("cublas",))  # no baseline timed: no ratio invented
     assert lonely.pct_of_baseline is None
+
+
+def test_baseline_ratio_is_against_the_faster_baseline():
+    p = GemmProblem(8, 8, 8)
+    cublas = runner.CaseResult("cublas_bf16", p, "ok", timing=stats(2.0))
+    lt = runner.CaseResult("cublaslt_bf16", p, "ok", timing=stats(1.6))
+    ours = runner.CaseResult("mma_sync_bf16", p, "ok", timing=stats(2.0))
+    runner.fill_baseline_ratio([cublas, lt, ours], precision.baselines("bf16"))
+    assert ours.pct_of_baseline == 80.0 and ours.baseline == "cublaslt_bf16"
+    assert cublas.pct_of_baseline == 80.0 and lt.pct_of_baseline == 100.0
+    assert precision.baselines("fp32") == ("cublas",) and precision.baselines("bf16", batch=4) == ("cublas_bf16",)
 
 
 def test_environment_record_without_gpu_is_complete():
@@ -244,7 +256,7 @@ def test_json_round_trip(tmp_path):
     for key in ("min_ms", "p10_ms", "p90_ms", "ci_low_ms", "ci_high_ms", "noise", "converged", "stop_reason"):
         assert key in first["timing"]
     assert second["status"] == "FAILED" and second["timing"] is None and second["tflops"] is None
-    assert first["launch"] == {"kernel": "numpy", "tunables": {}, "note": ""}  # what ran (bench/3)
+    assert first["launch"] == {"kernel": "numpy", "tunables": {}, "note": "", "algorithm": {}}  # what ran (bench/3)
 
 
 def test_older_files_load_with_their_precision_spellings_mapped(tmp_path):

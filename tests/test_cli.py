@@ -60,7 +60,7 @@ def test_info_without_gpu(capsys):
     assert code == 0 and err == ""
     first = out.splitlines()[0]
     assert first.startswith("GPU: none found")
-    assert "commands that work without a GPU: list, info, compile, compare, plot" in first
+    assert "commands that work without a GPU: list, info, compile, inspect, compare, plot" in first
     assert "nvrtc_version: 12." in out or "nvrtc_version: 13." in out
     assert "cache_dir:" in out
 
@@ -148,7 +148,7 @@ def test_gpu_commands_without_gpu_exit_2_with_a_hint(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert code == 2
     assert_one_line_error(err, argv[0], "this command needs an NVIDIA GPU",
-                          "commands that work without a GPU: list, info, compile, compare, plot")
+                          "commands that work without a GPU: list, info, compile, inspect, compare, plot")
 
 
 def test_compile_failure_exits_1_with_the_nvrtc_log(capsys, tmp_path, monkeypatch):

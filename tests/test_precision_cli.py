@@ -73,7 +73,8 @@ def test_shapes_with_batch():
 
 
 def test_kernel_selection():
-    assert kernels_of("--dtype", "bf16") == ["cublas_bf16"]
+    bf16_kernels = [spec.name for spec in kernels.SPECS if spec.precision == "bf16"]
+    assert kernels_of("--dtype", "bf16") == ["cublas_bf16", "cublaslt_bf16", *bf16_kernels]
     assert kernels_of() == runner.default_kernels()
     assert kernels_of("--kernels", "naive,cublas_fp16") == ["naive", "cublas_fp16"]
     assert kernels_of("--kernels", "naive", "--dtype", "fp32,bf16") == ["naive"]

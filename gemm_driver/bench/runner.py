@@ -38,18 +38,18 @@ def default_shapes() -> list[tuple[int, int, int, int]]:
 
 
 def default_kernels(dtypes: Sequence[str] | None = None) -> list[str]:
-    """Per selected precision (default: all): its cuBLAS baseline first, then its kernels in
-    registry order, then its other GPU baselines that are usable here (batched, CuPy); the
-    CPU baselines of the selected precisions last."""
+    """Per selected precision (default: all): its baselines first (cuBLAS, then cuBLASLt where
+    the precision has one), then its kernels in registry order, then its other GPU providers
+    that are usable here (batched, CuPy); the CPU baselines of the selected precisions last."""
     names: list[str] = []
     selected = _precision.parse_dtypes(dtypes)
     absent = kernels.absent_baselines()
     for prec in selected:
-        base = _precision.get(prec).baseline
-        names.append(base)
+        bases = _precision.baselines(prec)
+        names += bases
         names += [spec.name for spec in kernels.SPECS if spec.precision == prec]
         names += [p.name for p in kernels.PROVIDERS if p.precision == prec and p.kind == "library"
-                  and p.name != base and p.name not in absent]
+                  and p.name not in bases and p.name not in absent]
     return names + [p.name for p in kernels.PROVIDERS if p.kind == "cpu" and p.precision in selected]
 
 
@@ -94,6 +94,7 @@ class CaseResult:
     timing: TimingStats | None = None
     tunables: dict = field(default_factory=dict)
     pct_of_baseline: float | None = None
+    baseline: str | None = None  # the provider pct_of_baseline is against (the fastest baseline)
     precision: str = "fp32"  # precision.py name; the baseline of pct_of_baseline has the same
     mode: str = "hot"  # the sweep's timing mode (timing.py); the CPU baseline is always timed as is
     launch: dict = field(default_factory=dict)  # what ran: Launch.record() (kernel, tunables, note)
@@ -129,6 +130,7 @@ class CaseResult:
             "timing": self.timing.as_dict() if self.timing else None,
             "tflops": self.tflops,
             "pct_of_cublas": self.pct_of_baseline,
+            "baseline": self.baseline,
             "mode": self.mode,
             "clocks_sagged": (self.timing.clocks or {}).get("sagged") if self.timing else None,
         }
@@ -151,17 +153,20 @@ def run_sweep(session: Session, steps: Sequence[Step], *, seed: int = 0, budget:
                     result = CaseResult.from_outcome(name, step.problem, outcome, step.precision, mode)
                     shape_results.append(result)
                     on_case(result)
-            fill_baseline_ratio(shape_results, _precision.baseline(step.precision, step.problem.batch))
+            fill_baseline_ratio(shape_results, _precision.baselines(step.precision, step.problem.batch))
             results.extend(shape_results)
     finally:
         timer.close()
     return results
 
 
-def fill_baseline_ratio(results: list[CaseResult], baseline: str) -> None:
-    base = next((r for r in results if r.kernel == baseline and r.timing), None)
-    if base is None:
+def fill_baseline_ratio(results: list[CaseResult], baselines: Sequence[str]) -> None:
+    """Each timed result's speed as a % of the fastest timed baseline of ``baselines``."""
+    timed = [r for r in results if r.kernel in baselines and r.timing]
+    if not timed:
         return
+    base = min(timed, key=lambda r: r.timing.median_ms)
     for r in results:
         if r.timing is not None:
             r.pct_of_baseline = 100.0 * base.timing.median_ms / r.timing.median_ms
+            r.baseline = base.kernel

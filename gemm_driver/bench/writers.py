@@ -7,7 +7,9 @@ spreadsheets and pandas; columns other parts of the harness add to the records (
 ``pct_of_peak``) are appended when any case has them.
 
 Schema history: /2 added the median's interval and the clocks; /3 adds ``launch`` per case
-(what ran: kernel, tunables and the tuned-table note). ``load`` reads all three, and maps
+(what ran: kernel, tunables, the tuned-table note and the algorithm a library chose, e.g.
+cuBLASLt's) and ``baseline``, the provider ``pct_of_cublas`` is against (the fastest of the
+precision's baselines). ``load`` reads all three, and maps
 precision spellings of older files ("float32", "bfloat16", "float16") to the one spelling.
 """
 

@@ -7,6 +7,8 @@ that raises :class:`CublasError`, so no call site inspects a status itself.
 The project stores matrices row-major; cuBLAS is column-major. The translation lives in
 exactly one pure function, :func:`column_major_call`, which the tests check against a
 NumPy model of the BLAS reference semantics. Every public GEMM routes through it.
+The module is one library's binding (its enums, table, handle and calls), a little over
+300 lines; cuBLASLt (cublaslt.py) shares its loader and error check.
 """
 
 from __future__ import annotations
@@ -127,24 +129,31 @@ def _errcheck(status: int, func: Any, args: tuple) -> int:
     return status
 
 
-@functools.lru_cache(maxsize=None)
-def _library() -> ctypes.CDLL:
-    """Find cuBLAS with cuda.pathfinder (wheel, conda or system), open it once, bind it."""
+def bind_library(libname: str, title: str, signatures) -> ctypes.CDLL:
+    """Find ``libname`` with cuda.pathfinder (wheel, conda or system), open it and declare
+    ``signatures`` ((restype, name, argtypes) rows); status-returning calls raise CublasError.
+    cuBLAS and cuBLASLt come from the same wheel, so the missing-library line is shared."""
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
-        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
+        lib = ctypes.CDLL(load_nvidia_dynamic_lib(libname).abs_path)
     except (ImportError, RuntimeError, OSError) as exc:  # DynamicLibNotFoundError: RuntimeError
         raise LibraryNotFoundError(
-            "cuBLAS was not found; install it with `pip install nvidia-cublas-cu12` "
+            f"{title} was not found; install it with `pip install nvidia-cublas-cu12` "
             "(CUDA 12) or `pip install nvidia-cublas` (CUDA 13)"
         ) from exc
-    for restype, name, argtypes in SIGNATURES:
+    for restype, name, argtypes in signatures:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = restype, argtypes
         if restype is _i:
             fn.errcheck = _errcheck
     return lib
+
+
+@functools.lru_cache(maxsize=None)
+def _library() -> ctypes.CDLL:
+    """cuBLAS, opened once and bound."""
+    return bind_library("cublas", "cuBLAS", SIGNATURES)
 
 
 def library_path() -> str:

@@ -24,6 +24,9 @@ heuristic, which then raises CUBLAS_STATUS_NOT_SUPPORTED.
 
 Descriptors are host objects (no GPU needed); creating an :class:`LtHandle` needs a
 current CUDA context, which the caller owns (the project's primary context).
+
+Over ~300 lines because it is one library's binding: the table, the owned descriptor
+objects and the measured choice of algorithm change together.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any
 
 from . import cublas
 from .cublas import ComputeType, DataType, Operation
-from .errors import CublasError, GemmDriverError, LibraryNotFoundError
+from .errors import CublasError, GemmDriverError
 
 DEFAULT_WORKSPACE_BYTES = 32 * 2**20  # what PyTorch and the cuBLASLt samples give it on Hopper
 DEFAULT_CANDIDATES = 8
@@ -123,22 +126,8 @@ SIGNATURES: tuple[tuple[Any, str, tuple[Any, ...]], ...] = (
 
 @functools.lru_cache(maxsize=None)
 def _library() -> ctypes.CDLL:
-    """Find cuBLASLt with cuda.pathfinder (the same wheel as cuBLAS), open it once, bind it."""
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-
-        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublasLt").abs_path)
-    except (ImportError, RuntimeError, OSError) as exc:  # DynamicLibNotFoundError: RuntimeError
-        raise LibraryNotFoundError(
-            "cuBLASLt was not found; install it with `pip install nvidia-cublas-cu12` "
-            "(CUDA 12) or `pip install nvidia-cublas` (CUDA 13)"
-        ) from exc
-    for restype, name, argtypes in SIGNATURES:
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-        if restype is _i:
-            fn.errcheck = cublas._errcheck
-    return lib
+    """cuBLASLt (the same wheel as cuBLAS), opened once and bound."""
+    return cublas.bind_library("cublasLt", "cuBLASLt", SIGNATURES)
 
 
 def library_path() -> str:

@@ -99,6 +99,7 @@ class Launch:
     stream: Any
     tunables: Mapping[str, int] = field(default_factory=dict)
     note: str = ""
+    algorithm: Mapping[str, Any] = field(default_factory=dict)  # what a library chose (cuBLASLt)
 
     def __call__(self) -> None:
         self.enqueue()
@@ -108,4 +109,5 @@ class Launch:
 
     def record(self) -> dict:
         """What ran, for the results JSON."""
-        return {"kernel": self.target, "tunables": dict(self.tunables), "note": self.note}
+        return {"kernel": self.target, "tunables": dict(self.tunables), "note": self.note,
+                "algorithm": dict(self.algorithm)}

@@ -4,9 +4,10 @@ A Provider is not one of our kernels: a library on the GPU (cuBLAS in each preci
 strided-batched form, CuPy) or the CPU (NumPy). Each carries its behaviour, so the rest of
 the package never asks which one it holds:
 
-- ``launcher(provider, session, problem, a, b, c)`` -> the callable that enqueues one GEMM on the
-  session's stream (GPU providers); ``host_gemm(problem, a, b, c)`` -> the result array
-  (CPU providers, on the host operands).
+- ``launcher(provider, session, problem, a, b, c)`` -> ``Planned``: the callable that enqueues
+  one GEMM on the session's stream, and what the library chose to run (cuBLASLt's measured
+  algorithm; empty where the library does not say) (GPU providers);
+  ``host_gemm(problem, a, b, c)`` -> the result array (CPU providers, on the host operands).
 - ``single`` / ``batched``: which shapes it takes (one GEMM, or a stacked batch).
 - ``unavailable()`` -> why it cannot run in this installation, or None.
 
@@ -21,24 +22,31 @@ baselines get. CuPy keeps TF32 off unless CUPY_TF32=1 is set, which this baselin
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
 from .. import precision as _precision
-from ..cuda import cublas
-from ..cuda.errors import GemmDriverError
+from ..cuda import cublas, cublaslt
+from ..cuda.errors import CublasError, GemmDriverError
 from ..problem import GemmProblem
 
 Enqueue = Callable[[], None]
+
+
+class Planned(NamedTuple):
+    """A provider's launch: what enqueues the GEMM, and what the library chose (for the JSON)."""
+
+    enqueue: Enqueue
+    algorithm: Mapping[str, Any] = {}
 
 
 @dataclass(frozen=True)
 class Provider:
     name: str
     description: str
-    launcher: Callable[..., Enqueue] | None = None  # (provider, session, problem, a, b, c); None: on the host
+    launcher: Callable[..., Planned] | None = None  # (provider, session, problem, a, b, c); None: on the host
     host_gemm: Callable[[GemmProblem, np.ndarray, np.ndarray, np.ndarray | None], np.ndarray] | None = None
     precision: str = "fp32"
     min_cc: tuple[int, int] = (0, 0)
@@ -60,20 +68,51 @@ class Provider:
 
 
 # --- cuBLAS --------------------------------------------------------------------------------
-def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> Enqueue:
+def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
     """cublasGemmEx in the provider's precision: explicit types, compute type and math mode."""
     handle, types = session.cublas(), _precision.get(provider.precision).cublas
     args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
-    return lambda: cublas.gemm_ex(handle, *args, types=types)
+    return Planned(lambda: cublas.gemm_ex(handle, *args, types=types))
 
 
-def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) -> Enqueue:
+def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
     """Strided-batched GemmEx walking the stacked operands, one matrix per stride."""
     handle, types = session.cublas(), _precision.get(provider.precision).cublas
     m, n, k = problem.m, problem.n, problem.k
     args = (m, n, k, problem.alpha, a.ptr, a.ld, m * a.ld, b.ptr, b.ld, k * b.ld,
             problem.beta, c.ptr, c.ld, m * c.ld, problem.batch)
-    return lambda: cublas.gemm_strided_batched_ex(handle, *args, types=types)
+    return Planned(lambda: cublas.gemm_strided_batched_ex(handle, *args, types=types))
+
+
+# --- cuBLASLt ------------------------------------------------------------------------------
+def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
+    """cublasLtMatmul with the fastest of the heuristic's top candidates, measured here.
+
+    The heuristic is asked at the operands' real pointer alignment (a misaligned or odd-ld
+    operand gets the algorithms that handle it, as cuBLAS would), and every candidate is
+    timed from CUDA-graph replays on these operands before the first verified run
+    (cublaslt.LtMatmul.autotune), so the choice costs nothing in the timed region. The
+    chosen algorithm (id, tile, stages, split-K, cluster, ...) goes into the results JSON.
+    """
+    q = cublaslt.LtProblem(problem.m, problem.n, problem.k, provider.precision, a.ld, b.ld, c.ld)
+    cublaslt.validate(q)  # ValueError (the case is "skipped") naming the rule
+    workspace = session.workspace("cublaslt", cublaslt.DEFAULT_WORKSPACE_BYTES)
+    alignment = tuple(cublaslt.pointer_alignment(x.ptr) for x in (a, b, c))
+    try:
+        matmul = session.cublaslt_plan(q, _Scratch(workspace, cublaslt.DEFAULT_WORKSPACE_BYTES), alignment)
+    except CublasError as exc:  # no algorithm for this layout (e.g. C rows not 16-byte aligned): skipped
+        raise ValueError(f"{provider.name}: {exc}") from None
+    matmul.autotune(a.ptr, b.ptr, c.ptr, session.stream, problem.alpha, problem.beta)
+    alpha, beta = problem.alpha, problem.beta
+    return Planned(lambda: matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta), matmul.describe())
+
+
+@dataclass(frozen=True)
+class _Scratch:
+    """Session workspace as cuBLASLt's workspace argument (a pointer and its size)."""
+
+    ptr: int
+    nbytes: int
 
 
 # --- NumPy ---------------------------------------------------------------------------------
@@ -119,7 +158,7 @@ def _cupy_view(matrix, rows: int, cols: int):
                         strides=(matrix.ld * 4, 4))
 
 
-def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> Enqueue:
+def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
     """C = alpha A B + beta C with cupy.matmul on our stream; C is not read when beta == 0."""
     if (reason := cupy_unavailable()) is not None:
         raise ValueError(reason)
@@ -146,12 +185,14 @@ def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
         except Exception as exc:  # a CuPy error is this baseline's failure, not the sweep's
             raise GemmDriverError(f"CuPy failed: {type(exc).__name__}: {exc}") from exc
 
-    return launch
+    return Planned(launch)
 
 
 # One cuBLAS baseline per precision (precision.py names it), each through cublasGemmEx with
 # explicit types, compute type and math mode; min_cc is where the GPU has the units the
-# baseline is about (TF32/BF16 tensor cores from sm_80, FP16 from sm_70). `cupy` runs where
+# baseline is about (TF32/BF16 tensor cores from sm_80, FP16 from sm_70). The tensor-core
+# precisions also have a cuBLASLt baseline with a measured algorithm choice; their "% of
+# cuBLAS" is taken against the faster of the two (precision.baselines). `cupy` runs where
 # CuPy is installed; elsewhere its cases are "skipped" with the reason, and bench records it
 # under settings.absent_baselines.
 PROVIDERS = (
@@ -163,6 +204,12 @@ PROVIDERS = (
              precision="bf16", min_cc=(8, 0)),
     Provider("cublas_fp16", "cuBLAS GemmEx, FP16 A/B, FP32 accumulate and C", _cublas_gemm,
              precision="fp16", min_cc=(7, 0)),
+    Provider("cublaslt_tf32", "cuBLASLt matmul, TF32, fastest of the heuristic's top 8 measured here",
+             _cublaslt_matmul, precision="tf32", min_cc=(8, 0)),
+    Provider("cublaslt_bf16", "cuBLASLt matmul, BF16 A/B, FP32 C, fastest of the heuristic's top 8 measured here",
+             _cublaslt_matmul, precision="bf16", min_cc=(8, 0)),
+    Provider("cublaslt_fp16", "cuBLASLt matmul, FP16 A/B, FP32 C, fastest of the heuristic's top 8 measured here",
+             _cublaslt_matmul, precision="fp16", min_cc=(7, 0)),
     Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", _cublas_batched,
              min_cc=(5, 0), single=False, batched=True),
     Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",

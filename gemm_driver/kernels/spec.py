@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping
 
 from .. import precision as _precision
 from ..problem import GemmProblem
-
-if TYPE_CHECKING:
-    from .launch import LaunchPlan
 
 Dims = tuple[int, int, int]
 Tunables = Mapping[str, int]
@@ -93,8 +90,9 @@ class KernelSpec:
     scratch: Callable[[GemmProblem, Tunables], tuple[int, int]] | None = None
     # More entry points of the same source, loaded with the main one (kernels/launch.py).
     extra_entries: tuple[Entry, ...] = ()
-    # PlanContext -> the callable that enqueues the whole GEMM; None: launch.standard_plan.
-    launch_plan: "LaunchPlan | None" = None
+    # launch.PlanContext -> the callable that enqueues the whole GEMM; None: launch.standard_plan.
+    # (Typed loosely: launch.py imports this module, and the arrows point one way.)
+    launch_plan: Callable[..., Callable[[], None]] | None = None
 
     def __post_init__(self):
         _precision.get(self.precision)  # ValueError naming the precisions there are
