@@ -20,7 +20,9 @@ from .bench import command as bench
 from .bench.timing import MODES
 from .cuda.errors import GemmDriverError, GpuUnavailableError, NvrtcError
 from .inspection import command as inspection
+from .cuda.nvrtc import parse_arch
 from .kernels.build import default_arch
+from .kernels.spec import cc_of
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 NO_GPU_HINT = "commands that work without a GPU: list, info, compile, inspect, compare, plot"
@@ -60,13 +62,14 @@ def cmd_info(args) -> int:
 def cmd_compile(args) -> int:
     from .inspection.report import compile_row
 
-    specs = [inspection.compiled_kernel(n, "a kernel this tool compiles") for n in _flat(args.kernels)
-             or kernels.KERNELS]
+    named = _flat(args.kernels)
+    specs = [inspection.compiled_kernel(n, "a kernel this tool compiles") for n in named or kernels.KERNELS]
     archs, overrides = _flat(args.arch) or [default_arch()], dict(args.set or ())
     rows, failed = [], False
     for spec in specs:
         tunables = spec.resolve(overrides)
-        for arch in archs:
+        # Unnamed, a kernel is built for the archs it runs on; named, a wrong arch is an error.
+        for arch in (archs if named else [a for a in archs if spec.runs_on(cc_of(parse_arch(a)[0]))]):
             try:
                 rows.append(compile_row(spec, arch, tunables))
             except NvrtcError as exc:
