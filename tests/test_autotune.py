@@ -63,7 +63,7 @@ def test_table_document_keeps_the_winner_the_runners_up_and_the_rejects():
 
 
 def test_committed_tables_are_valid_and_autotuned_resolves_from_them():
-    paths = sorted(tuned.TUNED_DIR.glob("*.json"))
+    paths = sorted(p for p in tuned.TUNED_DIR.glob("*.json") if "." not in p.stem)  # autotuned's own tables
     assert paths, "at least the H100 table is committed"
     spec = kernels.KERNELS["autotuned"]
     for path in paths:

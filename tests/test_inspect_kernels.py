@@ -19,7 +19,9 @@ import pytest
 from gemm_driver.kernels.sources import read_source
 from gemm_driver import cli, kernels
 from gemm_driver.inspection import command, disassemble, kernel_stats, main_loop, mix, report
+from gemm_driver.cuda.nvrtc import parse_arch
 from gemm_driver.kernels.build import build
+from gemm_driver.kernels.spec import cc_of
 
 ROOT = Path(__file__).resolve().parent.parent
 GATE_ARCHS = ("sm_80", "sm_90")
@@ -62,6 +64,21 @@ FACTS = {
     "bank_conflict_free": ({}, ("ldgsts", "lds32", *NO_TENSOR_CORES), ("ffma", "bar", "ldg128", "lds128", "sts128")),
     "double_buffered": ({"ASYNC": 1}, ("ldg128", "sts32", "sts128", "lds32", *NO_TENSOR_CORES),
                         ("ffma", "bar", "ldgsts", "lds128")),
+    # Tensor cores (sm_80+): WMMA straight from global memory (no shared memory at all), then
+    # out of cp.async-filled shared tiles; mma.sync with ldmatrix (no LDS/STS of 2-byte tiles).
+    **dict.fromkeys(("wmma_bf16", "wmma_fp16"), ({}, ("ldgsts", "bar", "hgmma"), ("hmma", "ldg32", "sts128"))),
+    **dict.fromkeys(("wmma_smem_bf16", "wmma_smem_fp16"), ({}, ("hgmma",), ("hmma", "ldgsts", "bar", "lds32"))),
+    **dict.fromkeys(("mma_sync_bf16", "mma_sync_fp16", "mma_sync_tuned_bf16", "mma_sync_tuned_fp16"),
+                    ({}, ("lds32", "lds128", "sts32", "sts128", "hgmma"), ("hmma", "ldgsts", "bar"))),
+    # TF32: B fragments by 32-bit shared loads, each tile rounded once in shared memory (STS.32)
+    **dict.fromkeys(("mma_sync_tf32", "mma_sync_tuned_tf32"),
+                    ({}, ("sts32", "hgmma"), ("hmma", "ldgsts", "bar", "lds32", "lds128", "sts128"))),
+    # Hopper (sm_90a): wgmma from TMA-filled shared memory; no mma.sync, no cp.async.
+    **dict.fromkeys([f"{rung}_{p}" for rung in ("wgmma_tma", "warp_specialized", "persistent", "cluster")
+                     for p in ("bf16", "fp16", "tf32")], ({}, ("hmma", "ldgsts", "local"), ("hgmma", "ffma"))),
+    # the last rung: staged epilogue (STS.64 / LDS.128) and the packing kernel's 16-byte loads
+    **dict.fromkeys(("hopper_bf16", "hopper_fp16"), ({}, ("hmma",), ("hgmma", "sts64", "lds128", "ldg128"))),
+    "hopper_tf32": ({}, ("hmma",), ("hgmma", "lds64")),  # B^T fragments from shared memory by LDS.64
 }
 
 
@@ -73,7 +90,10 @@ def test_every_registered_kernel_has_a_fact_row():
 @pytest.mark.parametrize("name", list(FACTS))
 def test_sass_facts(name, arch):
     tunables, zero, positive = FACTS[name]
-    stats = kernel_stats(kernels.KERNELS[name], arch, tunables)
+    spec = kernels.KERNELS[name]
+    if not spec.runs_on(cc_of(parse_arch(arch)[0])):
+        pytest.skip(f"{name} does not run on {arch}")
+    stats = kernel_stats(spec, arch, tunables)
     assert {f: stats[f] for f in zero} == dict.fromkeys(zero, 0)
     assert all(stats[f] > 0 for f in positive), {f: stats[f] for f in positive}
 

@@ -47,3 +47,8 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUME
     hopper_pws::run<Elem, BN, STAGES, CM, CN, true, EPILOGUE, CONSUMERS>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc,
                                                                          group_m, splits, workspace, counters);
 }
+
+// The last rung (kernels/hopper/rungs.py, hopper_bf16 / hopper_fp16) launches these kernels, or,
+// on large grids, hopper_cluster_swapped (swapped wgmma roles, measured faster there): one module
+// holds all of them.
+#include "cluster_multicast.cu"

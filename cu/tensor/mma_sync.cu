@@ -40,8 +40,9 @@
 // barrier) leave the tensor pipe idle a quarter of the time. TF32 runs twice the HMMA per
 // flop, 32-bit B loads and the rounding (169 TFLOP/s with the rounding skipped).
 //
-// Launch: block = WARPS_M * WARPS_N * 32 threads; grid = ceil(M / BM) * ceil(N / BN) blocks
-// (one dimension; the kernel maps it to tiles in grouped order); dynamic shared memory =
+// Launch: block = WARPS_M * WARPS_N * 32 threads; grid = (ceil(N / BN), ceil(M / BM)) blocks
+// (the kernel takes the block's place in launch order, y * gridDim.x + x, and maps it to a
+// tile in grouped order, so x and y only count tiles); dynamic shared memory =
 // mma_sync_smem_bytes<T, BM, BN, BK, STAGES>() = STAGES * (BM * BK + BK * BN) * sizeof(T)
 // (above 48 KiB: opt in with cuFuncSetAttribute).
 #include "tensor_common.cuh"
@@ -199,12 +200,13 @@ struct TileLoader {
 
 // The block's tile in grouped order: blocks walk GROUP_M tile rows down a column of tiles
 // before moving right, so the blocks resident at one time share A rows and B columns in L2.
+// `block` is the block's place in launch order (x fastest).
 template <int GROUP_M>
-__device__ __forceinline__ void grouped_tile(int tiles_m, int tiles_n, int& tile_m, int& tile_n) {
+__device__ __forceinline__ void grouped_tile(int block, int tiles_m, int tiles_n, int& tile_m, int& tile_n) {
     const int per_group = GROUP_M * tiles_n;
-    const int group = blockIdx.x / per_group, first_m = group * GROUP_M;
+    const int group = block / per_group, first_m = group * GROUP_M;
     const int rows = min(tiles_m - first_m, GROUP_M);
-    const int in_group = blockIdx.x % per_group;
+    const int in_group = block % per_group;
     tile_m = first_m + in_group % rows;
     tile_n = in_group / rows;
 }
@@ -234,7 +236,8 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
     const unsigned a_smem = tc::smem_address(smem), b_smem = a_smem + STAGES * A_STAGE;
 
     int tile_m, tile_n;
-    mma_detail::grouped_tile<GROUP_M>((M + BM - 1) / BM, (N + BN - 1) / BN, tile_m, tile_n);
+    mma_detail::grouped_tile<GROUP_M>(blockIdx.y * gridDim.x + blockIdx.x, (M + BM - 1) / BM, (N + BN - 1) / BN,
+                                      tile_m, tile_n);
     const int m0 = tile_m * BM, n0 = tile_n * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;

@@ -1,9 +1,12 @@
 """The tuned tables' lookup: per GPU, which configuration the autotuned kernel runs per shape.
 
-A table (``gemm_driver/tuned/<gpu>.json``) is data from a real sweep on that GPU
-(``bench/autotune.py``, driven by ``tools/autotune.py``), committed per GPU. Per problem
-the configuration tuned for the nearest shape is taken (``pick``); a GPU without a table
-gets the kernel's defaults, and the reason says so. Pure: no GPU, no timing.
+A table is data from a real sweep on that GPU (``bench/autotune.py``, driven by
+``tools/autotune.py``), committed per GPU: ``gemm_driver/tuned/<gpu>.json`` for the FP32
+``autotuned`` kernel (its sweep runs warptiled), ``gemm_driver/tuned/<gpu>.<kernel>.json``
+for every other tuned kernel (e.g. ``h100-80gb-hbm3.mma_sync_tuned_bf16.json``), whose
+``kernel`` field must name that kernel. Per problem the configuration tuned for the
+nearest shape is taken (``pick``); a GPU without a table gets the kernel's defaults, and
+the reason says so. Pure: no GPU, no timing.
 """
 
 from __future__ import annotations
@@ -26,18 +29,23 @@ def gpu_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
 
 
-def tuned_path(gpu_name: str, directory: Path = TUNED_DIR) -> Path:
-    return directory / f"{gpu_slug(gpu_name)}.json"
+def tuned_path(gpu_name: str, directory: Path = TUNED_DIR, kernel: str | None = None) -> Path:
+    """``<gpu>.json`` (``autotuned``'s table; kernel None or "autotuned"), else ``<gpu>.<kernel>.json``."""
+    suffix = "" if kernel in (None, "autotuned") else f".{kernel}"
+    return directory / f"{gpu_slug(gpu_name)}{suffix}.json"
 
 
-def load_table(gpu_name: str, directory: Path = TUNED_DIR) -> dict | None:
-    """The tuned table for this GPU, or None when it was never tuned here."""
-    path = tuned_path(gpu_name, directory)
+def load_table(gpu_name: str, directory: Path = TUNED_DIR, kernel: str | None = None) -> dict | None:
+    """The tuned table of ``kernel`` (default: ``autotuned``'s) for this GPU, or None when
+    it was never tuned here."""
+    path = tuned_path(gpu_name, directory, kernel)
     if not path.is_file():
         return None
     document = json.loads(path.read_text())
     if document.get("schema") != SCHEMA:
         raise ValueError(f"{path}: schema {document.get('schema')!r}, expected {SCHEMA!r}")
+    if kernel not in (None, "autotuned") and document.get("kernel") != kernel:
+        raise ValueError(f"{path}: a table of kernel {document.get('kernel')!r}, expected {kernel!r}")
     return document
 
 

@@ -1,0 +1,216 @@
+"""The host contract of the Hopper kernels (cu/hopper/), as numbers: pure, no GPU needed.
+
+Each .cu file's header states what its kernel needs from the host: tile shape, threads, dynamic
+shared memory (the Config structs' SMEM_BYTES), the TMA box of each operand, the grid, the
+extra arguments, split-K scratch. ``Geometry`` holds that for one entry point; the functions
+below size grids, scratch and packing passes from it. The launch plans (plans.py) and the
+rules (rungs.py) use only these, so the tests can check every number without a GPU.
+
+Terms: BM x BN is a CTA's tile of C, BK the k extent of one 128-byte swizzle row (64 2-byte
+elements, 32 tf32). A persistent kernel walks *work units* (a tile, or a cluster's CM x CN
+block of tiles, times the split-K slices of its k range); every CTA of its grid must be
+resident at once, because split-K slices of one tile may wait for each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...cuda.tensor_map import tma_layout_problem
+from ...problem import GemmProblem
+from ..spec import Dims, ceil_div
+
+BM = 128  # tile rows of rungs 1-4 (two consumer warpgroups of 64)
+SWIZZLE = 128  # bytes: every tensor map, as the wgmma descriptors assume
+SMEM_LIMIT = 227 * 1024  # opt-in dynamic shared memory per block on sm_90
+SMEM_PER_SM = 228 * 1024  # of which the system reserves 1 KiB per resident block
+STAGING_BYTES = 64 * 40 * 4  # one consumer's epilogue staging (store_staged: 64 rows x 40 floats)
+MAX_GRID_Y = 65535
+PACK_THREADS = 256  # pack_rows and pack_transpose are __launch_bounds__(256)
+TRANSPOSE_TILE = 32
+
+ITEMSIZE = {"bf16": 2, "fp16": 2, "tf32": 4}  # A and B in memory (tf32 is FP32 storage)
+ELEMENT = {"bf16": "hopper::bf16_t", "fp16": "hopper::fp16_t", "tf32": "hopper::tf32_t"}  # hopper_common.cuh
+STORAGE = {"bf16": "unsigned short", "fp16": "unsigned short", "tf32": "float"}  # pack kernels' T
+
+
+def k_tile(precision: str) -> int:
+    """BK: the elements of one 128-byte swizzle row (KTile<Elem>::BK)."""
+    return 128 // ITEMSIZE[precision]
+
+
+# ---------------------------------------------------------------- shared memory (SMEM_BYTES)
+def ring_smem(stages: int, bn: int, barriers_per_stage: int) -> int:
+    """Rungs 1 (one full barrier a stage) and 2 (full + empty): 128 x BN tiles + 1 KiB alignment."""
+    return stages * (BM * 128 + bn * 128) + 8 * barriers_per_stage * stages + 1024
+
+
+def persistent_smem(stages: int, bn: int, consumers: int) -> int:
+    """persistent_body.cuh: the ring, 256 bytes of barriers, each consumer's staging, alignment."""
+    return stages * (64 * consumers * 128 + bn * 128) + 256 + consumers * STAGING_BYTES + 1024
+
+
+def register_a_smem(stages: int) -> int:
+    """tf32_register_a.cu: 256 rows of A (32 KiB) + 32 k x 128 n of B (16 KiB) a stage."""
+    return stages * (256 * 128 + 128 * 128) + 16 * stages + 1024
+
+
+def smem_fits(smem: int, ctas_per_sm: int) -> str | None:
+    """Why ``ctas_per_sm`` CTAs of ``smem`` bytes cannot be resident on one SM, or None."""
+    if smem > SMEM_LIMIT:
+        return f"{smem} bytes of shared memory per block; sm_90 allows at most {SMEM_LIMIT} (227 KiB)"
+    if ctas_per_sm * (smem + 1024) > SMEM_PER_SM:
+        return (f"{ctas_per_sm} CTAs per SM of {smem} bytes (+ 1 KiB reserved each) exceed the "
+                f"{SMEM_PER_SM} bytes of shared memory an SM has")
+    return None
+
+
+# ---------------------------------------------------------------- one entry point
+@dataclass(frozen=True)
+class Geometry:
+    """What the host must know of one entry point. Boxes are (rows, cols) in elements of the
+    operand's tensor map: A is M x K; B is K x N, or N x K when ``b_transposed`` (tf32 rungs
+    1-4, whose wgmma reads 32-bit B only K-major, take B^T from a transposed scratch copy)."""
+
+    bm: int
+    bn: int
+    bk: int
+    threads: int
+    smem: int
+    a_box: tuple[int, int]
+    b_box: tuple[int, int]
+    cm: int = 1
+    cn: int = 1
+    b_transposed: bool = False
+    persistent: bool = False
+    ctas_per_sm: int = 1
+    arguments: str = "plain"  # "plain", "group" (+ group_m) or "split" (+ group_m, splits, workspace, counters)
+
+    @property
+    def cluster(self) -> int:
+        return self.cm * self.cn
+
+
+def tiled(precision: str, bn: int, stages: int, *, warp_specialized: bool) -> Geometry:
+    """Rungs 1 (wgmma_tma.cu, one warpgroup) and 2 (warp_specialized.cu, 3 warpgroups): one CTA
+    per 128 x BN tile; A box {BK, 128}; B box {64, BK} (N-major) or B^T box {BK, BN} (tf32)."""
+    bk, tf32 = k_tile(precision), precision == "tf32"
+    return Geometry(bm=BM, bn=bn, bk=bk, threads=384 if warp_specialized else 128,
+                    smem=ring_smem(stages, bn, 2 if warp_specialized else 1), a_box=(BM, bk),
+                    b_box=(bn, bk) if tf32 else (bk, 64), b_transposed=tf32)
+
+
+def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, consumers: int = 2,
+               arguments: str = "group") -> Geometry:
+    """Rungs 3-5 (persistent_body.cuh): 64*CONSUMERS x BN tiles; with a CM x CN cluster each CTA
+    loads 1/CN of the A tile (box rows BM/CN) and 1/CM of the B tile (box rows BK/CM, or BN/CM
+    of B^T) and multicasts them."""
+    bk, tf32, bm = k_tile(precision), precision == "tf32", 64 * consumers
+    return Geometry(bm=bm, bn=bn, bk=bk, threads=128 * (consumers + 1), smem=persistent_smem(stages, bn, consumers),
+                    a_box=(bm // cn, bk), b_box=(bn // cm, bk) if tf32 else (bk // cm, 64), cm=cm, cn=cn,
+                    b_transposed=tf32, persistent=True, ctas_per_sm=2 if consumers == 1 else 1, arguments=arguments)
+
+
+def register_a(stages: int, cm: int = 1, cn: int = 1) -> Geometry:
+    """tf32_register_a.cu: 256 (m) x 128 (n) tiles over B as it is; A box {32, 256/CN}, B box
+    {32 n, 32/CM k} (four boxes of 32 n a stage)."""
+    return Geometry(bm=256, bn=128, bk=32, threads=384, smem=register_a_smem(stages), a_box=(256 // cn, 32),
+                    b_box=(32 // cm, 32), cm=cm, cn=cn, persistent=True, arguments="group")
+
+
+# ---------------------------------------------------------------- grids
+def tile_grid(problem: GemmProblem, g: Geometry) -> Dims:
+    """Rungs 1 and 2: (ceil(N/BN), ceil(M/BM)), blockIdx.x along N."""
+    return ceil_div(problem.n, g.bn), ceil_div(problem.m, g.bm), 1
+
+
+def effective_splits(k: int, bk: int, splits: int) -> int:
+    """The kernel keeps at least one k tile per slice: max(1, min(splits, ceil(K/BK)))."""
+    return max(1, min(splits, ceil_div(k, bk)))
+
+
+def work_units(problem: GemmProblem, g: Geometry, splits: int = 1) -> int:
+    """Units of a persistent kernel (hopper_pws::Schedule): cluster blocks of tiles x slices."""
+    super_m = ceil_div(ceil_div(problem.m, g.bm), g.cm)
+    super_n = ceil_div(ceil_div(problem.n, g.bn), g.cn)
+    return super_m * super_n * effective_splits(problem.k, g.bk, splits)
+
+
+def persistent_grid(units: int, resident_clusters: int, cluster: int) -> int:
+    """CTAs to launch: whole clusters, no more than can be resident at once (split-K slices of a
+    tile that all run at once wait for each other, so an unscheduled peer would hang them) and
+    no more than there are units (a CTA without a unit would only exit)."""
+    return cluster * max(1, min(resident_clusters, units))
+
+
+def fallback_resident_clusters(sm_count: int, ctas_per_sm: int, cluster: int) -> int:
+    """Resident clusters when the driver cannot be asked: exact on the H100 for clusters of 1
+    and 2 (132 SMs, 66 two-CTA clusters, as measured), an upper bound for larger ones."""
+    return max(1, sm_count * ctas_per_sm // cluster)
+
+
+# ---------------------------------------------------------------- split-K scratch
+def split_scratch(problem: GemmProblem, g: Geometry, splits: int) -> tuple[int, int]:
+    """(partial-sum workspace bytes, zeroed counter bytes) of any_shape's split-K; (0, 0) when
+    the kernel will not split. Tiles count a cluster's tiles past the edge; each split stores a
+    whole BM x BN FP32 partial; each tile has two int counters (count, generation)."""
+    s = effective_splits(problem.k, g.bk, splits)
+    if s == 1:
+        return 0, 0
+    tiles = (ceil_div(ceil_div(problem.m, g.bm), g.cm) * g.cm) * (ceil_div(ceil_div(problem.n, g.bn), g.cn) * g.cn)
+    return tiles * s * g.bm * g.bn * 4, tiles * 2 * 4
+
+
+# ---------------------------------------------------------------- packing
+@dataclass(frozen=True)
+class Pack:
+    """One packing pass (pack.cuh) of a rows x cols row-major source with leading dimension
+    ``ld_src`` into scratch with leading dimension ``ld`` (a multiple of 16 bytes):
+    ``pack_rows`` keeps the layout, ``pack_transpose`` writes the cols x rows transpose."""
+
+    kernel: str
+    rows: int
+    cols: int
+    ld_src: int
+    ld: int
+    itemsize: int
+    reason: str
+
+    @property
+    def out_rows(self) -> int:
+        return self.cols if self.kernel == "pack_transpose" else self.rows
+
+    @property
+    def out_cols(self) -> int:
+        return self.rows if self.kernel == "pack_transpose" else self.cols
+
+    @property
+    def nbytes(self) -> int:
+        return self.out_rows * self.ld * self.itemsize
+
+    @property
+    def grid(self) -> Dims:
+        if self.kernel == "pack_transpose":  # 32 x 32 tiles of the source
+            return ceil_div(self.cols, TRANSPOSE_TILE), ceil_div(self.rows, TRANSPOSE_TILE), 1
+        per_thread = 16 // self.itemsize  # one 16-byte chunk of a destination row per thread
+        return ceil_div(ceil_div(self.ld, per_thread), PACK_THREADS), min(self.rows, MAX_GRID_Y), 1
+
+
+def packed_ld(cols: int, itemsize: int) -> int:
+    """The smallest leading dimension >= cols whose rows are whole 16-byte multiples."""
+    per = 16 // itemsize
+    return ceil_div(cols, per) * per
+
+
+def pack_for(address: int, ld: int, rows: int, cols: int, precision: str, *, transpose: bool = False) -> Pack | None:
+    """The packing pass an operand needs before TMA can read it, or None. A transposed operand
+    (tf32 B for rungs 1-4) is always copied; any other only when ``tma_layout_problem`` says
+    its base or row stride breaks TMA's 16-byte rules."""
+    itemsize = ITEMSIZE[precision]
+    if transpose:
+        return Pack("pack_transpose", rows, cols, ld, packed_ld(rows, itemsize), itemsize,
+                    "tf32 wgmma reads B only K-major: B^T is written to scratch")
+    reason = tma_layout_problem(address, ld, precision)
+    if reason is None:
+        return None
+    return Pack("pack_rows", rows, cols, ld, packed_ld(cols, itemsize), itemsize, reason)

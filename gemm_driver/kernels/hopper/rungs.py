@@ -1,0 +1,252 @@
+"""The Hopper rungs as KernelSpecs: tunables, rules, entries, geometry; one ladder per precision.
+
+Each rung is one cu/hopper file (its opening comment says what it changes and what it measured
+on the H100); the defaults are what measured best there. BF16 and FP16 share every kernel
+(the element type is a template argument). TF32 rungs 1-4 are the same kernels reading B^T
+from a transposed scratch copy; the TF32 ladder ends with tf32_register_a.cu, which needs no
+copy of B. The last BF16/FP16 rung, ``hopper_*``, runs any_shape.cu and the swapped-roles
+cluster kernel of cluster_multicast.cu, and its ``choose`` hook picks tiles, split-K and
+cluster per shape (``choose_any_shape``).
+
+Runtime arguments that are tunables (GROUP_M, SPLITS, and SWAPPED, which picks the entry) do
+not appear in the name expression: they change no code, so they share one build.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+from ...problem import GemmProblem
+from ..spec import Entry, KernelSpec, Tunable, ceil_div
+from . import geometry as geo
+from .plans import make_plan
+
+SIGNATURE = ("int", "int", "int", "float", "tensormap", "tensormap", "float", "ptr", "int")
+GROUP_SIGNATURE = (*SIGNATURE, "int")  # + group_m
+SPLIT_SIGNATURE = (*GROUP_SIGNATURE, "int", "ptr", "ptr")  # + splits, workspace, counters
+PACK_SIGNATURE = ("ptr", "long long", "int", "int", "ptr", "long long")  # src, ld_src, rows, cols, dst, ld_dst
+ARCH = dict(min_cc=(9, 0), arch_specific=True)
+H100_SMS = 132  # the GPU the defaults and ``choose`` were measured on
+
+STAGES = lambda default: Tunable("STAGES", default, (2, 3, 4, 5, 6), "TMA ring depth (k tiles in flight)")
+GROUP_M = Tunable("GROUP_M", 8, (1, 2, 4, 8, 16), "tile rows per group of the persistent raster (L2 reuse)")
+
+
+# ---------------------------------------------------------------- rules
+def _k_at_least_one(p: GemmProblem, t) -> str | None:
+    if p.k == 0 and p.m and p.n:
+        return "K = 0: the wgmma kernels need at least one k tile (C = beta * C is left to the host, as gemm() does)"
+    return None
+
+
+def _fits(geometry: Callable[[Mapping[str, int]], geo.Geometry]):
+    def fits_shared_memory(p, t):
+        g = geometry(t)
+        return geo.smem_fits(g.smem, g.ctas_per_sm)
+
+    return fits_shared_memory
+
+
+def _transpose_grid(p: GemmProblem, t) -> str | None:
+    rows = geo.MAX_GRID_Y * geo.TRANSPOSE_TILE
+    if p.k > rows:
+        return f"K = {p.k}: pack_transpose (B^T for tf32) covers at most {geo.MAX_GRID_Y} x 32 = {rows} rows of B"
+    return None
+
+
+def _swapped_shape(p: GemmProblem, t) -> str | None:
+    if t["SWAPPED"] and (t["BN"], t["CONSUMERS"], t["STAGES"], t["SPLITS"]) != (256, 2, 4, 1):
+        return ("SWAPPED=1 runs hopper_cluster_swapped: 128 x 256 tiles (BN=256, CONSUMERS=2), STAGES=4, "
+                "no split-K (SPLITS=1)")
+    return None
+
+
+# ---------------------------------------------------------------- entries
+def _pack_entries(precision: str, transpose: bool = False) -> tuple[Entry, ...]:
+    rows = Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[precision]}>", PACK_SIGNATURE)
+    if not transpose:
+        return (rows,)
+    return rows, Entry("pack_transpose", "hopper::pack_transpose<float>", PACK_SIGNATURE)
+
+
+# spec name -> select(precision, tunables) -> (entry that runs, its Geometry)
+SELECTORS: dict[str, Callable[[str, Mapping[str, int]], tuple[str, geo.Geometry]]] = {}
+
+
+def entry_geometry(spec: KernelSpec, tunables: Mapping[str, int]) -> tuple[str, geo.Geometry]:
+    """Which of ``spec``'s loaded entries a launch with ``tunables`` runs, and its geometry."""
+    return SELECTORS[spec.name](spec.precision, tunables)
+
+
+def _spec(name: str, description: str, source: str, entry: str, precision: str, tunables, select, rules=(),
+          **more) -> KernelSpec:
+    """A Hopper spec: geometry, block, grid and shared memory all come from ``select``."""
+    SELECTORS[name] = select
+    geometry = lambda t: select(precision, t)[1]
+
+    def grid(p: GemmProblem, t) -> tuple[int, int, int]:
+        g = geometry(t)
+        if not g.persistent:
+            return geo.tile_grid(p, g)
+        # the most CTAs that find work: the plan launches min(this, what can be resident)
+        return g.cluster * geo.work_units(p, g, t.get("SPLITS", 1)), 1, 1
+
+    main = geometry({tn.name: tn.default for tn in tunables})  # the main entry's arguments and B layout
+    return KernelSpec(
+        name=name, description=description, source=source, entry=entry, precision=precision,
+        tunables=tuple(tunables),
+        rules=(_k_at_least_one, _fits(geometry), *rules, *((_transpose_grid,) if main.b_transposed else ())),
+        block=lambda t: (geometry(t).threads, 1, 1), grid=grid, dynamic_smem=lambda t: geometry(t).smem,
+        signature={"plain": SIGNATURE, "group": GROUP_SIGNATURE, "split": SPLIT_SIGNATURE}[main.arguments],
+        launch_plan=make_plan(select), **ARCH, **more)
+
+
+def wgmma_tma(precision: str) -> KernelSpec:
+    select = lambda precision, t: ("main", geo.tiled(precision, t["BN"], t["STAGES"], warp_specialized=False))
+    return _spec(
+        f"wgmma_tma_{precision}",
+        "rung 1: wgmma from shared memory fed by TMA through an mbarrier ring, one warpgroup per 128 x BN tile"
+        + (" (B^T packed first)" if precision == "tf32" else ""),
+        "cu/hopper/wgmma_tma.cu", f"hopper_wgmma_tma<{geo.ELEMENT[precision]}, {{BN}}, {{STAGES}}>", precision,
+        (Tunable("BN", 128, (64, 128), "tile columns (wgmma N); 256 would need 256 accumulators a thread"),
+         STAGES(3)),
+        select, extra_entries=_pack_entries(precision, precision == "tf32"), checked=({"BN": 64, "STAGES": 4},))
+
+
+def warp_specialized(precision: str) -> KernelSpec:
+    select = lambda precision, t: ("main", geo.tiled(precision, t["BN"], t["STAGES"], warp_specialized=True))
+    return _spec(
+        f"warp_specialized_{precision}",
+        "rung 2: a TMA producer warpgroup and two wgmma consumer warpgroups (setmaxnreg 40/232), empty/full "
+        "mbarrier rings" + (" (B^T packed first)" if precision == "tf32" else ""),
+        "cu/hopper/warp_specialized.cu", f"hopper_warp_specialized<{geo.ELEMENT[precision]}, {{BN}}, {{STAGES}}>",
+        precision, (Tunable("BN", 256, (128, 256), "tile columns (wgmma N)"), STAGES(3)),
+        select, extra_entries=_pack_entries(precision, precision == "tf32"), checked=({"BN": 128, "STAGES": 6},))
+
+
+def persistent(precision: str) -> KernelSpec:
+    select = lambda precision, t: ("main", geo.persistent(precision, t["BN"], t["STAGES"]))
+    return _spec(
+        f"persistent_{precision}",
+        "rung 3: persistent CTAs (one per SM) over grouped tiles; the next tile's loads run under the epilogue"
+        + (" (B^T packed first)" if precision == "tf32" else ""),
+        "cu/hopper/persistent.cu", f"hopper_persistent<{geo.ELEMENT[precision]}, {{BN}}, {{STAGES}}>", precision,
+        (Tunable("BN", 256, (128, 256), "tile columns (wgmma N)"), STAGES(4), GROUP_M),
+        select, extra_entries=_pack_entries(precision, precision == "tf32"), checked=({"BN": 128, "STAGES": 6},))
+
+
+def cluster(precision: str) -> KernelSpec:
+    select = lambda precision, t: ("main", geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"]))
+    return _spec(
+        f"cluster_{precision}",
+        "rung 4: CM x CN CTA clusters share A and B tiles by TMA multicast"
+        + (" (B^T packed first)" if precision == "tf32" else ""),
+        "cu/hopper/cluster_multicast.cu",
+        f"hopper_cluster_multicast<{geo.ELEMENT[precision]}, {{BN}}, {{STAGES}}, {{CM}}, {{CN}}>", precision,
+        (Tunable("BN", 256, (128, 256), "tile columns (wgmma N)"), STAGES(4),
+         Tunable("CM", 2, (1, 2, 4), "cluster rows: CTAs sharing a B tile"),
+         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M),
+        select, extra_entries=_pack_entries(precision, precision == "tf32"),
+        checked=({"BN": 128, "STAGES": 6, "CM": 1, "CN": 2},))
+
+
+# ---------------------------------------------------------------- the last rung
+def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
+    """SWAPPED=1: hopper_cluster_swapped (128 x 256, 4 stages); else any_shape, its cluster form
+    when CM x CN > 1."""
+    if t["SWAPPED"]:
+        return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
+    entry = "cluster" if t["CM"] * t["CN"] > 1 else "main"
+    return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split")
+
+
+def any_shape(precision: str) -> KernelSpec:
+    elem = geo.ELEMENT[precision]
+    any_geometry = lambda t: geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split")
+    swapped_smem = geo.persistent_smem(4, 256, 2)
+    entries = (
+        Entry("cluster", f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 1>",
+              SPLIT_SIGNATURE, lambda t: any_geometry(t).smem),
+        Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem),
+        *_pack_entries(precision),
+    )
+    return _spec(
+        f"hopper_{precision}",
+        "rung 5, any shape: split-K on small grids, packing where TMA cannot read an operand, staged epilogue; "
+        "swapped wgmma roles in 2x1 clusters on large grids (tunables chosen per shape)",
+        "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 1>", precision,
+        (Tunable("BN", 256, (128, 256), "tile columns (wgmma N)"), STAGES(4),
+         Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
+         Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
+         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
+         Tunable("SPLITS", 1, (1, 2, 3, 4, 6, 8), "split-K slices per tile (summed in slice order: reproducible)"),
+         GROUP_M,
+         Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split")),
+        _any_shape_select, rules=(_swapped_shape,), extra_entries=entries,
+        choose=choose_any_shape,
+        checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
+                 {"BN": 128, "CONSUMERS": 1}))
+
+
+def register_a(precision: str = "tf32") -> KernelSpec:
+    select = lambda precision, t: ("main", geo.register_a(t["STAGES"], t["CM"], t["CN"]))
+    return _spec(
+        "hopper_tf32",
+        "rung 5 (TF32): C^T = B^T A^T, B^T fragments from registers and A as wgmma's K-major B operand, so no "
+        "transposed copy of B; persistent 256 x 128 tiles",
+        "cu/hopper/tf32_register_a.cu", "hopper_tf32_register_a<{STAGES}, {CM}, {CN}>", precision,
+        (Tunable("STAGES", 4, (2, 3, 4), "TMA ring depth (48 KiB a stage)"),
+         Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
+         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M),
+        select, extra_entries=_pack_entries(precision), checked=({"STAGES": 3, "CM": 2, "CN": 2},))
+
+
+# ---------------------------------------------------------------- choose (the last rung)
+def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
+    """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape, from the H100 measurements in
+    cu/hopper/any_shape.cu and cluster_multicast.cu (sized for its 132 SMs on any sm_90 GPU).
+
+    - A full grid of 128 x 256 tiles (>= ~0.9 x #SMs) with 16-byte rows (N, K multiples of 8):
+      swapped roles, a 2 x 1 cluster from two waves up (643 TFLOP/s at 4096^3), none below
+      (612 at 2048^3). Other full grids: any_shape 128 x 256 with the staged epilogue (and the
+      packing pass; 504 at 4093x4091x4099).
+    - Narrow N (<= 128) or too few 128 x 256 tiles, but a full grid of 128 x 128: 128 x 128
+      tiles, 6 stages (321 at 16384x128x4096).
+    - Fewer tiles still: split-K where every slice keeps >= 4096 of K and all units stay
+      resident (2 splits, 2 x 1 cluster over an even number of tile rows, 128 x 128 x 6: 579 at
+      1024x1024x16384); else 64 x 128 tiles, two CTAs per SM (291 at 1024^3, where split-K
+      only added reduction time)."""
+    m, n, k = problem.m, problem.n, problem.k
+    sms = H100_SMS
+    full = 0.9 * sms
+    tiles_256 = ceil_div(m, 128) * ceil_div(n, 256)
+    tiles_128 = ceil_div(m, 128) * ceil_div(n, 128)
+    if n > 128 and tiles_256 >= full:
+        if n % 8 == 0 and k % 8 == 0:
+            cm = 2 if tiles_256 >= 2 * sms else 1
+            return ({"SWAPPED": 1, "CM": cm},
+                    f"{tiles_256} tiles of 128x256: swapped wgmma roles, {cm}x1 cluster "
+                    f"(H100: {'643 TFLOP/s at 4096^3' if cm == 2 else '612 at 2048^3'})")
+        return ({}, f"{tiles_256} tiles of 128x256, A or B rows not 16-byte multiples: packed, staged epilogue "
+                    "(H100: 504 TFLOP/s at 4093x4091x4099)")
+    if tiles_128 >= full:
+        return {"BN": 128, "STAGES": 6}, f"{tiles_128} tiles of 128x128, 6 stages (H100: 321 TFLOP/s at 16384x128x4096)"
+    # Split-K slices meet at a barrier only when every unit is resident: no more units than
+    # resident clusters (#SMs / cluster size: 66 two-CTA clusters on the H100).
+    cm = 2 if ceil_div(m, 128) % 2 == 0 else 1  # no cluster half past the edge
+    super_tiles = ceil_div(ceil_div(m, 128), cm) * ceil_div(n, 128)
+    splits = min(4, sms // cm // super_tiles, k // 4096)
+    if splits >= 2:
+        return ({"BN": 128, "STAGES": 6, "CM": cm, "SPLITS": splits},
+                f"{tiles_128} tiles of 128x128, deep K: {splits}-way split-K, {cm}x1 cluster "
+                "(H100: 579 TFLOP/s at 1024x1024x16384)")
+    return ({"BN": 128, "STAGES": 4, "CONSUMERS": 1},
+            f"{tiles_128} tiles of 128x128: 64x128 tiles, two CTAs per SM (H100: 291 TFLOP/s at 1024^3)")
+
+
+def ladder(precision: str) -> tuple[KernelSpec, ...]:
+    last = register_a() if precision == "tf32" else any_shape(precision)
+    return wgmma_tma(precision), warp_specialized(precision), persistent(precision), cluster(precision), last
+
+
+SPECS = (*ladder("bf16"), *ladder("fp16"), *ladder("tf32"))

@@ -1,0 +1,146 @@
+"""GPU tests of the Hopper rungs (sm_90a: they run on compute capability 9.0 only).
+
+Every Hopper kernel against the float64 reference on Hypothesis-drawn cases (ragged M, N, K,
+padded and odd leading dimensions, misaligned pointers, alpha and beta including 0, NaN-
+poisoned C and guard bands: see strategies.py / checking.py), with the tunables ``choose``
+picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles,
+split-K reduced in parallel and serially. Fixed cases pin packing (K = 4099, odd strides,
+misaligned bases) and beta; split-K must give the same bits on every launch; a few large
+shapes run through the last rungs. All skip without a GPU, and on a GPU other than sm_90.
+
+    python -m pytest -q tests/test_hopper_gpu.py
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from gemm_driver.case import PreparedCase
+from gemm_driver.checking import check_case
+from gemm_driver.kernels import hopper
+from gemm_driver.problem import GemmProblem
+from gemm_driver.strategies import GemmCase, gemm_cases
+
+pytestmark = pytest.mark.gpu
+
+SPECS = {spec.name: spec for spec in hopper.SPECS}
+NAMES = list(SPECS)
+DRAWN = 25  # cases per kernel with its own (chosen) tunables
+FORCED_DRAWN = 12  # cases per forced configuration
+
+# Configurations whose paths the chosen tunables do not reach on drawn (<= 300) shapes.
+FORCED = [
+    ("wgmma_tma_bf16", {"BN": 64, "STAGES": 4}),
+    ("warp_specialized_fp16", {"BN": 128, "STAGES": 6}),
+    ("persistent_tf32", {"BN": 128, "STAGES": 6}),
+    ("cluster_bf16", {"BN": 128, "STAGES": 6, "CM": 4, "CN": 1}),
+    ("cluster_fp16", {"CM": 1, "CN": 2}),
+    ("cluster_tf32", {"BN": 128, "STAGES": 6, "CM": 2, "CN": 2}),
+    ("hopper_bf16", {"SWAPPED": 0}),  # any_shape 128 x 256, staged epilogue
+    ("hopper_bf16", {"SWAPPED": 1, "CM": 2}),
+    ("hopper_fp16", {"SWAPPED": 1, "CM": 1, "CN": 2}),
+    ("hopper_bf16", {"SPLITS": 3}),  # split-K, every unit resident: the parallel reduction
+    ("hopper_fp16", {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),  # split-K in 2x1 clusters
+    ("hopper_bf16", {"BN": 128, "CONSUMERS": 1, "SPLITS": 4, "CN": 2}),
+    ("hopper_tf32", {"CM": 2, "CN": 2, "STAGES": 3}),
+    ("hopper_tf32", {"CM": 2, "GROUP_M": 1}),
+]
+
+# (m, n, k, ld pads, misalignments in elements): what each one reaches.
+FIXED = [
+    (257, 300, 4099, (0, 0, 0), (0, 0, 0)),  # lda = 4099: A packed (8198-byte rows); B packed (N = 300)
+    (129, 264, 4096, (0, 0, 0), (1, 3, 1)),  # aligned strides, misaligned bases: A and B packed, C scalar
+    (200, 512, 136, (8, 0, 2), (0, 0, 0)),  # TMA reads A and B in place; padded ldc
+    (1, 1, 1, (0, 0, 0), (0, 0, 0)),
+]
+
+
+@pytest.fixture(scope="module")
+def hopper_session(session):
+    if session.device.compute_capability != (9, 0):
+        pytest.skip(f"the Hopper kernels are built for sm_90a and run on sm_90 only; this GPU is {session.arch}")
+    return session
+
+
+def _check(session, name, case, tunables=None):
+    outcome = check_case(session, name, case, tunables)
+    assert outcome.ok, f"{name}{tunables or ''} {case.describe()}: {outcome.message}"
+    return outcome
+
+
+def _drawn(session, name, tunables, examples):
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(case=gemm_cases())
+    def holds(case: GemmCase):
+        _check(session, name, case, tunables)
+
+    holds()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_drawn_cases_with_chosen_tunables(hopper_session, name):
+    _drawn(hopper_session, name, None, DRAWN)
+
+
+@pytest.mark.parametrize("name, tunables", FORCED, ids=[f"{n}{t}" for n, t in FORCED])
+def test_drawn_cases_on_forced_paths(hopper_session, name, tunables):
+    _drawn(hopper_session, name, tunables, FORCED_DRAWN)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_packing_misalignment_and_beta(hopper_session, name):
+    for index, (m, n, k, pads, misalign) in enumerate(FIXED):
+        for alpha, beta in ((1.0, 0.0), (-1.5, 0.75)):
+            _check(hopper_session, name, GemmCase(GemmProblem(m, n, k, alpha, beta), pads, misalign, index))
+
+
+def _bits(session, name, problem, tunables, launches=5, seed=3):
+    """C after each of ``launches`` launches of one Launch (C refilled before each), and the
+    verification of the first."""
+    with PreparedCase.random(problem, SPECS[name].precision, seed) as case:
+        launch = session.launcher(name, problem, *case.device(), tunables)
+        outs = []
+        for _ in range(launches):
+            out, guard = case.run(launch)
+            assert guard == 0
+            outs.append(out.copy())
+        return outs, case.check(outs[0]), launch.record()
+
+
+@pytest.mark.parametrize("name, tunables", [
+    ("hopper_bf16", None),  # chosen: 2 splits in 2x1 clusters, all units resident (parallel reduction)
+    ("hopper_bf16", {"BN": 128, "STAGES": 6, "SPLITS": 8}),  # 512 units > 132 CTAs: the last slice reduces
+    ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "SPLITS": 3}),
+])
+def test_split_k_is_correct_and_bitwise_reproducible(hopper_session, name, tunables):
+    problem = GemmProblem(1024, 1024, 16384, 1.0, 0.5)
+    outs, verification, record = _bits(hopper_session, name, problem, tunables)
+    assert verification.ok, verification.message
+    assert record["tunables"]["SPLITS"] > 1, record
+    for out in outs[1:]:
+        np.testing.assert_array_equal(out.view(np.uint32), outs[0].view(np.uint32))
+
+
+@pytest.mark.parametrize("name, shape", [
+    ("hopper_bf16", (4093, 4091, 4099)),
+    ("hopper_fp16", (4093, 4091, 4099)),
+    ("hopper_tf32", (4093, 4091, 4099)),
+    ("hopper_fp16", (1024, 1024, 16384)),
+    ("hopper_tf32", (1024, 1024, 16384)),
+    ("hopper_bf16", (2048, 2048, 2048)),  # chosen: swapped roles, no cluster
+    ("hopper_bf16", (16384, 128, 4096)),
+    ("cluster_tf32", (1000, 1000, 1000)),
+])
+def test_large_shapes(hopper_session, name, shape):
+    problem = GemmProblem(*shape, alpha=1.0, beta=-0.5)
+    outs, verification, record = _bits(hopper_session, name, problem, None, launches=1)
+    assert verification.ok, f"{name} {problem.label} {record}: {verification.message}"
+
+
+def test_the_last_rung_says_what_it_chose(hopper_session):
+    problem = GemmProblem(1024, 1024, 1024)
+    with PreparedCase.random(problem, "bf16", 1) as case:
+        launch = hopper_session.launcher("hopper_bf16", problem, *case.device())
+        assert launch.record()["tunables"]["CONSUMERS"] == 1 and "64x128 tiles" in launch.record()["note"]

@@ -1,0 +1,477 @@
+"""The Hopper family (kernels/hopper/, cu/hopper/) without a GPU.
+
+Builds: every spec's configurations compile for sm_90a (and are refused for sm_80 / sm_100
+in one line), with no spill and no local memory in any entry; the GEMM entries' SASS holds
+HGMMA and UTMALDG (TMA loads), and the warp-specialised ones the setmaxnreg split
+(USETMAXREG, read from the SASS: the inspection stats have no field for it). A probe
+compiled against the kernels' own Config structs checks the numbers the host relies on
+(dynamic shared memory, threads, TMA box rows). Then the pure parts: rules, grids, split-K
+scratch, packing decisions, ``choose``, a launch plan run on a fake context, and
+tools/gen_wgmma.py reproducing cu/hopper/wgmma.cuh byte for byte.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gemm_driver import kernels
+from gemm_driver.cuda import tensor_map
+from gemm_driver.cuda.nvrtc import compile_cuda
+from gemm_driver.inspection.sass import parse
+from gemm_driver.inspection.tools import run_on_cubin
+from gemm_driver.kernels import hopper
+from gemm_driver.kernels.build import build
+from gemm_driver.kernels.hopper import geometry as geo
+from gemm_driver.kernels.hopper import plans
+from gemm_driver.kernels.hopper.rungs import SELECTORS, entry_geometry
+from gemm_driver.kernels.launch import PlanContext
+from gemm_driver.kernels.sources import included_headers
+from gemm_driver.problem import GemmProblem
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = {spec.name: spec for spec in hopper.SPECS}
+LADDERS = {
+    "bf16": ["wgmma_tma_bf16", "warp_specialized_bf16", "persistent_bf16", "cluster_bf16", "hopper_bf16"],
+    "fp16": ["wgmma_tma_fp16", "warp_specialized_fp16", "persistent_fp16", "cluster_fp16", "hopper_fp16"],
+    "tf32": ["wgmma_tma_tf32", "warp_specialized_tf32", "persistent_tf32", "cluster_tf32", "hopper_tf32"],
+}
+CONFIGURATIONS = [(name, t) for name, spec in SPECS.items() for t in spec.configurations()]
+GEMM_ENTRIES = {"main", "cluster", "swapped"}
+P256 = GemmProblem(256, 256, 256)
+
+
+def _label(name, t):
+    return name + "-" + "-".join(f"{k}{v}" for k, v in t.items())
+
+
+# ---------------------------------------------------------------- registry
+@pytest.mark.parametrize("precision", LADDERS)
+def test_each_precision_ladder_ends_with_the_hopper_rungs_in_order(precision):
+    ladder = [s.name for s in kernels.LADDER if s.precision == precision]
+    assert ladder[-5:] == LADDERS[precision]
+    assert [s.name for s in hopper.SPECS if s.precision == precision] == LADDERS[precision]
+
+
+def test_every_hopper_spec_is_sm_90a_only():
+    for spec in hopper.SPECS:
+        assert spec.arch_specific and spec.min_cc == (9, 0) and spec.min_arch == "sm_90a"
+        assert spec.runs_on((9, 0)) and not spec.runs_on((8, 0)) and not spec.runs_on((10, 0))
+        assert spec.source.startswith("cu/hopper/") and spec.launch_plan is not None
+        assert 1 <= len(spec.configurations()) <= 4  # each is built by the spill gate and here
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_100", "sm_89"])
+def test_other_architectures_are_refused_in_one_line(arch):
+    for spec in hopper.SPECS:
+        with pytest.raises(ValueError) as info:
+            build(spec, arch)
+        message = str(info.value)
+        assert "\n" not in message
+        assert message == f"{spec.name} runs on sm_90a only (arch-specific wgmma/TMA code); cannot build it for {arch}"
+
+
+# ---------------------------------------------------------------- builds and SASS
+@pytest.fixture(scope="module")
+def built():
+    """Each configuration built once (through the cubin cache, shared with the spill gate)."""
+    return {(name, tuple(t.items())): build(SPECS[name], "sm_90", t) for name, t in CONFIGURATIONS}
+
+
+_SASS: dict[bytes, str] = {}
+
+
+def sass(result, entry="main"):
+    """The parsed SASS of one entry; nvdisasm runs once per cubin (it prints every function)."""
+    cubin = result.compiled.cubin
+    if cubin not in _SASS:
+        _SASS[cubin] = run_on_cubin("nvdisasm", ["-c"], cubin)
+    return parse(_SASS[cubin], result.entries[entry])
+
+
+@pytest.mark.parametrize("name, tunables", CONFIGURATIONS, ids=[_label(n, t) for n, t in CONFIGURATIONS])
+def test_configuration_builds_for_sm_90a_without_spills_and_issues_wgmma_and_tma(built, name, tunables):
+    result = built[(name, tuple(tunables.items()))]
+    assert result.compiled.arch == "sm_90a"
+    assert set(result.entries) == {"main", *(e.name for e in SPECS[name].extra_entries)}
+    for entry, symbol in result.entries.items():
+        r = result.compiled.resources[symbol]
+        assert (r.spill_bytes, r.stack_bytes) == (0, 0), f"{name} {entry}: {r}"
+        opcodes = [i.opcode for i in sass(result, entry).instructions]
+        assert not [o for o in opcodes if o.split(".")[0] in ("LDL", "STL")], entry
+        if entry in GEMM_ENTRIES:
+            assert sum(o.startswith("HGMMA") for o in opcodes) >= 4, entry
+            assert sum(o.startswith("UTMALDG") for o in opcodes) >= 2, entry
+        else:  # the packing kernels copy with plain loads and stores
+            assert not any(o.startswith(("HGMMA", "UTMALDG")) for o in opcodes), entry
+
+
+def _setmaxnreg(result, entry="main"):
+    """{'DEALLOC': n, 'TRY_ALLOC': n}: the register counts setmaxnreg hands out, from the SASS."""
+    found = {}
+    for i in sass(result, entry).instructions:
+        if i.opcode.startswith("USETMAXREG"):
+            found[i.opcode.split(".")[1]] = int(i.operands.split(",")[-1].strip(), 16)
+    return found
+
+
+@pytest.mark.parametrize("name, tunables, entry, split", [
+    ("wgmma_tma_bf16", {}, "main", {}),  # one warpgroup: nothing to hand over
+    ("warp_specialized_bf16", {}, "main", {"DEALLOC": 40, "TRY_ALLOC": 232}),
+    ("persistent_fp16", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
+    ("cluster_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
+    ("hopper_bf16", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
+    ("hopper_bf16", {}, "swapped", {"DEALLOC": 56, "TRY_ALLOC": 224}),
+    ("hopper_bf16", {"BN": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 56, "TRY_ALLOC": 200}),
+    ("hopper_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
+])
+def test_setmaxnreg_register_split_is_in_the_sass(built, name, tunables, entry, split):
+    t = SPECS[name].resolve(tunables)
+    assert _setmaxnreg(built[(name, tuple(t.items()))], entry) == split
+
+
+# The kernels' own Config structs, compiled against the numbers the host uses: an NVRTC probe
+# whose name expressions instantiate equal<HAVE, WANT>, which static_asserts HAVE == WANT.
+PROBE = b"""// a test probe, not a kernel: the host's numbers against the kernels' Config structs
+#include "wgmma_tma.cu"
+#include "warp_specialized.cu"
+#include "tf32_register_a.cu"
+template <int HAVE, int WANT>
+__global__ void equal() { static_assert(HAVE == WANT, "the host's number differs from the kernel's Config"); }
+"""
+
+
+def _config_checks(name, t):
+    """(C++ constant expression, the host's value) pairs for one configuration."""
+    spec = SPECS[name]
+    entry, g = entry_geometry(spec, t)
+    elem = geo.ELEMENT[spec.precision]
+    if name.startswith("wgmma_tma"):
+        cfg = f"hopper_rung1::Config<{elem}, {t['BN']}, {t['STAGES']}>"
+    elif name.startswith("warp_specialized"):
+        cfg = f"hopper_rung2::Config<{elem}, {t['BN']}, {t['STAGES']}>"
+    elif name == "hopper_tf32":
+        cfg = f"hopper_tf32ra::Config<{t['STAGES']}, {t['CM']}, {t['CN']}>"
+    else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries
+        cfg = f"hopper_pws::Config<{elem}, {g.bn}, {4 if entry == 'swapped' else t['STAGES']}, {g.cm}, {g.cn}, " \
+              f"{g.bm // 64}>"
+    checks = [(f"{cfg}::SMEM_BYTES", g.smem), (f"{cfg}::BM", g.bm), (f"{cfg}::BN", g.bn), (f"{cfg}::BK", g.bk),
+              (f"{cfg}::BK", g.a_box[1])]
+    if entry == "main":
+        checks.append((f"{cfg}::SMEM_BYTES", spec.dynamic_smem(t)))
+    if "hopper_rung" not in cfg:  # clusters: the TMA box rows are the slices each CTA loads
+        checks += [(f"{cfg}::A_SLICE_ROWS", g.a_box[0]), (f"{cfg}::B_SLICE_ROWS", g.b_box[0])]
+    if "hopper_rung1" not in cfg and name != "hopper_tf32":
+        checks.append((f"{cfg}::THREADS", g.threads))
+    return checks
+
+
+def test_host_numbers_match_the_kernels_config_structs():
+    checks = {(expr, value) for name, t in CONFIGURATIONS for expr, value in _config_checks(name, t)}
+    expressions = sorted(f"equal<{expr}, {value}>" for expr, value in checks)
+    headers = {}
+    for source in ("cu/hopper/wgmma_tma.cu", "cu/hopper/warp_specialized.cu", "cu/hopper/tf32_register_a.cu"):
+        headers |= included_headers(source)
+        headers[source.rsplit("/", 1)[1]] = (ROOT / source).read_bytes()
+    compiled = compile_cuda(PROBE, "config_probe.cu", "sm_90a", headers=headers, options=("--std=c++17",),
+                            name_expressions=expressions)  # a mismatch is a static_assert in the log
+    assert len(compiled.lowered_names) == len(expressions) > 100
+
+
+# ---------------------------------------------------------------- rules
+@pytest.mark.parametrize("name, overrides, problem, message", [
+    ("warp_specialized_bf16", {"BN": 256, "STAGES": 5}, P256,
+     "246864 bytes of shared memory per block; sm_90 allows at most 232448 (227 KiB)"),
+    ("persistent_fp16", {"STAGES": 5}, P256, "267520 bytes of shared memory per block"),
+    ("hopper_bf16", {"CONSUMERS": 1}, P256, "2 CTAs per SM of 175360 bytes (+ 1 KiB reserved each) exceed"),
+    ("hopper_bf16", {"SWAPPED": 1, "SPLITS": 2}, P256, "SWAPPED=1 runs hopper_cluster_swapped: 128 x 256 tiles"),
+    ("hopper_fp16", {"SWAPPED": 1, "BN": 128}, P256, "(BN=256, CONSUMERS=2), STAGES=4, no split-K (SPLITS=1)"),
+    ("hopper_bf16", {}, GemmProblem(8, 8, 0), "K = 0: the wgmma kernels need at least one k tile"),
+    ("wgmma_tma_tf32", {}, GemmProblem(1, 1, 65535 * 32 + 1), "pack_transpose (B^T for tf32) covers at most"),
+    ("wgmma_tma_bf16", {}, GemmProblem(65535 * 128 + 1, 1, 1), "needs 65536 blocks along grid axis y"),
+    ("cluster_bf16", {"CN": 4}, P256, "CN=4 is not allowed; choose one of [1, 2]"),
+    ("hopper_tf32", {"STAGES": 5}, P256, "STAGES=5 is not allowed; choose one of [2, 3, 4]"),
+    ("persistent_bf16", {"SPLITS": 2}, P256, "has no tunable 'SPLITS'"),
+])
+def test_refused_configurations_name_the_rule_in_one_line(name, overrides, problem, message):
+    with pytest.raises(ValueError) as info:
+        SPECS[name].validate(problem, overrides)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert name in str(info.value).split(":")[0]
+
+
+def test_what_the_rules_let_through():
+    SPECS["hopper_tf32"].validate(GemmProblem(1, 1, 65535 * 32 + 1))  # no transpose: any K
+    SPECS["persistent_bf16"].validate(GemmProblem(2**31 - 1, 1, 1))  # a persistent grid has no y limit
+    SPECS["hopper_bf16"].validate(GemmProblem(0, 8, 0))  # empty: nothing to launch
+    SPECS["hopper_bf16"].validate(P256, {"BN": 128, "CONSUMERS": 1, "STAGES": 4})  # two 109824-byte CTAs
+    SPECS["hopper_bf16"].validate(P256, {"SWAPPED": 1, "CM": 2, "CN": 2})
+
+
+# ---------------------------------------------------------------- geometry and grids
+def test_tiled_rungs_launch_one_cta_per_tile():
+    spec = SPECS["wgmma_tma_bf16"]
+    assert spec.grid(GemmProblem(4093, 4091, 4099), spec.resolve()) == (32, 32, 1)
+    assert spec.grid(GemmProblem(1, 1, 1), spec.resolve({"BN": 64})) == (1, 1, 1)
+    assert spec.block(spec.resolve()) == (128, 1, 1)
+    assert SPECS["warp_specialized_fp16"].grid(GemmProblem(129, 257, 5), SPECS["warp_specialized_fp16"].resolve()) \
+        == (2, 2, 1)
+
+
+@pytest.mark.parametrize("name, overrides, shape, units", [
+    ("persistent_bf16", {}, (4096, 4096, 4096), 32 * 16),
+    ("cluster_bf16", {}, (4096, 4096, 4096), 16 * 16),  # 2x1 super tiles
+    ("cluster_bf16", {}, (129, 257, 9), 1 * 2),
+    ("hopper_bf16", {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}, (1024, 1024, 16384), 4 * 8 * 2),
+    ("hopper_bf16", {"SPLITS": 4}, (300, 300, 100), 3 * 2 * 2),  # K = 100 has 2 k tiles: 2 slices
+    ("hopper_bf16", {"BN": 128, "CONSUMERS": 1}, (1024, 1024, 1024), 16 * 8),
+    ("hopper_tf32", {}, (4096, 4096, 4096), 16 * 32),
+    ("hopper_tf32", {"CM": 2, "CN": 2}, (257, 129, 1), 1 * 1),
+])
+def test_work_units_of_persistent_kernels(name, overrides, shape, units):
+    spec = SPECS[name]
+    t = spec.resolve(overrides)
+    g = entry_geometry(spec, t)[1]
+    assert g.persistent and geo.work_units(GemmProblem(*shape), g, t.get("SPLITS", 1)) == units
+    assert spec.grid(GemmProblem(*shape), t) == (g.cluster * units, 1, 1)
+
+
+@pytest.mark.parametrize("units, resident, cluster, grid", [
+    (512, 132, 1, 132), (256, 66, 2, 132), (64, 66, 2, 128), (3, 132, 1, 3), (1, 66, 2, 2), (300, 264, 1, 264),
+])
+def test_persistent_grid_is_whole_clusters_resident_at_once(units, resident, cluster, grid):
+    assert geo.persistent_grid(units, resident, cluster) == grid
+
+
+def test_fallback_residency_is_the_h100_rule():
+    assert geo.fallback_resident_clusters(132, 1, 1) == 132
+    assert geo.fallback_resident_clusters(132, 1, 2) == 66  # 66 two-CTA clusters, as measured
+    assert geo.fallback_resident_clusters(132, 2, 1) == 264  # one-consumer tiles: two CTAs per SM
+
+
+@settings(max_examples=80, deadline=None)
+@given(m=st.integers(1, 5000), n=st.integers(1, 5000), k=st.integers(1, 9000), cm=st.sampled_from((1, 2, 4)),
+       cn=st.sampled_from((1, 2)), consumers=st.sampled_from((1, 2)), splits=st.sampled_from((1, 2, 3, 8)))
+def test_units_and_scratch_cover_every_tile(m, n, k, cm, cn, consumers, splits):
+    g = geo.persistent("bf16", 128, 4, cm, cn, consumers, "split")
+    p = GemmProblem(m, n, k)
+    tiles_m, tiles_n = -(-m // g.bm), -(-n // g.bn)
+    s = geo.effective_splits(k, g.bk, splits)
+    units = geo.work_units(p, g, splits)
+    assert units == -(-tiles_m // cm) * -(-tiles_n // cn) * s  # whole clusters of tiles, times the slices
+    assert units * cm * cn >= tiles_m * tiles_n * s  # every tile and slice has a CTA's unit
+    assert 1 <= s <= min(splits, -(-k // 64))
+    partials, counters = geo.split_scratch(p, g, splits)
+    if s == 1:
+        assert (partials, counters) == (0, 0)
+    else:  # the kernel indexes tiles up to the padded cluster grid
+        padded = -(-tiles_m // cm) * cm * (-(-tiles_n // cn) * cn)
+        assert partials == padded * s * g.bm * g.bn * 4 and counters == padded * 8
+
+
+def test_split_scratch_of_the_deep_k_shape():
+    g = geo.persistent("bf16", 128, 6, 2, 1, 2, "split")
+    assert geo.split_scratch(GemmProblem(1024, 1024, 16384), g, 2) == (64 * 2 * 128 * 128 * 4, 64 * 8)
+    assert geo.split_scratch(GemmProblem(1024, 1024, 64), g, 2) == (0, 0)  # one k tile: no split
+
+
+@pytest.mark.parametrize("precision, address, ld, rows, cols, kernel, packed_ld", [
+    ("bf16", 0x10000, 4096, 100, 4096, None, None),
+    ("bf16", 0x10000, 4099, 100, 4099, "pack_rows", 4104),  # 8198-byte rows
+    ("fp16", 0x10002, 64, 10, 64, "pack_rows", 64),  # base 2 bytes off
+    ("tf32", 0x10000, 4098, 10, 4098, "pack_rows", 4100),
+    ("tf32", 0x10000, 4096, 10, 4096, None, None),
+])
+def test_which_operands_are_packed(precision, address, ld, rows, cols, kernel, packed_ld):
+    pack = geo.pack_for(address, ld, rows, cols, precision)
+    if kernel is None:
+        assert pack is None
+        return
+    assert (pack.kernel, pack.ld, pack.out_rows, pack.out_cols) == (kernel, packed_ld, rows, cols)
+    assert pack.nbytes == rows * packed_ld * geo.ITEMSIZE[precision] and "TMA needs" in pack.reason
+    per = 16 // geo.ITEMSIZE[precision]
+    assert pack.grid == (-(-(packed_ld // per) // 256), min(rows, 65535), 1)
+
+
+def test_tf32_b_is_transposed_whatever_its_layout():
+    pack = geo.pack_for(0x10000, 4096, 4099, 300, "tf32", transpose=True)  # B: K = 4099 rows, N = 300
+    assert (pack.kernel, pack.out_rows, pack.out_cols, pack.ld) == ("pack_transpose", 300, 4099, 4100)
+    assert pack.grid == (10, 129, 1) and pack.nbytes == 300 * 4100 * 4
+    assert geo.pack_for(0x10000, 70001, 70000, 1, "bf16").grid == (1, 65535, 1)  # rows loop in the kernel
+
+
+# ---------------------------------------------------------------- choose
+@pytest.mark.parametrize("shape, picked", [
+    ((1024, 1024, 1024), {"BN": 128, "STAGES": 4, "CONSUMERS": 1}),
+    ((16384, 128, 4096), {"BN": 128, "STAGES": 6}),
+    ((1024, 1024, 16384), {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),
+    ((2048, 2048, 2048), {"SWAPPED": 1, "CM": 1}),
+    ((4096, 4096, 4096), {"SWAPPED": 1, "CM": 2}),
+    ((8192, 8192, 8192), {"SWAPPED": 1, "CM": 2}),
+    ((4093, 4091, 4099), {}),  # any_shape 128 x 256, staged epilogue, packed operands
+])
+def test_choose_picks_what_measured_best_on_the_h100(shape, picked):
+    for name in ("hopper_bf16", "hopper_fp16"):
+        spec = SPECS[name]
+        problem = GemmProblem(*shape)
+        tunables, note = spec.choose(problem, "NVIDIA H100 80GB HBM3")
+        assert tunables == picked and note and "\n" not in note
+        spec.validate(problem, tunables)
+
+
+@settings(max_examples=100, deadline=None)
+@given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 70000))
+def test_choose_always_gives_a_valid_configuration_whose_split_k_runs_at_once(m, n, k):
+    if m * k > 2**31 - 1 or k * n > 2**31 - 1 or m * n > 2**31 - 1:
+        return
+    spec, p = SPECS["hopper_bf16"], GemmProblem(m, n, k)
+    t = spec.validate(p, spec.choose(p, "NVIDIA H100 80GB HBM3")[0])
+    if t["SPLITS"] > 1:  # the parallel reduction needs every unit resident: 66 two-CTA clusters on the H100
+        g = entry_geometry(spec, t)[1]
+        assert geo.work_units(p, g, t["SPLITS"]) <= geo.fallback_resident_clusters(132, g.ctas_per_sm, g.cluster)
+
+
+# ---------------------------------------------------------------- the launch plan on a fake context
+class FakeKernel:
+    def __init__(self, name, log):
+        self.entry, self.handle, self.log = name, None, log
+
+    def pack(self, *args):
+        return (self.entry, args)
+
+    def launch(self, grid, block, args, stream):
+        self.log.append((self.entry, tuple(grid), tuple(block), args[1]))
+
+
+class Operand:
+    def __init__(self, ptr, ld, itemsize):
+        self.ptr, self.ld, self.itemsize = ptr, ld, itemsize
+
+
+class Device:
+    sm_count = 132
+
+
+def _run_plan(monkeypatch, name, problem, tunables=None, lds=None, misalign=(0, 0, 0), resident=None):
+    spec = SPECS[name]
+    t = spec.validate(problem, tunables or {})
+    itemsize = geo.ITEMSIZE[spec.precision]
+    lds = lds or (problem.k, problem.n, problem.n)
+    base = (0x7F0000000000, 0x7F1000000000, 0x7F2000000000)
+    a, b = (Operand(base[i] + misalign[i] * itemsize, lds[i], itemsize) for i in range(2))
+    c = Operand(base[2] + 4 * misalign[2], lds[2], 4)
+    launches, maps, scratch = [], [], {}
+
+    def encode(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle):
+        tensor_map.validate_tiled_2d(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle)
+        maps.append((address, dtype, rows, cols, ld, box_rows, box_cols, swizzle))
+        return bytes(128)
+
+    def workspace(ws_name, nbytes, *, zeroed=False):
+        assert nbytes > 0
+        scratch[ws_name] = (nbytes, zeroed)
+        return 0x7F3000000000 + 0x100000000 * len(scratch)
+
+    monkeypatch.setattr(plans, "encode_tiled_2d", encode)
+    names = ["main", *(e.name for e in spec.extra_entries)]
+    ctx = PlanContext(spec, {n: FakeKernel(n, launches) for n in names}, problem, a, b, c, t, "stream", workspace,
+                      Device())
+    resident = resident or (lambda ctx, kernel, g: geo.fallback_resident_clusters(132, g.ctas_per_sm, g.cluster))
+    enqueue = plans.plan(ctx, SELECTORS[name], resident)
+    enqueue()
+    first = list(launches)
+    enqueue()
+    assert launches[len(first):] == first  # every launch repeats the packing passes
+    return t, first, maps, scratch
+
+
+def test_plan_of_aligned_bf16_operands_launches_the_gemm_alone(monkeypatch):
+    t, launches, maps, scratch = _run_plan(monkeypatch, "persistent_bf16", GemmProblem(4096, 4096, 4096))
+    assert launches == [("main", (132, 1, 1), (384, 1, 1), launches[0][3])] and scratch == {}
+    args = launches[0][3]
+    assert len(args) == len(SPECS["persistent_bf16"].signature) and args[-1] == 8  # group_m
+    assert [m[2:] for m in maps] == [(4096, 4096, 4096, 128, 64, 128), (4096, 4096, 4096, 64, 64, 128)]
+
+
+def test_plan_packs_what_tma_cannot_read_before_every_gemm(monkeypatch):
+    p = GemmProblem(4093, 4091, 4099)
+    t, launches, maps, scratch = _run_plan(monkeypatch, "hopper_bf16", p, {"SWAPPED": 0})
+    assert [entry for entry, *_ in launches] == ["pack_rows", "pack_rows", "main"]
+    (_, grid_a, block, args_a), (_, grid_b, _, args_b) = launches[:2]
+    assert block == (256, 1, 1) and grid_a == (3, 4093, 1) and grid_b == (2, 4099, 1)
+    assert args_a[1:4] == (4099, 4093, 4099) and args_a[5] == 4104  # ld_src, rows, cols; ld_dst
+    assert args_b[1:4] == (4091, 4099, 4091) and args_b[5] == 4096
+    assert scratch == {plans.PACKED["a"]: (4093 * 4104 * 2, False), plans.PACKED["b"]: (4099 * 4096 * 2, False)}
+    a_map, b_map = maps
+    assert a_map[0] == args_a[4] and a_map[2:] == (4093, 4099, 4104, 128, 64, 128)  # the packed copy
+    assert b_map[0] == args_b[4] and b_map[2:] == (4099, 4091, 4096, 64, 64, 128)
+
+
+def test_plan_of_split_k_reserves_partials_and_zeroed_counters(monkeypatch):
+    p = GemmProblem(1024, 1024, 16384)
+    tunables, _ = SPECS["hopper_bf16"].choose(p, "NVIDIA H100 80GB HBM3")
+    t, launches, maps, scratch = _run_plan(monkeypatch, "hopper_bf16", p, tunables)
+    ((entry, grid, block, args),) = launches
+    assert (entry, grid, block) == ("cluster", (128, 1, 1), (384, 1, 1))  # 64 units of 2x1 clusters, all resident
+    assert args[9:11] == (8, 2) and args[11] and args[12]  # group_m, splits, workspace, counters
+    assert scratch == {plans.PARTIALS: (64 * 2 * 128 * 128 * 4, False), plans.COUNTERS: (64 * 8, True)}
+    assert [m[5:7] for m in maps] == [(128, 64), (32, 64)]  # A box 128 x 64; B box 64/CM k rows x 64 n
+
+
+def test_plan_of_the_swapped_path_and_the_one_consumer_path(monkeypatch):
+    _, launches, maps, _ = _run_plan(monkeypatch, "hopper_fp16", GemmProblem(4096, 4096, 4096),
+                                     {"SWAPPED": 1, "CM": 2}, resident=lambda ctx, k, g: 66)
+    assert [(e, g, b, len(a)) for e, g, b, a in launches] == [("swapped", (132, 1, 1), (384, 1, 1), 10)]
+    assert [m[5:7] for m in maps] == [(128, 64), (32, 64)]
+    _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(1024, 1024, 1024),
+                                        {"BN": 128, "CONSUMERS": 1}, resident=lambda ctx, k, g: 264)
+    assert [(e, g, b) for e, g, b, _ in launches] == [("main", (128, 1, 1), (256, 1, 1))] and scratch == {}
+    assert launches[0][3][11:] == (0, 0)  # no split: no scratch pointers
+
+
+def test_plan_of_tf32_transposes_b_for_the_rungs_and_not_for_register_a(monkeypatch):
+    p = GemmProblem(300, 200, 100)
+    _, launches, maps, scratch = _run_plan(monkeypatch, "cluster_tf32", p, misalign=(1, 0, 3))
+    assert [e for e, *_ in launches] == ["pack_rows", "pack_transpose", "main"]
+    assert launches[1][1] == (7, 4, 1)  # 32 x 32 tiles over B (100 x 200)
+    assert maps[1][2:7] == (200, 100, 100, 128, 32)  # B^T: N x K, box BN/CM rows x 32
+    assert set(scratch) == set(plans.PACKED.values())
+    _, launches, maps, scratch = _run_plan(monkeypatch, "hopper_tf32", p)
+    assert [e for e, *_ in launches] == ["main"] and scratch == {}
+    assert [m[2:7] for m in maps] == [(300, 100, 100, 256, 32), (100, 200, 200, 32, 32)]
+
+
+def test_plan_of_rung_1_and_empty_problems(monkeypatch):
+    _, launches, maps, _ = _run_plan(monkeypatch, "wgmma_tma_tf32", GemmProblem(129, 130, 33))
+    assert [(e, g, b) for e, g, b, _ in launches][-1] == ("main", (2, 2, 1), (128, 1, 1))
+    assert maps[1][2:7] == (130, 33, 36, 128, 32)  # B^T box: BN rows
+    _, launches, maps, _ = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(0, 5, 7))
+    assert launches == [] and maps == []
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_plan_arguments_match_each_entry_signature(monkeypatch, name):
+    spec = SPECS[name]
+    signatures = {"main": spec.signature, **{e.name: e.signature for e in spec.extra_entries}}
+    for problem, misalign in ((GemmProblem(77, 300, 4099), (1, 1, 1)), (GemmProblem(1, 1, 1), (0, 0, 0))):
+        for overrides in spec.configurations():
+            _, launches, _, _ = _run_plan(monkeypatch, name, problem, overrides, misalign=misalign,
+                                          lds=(problem.k, problem.n, problem.n))
+            for entry, grid, block, args in launches:
+                assert len(args) == len(signatures[entry]), (entry, args)
+                assert all(1 <= x for x in grid) and block[0] in (128, 256, 384)
+
+
+# ---------------------------------------------------------------- the generator
+def test_gen_wgmma_reproduces_the_committed_header():
+    spec = importlib.util.spec_from_file_location("gen_wgmma", ROOT / "tools" / "gen_wgmma.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    committed = (ROOT / "cu" / "hopper" / "wgmma.cuh").read_bytes()
+    assert gen.render().encode() == committed
+    assert gen.OUT == ROOT / "cu" / "hopper" / "wgmma.cuh"
+    assert b"GENERATED by tools/gen_wgmma.py" in committed
