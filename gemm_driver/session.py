@@ -17,7 +17,6 @@ from typing import Mapping
 from . import kernels
 from .cuda import cublas, cublaslt
 from .cuda.driver import Context, DeviceBuffer, Kernel, Module, Stream
-from .kernels import precision_of
 from .kernels.build import Build, build
 from .kernels.launch import Launch, Operand, PlanContext, standard_plan
 from .kernels.providers import Provider
@@ -176,7 +175,7 @@ def check_operands(target: KernelSpec | Provider, problem: GemmProblem, a: Opera
                          f"got {a.itemsize}- and {b.itemsize}-byte ones")
     if not target.takes_batch(problem.batch):
         if problem.batch > 1:
-            baseline = get_precision(precision_of(target.name)).batched_baseline
+            batched = p if p.batched_baseline else get_precision("fp32")  # FP32 has the one batched baseline
             raise ValueError(f"{target.name} computes one GEMM per launch; batched shapes run on "
-                             f"{baseline or 'a batched baseline'} ({p.name.upper()})")
+                             f"{batched.batched_baseline} ({batched.name.upper()})")
         raise ValueError(f"{target.name} runs batched shapes only (B x M x N x K)")

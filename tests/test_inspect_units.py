@@ -161,6 +161,16 @@ def test_occupancy_by_hand(arch, threads, regs, smem, dynamic, blocks, fraction,
     assert occ.fraction == pytest.approx(fraction)
 
 
+def test_occupancy_counts_named_barriers_on_sm_90():
+    """The H100's driver gives a kernel that uses all 16 named barriers 4 blocks an SM (the
+    warp-specialised Hopper rung with its staged epilogue), whatever its size; 1 barrier
+    (__syncthreads) never limits."""
+    tiny = occupancy("sm_90", 32, 168, 0, 0, barriers=16)
+    assert (tiny.blocks_per_sm, tiny.limited_by) == (4, "barriers")
+    assert occupancy("sm_90", 32, 168, 0, 0, barriers=1).limited_by == "registers"
+    assert occupancy("sm_80", 32, 168, 0, 0, barriers=16).limited_by == "registers"  # not modelled there
+
+
 def test_occupancy_refuses_an_arch_it_has_no_limits_for():
     with pytest.raises(ValueError, match="no occupancy limits known for sm_87"):
         occupancy("sm_87", 128, 32, 0)

@@ -74,7 +74,7 @@ def plan(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *, alph
             m, n, k, batch = (*shape, 1)[:4]
             problem = GemmProblem(m, n, k, alpha, beta, batch)
             names = [x for x in kernel_names if precision_of(x) == prec
-                     and (batch > 1 or kernels.get(x).takes_batch(1))]
+                     and (batch > 1 or kernels.get(x).single)]
             if names:
                 steps.append(Step(problem, index, prec, names))
     return steps

@@ -24,7 +24,7 @@ from . import headers as system_headers
 from . import nvrtc
 from .nvrtc import Compiled, Resources
 
-SCHEMA_VERSION = 3  # 2: cubins stored whole; 3: resources read from the cubin
+SCHEMA_VERSION = 4  # 2: cubins stored whole; 3: resources read from the cubin; 4: barriers too
 
 
 def cache_dir() -> Path | None:

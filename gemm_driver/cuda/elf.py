@@ -29,10 +29,11 @@ class CubinFunction:
     frame_bytes: int  # per-thread stack frame: local memory the code uses (spills included)
     shared_bytes: int
     constant_bytes: int
+    barriers: int  # named barriers (bar.sync ids) the code uses: they limit blocks per SM too
 
 
-def _sections(image: bytes) -> list[tuple[str, int, int, int, int]]:
-    """(name, type, offset, size, link) of every section, in section-index order."""
+def _sections(image: bytes) -> list[tuple[str, int, int, int, int, int]]:
+    """(name, type, offset, size, link, flags) of every section, in section-index order."""
     if image[:4] != b"\x7fELF" or image[4] != 2:
         raise ValueError("not a 64-bit ELF cubin")
     (shoff,) = struct.unpack_from("<Q", image, 0x28)
@@ -44,11 +45,11 @@ def _sections(image: bytes) -> list[tuple[str, int, int, int, int]]:
         end = image.index(b"\x00", names_offset + offset)
         return image[names_offset + offset : end].decode()
 
-    return [(name(h[0]), h[1], h[4], h[5], h[6]) for h in headers]
+    return [(name(h[0]), h[1], h[4], h[5], h[6], h[2]) for h in headers]
 
 
 def _symbol_names(image: bytes, sections: list) -> list[str]:
-    _, _, offset, size, link = next(s for s in sections if s[0] == ".symtab")
+    _, _, offset, size, link, _ = next(s for s in sections if s[0] == ".symtab")
     strtab_offset = sections[link][2]  # sh_link is the index of the symbols' string table
     names = []
     for i in range(size // 24):
@@ -73,9 +74,12 @@ def functions(image: bytes) -> dict[str, CubinFunction]:
     """Resources of every kernel in the cubin, by (mangled) name."""
     sections = _sections(image)
     symbols = _symbol_names(image, sections)
-    sizes = {name: size for name, _, _, size, _ in sections}
+    sizes = {name: size for name, _, _, size, _, _ in sections}
+    # A kernel's barrier count sits in bits 20-26 of its .text section's flags (where
+    # ptxas's "Used N barriers" comes from; checked against the log for sm_80 and sm_90).
+    barriers = {name: (flags >> 20) & 0x7F for name, _, _, _, _, flags in sections}
     per_symbol: dict[str, dict[int, int]] = {}
-    for name, _, offset, size, _ in sections:
+    for name, _, offset, size, _, _ in sections:
         if name != ".nv.info":
             continue
         for attr, payload in _attributes(image, offset, size):
@@ -89,6 +93,7 @@ def functions(image: bytes) -> dict[str, CubinFunction]:
             frame_bytes=per_symbol.get(name, {}).get(EIATTR_FRAME_SIZE, 0),
             shared_bytes=sizes.get(f".nv.shared.{name}", 0),
             constant_bytes=sizes.get(f".nv.constant0.{name}", 0),
+            barriers=barriers.get(f".text.{name}", 0),
         )
         for name in kernels
     }

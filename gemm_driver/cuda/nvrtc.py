@@ -23,8 +23,8 @@ ARCH_PATTERN = re.compile(r"^sm_(\d+)(a?)$")
 
 @dataclass(frozen=True)
 class Resources:
-    """One entry point's resources. None means not known: spill and barrier counts exist
-    only in the ``ptxas -v`` log, which a compiler serving its own cache does not print."""
+    """One entry point's resources. None means not known: spill counts exist only in the
+    ``ptxas -v`` log, which a compiler serving its own cache does not print."""
 
     registers: int = 0
     shared_bytes: int = 0  # static shared memory only; dynamic comes from the launch
@@ -32,7 +32,7 @@ class Resources:
     spill_store_bytes: int | None = 0
     spill_load_bytes: int | None = 0
     constant_bytes: int = 0  # cmem[0]: the parameter bank and compiler constants
-    barriers: int | None = 0
+    barriers: int = 0  # named barriers (from the cubin)
 
     @property
     def spill_bytes(self) -> int | None:
@@ -268,7 +268,7 @@ _RESERVED_SHARED_FROM_SM90 = 1024
 
 
 def cubin_resources(cubin: bytes, log: str, arch: str) -> dict[str, Resources]:
-    """Resources of each kernel: sizes from the cubin itself, spills and barriers from the log.
+    """Resources of each kernel: sizes and barriers from the cubin itself, spills from the log.
 
     The cubin is always there; the ``ptxas -v`` log is not (a compiler answering from its
     cache prints none). Without a log, spills are still known to be 0 when the stack frame
@@ -282,10 +282,9 @@ def cubin_resources(cubin: bytes, log: str, arch: str) -> dict[str, Resources]:
     for name, f in functions(cubin).items():
         known = logged.get(name)
         if known is not None:
-            stores, loads, barriers = known.spill_store_bytes, known.spill_load_bytes, known.barriers
+            stores, loads = known.spill_store_bytes, known.spill_load_bytes
         else:
             stores = loads = 0 if f.frame_bytes == 0 else None
-            barriers = None
         found[name] = Resources(
             registers=f.registers,
             shared_bytes=max(f.shared_bytes - reserved, 0) if f.shared_bytes else 0,
@@ -293,6 +292,6 @@ def cubin_resources(cubin: bytes, log: str, arch: str) -> dict[str, Resources]:
             spill_store_bytes=stores,
             spill_load_bytes=loads,
             constant_bytes=f.constant_bytes,
-            barriers=barriers,
+            barriers=f.barriers,
         )
     return found

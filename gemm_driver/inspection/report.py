@@ -54,7 +54,7 @@ def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None
     threads = prod(spec.block(built.tunables))
     dynamic = spec.dynamic_smem(built.tunables)
     try:
-        occ = occupancy(arch, threads, r.registers, r.shared_bytes, dynamic)
+        occ = occupancy(arch, threads, r.registers, r.shared_bytes, dynamic, r.barriers)
         fit = {"blocks_per_sm": occ.blocks_per_sm, "occupancy": round(occ.fraction, 4),
                "occupancy_limit": occ.limited_by}
     except ValueError:  # an arch missing from the limits table: the rest is still worth having

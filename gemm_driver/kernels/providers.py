@@ -64,7 +64,9 @@ class Provider:
         return "-" if self.kind == "cpu" else f"sm_{self.min_cc[0]}{self.min_cc[1]}"
 
     def takes_batch(self, batch: int) -> bool:
-        return self.batched if batch > 1 else self.single
+        """Batched providers run one GEMM too (a batch of 1); ``single`` says whether the
+        sweep lists them for unbatched shapes."""
+        return self.batched if batch > 1 else (self.single or self.batched)
 
 
 # --- cuBLAS --------------------------------------------------------------------------------
@@ -76,7 +78,11 @@ def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
 
 
 def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
-    """Strided-batched GemmEx walking the stacked operands, one matrix per stride."""
+    """Strided-batched GemmEx walking the stacked operands, one matrix per stride. A batch of
+    one is plain GemmEx: cuBLAS 13.1's strided-batched call with alpha = beta = 0 leaves a
+    1 x 1 x 1 C unwritten (seen on the H100), where C must become 0."""
+    if problem.batch == 1:
+        return _cublas_gemm(provider, session, problem, a, b, c)
     handle, types = session.cublas(), _precision.get(provider.precision).cublas
     m, n, k = problem.m, problem.n, problem.k
     args = (m, n, k, problem.alpha, a.ptr, a.ld, m * a.ld, b.ptr, b.ld, k * b.ld,

@@ -166,6 +166,8 @@ class KernelSpec:
                     )
         return tunables
 
+    single = True  # listed for unbatched shapes (as Provider.single)
+
     def takes_batch(self, batch: int) -> bool:
         """A kernel computes one GEMM per launch; batched shapes are for batched baselines."""
         return batch == 1

@@ -1,6 +1,6 @@
 // broken.cu -- deliberately wrong GEMM kernels. The test suite runs them to prove that
 // the verification harness catches each class of bug; none of them is registered.
-#include "gemm_common.cuh"
+#include "simt/gemm_common.cuh"
 
 #define GEMM_ARGS int M, int N, int K, float alpha, const float* A, int lda, \
                   const float* B, int ldb, float beta, float* C, int ldc
