@@ -102,6 +102,8 @@ def test_every_kernel_builds_without_spills(fresh_cache, spec, arch, tunables):
         tile, pad = tunables["TILE"], tunables["PAD"]
         assert r.shared_bytes == 2 * tile * (tile + pad) * 4
         assert r.barriers >= 1  # __syncthreads, read from the cubin (no log needed)
+    for name, logged in nvrtc.parse_ptxas_log(compiled.log).items():  # where ptxas printed its log
+        assert compiled.resources[name].barriers == logged.barriers, name
         assert result.entry.startswith("_Z"), "template entries come back as mangled lowered names"
     else:  # the rest size shared memory at launch (dynamic) or keep a few static words
         assert r.shared_bytes + spec.dynamic_smem(tunables) <= 227 * 1024

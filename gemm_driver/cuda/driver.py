@@ -268,11 +268,18 @@ class DeviceBuffer(Resource):
             )
 
     def upload(self, array: np.ndarray, offset: int = 0, stream: Stream | None = None) -> None:
-        """Host -> device; asynchronous on ``stream`` when one is given (keep ``array`` alive)."""
+        """Host -> device; asynchronous on ``stream`` when one is given (keep ``array`` alive).
+
+        Without a stream the copy is complete on the device when this returns. cuMemcpyHtoD
+        alone does not promise that: from pageable memory it returns once the data is staged,
+        and our streams are non-blocking, so they do not wait for the legacy stream's DMA. On
+        the H100 a kernel on the session stream then read C before its NaN poison (or its
+        input values) had landed: flaky wrong answers for correct kernels under load."""
         self._check_fits(array, offset)
         d = api()
         if stream is None:
             check(d.cuMemcpyHtoD(self.ptr + offset, array.ctypes.data, array.nbytes), "cuMemcpyHtoD")
+            check(d.cuCtxSynchronize(), "cuCtxSynchronize")
         else:
             check(
                 d.cuMemcpyHtoDAsync(self.ptr + offset, array.ctypes.data, array.nbytes, stream.handle),
@@ -293,11 +300,14 @@ class DeviceBuffer(Resource):
         return array
 
     def memset32(self, value: int, count: int | None = None, stream: Stream | None = None) -> None:
-        """Fill ``count`` 32-bit words (default: the whole buffer) with ``value``."""
+        """Fill ``count`` 32-bit words (default: the whole buffer) with ``value``; without a
+        stream, done on the device when this returns (cuMemsetD32 is asynchronous to the host
+        and unordered with non-blocking streams: see ``upload``)."""
         count = self.nbytes // 4 if count is None else count
         d = api()
         if stream is None:
             check(d.cuMemsetD32(self.ptr, value, count), "cuMemsetD32")
+            check(d.cuCtxSynchronize(), "cuCtxSynchronize")
         else:
             check(d.cuMemsetD32Async(self.ptr, value, count, stream.handle), "cuMemsetD32Async")
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+EIFMT_BVAL, EIFMT_HVAL = 0x02, 0x03  # a value inside the record itself (8 or 16 bits)
 EIFMT_SVAL = 0x04
 EIATTR_FRAME_SIZE = 0x11
 EIATTR_REGCOUNT = 0x2F
+EIATTR_NUM_BARRIERS = 0x4C
 
 
 @dataclass(frozen=True)
@@ -70,14 +72,40 @@ def _attributes(image: bytes, offset: int, size: int):
             position += value
 
 
+def _header_values(image: bytes, offset: int, size: int):
+    """(attribute, value) for each EIFMT_BVAL / EIFMT_HVAL record (the value in the record)."""
+    position, end = offset, offset + size
+    while position + 4 <= end:
+        fmt, attr, value = struct.unpack_from("<BBH", image, position)
+        position += 4
+        if fmt in (EIFMT_BVAL, EIFMT_HVAL):
+            yield attr, value
+        elif fmt == EIFMT_SVAL:
+            position += value
+
+
+def _barrier_counts(sections: list) -> dict[str, int]:
+    """Named barriers per kernel. ptxas 12.x puts the count in bits 20-26 of the kernel's
+    .text section flags; ptxas 13 writes EIATTR_NUM_BARRIERS (a BVAL record) in the
+    kernel's own .nv.info.<name> section instead. Both checked against "Used N barriers"."""
+    counts: dict[str, int] = {}
+    for name, _, _, _, _, flags in sections:
+        if name.startswith(".text."):
+            counts[name[len(".text."):]] = (flags >> 20) & 0x7F
+    return counts
+
+
 def functions(image: bytes) -> dict[str, CubinFunction]:
     """Resources of every kernel in the cubin, by (mangled) name."""
     sections = _sections(image)
     symbols = _symbol_names(image, sections)
     sizes = {name: size for name, _, _, size, _, _ in sections}
-    # A kernel's barrier count sits in bits 20-26 of its .text section's flags (where
-    # ptxas's "Used N barriers" comes from; checked against the log for sm_80 and sm_90).
-    barriers = {name: (flags >> 20) & 0x7F for name, _, _, _, _, flags in sections}
+    barriers = _barrier_counts(sections)
+    for name, _, offset, size, _, _ in sections:
+        if name.startswith(".nv.info."):
+            for attr, value in _header_values(image, offset, size):
+                if attr == EIATTR_NUM_BARRIERS:
+                    barriers[name[len(".nv.info."):]] = value
     per_symbol: dict[str, dict[int, int]] = {}
     for name, _, offset, size, _, _ in sections:
         if name != ".nv.info":
@@ -93,7 +121,7 @@ def functions(image: bytes) -> dict[str, CubinFunction]:
             frame_bytes=per_symbol.get(name, {}).get(EIATTR_FRAME_SIZE, 0),
             shared_bytes=sizes.get(f".nv.shared.{name}", 0),
             constant_bytes=sizes.get(f".nv.constant0.{name}", 0),
-            barriers=barriers.get(f".text.{name}", 0),
+            barriers=barriers.get(name, 0),
         )
         for name in kernels
     }
