@@ -216,6 +216,9 @@ def ladder(plt, document: dict, path: Path, dtype: str = "fp32") -> Path:
     names += [n for n in _kernel_order(results) if n not in names and n in kernels.KERNELS]
     shapes = _ladder_shapes(results)
     what = dtype.upper()
+    # The 100% line is the fastest baseline of the precision that ran (cuBLAS, or cuBLASLt).
+    base = " / ".join(b for b in _precision.baselines(dtype) if any(c["kernel"] == b for c in results))
+    base = f"best of {base}" if " / " in base else f"cuBLAS {what}"
     if not names or not shapes:
         raise PlotError(f"no {what} ladder kernels in this run: nothing to draw as % of cuBLAS")
     fig, ax = plt.subplots(figsize=(10, 0.3 * len(names) * len(shapes) + 2))
@@ -231,12 +234,12 @@ def ladder(plt, document: dict, path: Path, dtype: str = "fp32") -> Path:
                 continue
             ax.barh(y, pct, height, color=f"C{j}", label=f"shape {label}")
             ax.text(pct + 0.8, y, f"{pct:.1f}%", va="center", fontsize=8)
-    ax.axvline(100, color="black", ls="--", lw=1.5, label=f"cuBLAS {what} = 100%")
+    ax.axvline(100, color="black", ls="--", lw=1.5, label=f"{base} = 100%")
     ax.set_yticks(range(len(names)), names)
     ax.invert_yaxis()
-    ax.set_xlabel(f"% of cuBLAS {what} throughput on the same shape (higher is better)")
+    ax.set_xlabel(f"% of {base} throughput on the same shape (higher is better)")
     ax.set_xlim(0, max(115, max((c.get("pct_of_cublas") or 0) for c in results if c["kernel"] in names) + 15))
-    ax.set_title(_title(document, f"The {what} ladder, in kernels.LADDER order"))
+    ax.set_title(_title(document, f"The {what} ladder, rung by rung"))
     handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
     ax.legend(handles.values(), handles.keys(), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8,
               frameon=False)
