@@ -71,6 +71,8 @@ def test_info_json(capsys, private_cache):
     assert code == 0
     env = json.loads(out)
     assert env["cache_dir"] == str(private_cache)
+    # the runtime wheel's include directory, where cuda_bf16.h is (a dependency of the package)
+    assert os.path.isfile(os.path.join(env["cuda_header_dirs"], "cuda_bf16.h"))
     assert ("unavailable" in env["gpu"]) is (not HAVE_GPU)
 
 

@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-from ..cuda import cache, cublas, nvrtc
+from ..cuda import cache, cublas, headers, nvrtc
 from ..cuda.driver import Device, driver_version
 
 
@@ -85,11 +85,13 @@ def collect(device: Device | None = None) -> dict:
         "cublas_version": _attempt(lambda: "%d.%d.%d" % cublas.version()),
         "cublas_path": _attempt(cublas.library_path),
         "cache_dir": str(cache.cache_dir() or "disabled"),
+        # cuda_bf16.h / cuda_fp16.h for the tensor-core kernels (cuda/headers.py)
+        "cuda_header_dirs": _attempt(lambda: ", ".join(headers.include_directories())),
     }
 
 
 INFO_KEYS = ("driver_cuda_version", "cuda_bindings", "nvrtc_version", "nvrtc_path", "nvjitlink_version",
-             "cublas_version", "cublas_path", "cache_dir", "python", "numpy")
+             "cublas_version", "cublas_path", "cuda_header_dirs", "cache_dir", "python", "numpy")
 
 
 def describe(env: dict, no_gpu_hint: str) -> list[str]:
