@@ -103,8 +103,8 @@ def _whole_float4s_per_thread(p, t):
 
 def _fits_the_register_cap(p, t):
     # 128 x 128 tiles with BK = 16 need 127 of the 128 registers this rung's launch bounds
-    # allow; NVRTC 12.9's ptxas then spilled 8 bytes on sm_90 in one clean build of ten
-    # (its allocation at the cap is not the same from build to build), so it is refused.
+    # allow; NVRTC 12.9's ptxas spilled 8 bytes on sm_90 in one clean CI build (six local
+    # builds did not: its allocation at the cap varies from build to build), so it is refused.
     if t["BM"] * t["BN"] >= 128 * 128 and t["BK"] >= 16:
         return f"BM={t['BM']}, BN={t['BN']} with BK={t['BK']} sits at the 128-register cap and can spill; use BK=8"
     return None
