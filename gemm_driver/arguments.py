@@ -11,6 +11,8 @@ import argparse
 from . import kernels
 from .cuda.nvrtc import check_arch
 from .kernels.spec import parse_tunable
+from .bench.isolation import DEFAULT_WATCHDOG_S
+from .bench.timing import MODES
 from .problem import parse_batched_shape
 
 
@@ -40,8 +42,33 @@ def positive(flag: str, what: str, cast=int, low: float = 0, high: float = float
 
 
 def list_of(item):
-    """'a,b' -> [item('a'), item('b')]."""
-    return lambda text: [item(part) for part in text.split(",") if part]
+    """'a,b' -> [item('a'), item('b')]; an empty list is refused (it would mean "the default")."""
+    def parse(text: str) -> list:
+        parts = [part for part in text.split(",") if part.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"takes a comma-separated list, got {text!r}")
+        return [item(part.strip()) for part in parts]
+    return parse
+
+
+def nonempty(what: str):
+    """A string argument that may not be empty (an empty path or name would silently mean
+    the current directory or the default)."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise ValueError(f"takes {what}, got an empty string")
+        return text
+    return typed(parse, what)
+
+
+class Once(argparse.Action):
+    """An option that may be given once: a second value is an error, not a silent override."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, f"_seen_{self.dest}", False):
+            parser.error(f"{option_string} given twice; give it once")
+        setattr(namespace, f"_seen_{self.dest}", True)
+        setattr(namespace, self.dest, values)
 
 
 def _arch(text: str) -> str:
@@ -55,3 +82,43 @@ sizes = list_of(positive("--sizes", "takes positive integers (e.g. 256,512,1024)
 shapes = list_of(typed(parse_batched_shape, "shape"))
 names = list_of(typed(lambda name: kernels.get(name).name, "kernel"))
 tunable = typed(parse_tunable, "NAME=INTEGER")
+
+
+# --- option groups the CLI shares ----------------------------------------------------------
+def isolation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--isolation", default="process", choices=("process", "off"), help="process (default): the GPU "
+                   "work runs in a worker process that is replaced when a kernel faults or hangs, so the rest of the "
+                   "run goes on; off: in this process (a fault or hang ends the run)")
+    p.add_argument("--watchdog", default=DEFAULT_WATCHDOG_S, metavar="SECONDS", type=positive("--watchdog",
+                   "takes a positive number of seconds", float), help="a kernel's GPU work silent for this long is "
+                   f"reported as hung and its worker stopped (default {DEFAULT_WATCHDOG_S:g}; needs --isolation process)")
+
+
+def add_bench_options(p: argparse.ArgumentParser) -> None:
+    """The bench command's options: what to run, how to time it, where results go."""
+    p.add_argument("--kernels", action="append", type=names, help="comma-separated (default: every kernel and "
+                   "baseline of the selected precisions)")
+    p.add_argument("--sizes", action="append", type=sizes, help="square sizes, e.g. 256,512,1024")
+    p.add_argument("--shapes", action="append", type=shapes, help="MxNxK or BxMxNxK shapes, e.g. 4093x4091x4099")
+    p.add_argument("--alpha", type=float, default=1.0, help="C = alpha A B + beta C: the scale of A B (default 1)")
+    p.add_argument("--beta", type=float, default=0.0, help="the scale of the C read in; 0 (default) means C is "
+                   "not read")
+    p.add_argument("--seed", type=int, help="seed of the random inputs (default: fresh, recorded in the output)")
+    p.add_argument("--mode", default="hot", choices=MODES, action=Once, help="hot: operands stay in L2 between launches; "
+                   "cold: L2 flushed before every launch, outside the timed region; graph: as hot, the batch replayed "
+                   "from a captured CUDA graph (default hot)")
+    p.add_argument("--noise", default=0.005, type=positive("--noise", "takes a fraction or percentage between 0 and 1 "
+                   "(e.g. 0.005 or 0.5%)",
+                   float, 0, 1, percent=True), help="stop sampling a case once the relative half-width of its "
+                   "median's 95%% interval is below this (default 0.005 = 0.5%%)")
+    p.add_argument("--max-time", default=1.0, type=positive("--max-time", "takes a positive number of seconds per "
+                   "case (e.g. 1.5)", float), help="time limit per case in seconds, warm-up included; a case "
+                   "that reaches it is marked not converged (default 1.0)")
+    p.add_argument("--json", metavar="PATH", type=nonempty("a file path"), help="write environment, settings and every case with its samples")
+    p.add_argument("--csv", metavar="PATH", type=nonempty("a file path"), help="write one row per case")
+    p.add_argument("--dtype", action="append", type=nonempty("precisions (e.g. bf16,fp16 or all)"), help="precisions: fp32, tf32, bf16, fp16 (comma list) or all "
+                   "(default: all, each with its own kernels and cuBLAS baseline)")
+    p.add_argument("--batch", type=positive("--batch", "takes a positive integer (the number of GEMMs per case)"),
+                   help="run every shape as a batch of this many GEMMs (batched baselines)")
+    p.add_argument("--plot", metavar="DIR", type=nonempty("a directory"), help="write PNG plots (throughput, roofline, ladder) into DIR")
+    isolation_options(p)

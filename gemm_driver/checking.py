@@ -10,7 +10,7 @@ both use them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from hypothesis import HealthCheck, given, settings
 
@@ -44,8 +44,10 @@ class VerifyOutcome:
 
 
 def verify_kernel(session: Session, kernel: str, examples: int = 100, max_dim: int = 300,
-                  tunables: Mapping[str, int] | None = None) -> VerifyOutcome:
-    """Run ``examples`` drawn cases; on failure, Hypothesis shrinks to the smallest case."""
+                  tunables: Mapping[str, int] | None = None, on_example: Callable[[], None] = lambda: None
+                  ) -> VerifyOutcome:
+    """Run ``examples`` drawn cases; on failure, Hypothesis shrinks to the smallest case.
+    ``on_example`` is called before each (the isolation watchdog's heartbeat)."""
     seen = 0
     failures: list[tuple[GemmCase, str]] = []
 
@@ -55,6 +57,7 @@ def verify_kernel(session: Session, kernel: str, examples: int = 100, max_dim: i
     def property_holds(case: GemmCase) -> None:
         nonlocal seen
         seen += 1
+        on_example()
         outcome = check_case(session, kernel, case, tunables)  # a fault is FAILED, like a wrong answer
         if outcome.status == "skipped":  # not a property failure: the kernel cannot run here
             raise ValueError(outcome.detail)
@@ -69,3 +72,19 @@ def verify_kernel(session: Session, kernel: str, examples: int = 100, max_dim: i
         case, message = failures[-1]  # Hypothesis replays the shrunk example last
         return VerifyOutcome(kernel, seen, case, message)
     return VerifyOutcome(kernel, seen)
+
+
+@dataclass(frozen=True)
+class VerifyTask:
+    kernel: str
+    examples: int
+    max_dim: int
+
+
+def verify_task(session: Session, state: dict, task: VerifyTask, beat: Callable[[], None]) -> VerifyOutcome | str:
+    """A worker's handler (bench/isolation.py): one kernel's verify run; a kernel that cannot
+    run here at all comes back as the reason (a str), which is bad input, not a failure."""
+    try:
+        return verify_kernel(session, task.kernel, task.examples, task.max_dim, on_example=beat)
+    except ValueError as exc:
+        return str(exc).splitlines()[0]

@@ -14,17 +14,16 @@ import os
 import sys
 from typing import Sequence
 
-from . import kernels
-from .arguments import arch, archs, names, positive, shapes, sizes, tunable
+from . import __version__, kernels
+from .arguments import add_bench_options, arch, archs, isolation_options, names, nonempty, positive, tunable
 from .bench import command as bench
-from .bench.timing import MODES
 from .cuda.errors import GemmDriverError, GpuUnavailableError, NvrtcError
 from .inspection import command as inspection
 from .cuda.nvrtc import parse_arch
 from .kernels.build import default_arch
 from .kernels.spec import cc_of
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NO_GPU_HINT = "commands that work without a GPU: list, info, compile, inspect, compare, plot"
 
 
@@ -32,19 +31,11 @@ def _flat(values) -> list:
     return [item for value in values or () for item in value]
 
 
-def _gpu_session():
-    from .session import Session
-
-    try:
-        return Session()
-    except GpuUnavailableError as exc:
-        raise GpuUnavailableError(f"this command needs an NVIDIA GPU: {exc}; {NO_GPU_HINT}") from None
-
-
 # --- the commands -----------------------------------------------------------------------
 def cmd_list(args) -> int:
-    rows = [(e.name, e.source if isinstance(e, kernels.KernelSpec) else e.kind, e.precision, e.min_arch,
-             e.description) for e in kernels.ALL.values()]
+    rows = [("name", "source or kind", "precision", "min arch", "what it is")]
+    rows += [(e.name, e.source if isinstance(e, kernels.KernelSpec) else e.kind, e.precision, e.min_arch,
+              e.description) for e in kernels.ALL.values()]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4])
@@ -94,15 +85,21 @@ def cmd_bench(args) -> int:
     names = bench.select_kernels(_flat(args.kernels), args.dtype)
     shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch)
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode,
-                                 bench.Budget(seconds=args.max_time, noise=args.noise)).with_seed()
+                                 bench.Budget(seconds=args.max_time, noise=args.noise), args.isolation,
+                                 args.watchdog).with_seed()
     steps = request.plan()
     bench.check_outputs(args.json, args.csv, args.plot)
     console = Console()
-    with _gpu_session() as session, SweepProgress(console, bench.case_count(steps)) as progress:
-        run = bench.run(session, request, steps, on_case=progress.advance)
-    print_table(run.records, console, run.title)
-    for path in bench.write_outputs(run, args.json, args.csv, args.plot):
+    # Results reach the files as each shape finishes, so a run cut off keeps what it measured.
+    checkpoint = lambda run: bench.write_outputs(run, args.json, args.csv, None)  # noqa: E731
+    with SweepProgress(console, bench.case_count(steps)) as progress:
+        run = bench.run(request, steps, on_case=progress.advance, on_checkpoint=checkpoint)
+    print_table(run.shown, console, run.title)
+    for path in bench.write_outputs(run, args.json, args.csv, args.plot if run.complete else None):
         console.print(f"wrote {path}")
+    if not run.complete:
+        print("interrupted: the files hold the cases that finished, marked \"complete\": false", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_FAILED if run.failed else EXIT_OK
 
 
@@ -129,18 +126,24 @@ def cmd_verify(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from .checking import verify_kernel
+    from .bench.isolation import RUNNERS, TaskFailure
+    from .checking import VerifyTask, verify_task
 
     table = Table(header_style="bold")
     for column in ("kernel", "examples", "result", "smallest failing case"):
         table.add_column(column)
+    tasks = [VerifyTask(name, args.examples, args.max_dim) for name in _flat(args.kernels) or ["cublas", *kernels.KERNELS]]
     failed = False
-    with _gpu_session() as session:
-        for name in _flat(args.kernels) or ["cublas", *kernels.KERNELS]:
-            outcome = verify_kernel(session, name, args.examples, args.max_dim)
-            failed |= not outcome.ok
-            case = outcome.failing_case.describe() + f": {outcome.message}" if outcome.failing_case else "-"
-            table.add_row(name, str(outcome.examples), "pass" if outcome.ok else "[red]FAIL[/red]", case)
+    for index, outcome in RUNNERS[args.isolation](verify_task, watchdog_s=args.watchdog).run(tasks):
+        if isinstance(outcome, str):  # the kernel cannot run here: bad input
+            raise ValueError(outcome)
+        if isinstance(outcome, TaskFailure):  # it faulted or hung: FAILED under its own name
+            failed = True
+            table.add_row(tasks[index].kernel, "-", "[red]FAIL[/red]", outcome.reason)
+            continue
+        failed |= not outcome.ok
+        case = outcome.failing_case.describe() + f": {outcome.message}" if outcome.failing_case else "-"
+        table.add_row(outcome.kernel, str(outcome.examples), "pass" if outcome.ok else "[red]FAIL[/red]", case)
     Console().print(table)
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -159,6 +162,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gemm-driver", description="GEMM kernels on NVIDIA GPUs, measured.")
+    parser.add_argument("--version", action="version", version=f"gemm_driver {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     sub.add_parser("list", help="kernels and baseline providers").set_defaults(func=cmd_list)
 
@@ -175,34 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("bench", help="verify, then time kernels against cuBLAS")
-    p.add_argument("--kernels", action="append", type=names, help="comma-separated (default: every kernel and "
-                   "baseline of the selected precisions)")
-    p.add_argument("--sizes", action="append", type=sizes, help="square sizes, e.g. 256,512,1024")
-    p.add_argument("--shapes", action="append", type=shapes, help="MxNxK or BxMxNxK shapes, e.g. 4093x4091x4099")
-    p.add_argument("--alpha", type=float, default=1.0)
-    p.add_argument("--beta", type=float, default=0.0)
-    p.add_argument("--seed", type=int, help="seed of the random inputs (default: fresh, recorded in the output)")
-    p.add_argument("--mode", default="hot", choices=MODES, help="hot: operands stay in L2 between launches; "
-                   "cold: L2 flushed before every launch, outside the timed region (default hot)")
-    p.add_argument("--noise", default=0.005, type=positive("--noise", "takes a fraction or percentage between 0 and 1 "
-                   "(e.g. 0.005 or 0.5%)",
-                   float, 0, 1, percent=True), help="stop sampling a case once the relative half-width of its "
-                   "median's 95%% interval is below this (default 0.005 = 0.5%%)")
-    p.add_argument("--max-time", default=1.0, type=positive("--max-time", "takes a positive number of seconds per "
-                   "case (e.g. 1.5)", float), help="time limit per case in seconds, warm-up included; a case "
-                   "that reaches it is marked not converged (default 1.0)")
-    p.add_argument("--json", metavar="PATH", help="write environment, settings and every case with its samples")
-    p.add_argument("--csv", metavar="PATH", help="write one row per case")
-    p.add_argument("--dtype", action="append", help="precisions: fp32, tf32, bf16, fp16 (comma list) or all "
-                   "(default: all, each with its own kernels and cuBLAS baseline)")
-    p.add_argument("--batch", type=positive("--batch", "takes a positive integer (the number of GEMMs per case)"),
-                   help="run every shape as a batch of this many GEMMs (batched baselines)")
-    p.add_argument("--plot", metavar="DIR", help="write PNG plots (throughput, roofline, ladder) into DIR")
+    add_bench_options(p)
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("plot", help="draw the PNG plots of a saved bench JSON (no GPU needed)")
-    p.add_argument("run", help="bench JSON written by bench --json")
-    p.add_argument("out_dir", help="directory for the PNG files")
+    p.add_argument("run", type=nonempty("a bench JSON path"), help="bench JSON written by bench --json")
+    p.add_argument("out_dir", type=nonempty("a directory"), help="directory for the PNG files")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("compare", help="compare two bench JSON files case by case (no GPU needed)")
@@ -218,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cases drawn per kernel (default 100)")
     p.add_argument("--max-dim", type=positive("--max-dim", "must be at least 1"), default=300,
                    help="largest M, N or K drawn (default 300)")
+    isolation_options(p)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("inspect", help="PTX, SASS, resources and instruction mix of a kernel (no GPU needed)")
@@ -227,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if kernels.EXTRA_KERNELS_ERROR:
+        print(f"gemm-driver: error: {kernels.EXTRA_KERNELS_ERROR}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0), or bad input already said in one line (2)
@@ -237,6 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `... | head`: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except GpuUnavailableError as exc:
+        print(f"{where}: error: this command needs an NVIDIA GPU: {str(exc).splitlines()[0]}; {NO_GPU_HINT}",
+              file=sys.stderr)
+        return EXIT_USAGE
     except NvrtcError as exc:  # compile uses it per kernel; elsewhere a build failed: a kernel failed
         print(f"{where}: compile failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -245,4 +235,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{where}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED

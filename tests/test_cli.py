@@ -47,7 +47,8 @@ def assert_one_line_error(err: str, command: str, *fragments: str):
 def test_list_prints_every_kernel_and_provider(capsys):
     code, out, err = run(capsys, "list")
     assert code == 0 and err == ""
-    lines = out.strip().splitlines()
+    header, *lines = out.strip().splitlines()
+    assert header.split()[:2] == ["name", "source"] and "min arch" in header
     assert len(lines) == len(kernels.ALL)
     for line, entry in zip(lines, kernels.ALL.values()):
         assert line.split()[0] == entry.name
@@ -193,7 +194,7 @@ def gemm_driver_process(*argv, cache_dir):
 def test_subprocess_list_and_compile(private_cache):
     listed = gemm_driver_process("list", cache_dir=private_cache)
     assert listed.returncode == 0 and listed.stderr == ""
-    assert {line.split()[0] for line in listed.stdout.splitlines()} == set(kernels.ALL)
+    assert {line.split()[0] for line in listed.stdout.splitlines()[1:]} == set(kernels.ALL)
     compiled = gemm_driver_process("compile", "--json", "--arch", "sm_90", "smem_tiled", cache_dir=private_cache)
     assert compiled.returncode == 0, compiled.stderr
     (row,) = json.loads(compiled.stdout)

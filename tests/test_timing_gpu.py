@@ -62,6 +62,24 @@ def test_hot_and_cold_give_sane_numbers(session, timer, operands):
     assert 0 < hot.min_ms <= hot.median_ms and 0 < cold.min_ms <= cold.median_ms
 
 
+@pytest.mark.parametrize("kernel, size", [("cublas", 512), ("cublas", 1024), ("autotuned", 2048)])
+def test_graph_replay_agrees_with_the_held_stream(session, timer, operands, kernel, size):
+    # Two ways to keep host overhead out of a batch: the hold, and one graph replay. From
+    # 512^3 up they must agree within 2% (medians, interleaved to share the clock state).
+    problem, (a, b, c) = operands(size, size, size)
+    launch = session.launcher(kernel, problem, a, b, c)
+    hot, graph = [], []
+    for _ in range(3):
+        hot.append(timer.measure(launch, Budget(seconds=0.5), mode="hot").median_ms)
+        replay = timer.measure(launch, Budget(seconds=0.5), mode="graph")
+        assert replay.mode == "graph" and replay.mode_note == ""
+        graph.append(replay.median_ms)
+    ratio = statistics.median(graph) / statistics.median(hot)
+    print(f"\n[timing] {kernel} {size}^3: hot {statistics.median(hot) * 1e3:.2f} us, graph "
+          f"{statistics.median(graph) * 1e3:.2f} us, graph/hot {ratio:.4f}")
+    assert abs(ratio - 1) <= 0.02
+
+
 def test_cold_is_slower_for_a_memory_bound_case(session, timer, operands):
     # K = 32 with beta = 1: C (16 MiB, read and written) dominates; it fits in L2 when hot.
     problem, (a, b, c) = operands(2048, 2048, 32, beta=1.0)

@@ -8,18 +8,21 @@ the environment and the settings; ``write_outputs`` writes the JSON, CSV and plo
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Sequence
 
 from .. import kernels
 from .. import precision as _precision
 from ..kernels import precision_of
-from ..session import Session
 from . import plots, report, roofline, writers
-from .clocks import ClockMonitor
 from .environment import collect
-from .runner import CaseResult, Step, case_count, default_kernels, default_shapes, plan, run_sweep
+from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
+from .runner import (CaseResult, Step, case_count, default_kernels, default_shapes, failed_case, fill_baseline_ratio,
+                     finish_sweep, not_run_case, plan, run_case_task, sweep_tasks)
 from .stats import Budget
 
 
@@ -53,6 +56,8 @@ class BenchRequest:
     seed: int | None = None  # None: fresh, recorded in the output
     mode: str = "hot"
     budget: Budget = Budget()
+    isolation: str = "process"  # RUNNERS: a worker process the parent replaces, or "off"
+    watchdog_s: float = DEFAULT_WATCHDOG_S
 
     def plan(self) -> list[Step]:
         """The sweep's steps; ValueError when nothing would run."""
@@ -64,7 +69,7 @@ class BenchRequest:
 
     def with_seed(self) -> "BenchRequest":
         seed = self.seed if self.seed is not None else int.from_bytes(os.urandom(4), "little")
-        return BenchRequest(self.kernels, self.shapes, self.alpha, self.beta, seed, self.mode, self.budget)
+        return dataclasses.replace(self, seed=seed)
 
 
 @dataclass
@@ -73,54 +78,129 @@ class BenchRun:
     records: list[dict]
     document: dict
     title: str
+    complete: bool = True  # False: interrupted (Ctrl-C); the document holds what finished
+
+    @property
+    def shown(self) -> list[dict]:
+        """The records the table shows: every case that ran (a kernel that cannot take a
+        batched shape is in the JSON as skipped, with why, not in the table)."""
+        return [rec for rec in self.records if not rec.get("not_run")]
 
     @property
     def failed(self) -> bool:
         return any(r.status == "FAILED" for r in self.results)
 
 
-def run(session: Session, request: BenchRequest, steps: Sequence[Step],
-        on_case: Callable[[CaseResult], None] = lambda r: None) -> BenchRun:
-    """Verify then time every case of ``steps``; ``request.seed`` must be set (with_seed)."""
-    monitor = ClockMonitor(session.device.pci_bus_id())
+def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseResult], None] = lambda r: None,
+        on_checkpoint: Callable[[BenchRun], None] = lambda b: None) -> BenchRun:
+    """Verify then time every case of ``steps`` in a worker process (isolation.py), so that
+    a kernel that faults or hangs is FAILED under its own name and the sweep goes on.
+
+    ``on_checkpoint`` gets the run so far (``complete`` False) after every finished step,
+    for writing results as they come; Ctrl-C ends the sweep and returns what finished.
+    ``request.seed`` must be set (with_seed)."""
+    tasks = sweep_tasks(steps, seed=request.seed, budget=request.budget, mode=request.mode)
+    runner = RUNNERS[request.isolation](run_case_task, finish_sweep, watchdog_s=request.watchdog_s)
+    env = collect()
+    env["isolation"] = request.isolation
+    results: list[CaseResult] = []
+    ran = iter(runner.run(tasks))
+    complete = False
     try:
-        results = run_sweep(session, steps, seed=request.seed, budget=request.budget, mode=request.mode,
-                            monitor=monitor, on_case=on_case)
-        env = collect(session.device)
-        env["clocks"] = monitor.snapshot()
+        for step in steps:
+            step_results = []
+            for _ in step.kernels:
+                index, result = next(ran)
+                if isinstance(result, TaskFailure):
+                    result = failed_case(tasks[index], result.reason)
+                step_results.append(result)
+                on_case(result)
+            fill_baseline_ratio(step_results, _precision.baselines(step.precision, step.problem.batch))
+            step_results += [not_run_case(step, name, why, request.mode) for name, why in step.not_run]
+            results += step_results
+            on_checkpoint(_assemble(request, results, env, complete=False))
+        next(ran, None)  # the runner's end: the worker's last word (clocks), then it stops
+        complete = True
+    except KeyboardInterrupt:
+        pass
     finally:
-        monitor.close()
-    recs = roofline.annotate_records(report.records(results), env["gpu"]["name"])
+        ran.close()  # stops the worker if the sweep ended early
+    env["clocks"] = runner.last_word or {"available": False, "unavailable": "the sweep did not finish"}
+    env["workers_started"] = runner.workers_started
+    return _assemble(request, results, env, complete=complete)
+
+
+def _assemble(request: BenchRequest, results: list[CaseResult], env: dict, *, complete: bool) -> BenchRun:
+    """The records (with the roofline) and the JSON document of ``results``."""
+    gpu = env.get("gpu")
+    gpu_name = gpu.get("name", "unknown GPU") if isinstance(gpu, dict) else "unknown GPU"
+    recs = roofline.annotate_records(report.records(results), gpu_name)
     budget = request.budget
-    title = (f"{env['gpu']['name']}  mode={request.mode}  alpha={request.alpha:g} beta={request.beta:g}  "
+    title = (f"{gpu_name}  mode={request.mode}  alpha={request.alpha:g} beta={request.beta:g}  "
              f"seed={request.seed}  noise target {budget.noise:.2%}, at most {budget.seconds:g} s per case")
     settings = {"kernels": list(request.kernels), "shapes": [list(s) for s in request.shapes],
                 "alpha": request.alpha, "beta": request.beta, "seed": request.seed, "mode": request.mode,
                 **budget.settings(), "dtypes": sorted({r["dtype"] for r in recs}),
-                "absent_baselines": kernels.absent_baselines()}
+                "absent_baselines": kernels.absent_baselines(), "isolation": request.isolation,
+                "watchdog_s": request.watchdog_s}
     document = writers.document(recs, env, settings)
-    document["roofline"] = roofline.device_summary(env["gpu"]["name"])
-    return BenchRun(results, recs, document, title)
+    document["complete"] = complete
+    document["roofline"] = roofline.device_summary(gpu_name)
+    return BenchRun(list(results), recs, document, title, complete)
 
 
 def check_outputs(json_path: str | None, csv_path: str | None, plot_dir: str | None) -> None:
-    """Fail before a long sweep, not after it, when a result file cannot be written there."""
+    """Fail before a long sweep, not after it, when a result file cannot be written there:
+    an empty name, a directory where a file goes, or a place this process cannot write."""
+    for path, flag in ((json_path, "--json"), (csv_path, "--csv"), (plot_dir, "--plot")):
+        if path is not None and not path.strip():
+            raise ValueError(f"{flag} takes a {'directory' if flag == '--plot' else 'file path'}, got an empty string")
     for path, flag in ((json_path, "--json"), (csv_path, "--csv")):
-        if path and os.path.isdir(path):
-            raise ValueError(f"{flag} takes a file path, but {path!r} is a directory")
+        if path:
+            if os.path.isdir(path):
+                raise ValueError(f"{flag} takes a file path, but {path!r} is a directory")
+            _probe_writable(Path(path).parent, flag, path)
     if plot_dir:
         plots.check_output_dir(plot_dir)
+        _probe_writable(Path(plot_dir), "--plot", plot_dir)
 
 
-def write_outputs(bench: BenchRun, json_path: str | None, csv_path: str | None, plot_dir: str | None) -> list[str]:
-    """Write what was asked for; returns the paths written."""
+def _probe_writable(directory: Path, flag: str, given: str) -> None:
+    """Create (if needed) ``directory`` and a scratch file in it: permissions alone do not
+    tell (root ignores them, a read-only mount does not)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".gemm_driver-probe-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{flag} {given}: cannot write into {str(directory) or '.'} "
+                         f"({exc.strerror or type(exc).__name__})") from None
+
+
+def write_outputs(bench: BenchRun, json_path: str | None, csv_path: str | None, plot_dir: str | None,
+                  *, plots_too: bool = True) -> list[str]:
+    """Write what was asked for, each file replaced atomically (a reader, or a run cut off
+    while writing, never sees half a file); returns the paths written."""
     written = []
     if json_path:
-        writers.write_json(json_path, bench.document)
+        _replace(json_path, lambda tmp: writers.write_json(tmp, bench.document))
         written.append(json_path)
-    if plot_dir:
+    if plot_dir and plots_too:
         written += [str(path) for path in plots.write_plots(bench.document, plot_dir)]
     if csv_path:
-        writers.write_csv(csv_path, bench.records)
+        _replace(csv_path, lambda tmp: writers.write_csv(tmp, bench.records))
         written.append(csv_path)
     return written
+
+
+def _replace(path: str, write: Callable[[str], None]) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

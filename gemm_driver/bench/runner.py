@@ -20,6 +20,7 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 from .. import kernels
 from .. import precision as _precision
 from ..case import Outcome, PreparedCase, run_case
+from ..cuda.errors import NvrtcError
 from ..kernels import precision_of
 from ..problem import GemmProblem
 from ..session import Session
@@ -58,6 +59,7 @@ class Step(NamedTuple):
     shape_index: int  # the data seed's second half: one shape's data is the same in every precision
     precision: str
     kernels: list[str]
+    not_run: tuple[tuple[str, str], ...] = ()  # (kernel, why): selected, but it cannot take this shape
 
 
 def plan(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *, alpha: float = 1.0,
@@ -73,11 +75,18 @@ def plan(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *, alph
         for index, shape in enumerate(shapes):
             m, n, k, batch = (*shape, 1)[:4]
             problem = GemmProblem(m, n, k, alpha, beta, batch)
-            names = [x for x in kernel_names if precision_of(x) == prec
-                     and (batch > 1 or kernels.get(x).single)]
-            if names:
-                steps.append(Step(problem, index, prec, names))
+            ours = [x for x in kernel_names if precision_of(x) == prec]
+            names = [x for x in ours if kernels.get(x).takes_batch(batch) and (batch > 1 or kernels.get(x).single)]
+            # A kernel that computes one GEMM per launch does not run a batched shape: it
+            # is recorded as skipped (with why) without a case or a progress line.
+            not_run = tuple((x, _batch_reason(x, batch)) for x in ours if batch > 1 and x not in names)
+            if names or not_run:
+                steps.append(Step(problem, index, prec, names, not_run))
     return steps
+
+
+def _batch_reason(name: str, batch: int) -> str:
+    return f"{name} computes one GEMM per launch; batched shapes (here B={batch}) run on the batched baselines"
 
 
 def case_count(steps: Sequence[Step]) -> int:
@@ -98,6 +107,7 @@ class CaseResult:
     precision: str = "fp32"  # precision.py name; the baseline of pct_of_baseline has the same
     mode: str = "hot"  # the sweep's timing mode (timing.py); the CPU baseline is always timed as is
     launch: dict = field(default_factory=dict)  # what ran: Launch.record() (kernel, tunables, note)
+    not_run: bool = False  # skipped by the plan (it cannot take the shape), not by a run
 
     @classmethod
     def from_outcome(cls, name: str, problem: GemmProblem, outcome: Outcome, precision: str,
@@ -131,8 +141,9 @@ class CaseResult:
             "tflops": self.tflops,
             "pct_of_cublas": self.pct_of_baseline,
             "baseline": self.baseline,
-            "mode": self.mode,
+            "mode": self.timing.mode if self.timing is not None and self.timing.clock != "host" else self.mode,
             "clocks_sagged": (self.timing.clocks or {}).get("sagged") if self.timing else None,
+            **({"not_run": True} if self.not_run else {}),
         }
 
 
@@ -170,3 +181,72 @@ def fill_baseline_ratio(results: list[CaseResult], baselines: Sequence[str]) -> 
         if r.timing is not None:
             r.pct_of_baseline = 100.0 * base.timing.median_ms / r.timing.median_ms
             r.baseline = base.kernel
+
+
+# --- the sweep as tasks, for a worker process (isolation.py) ------------------------------
+@dataclass(frozen=True)
+class CaseTask:
+    """One kernel on one step's shape: what a worker needs to verify and time it."""
+
+    step: Step
+    kernel: str
+    seed: int
+    budget: Budget
+    mode: str
+
+
+def sweep_tasks(steps: Sequence[Step], *, seed: int, budget: Budget, mode: str) -> list[CaseTask]:
+    return [CaseTask(step, name, seed, budget, mode) for step in steps for name in step.kernels]
+
+
+def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[[], None]) -> CaseResult:
+    """The worker's handler: prepare the step's case once (kept while the step lasts), build
+    the kernel, then (``beat``: the watchdog's GPU phase starts) verify and time it."""
+    step = task.step
+    if "monitor" not in state:
+        state["monitor"] = ClockMonitor(session.device.pci_bus_id())
+        state["timer"] = GpuTimer(session.stream, session.arch, session.device.l2_bytes, mode=task.mode,
+                                  monitor=state["monitor"])
+        state["close"] = lambda: _close_worker_state(state)
+    key = (step.problem, step.shape_index, step.precision, task.seed)
+    if state.get("case_key") != key:
+        if state.get("case") is not None:
+            state.pop("case").close()
+        state["case_key"] = None
+        state["case"] = PreparedCase.random(step.problem, step.precision, [task.seed, step.shape_index], guard=1)
+        state["case_key"] = key
+    case = state["case"]
+    try:  # compile and load before the watchdog's GPU phase: a cold build may take a while
+        session.launcher(task.kernel, step.problem, *case.device())
+    except Exception:  # noqa: BLE001 - run_case reports what is wrong, under this kernel's name
+        pass
+    beat()
+    try:
+        outcome = run_case(session, task.kernel, case, timer=state["timer"], budget=task.budget)
+    except NvrtcError as exc:
+        outcome = Outcome("FAILED", f"compile failed: {str(exc).splitlines()[0]}")
+    return CaseResult.from_outcome(task.kernel, step.problem, outcome, step.precision, task.mode)
+
+
+def finish_sweep(session: Session, state: dict) -> dict | None:
+    """The worker's last word: the clock monitor's snapshot for the JSON's environment."""
+    monitor = state.get("monitor")
+    return monitor.snapshot() if monitor is not None else None
+
+
+def _close_worker_state(state: dict) -> None:
+    if state.get("case") is not None:
+        state.pop("case").close()
+    state.pop("timer").close()
+    state.pop("monitor").close()
+
+
+def failed_case(task: CaseTask, reason: str) -> CaseResult:
+    """The result of a task whose worker faulted, hung or raised: FAILED under its own name."""
+    return CaseResult(task.kernel, task.step.problem, "FAILED", reason, precision=task.step.precision,
+                      mode=task.mode)
+
+
+def not_run_case(step: Step, name: str, why: str, mode: str) -> CaseResult:
+    """The record of a kernel the plan did not run on ``step``'s shape, saying why."""
+    return CaseResult(name, step.problem, "skipped", why, precision=step.precision, mode=mode, not_run=True)

@@ -17,9 +17,15 @@ for ``Budget.warmup_seconds`` (clocks up, caches and TLBs warm), then samples ar
 until the median's relative noise is under ``Budget.noise`` or the case's time limit is
 reached (``stats.sample_until``). Events are created once per timer.
 
-The two other ways of timing a launch that the launch-overhead test compares against the
-hold (events around single launches, CUDA-graph replays) live with that test
-(tests/timing_references.py).
+GPU, graph mode: the batch of launches is captured once into a CUDA graph
+(``cuda/graph.py``) and each sample is one replay behind the same hold, between events:
+one host call queues the whole batch, an independent check that no host overhead is in
+the hot numbers (they agree within 2% from 512^3 up: README, "Timing"). A launch that
+cannot be captured (a library that synchronises inside) is timed hot instead, and its
+case records mode "hot" with why (``TimingStats.mode_note``).
+
+Events around single launches, the remaining way of timing a launch, live with the
+launch-overhead test (tests/timing_references.py).
 """
 
 from __future__ import annotations
@@ -32,13 +38,14 @@ from typing import Callable, Protocol
 
 from ..cuda import cache
 from ..cuda.driver import DeviceBuffer, Event, Module, PinnedWords, Stream
-from ..cuda.errors import GemmDriverError
+from ..cuda.errors import CudaError, GemmDriverError
+from ..cuda.graph import Graph
 from ..kernels.sources import read_source
 from .stats import Budget, Summary, sample_until, summarize
 
 HOLD_TIMEOUT_NS = 5_000_000_000  # far longer than queueing any batch takes
 COLD_MAX_BATCH = 50  # 4 queued operations per cold launch: stay far below the queue depth
-MODES = ("hot", "cold")
+MODES = ("hot", "cold", "graph")
 HOLD_SOURCE = "cu/harness/hold_stream.cu"  # the harness kernel, apart from the ladder's rungs
 
 __all__ = ["Budget", "GpuTimer", "MODES", "TimingError", "TimingStats", "measure_host"]
@@ -74,6 +81,7 @@ class TimingStats:
     elapsed_s: float = 0.0  # wall time of the measurement, warm-up included
     mode: str = "hot"
     clocks: dict | None = None  # clocks.assess() of the reads taken during the batches; None: no monitor
+    mode_note: str = ""  # why the mode differs from the one asked for (a graph that could not be captured)
 
     @cached_property
     def summary(self) -> Summary:
@@ -103,7 +111,7 @@ class TimingStats:
             "p10_ms": s.p10, "p90_ms": s.p90, "ci_low_ms": s.ci_low, "ci_high_ms": s.ci_high,
             "noise": s.noise, "samples": s.n, "launches_per_sample": self.launches_per_sample,
             "converged": self.converged, "stop_reason": self.stop_reason,
-            "elapsed_s": round(self.elapsed_s, 4), "mode": self.mode, "clock": self.clock,
+            "elapsed_s": round(self.elapsed_s, 4), "mode": self.mode, "mode_note": self.mode_note, "clock": self.clock,
             "clocks": self.clocks, "samples_ms": list(self.samples_ms),
         }
 
@@ -168,6 +176,27 @@ class GpuTimer:
         self._held(enqueue, pairs[-1][1])
         return sum(Event.elapsed_ms(start, end) for start, end in pairs) / launches
 
+    def graph_batch_ms(self, graph: Graph, launches: int) -> float:
+        """Graph: GPU time of one replay of a captured batch of ``launches``, per launch, in ms."""
+        def enqueue():
+            self._start.record(self.stream)
+            graph.launch(self.stream)
+            self._end.record(self.stream)
+
+        self._held(enqueue, self._end)
+        return Event.elapsed_ms(self._start, self._end) / launches
+
+    def _capture(self, launch: Callable[[], None], launches: int) -> tuple[Graph | None, str]:
+        """The batch as a graph, or (None, why) when the launch cannot be captured."""
+        def record():
+            for _ in range(launches):
+                launch()
+        try:
+            return Graph(self.stream, record), ""
+        except (CudaError, GemmDriverError) as exc:
+            self.stream.synchronize()  # a failed capture leaves nothing queued; make sure
+            return None, f"graph capture failed ({str(exc).splitlines()[0]}); timed hot"
+
     def _flush_buffer(self) -> DeviceBuffer:
         if self._flush is None:
             if not self._l2_bytes:
@@ -180,25 +209,35 @@ class GpuTimer:
         """Warm up, then sample until the stopping rule says stop; ``mode`` defaults to the timer's."""
         mode = self.mode if mode is None else check_mode(mode)
         started = time.perf_counter()
-        take_batch = self.batch_ms if mode == "hot" else self.cold_batch_ms
         launch()  # first launch: module load, cuBLAS heuristics stay out of everything
         self.stream.synchronize()
         estimate = self.batch_ms(launch, 1)
         self._warm_up(launch, estimate, budget)
-        limit = budget.max_batch if mode == "hot" else COLD_MAX_BATCH
+        limit = COLD_MAX_BATCH if mode == "cold" else budget.max_batch
         launches = max(1, min(limit, math.ceil(budget.batch_ms / max(estimate, 1e-4))))
+        graph, note = self._capture(launch, launches) if mode == "graph" else (None, "")
+        if mode == "graph" and graph is None:
+            mode = "hot"
+        if graph is not None:
+            take_batch = lambda: self.graph_batch_ms(graph, launches)  # noqa: E731
+        elif mode == "hot":
+            take_batch = lambda: self.batch_ms(launch, launches)  # noqa: E731
+        else:
+            take_batch = lambda: self.cold_batch_ms(launch, launches)  # noqa: E731
         # A hot batch of one launch is exactly what the estimate measured: keep it as a sample.
         initial = (estimate,) if launches == 1 and mode == "hot" else ()
         self._monitor = self.monitor
         if self.monitor is not None:
             self.monitor.start_case()
         try:
-            sampling = sample_until(lambda: take_batch(launch, launches), budget, initial=initial, started=started)
+            sampling = sample_until(take_batch, budget, initial=initial, started=started)
         finally:
             self._monitor = None
+            if graph is not None:
+                graph.close()
         clocks = self.monitor.end_case() if self.monitor is not None else None
         return TimingStats(sampling.samples, launches, "cuda-events", sampling.converged, sampling.stop_reason,
-                           time.perf_counter() - started, mode, clocks)
+                           time.perf_counter() - started, mode, clocks, note)
 
     def _warm_up(self, launch: Callable[[], None], estimate_ms: float, budget: Budget) -> None:
         """Untimed launches for ``budget.warmup_seconds`` of GPU time (none if one launch is longer)."""

@@ -10,13 +10,43 @@ kernel is enqueued. Everything here is pure: no GPU is needed to import or query
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from pathlib import Path
+
 from . import hopper, providers, simt, tensor
 from .providers import Provider
 from .spec import Entry, KernelSpec, Tunable
 
+EXTRA_KERNELS_VARIABLE = "GEMM_DRIVER_EXTRA_KERNELS"
+
+
+def _extra_specs() -> tuple[tuple[KernelSpec, ...], str | None]:
+    """Kernels from the Python files named in GEMM_DRIVER_EXTRA_KERNELS (``os.pathsep``
+    separated), each defining ``SPECS``: your own kernels, or the test suite's faulting
+    ones, benched like the registry's. A file that cannot be loaded is reported, in one
+    line, by the CLI (``EXTRA_KERNELS_ERROR``), not raised at import."""
+    specs: list[KernelSpec] = []
+    for path in filter(None, os.environ.get(EXTRA_KERNELS_VARIABLE, "").split(os.pathsep)):
+        try:
+            module_spec = importlib.util.spec_from_file_location(f"gemm_driver_extra_{Path(path).stem}", path)
+            if module_spec is None or not Path(path).is_file():
+                raise FileNotFoundError("no such Python file")
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+            found = tuple(getattr(module, "SPECS"))
+            if not all(isinstance(spec, KernelSpec) for spec in found):
+                raise TypeError("SPECS must hold KernelSpec objects")
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's file is one line
+            return (), f"{EXTRA_KERNELS_VARIABLE}: {path}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        specs += found
+    return tuple(specs), None
+
+
+EXTRA_SPECS, EXTRA_KERNELS_ERROR = _extra_specs()
 FAMILIES = (simt, tensor, hopper)
 PROVIDERS = providers.PROVIDERS
-SPECS: tuple[KernelSpec, ...] = tuple(spec for family in FAMILIES for spec in family.SPECS)
+SPECS: tuple[KernelSpec, ...] = tuple(spec for family in FAMILIES for spec in family.SPECS) + EXTRA_SPECS
 # Rungs in registry order; a precision's ladder is its rungs in this order (bench/report.py).
 LADDER = tuple(spec for spec in SPECS if spec.in_ladder)
 KERNELS: dict[str, KernelSpec] = {spec.name: spec for spec in SPECS}
