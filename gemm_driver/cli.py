@@ -51,7 +51,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from .inspection.report import compile_row
+    from .inspection.report import compile_row, compile_table
 
     named = _flat(args.kernels)
     specs = [inspection.compiled_kernel(n, "a kernel this tool compiles") for n in named or kernels.KERNELS]
@@ -70,10 +70,7 @@ def cmd_compile(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        columns = {"kernel": "kernel", "arch": "arch", "registers": "regs", "shared_bytes": "smem B",
-                   "spill_bytes": "spill B", "local_bytes": "local B", "compile_seconds": "secs", "cache_hit": "cached"}
-        cells = [[str(r.get(c, "FAILED" if c == "registers" else "-")) for c in columns] for r in rows]
-        inspection.print_table(list(columns.values()), cells)
+        inspection.print_table(*compile_table(rows))
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -127,6 +124,7 @@ def cmd_verify(args) -> int:
     from rich.table import Table
 
     from .bench.isolation import RUNNERS, TaskFailure
+    from .bench.tables import print_table
     from .checking import VerifyTask, verify_task
 
     table = Table(header_style="bold")
@@ -144,7 +142,7 @@ def cmd_verify(args) -> int:
         failed |= not outcome.ok
         case = outcome.failing_case.describe() + f": {outcome.message}" if outcome.failing_case else "-"
         table.add_row(outcome.kernel, str(outcome.examples), "pass" if outcome.ok else "[red]FAIL[/red]", case)
-    Console().print(table)
+    print_table(Console(), table)  # whole rows in a log or a pipe, fitted on a terminal
     return EXIT_FAILED if failed else EXIT_OK
 
 

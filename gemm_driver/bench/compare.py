@@ -128,20 +128,24 @@ STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "", "NOISY": "yellow"}
 
 
 def print_comparison(result: Comparison, console, old_name: str, new_name: str, threshold: float) -> None:
+    """One table row, on one line, per case in both files; then the one-sided cases and the
+    count of each verdict. Off a terminal the table is printed whole (bench/tables.py)."""
     from rich.table import Table
+
+    from .tables import print_table
 
     t = Table(title=f"{new_name} against {old_name} (threshold {threshold:.1%}; speed-up = old / new median)",
               header_style="bold")
     for header, justify in (("case", "left"), ("old ms", "right"), ("new ms", "right"), ("speed-up", "right"),
                             ("plausible range", "right"), ("verdict", "left")):
-        t.add_column(header, justify=justify)
+        t.add_column(header, justify=justify, no_wrap=True)  # a case is one line, even on a narrow terminal
     for row in result.rows:
         style = STYLE.get(row.verdict, "red")
         t.add_row(describe_key(row.key), _ms(row.old_ms), _ms(row.new_ms),
                   f"{row.ratio:.3f}" if row.ratio is not None else "-",
                   f"{row.ratio_range[0]:.3f}-{row.ratio_range[1]:.3f}" if row.ratio_range else "-",
                   f"[{style}]{row.verdict}[/{style}]" if style else row.verdict)
-    console.print(t)
+    print_table(console, t)
     for label, keys in ((f"only in {old_name}", result.only_old), (f"only in {new_name}", result.only_new)):
         for key in keys:
             console.print(f"{label}: {describe_key(key)}", markup=False, highlight=False, soft_wrap=True)

@@ -1,14 +1,19 @@
 """PNG plots of a bench run, drawn from its JSON document (a dict), never from live
 objects: ``python -m gemm_driver plot RUN.json DIR`` redraws any committed run.
 
-- ``throughput_<dtype>.png``: TFLOP/s against size for every kernel of one precision,
-  its cuBLAS baseline as a heavy dashed line; square sizes on the left (log2 axis), the
-  other shapes (rectangular, odd, batched) as grouped bars on the right.
+- ``throughput_<dtype>.png``: TFLOP/s against size for every kernel of one precision;
+  square sizes on the left (log x axis, a tick at every size measured), the other shapes
+  (rectangular, odd, batched) as grouped bars on the right. The y axis is logarithmic for
+  every precision, so two plots read alike.
 - ``roofline.png``: each GPU case at (arithmetic intensity, TFLOP/s) under the device's
-  bandwidth slope and its per-precision ceilings (bench/roofline.py).
+  bandwidth slope and its per-precision ceilings (bench/roofline.py); colour names the
+  kernel, marker shape the precision.
 - ``ladder.png`` (FP32) and ``ladder_<dtype>.png`` (other precisions with kernels in the
-  run): the ladder (kernels.LADDER order) as % of that precision's cuBLAS on the largest
-  square shape and the largest other shape.
+  run): each rung as % of that precision's cuBLAS on the largest square shape and the
+  largest other shape.
+
+How series and axes look (so that kernels running close together stay apart on the page)
+is bench/plot_style.py's.
 
 matplotlib (Agg backend, no display needed) is imported only when plotting, and its
 absence is one clear error.
@@ -24,9 +29,8 @@ from .. import precision as _precision
 from ..cuda.errors import GemmDriverError
 from ..problem import shape_label
 from . import roofline
-
-MARKERS = {"fp32": "o", "tf32": "s", "bf16": "^", "fp16": "D"}
-PRECISION_COLORS = {"fp32": "tab:blue", "tf32": "tab:orange", "bf16": "tab:green", "fp16": "tab:red"}
+from .plot_style import (MARKERS, PRECISION_COLORS, SERIES_COLORS, provider_name, separate_overlaps, series_styles,
+                         size_axis, y_log)
 
 
 class PlotError(GemmDriverError):
@@ -62,60 +66,34 @@ def _title(document: dict, what: str) -> str:
     return f"{what} - {name}"
 
 
-def _y_scale(ax, values, what: str = "throughput (TFLOP/s") -> None:
-    """Log when the values span more than a decade, else linear from zero, so that bars are
-    never cut off at an arbitrary bottom; plain numbers on the ticks either way."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
-    values = [v for v in values if v and v > 0]
-    if values and max(values) / min(values) > 10:
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.set_ylabel(f"{what}, log scale)")
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-    else:
-        ax.set_ylim(bottom=0, top=max(values, default=1) * 1.1)
-        ax.set_ylabel(f"{what})")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-
-
 def _kernel_order(cases) -> list[str]:
     """Kernels in the order the run listed them (baselines first, as the runner does)."""
     return list(dict.fromkeys(c["kernel"] for c in cases))
 
 
-def _colors(plt, names):
-    """Ten clearly different hues first (tab20's dark shades), then their light partners."""
-    cmap = plt.get_cmap("tab20")
-    order = [*range(0, 20, 2), *range(1, 20, 2)]
-    return {name: cmap(order[i % 20]) for i, name in enumerate(names)}
-
-
 def throughput(plt, document: dict, dtype: str, path: Path) -> Path:
     cases = [c for c in _ok(document["results"]) if roofline.case_precision(c) == dtype]
     base = _precision.get(dtype)
-    heavy_names = {base.baseline, base.batched_baseline}  # the baselines: heavy dashed lines
+    baselines = {*_precision.baselines(dtype), base.batched_baseline}
     names = _kernel_order(cases)
-    colors = _colors(plt, names)
+    styles = series_styles(names, baselines)
     square = [c for c in cases if _is_square(c)]
     other = [c for c in cases if not _is_square(c)]
     panels = (1 if square else 0) + (1 if other else 0)
-    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 5.5), squeeze=False)
+    fig, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 5.8), squeeze=False)
     axes = list(axes[0])
     if square:
         ax = axes.pop(0)
+        separate_overlaps(styles, {n: {c["m"]: c["tflops"] for c in square if c["kernel"] == n} for n in names})
         for name in names:
             pts = sorted((c["m"], c["tflops"]) for c in square if c["kernel"] == name)
             if pts:
-                heavy = name in heavy_names
-                ax.plot(*zip(*pts), marker="o", ms=4, color="black" if heavy else colors[name],
-                        lw=2.5 if heavy else 1.3, ls="--" if heavy else "-", label=name, zorder=3 if heavy else 2)
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
-        _y_scale(ax, [c["tflops"] for c in square])
+                ax.plot(*zip(*pts), label=name, **styles[name])
+        size_axis(ax, [c["m"] for c in square])
+        y_log(ax, [c["tflops"] for c in square])
         ax.set_xlabel("M = N = K (log scale)")
         ax.set_title("square shapes")
-        ax.grid(True, which="both", alpha=0.3)
+        ax.grid(True, which="major", alpha=0.3)
     if other:
         ax = axes.pop(0)
         labels = list(dict.fromkeys(_label(c) for c in other))
@@ -128,74 +106,96 @@ def throughput(plt, document: dict, dtype: str, path: Path) -> Path:
                 if hit:
                     xs.append(i - 0.4 + width * (j + 0.5))
                     ys.append(hit["tflops"])
-            heavy = name in heavy_names
-            ax.bar(xs, ys, width, color="black" if heavy else colors[name], label=name)
+            ax.bar(xs, ys, width, color=styles[name]["color"], alpha=styles[name].get("alpha", 1.0), label=name,
+                   edgecolor="white", linewidth=0.3)
         ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
-        _y_scale(ax, [c["tflops"] for c in other])
+        y_log(ax, [c["tflops"] for c in other])
         ax.set_xlabel("shape M x N x K (batched: B x M x N x K)")
         ax.set_title("rectangular, odd and batched shapes")
-        ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax.grid(True, axis="y", which="major", alpha=0.3)
     handles = {}
     for ax in fig.axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
     fig.axes[-1].legend(handles.values(), handles.keys(), loc="center left", bbox_to_anchor=(1.01, 0.5),
-                        fontsize=8, frameon=False, title="kernel", title_fontsize=8)
-    fig.suptitle(_title(document, f"{dtype.upper()} GEMM throughput (cuBLAS baseline in black)"))
+                        fontsize=8, frameon=False, title="kernel", title_fontsize=8, handlelength=3.5)
+    shown = sorted({provider_name(n) for n in names if n in baselines})
+    note = f" ({' and '.join(shown)} in grey)" if shown else ""
+    fig.suptitle(_title(document, f"{dtype.upper()} GEMM throughput{note}"))
     fig.tight_layout()
     return _save(plt, fig, path)
 
 
+def _family(case: dict) -> str:
+    """A kernel's name less its precision suffix: 'wmma_bf16' and 'wmma_fp16' share a colour."""
+    suffix = "_" + roofline.case_precision(case)
+    return case["kernel"][: -len(suffix)] if case["kernel"].endswith(suffix) else case["kernel"]
+
+
+def _roof(ax, summary: dict, cases, lo: float, hi: float) -> str:
+    """The bandwidth slope and the ceilings of the precisions present; returns the note."""
+    bw = summary["bandwidth_tbs"]
+    ceilings: dict[float, list[str]] = {}  # BF16 and FP16 share one peak: one line, one label
+    for dtype in dict.fromkeys(roofline.case_precision(c) for c in cases):
+        if summary["peaks_tflops"].get(dtype) is not None:
+            ceilings.setdefault(summary["peaks_tflops"][dtype], []).append(dtype)
+    top = max([hi, *(peak / bw * 3 for peak in ceilings)])
+    highest = max(ceilings, default=summary["peaks_tflops"]["fp32"])
+    ax.plot([lo, highest / bw], [bw * lo, highest], color="gray", lw=1.5, zorder=1)
+    ax.annotate(f"DRAM {bw:g} TB/s slope", (lo * 2.5, bw * lo * 1.1), fontsize=8, color="gray", va="top")
+    for peak, dtypes in ceilings.items():
+        color = PRECISION_COLORS[dtypes[0]]
+        ax.plot([peak / bw, top], [peak, peak], color=color, lw=1.5, zorder=1)
+        ax.annotate(f"{'/'.join(dtypes)} peak {peak:g} TFLOP/s", (top, peak), fontsize=8, ha="right",
+                    va="bottom", color=color)
+    return (f"roof: {summary['model']} datasheet ({bw:g} TB/s, peaks at its clock); hot-mode points "
+            "can pass the DRAM slope (operands in L2)")
+
+
 def roofline_plot(plt, document: dict, path: Path) -> Path:
+    from matplotlib.lines import Line2D
+
     summary = roofline.device_summary(((document.get("environment") or {}).get("gpu") or {}).get("name"))
     cases = [c for c in _ok(document["results"]) if c.get("kernel") != "numpy"
              and (c.get("timing") or {}).get("clock") != "host"]
     for c in cases:
         c.setdefault("intensity", roofline.case_roofline(c, summary["gpu"])["intensity"])
-    names = _kernel_order(cases)
-    colors = _colors(plt, names)
+    families = list(dict.fromkeys(_family(c) for c in cases))
+    colors = {f: SERIES_COLORS[i % len(SERIES_COLORS)] for i, f in enumerate(families)}
     fig, ax = plt.subplots(figsize=(11, 6.5))
     xs = [c["intensity"] for c in cases] or [1.0]
-    lo, hi = min(xs) / 3, max(xs) * 3
+    lo, hi = min(xs) / 3, max(xs) * 10  # room right of the points for the ceilings' labels
     if summary["known"]:
-        bw = summary["bandwidth_tbs"]
-        lo = min(lo, summary["peaks_tflops"]["fp32"] / bw / 10)  # show the bandwidth slope
-        ceilings: dict[float, list[str]] = {}  # BF16 and FP16 share one peak: one line, one label
-        for dtype in dict.fromkeys(roofline.case_precision(c) for c in cases):
-            if summary["peaks_tflops"].get(dtype) is not None:
-                ceilings.setdefault(summary["peaks_tflops"][dtype], []).append(dtype)
-        top = max([hi, *(peak / bw * 3 for peak in ceilings)])
-        highest = max(ceilings, default=summary["peaks_tflops"]["fp32"])
-        ax.plot([lo, highest / bw], [bw * lo, highest], color="gray", lw=1.5)
-        ax.annotate(f"DRAM {bw:g} TB/s slope", (lo * 2.5, bw * lo * 1.1), fontsize=8, color="gray", va="top")
-        for peak, dtypes in ceilings.items():
-            color = PRECISION_COLORS[dtypes[0]]
-            ax.plot([peak / bw, top], [peak, peak], color=color, lw=1.5)
-            ax.annotate(f"{'/'.join(dtypes)} peak {peak:g} TFLOP/s", (top, peak), fontsize=8, ha="right",
-                        va="bottom", color=color)
-        note = (f"roof: {summary['model']} datasheet ({bw:g} TB/s, peaks at its clock); hot-mode points "
-                "can pass the DRAM slope (operands in L2)")
+        lo = min(lo, summary["peaks_tflops"]["fp32"] / summary["bandwidth_tbs"] / 10)  # show the slope
+        note = _roof(ax, summary, cases, lo, hi)
     else:
         note = summary["reason"]
-    for name in names:
-        for dtype in MARKERS:
-            pts = [(c["intensity"], c["tflops"]) for c in cases if c["kernel"] == name
-                   and roofline.case_precision(c) == dtype]
-            if pts:  # FP16 hollow: it lands on BF16's points (same rate), which must stay visible
-                fill = "none" if dtype == "fp16" else colors[name]
-                ax.scatter(*zip(*pts), s=30 if dtype == "fp16" else 22, marker=MARKERS[dtype], facecolors=fill,
-                           edgecolors=colors[name], label=name, zorder=3)
+    present = [d for d in MARKERS if any(roofline.case_precision(c) == d for c in cases)]
+    for dtype in present:
+        for i, family in enumerate(families):
+            pts = [(c["intensity"], c["tflops"]) for c in cases
+                   if _family(c) == family and roofline.case_precision(c) == dtype]
+            if pts:  # later kernels smaller and on top: one on another's point leaves a ring
+                hollow, shrink = dtype == "fp16", i / max(len(families) - 1, 1)
+                ax.scatter(*zip(*pts), s=(75 if hollow else 48) - 26 * shrink, marker=MARKERS[dtype],
+                           linewidths=1.2, facecolors="none" if hollow else colors[family],
+                           edgecolors=colors[family], alpha=0.9, zorder=(2 if hollow else 3) + shrink, gid=dtype)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte of unavoidable DRAM traffic, log scale)")
     ax.set_ylabel("throughput (TFLOP/s, log scale)")
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title(_title(document, "Roofline") + f"\n{note}", fontsize=10)
-    handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
-    ax.legend(handles.values(), handles.keys(), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8,
-              frameon=False, title="kernel (marker: o fp32, s tf32, ^ bf16, D fp16)", title_fontsize=8)
+    kernel_handles = [Line2D([], [], ls="", marker="o", color=colors[f], label=f) for f in families]
+    precision_handles = [Line2D([], [], ls="", marker=MARKERS[d], color="black", label=d.upper(),
+                                mfc="none" if d == "fp16" else "black") for d in present]
+    first = ax.legend(handles=kernel_handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8,
+                      frameon=False, title="kernel (colour)", title_fontsize=8)
+    ax.add_artist(first)
+    ax.legend(handles=precision_handles, loc="lower left", bbox_to_anchor=(1.01, 0), fontsize=8,
+              frameon=False, title="precision (marker)", title_fontsize=8)
     fig.tight_layout()
-    return _save(plt, fig, path)
+    return _save(plt, fig, path, extra=[first])
 
 
 def _ladder_shapes(cases) -> list[str]:
@@ -217,12 +217,13 @@ def ladder(plt, document: dict, path: Path, dtype: str = "fp32") -> Path:
     shapes = _ladder_shapes(results)
     what = dtype.upper()
     # The 100% line is the fastest baseline of the precision that ran (cuBLAS, or cuBLASLt).
-    base = " / ".join(b for b in _precision.baselines(dtype) if any(c["kernel"] == b for c in results))
-    base = f"best of {base}" if " / " in base else f"cuBLAS {what}"
+    ran = [provider_name(b) for b in _precision.baselines(dtype) if any(c["kernel"] == b for c in results)]
+    base = f"the faster of {' and '.join(ran)} {what}" if len(ran) > 1 else f"cuBLAS {what}"
     if not names or not shapes:
         raise PlotError(f"no {what} ladder kernels in this run: nothing to draw as % of cuBLAS")
     fig, ax = plt.subplots(figsize=(10, 0.3 * len(names) * len(shapes) + 2))
     height = 0.8 / len(shapes)
+    top = max(115, max((c.get("pct_of_cublas") or 0) for c in results if c["kernel"] in names) * 1.08)
     for j, label in enumerate(shapes):
         for i, name in enumerate(names):
             y = i - 0.4 + height * (j + 0.5)
@@ -232,24 +233,32 @@ def ladder(plt, document: dict, path: Path, dtype: str = "fp32") -> Path:
                 why = "not run" if case is None else case.get("status", "?")
                 ax.text(1, y, f"{why} ({label})", va="center", fontsize=8, color="gray")
                 continue
-            ax.barh(y, pct, height, color=f"C{j}", label=f"shape {label}")
-            ax.text(pct + 0.8, y, f"{pct:.1f}%", va="center", fontsize=8)
-    ax.axvline(100, color="black", ls="--", lw=1.5, label=f"{base} = 100%")
+            ax.barh(y, pct, height, color=f"C{j}", label=f"shape {label}", zorder=2)
+            # Inside the bar when it is long enough, so no label meets the 100% line (the
+            # bars cover it where they cross it); past the end of a short bar otherwise.
+            inside = pct > 0.12 * top
+            ax.text(pct - 0.01 * top if inside else pct + 0.01 * top, y, f"{pct:.1f}%", va="center",
+                    ha="right" if inside else "left", fontsize=8, color="white" if inside else "black",
+                    fontweight="bold" if inside else "normal", zorder=3)
+    ax.axvline(100, color="black", ls="--", lw=1.5, label=f"{base} = 100%", zorder=1)
     ax.set_yticks(range(len(names)), names)
     ax.invert_yaxis()
     ax.set_xlabel(f"% of {base} throughput on the same shape (higher is better)")
-    ax.set_xlim(0, max(115, max((c.get("pct_of_cublas") or 0) for c in results if c["kernel"] in names) + 15))
-    ax.set_title(_title(document, f"The {what} ladder, rung by rung"))
+    ax.set_xlim(0, top)
+    ax.set_title(_title(document, f"{what} kernels, rung by rung, as % of {base.removesuffix(' ' + what)}"))
     handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
     ax.legend(handles.values(), handles.keys(), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8,
               frameon=False)
-    ax.grid(True, axis="x", alpha=0.3)
+    ax.grid(True, axis="x", alpha=0.3, zorder=0)
+    ax.set_axisbelow(True)
     fig.tight_layout()
     return _save(plt, fig, path)
 
 
-def _save(plt, fig, path: Path) -> Path:
-    fig.savefig(path, dpi=110, bbox_inches="tight")  # "tight" keeps outside legends, trims the rest
+def _save(plt, fig, path: Path, extra=()) -> Path:
+    # "tight" keeps outside legends (and ``extra`` artists it would not see), trims the rest
+    fig.savefig(path, dpi=110, bbox_inches="tight",
+                bbox_extra_artists=[*fig.get_default_bbox_extra_artists(), *extra])
     plt.close(fig)
     return path
 
@@ -283,4 +292,3 @@ def write_plots(document: dict, out_dir: str | Path) -> list[Path]:
         except PlotError:
             pass  # a precision with no ladder kernels in the run (only its cuBLAS) has none to draw
     return paths
-

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .. import kernels
 from ..problem import shape_label as problem_shape_label
+from . import tables
 from .runner import CaseResult
 
 
@@ -105,10 +106,15 @@ COLUMNS = (  # header, justify, cell(record)
 )
 
 
-def table(recs: Sequence[dict], title: str = "") -> Table:
+def shown_columns(recs: Sequence[dict]) -> list[tuple]:
+    """COLUMNS less dtype and % peak when no record has them."""
     has_dtype = any(r.get("dtype") for r in recs)
     has_peak = any(r.get("pct_of_peak") is not None for r in recs)
-    shown = [c for c in COLUMNS if (c[0] != "dtype" or has_dtype) and (c[0] != "% peak" or has_peak)]
+    return [c for c in COLUMNS if (c[0] != "dtype" or has_dtype) and (c[0] != "% peak" or has_peak)]
+
+
+def table(recs: Sequence[dict], title: str = "") -> Table:
+    shown = shown_columns(recs)
     t = Table(title=title or None, header_style="bold")
     for header, justify, _ in shown:
         t.add_column(header, justify=justify, no_wrap=header != "status")
@@ -123,8 +129,10 @@ def table(recs: Sequence[dict], title: str = "") -> Table:
 
 
 def print_table(results: Sequence[CaseResult | dict], console: Console | None = None, title: str = "") -> None:
+    """The table, fitted to a terminal, or whole (natural width, one row per line) in a
+    file, a pipe or a CI log."""
     recs = [r for r in results if isinstance(r, dict)] or records(results)
-    (console or Console()).print(table(recs, title))
+    tables.print_table(console or Console(), table(recs, title))
 
 
 class SweepProgress:

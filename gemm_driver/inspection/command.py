@@ -106,10 +106,10 @@ def cmd_diff(args) -> int:
     return EXIT_OK
 
 
-_HEADERS = {"threads_per_block": "threads", "registers": "regs", "shared_bytes": "smem B",
-            "dynamic_shared_bytes": "dyn smem B", "spill_bytes": "spill B", "local_bytes": "local B",
-            "constant_bytes": "cmem B", "blocks_per_sm": "blocks/SM", "occupancy": "occupancy",
-            "occupancy_limit": "limited by", "local": "LDL/STL", "branches": "BRA", "instructions": "total"}
+# Column headers of the stats and diff tables; the resource columns read as compile's do.
+_HEADERS = {**report.COMPILE_COLUMNS, "threads_per_block": "threads", "constant_bytes": "cmem B",
+            "blocks_per_sm": "blocks/SM", "occupancy": "occupancy", "occupancy_limit": "limited by",
+            "local": "LDL/STL", "branches": "BRA", "instructions": "total"}
 
 
 def _cell(name: str, value: Any) -> str:

@@ -3,12 +3,19 @@
 ``kernel_stats`` joins three sources: the resources every Build carries (registers, shared,
 stack and constant memory read from the cubin, spills from ptxas's report), the SASS
 instruction mix (nvdisasm), and theoretical occupancy computed from the first.
+
+Shared memory comes from two places: the static arrays ptxas sizes into the cubin
+(``shared_bytes``, as it always meant) and the dynamic size the launch asks for, which the
+KernelSpec computes from the resolved tunables (``dynamic_shared_bytes``, what the Session
+loads the kernel with). ``total_shared_bytes`` is their sum: what a block takes, and what
+the occupancy is computed from. ``compile`` and ``inspect stats`` show all three as one
+group of columns.
 """
 
 from __future__ import annotations
 
 from math import prod
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..kernels.build import Build, build
 from ..kernels.spec import KernelSpec
@@ -20,8 +27,9 @@ from .sass import disassemble
 RESOURCE_FIELDS = {
     "threads_per_block": "threads per block",
     "registers": "registers per thread",
-    "shared_bytes": "static shared memory per block (ptxas)",
-    "dynamic_shared_bytes": "dynamic shared memory per block",
+    "shared_bytes": "static shared memory per block (ptxas, from the cubin)",
+    "dynamic_shared_bytes": "dynamic shared memory per block (the launch's, from the tunables)",
+    "total_shared_bytes": "static + dynamic shared memory per block",
     "spill_bytes": "spill stores + loads, bytes per thread",
     "local_bytes": "local memory (stack frame), bytes per thread",
     "constant_bytes": "constant bank 0 (parameters, compiler constants)",
@@ -32,10 +40,13 @@ RESOURCE_FIELDS = {
 FIELDS = {**RESOURCE_FIELDS, **mix.FIELDS}
 
 
-def resources(built: Build) -> dict[str, Any]:
-    """What ptxas and the cubin say about the main entry, under the report's field names."""
+def resources(spec: KernelSpec, built: Build) -> dict[str, Any]:
+    """What ptxas and the cubin say about the main entry, and the dynamic shared memory its
+    launch asks for, under the report's field names."""
     r = built.resources
-    return {"registers": r.registers, "shared_bytes": r.shared_bytes, "spill_bytes": r.spill_bytes,
+    dynamic = spec.dynamic_smem(built.tunables)
+    return {"registers": r.registers, "shared_bytes": r.shared_bytes, "dynamic_shared_bytes": dynamic,
+            "total_shared_bytes": r.shared_bytes + dynamic, "spill_bytes": r.spill_bytes,
             "local_bytes": r.stack_bytes, "constant_bytes": r.constant_bytes}
 
 
@@ -43,8 +54,22 @@ def compile_row(spec: KernelSpec, arch: str, tunables: Mapping[str, int]) -> dic
     """One row of ``compile``: the build's resources, compile time and whether it was cached."""
     built = build(spec, arch, tunables)
     return {"kernel": spec.name, "arch": arch, "entry": built.entry, "tunables": dict(tunables),
-            **resources(built), "compile_seconds": round(built.compiled.compile_seconds, 4),
+            **resources(spec, built), "compile_seconds": round(built.compiled.compile_seconds, 4),
             "cache_hit": built.cache_hit}
+
+
+# compile's table: row field -> column header. A row that failed to compile has only
+# kernel, arch and error; it reads FAILED under regs and "-" elsewhere.
+COMPILE_COLUMNS = {"kernel": "kernel", "arch": "arch", "registers": "regs", "shared_bytes": "smem static B",
+                   "dynamic_shared_bytes": "smem dynamic B", "total_shared_bytes": "smem total B",
+                   "spill_bytes": "spill B", "local_bytes": "local B", "compile_seconds": "secs",
+                   "cache_hit": "cached"}
+
+
+def compile_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """(header, cells) of ``compile``'s table, for ``inspection.command.print_table``."""
+    cells = [[str(r.get(c, "FAILED" if c == "registers" else "-")) for c in COMPILE_COLUMNS] for r in rows]
+    return list(COMPILE_COLUMNS.values()), cells
 
 
 def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> dict[str, Any]:
@@ -52,9 +77,9 @@ def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None
     built = build(spec, arch, tunables)
     r = built.resources
     threads = prod(spec.block(built.tunables))
-    dynamic = spec.dynamic_smem(built.tunables)
-    try:
-        occ = occupancy(arch, threads, r.registers, r.shared_bytes, dynamic, r.barriers)
+    res = resources(spec, built)
+    try:  # a block takes its static and its dynamic shared memory: the total decides the fit
+        occ = occupancy(arch, threads, r.registers, res["total_shared_bytes"], barriers=r.barriers)
         fit = {"blocks_per_sm": occ.blocks_per_sm, "occupancy": round(occ.fraction, 4),
                "occupancy_limit": occ.limited_by}
     except ValueError:  # an arch missing from the limits table: the rest is still worth having
@@ -62,7 +87,7 @@ def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None
     sass = disassemble(built.compiled.cubin, built.entry)
     return {
         "kernel": spec.name, "arch": arch, "tunables": dict(built.tunables), "entry": built.entry,
-        "threads_per_block": threads, **resources(built), "dynamic_shared_bytes": dynamic, **fit,
+        "threads_per_block": threads, **res, **fit,
         **mix.count(mix.executed(sass.instructions)),
     }
 
