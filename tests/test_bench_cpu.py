@@ -282,7 +282,7 @@ def test_older_files_load_with_their_precision_spellings_mapped(tmp_path):
     ('{"schema": "gemm_driver.tuned/1"}', "is not a bench result"),
     ('[1, 2]', "is not a bench result"),
     ('{"schema": "gemm_driver.bench/2", "results": {}}', "'results' must be a list"),
-    ('{"schema": "gemm_driver.bench/2", "results": [{"kernel": "naive", "m": 1}]}', "case 0 lacks n, k, status"),
+    ('{"schema": "gemm_driver.bench/2", "results": [{"kernel": "naive", "m": 1}]}', r"results\[0\] lacks n, k, status"),
 ])
 def test_load_rejects_bad_files_in_one_line(tmp_path, text, message):
     path = tmp_path / "bad.json"

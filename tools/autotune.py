@@ -8,12 +8,12 @@
                                                    # -> gemm_driver/tuned/<gpu>.<kernel>.json each
 
 Every configuration is verified against the float64 reference before it is timed; cuBLAS
-of the kernel's precision is timed on the same operands for the % column.
+of the kernel's precision is timed on the same operands for the % column. Needs a GPU;
+without one, bad arguments or an unwritable --json it says so in one line (exit 2).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -24,6 +24,11 @@ from gemm_driver.bench.environment import collect
 from gemm_driver.kernels import tensor, tuned
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
+    sys.path.append(str(Path(__file__).resolve().parent))  # last: tools/inspect.py must not shadow inspect
+from _toolkit import Parser, positive, run  # noqa: E402
+
+PROG = Path(__file__).name
 DEFAULT_SHAPES = "512,1000,1024,2048,4096,4093x4091x4099,8192,16384x128x4096,1024x1024x16384"
 # Tuned kernel -> (the kernel its sweep runs, the configurations). `autotuned` runs
 # warptiled's code, and its table keeps warptiled's name (gemm_driver/tuned/<gpu>.json).
@@ -41,12 +46,12 @@ def targets(text: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", default="autotuned",
                         help=f"comma list of tuned kernels to sweep (default autotuned): {', '.join(TARGETS)}")
     parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma list of N (square) or MxNxK")
-    parser.add_argument("--seconds", type=float, default=0.15, help="timing budget per configuration")
-    parser.add_argument("--top", type=int, default=5, help="configurations shown per shape")
+    parser.add_argument("--seconds", type=positive(float), default=0.15, help="timing budget per configuration")
+    parser.add_argument("--top", type=positive(int), default=5, help="configurations shown per shape")
     parser.add_argument("--json", help="also write the table document here (several kernels: PATH.<kernel>.json)")
     parser.add_argument("--write", action="store_true", help="write gemm_driver/tuned/<gpu>[.<kernel>].json")
     args = parser.parse_args(argv)
@@ -55,6 +60,8 @@ def main(argv=None) -> int:
         shapes = autotune.parse_shapes(args.shapes)
     except ValueError as exc:
         parser.error(str(exc))
+    if args.json and Path(args.json).is_dir():
+        parser.error(f"--json takes a file path, but {args.json!r} is a directory")
 
     failed = False
     with Session() as session:
@@ -82,4 +89,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main, PROG))

@@ -4,9 +4,35 @@
 # vectorized and later rungs) and once on 1023^3 (odd leading dimensions: the scalar path);
 # ncu reads the conflict and instruction counters of every launch. Run from the repo root:
 #   tools/bank_conflicts.sh [OUTPUT]   (default results/h100-80gb-hbm3/bank-conflicts.txt)
+# Bad arguments, a missing ncu or no GPU: one line on stderr and exit 2, before any work.
 set -euo pipefail
+USAGE="usage: tools/bank_conflicts.sh [--help] [OUTPUT]"
+fail() { echo "bank_conflicts.sh: error: $*" >&2; exit 2; }
+case "${1:-}" in
+    -h|--help)
+        echo "$USAGE"
+        echo
+        echo "Shared-memory bank conflicts of the ladder rungs, counted by Nsight Compute (ncu) on"
+        echo "1024^3 and 1023^3; the table goes to OUTPUT (default"
+        echo "results/h100-80gb-hbm3/bank-conflicts.txt). Needs a GPU and ncu on PATH. Environment:"
+        echo "KERNELS (space-separated NAME[:TUNABLE=V,...]), PYTHON (default python3)."
+        exit 0 ;;
+    --) shift ;;
+    -*) fail "unknown option ${1} ($USAGE)" ;;
+esac
+[ $# -le 1 ] || fail "one OUTPUT path at most, got $# arguments ($USAGE)"
 OUTPUT=${1:-results/h100-80gb-hbm3/bank-conflicts.txt}
+[ -n "$OUTPUT" ] || fail "OUTPUT is empty ($USAGE)"
+[ ! -d "$OUTPUT" ] || fail "OUTPUT $OUTPUT is a directory; give a file path"
 PY=${PYTHON:-python3}
+command -v ncu >/dev/null || fail "needs Nsight Compute: no ncu on PATH"
+if ! why=$(PYTHONPATH=${PYTHONPATH:-.} "$PY" -c 'import sys; from gemm_driver.cuda.driver import Device
+try:
+    Device.get(0)
+except Exception as exc:
+    sys.exit(str(exc).splitlines()[0])' 2>&1); then
+    fail "this script needs an NVIDIA GPU: ${why##*$'\n'}"
+fi
 export PYTHONPATH=${PYTHONPATH:-.}
 KERNELS=${KERNELS:-blocktile_2d vectorized bank_conflict_free:BK=8 bank_conflict_free double_buffered double_buffered:ASYNC=1,STAGES=3}
 METRICS=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,smsp__inst_executed_op_shared_ld.sum,smsp__inst_executed_op_shared_st.sum

@@ -12,9 +12,12 @@ it, and commit both; tests/test_hopper_specs.py checks that the two agree byte f
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
+    sys.path.append(str(Path(__file__).resolve().parent))  # last: tools/inspect.py must not shadow inspect
+from _toolkit import Parser, run  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "cu" / "hopper" / "wgmma.cuh"
 NS = (64, 128, 256)  # the wgmma N extents the rungs use
@@ -147,7 +150,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=Path(__file__).name, description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed file instead of writing it")
     args = parser.parse_args(argv)
     text = render()
@@ -163,4 +166,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main, Path(__file__).name))

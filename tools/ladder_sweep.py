@@ -7,12 +7,12 @@
 Each rung's choice lists are small, so this builds ``spec.configurations()`` (every
 combination the rules accept). Every configuration is verified against the float64
 reference before it is timed (gemm_driver.bench.autotune.tune). The defaults in
-blocktiling.py are meant to be the winners of this sweep on the H100.
+blocktiling.py are meant to be the winners of this sweep on the H100. Needs a GPU;
+without one, or with bad arguments, it says so in one line (exit 2).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -21,21 +21,42 @@ from gemm_driver import Session, kernels
 from gemm_driver.bench import autotune
 from gemm_driver.kernels.simt import blocktiling
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
+    sys.path.append(str(Path(__file__).resolve().parent))  # last: tools/inspect.py must not shadow inspect
+from _toolkit import Parser, positive, run  # noqa: E402
+
+PROG = Path(__file__).name
 DEFAULT_SHAPES = "1024,4096,4093x4091x4099"
+RUNGS = [s.name for s in blocktiling.SPECS]
+
+
+def rungs(text: str) -> list[str]:
+    """'--kernels' values: a comma list of blocktiling rungs; ValueError naming the ones there are."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names or any(n not in RUNGS for n in names):
+        raise ValueError(f"--kernels {text!r}: choose from {', '.join(RUNGS)}")
+    return names
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kernels", default=",".join(s.name for s in blocktiling.SPECS))
+    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kernels", default=",".join(RUNGS), help=f"comma list of rungs (default all): "
+                        f"{', '.join(RUNGS)}")
     parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma list of N (square) or MxNxK")
-    parser.add_argument("--seconds", type=float, default=0.15, help="timing budget per configuration")
+    parser.add_argument("--seconds", type=positive(float), default=0.15, help="timing budget per configuration")
     parser.add_argument("--json", help="write every trial here")
     args = parser.parse_args(argv)
-    shapes = autotune.parse_shapes(args.shapes)
+    try:
+        names = rungs(args.kernels)
+        shapes = autotune.parse_shapes(args.shapes)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.json and Path(args.json).is_dir():
+        parser.error(f"--json takes a file path, but {args.json!r} is a directory")
     document = {}
     status = 0
     with Session() as session:
-        for name in args.kernels.split(","):
+        for name in names:
             spec = kernels.KERNELS[name]
             results = autotune.tune(session, spec, shapes, spec.configurations(), seconds=args.seconds)
             document[name] = [{"shape": r.shape, "cublas_tflops": r.baseline_tflops,
@@ -50,4 +71,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main, PROG))

@@ -24,7 +24,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)
 
-import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
@@ -35,6 +34,10 @@ import numpy as np  # noqa: E402
 from gemm_driver.cuda import driver, nvrtc  # noqa: E402
 from gemm_driver.cuda.errors import GemmDriverError  # noqa: E402
 
+sys.path.append(str(ROOT / "tools"))  # _toolkit.py; last, so that tools/inspect.py shadows nothing
+from _toolkit import Parser, positive, run  # noqa: E402
+
+PROG = Path(__file__).name
 SOURCE = ROOT / "cu" / "probes" / "mma_ceiling.cu"
 CHECK_ITERS = 3  # small enough that every accumulator stays exact in FP32
 
@@ -224,17 +227,20 @@ def select(device: driver.Device) -> tuple[str, tuple[Probe, ...]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the measurements here")
-    parser.add_argument("--seconds", type=float, default=0.15, help="GPU time of one timed launch (default 0.15)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed launches per probe (default 5)")
+    parser.add_argument("--seconds", type=positive(float), default=0.15,
+                        help="GPU time of one timed launch (default 0.15)")
+    parser.add_argument("--repeats", type=positive(int), default=5, help="timed launches per probe (default 5)")
     args = parser.parse_args(argv)
+    if args.json and Path(args.json).is_dir():
+        parser.error(f"--json takes a file path, but {args.json!r} is a directory")
     try:
         device = driver.Device.get(0)
         context = driver.Context(device)
         arch, probes = select(device)
     except GemmDriverError as exc:
-        print(f"mma_ceiling: needs an NVIDIA GPU of sm_80 or newer: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: this command needs an NVIDIA GPU of sm_80 or newer: {exc}", file=sys.stderr)
         return 2
     compiled = nvrtc.compile_cuda(SOURCE.read_bytes(), SOURCE.name, arch,
                                   name_expressions=sorted({p.expression for p in probes}))
@@ -273,4 +279,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main, PROG))

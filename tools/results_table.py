@@ -1,17 +1,27 @@
+#!/usr/bin/env python3
 """Print a bench JSON as a Markdown table (kernel rows, shape columns), for the README.
 
     python tools/results_table.py results/h100-80gb-hbm3/bench.json
 
 Each cell is TFLOP/s with the percentage of cuBLAS in parentheses; FAILED and skipped
-cases say so. The numbers are read from the file as written by `gemm_driver bench`.
+cases say so. The file is read and checked by the same loader as ``compare`` and
+``plot`` (gemm_driver.bench.writers.load): a missing or malformed file is one line on
+stderr and exit 2.
 """
 
 from __future__ import annotations
 
-import json
 import sys
+from pathlib import Path
 
+from gemm_driver.bench.writers import load
 from gemm_driver.problem import shape_label
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
+    sys.path.append(str(Path(__file__).resolve().parent))  # last: tools/inspect.py must not shadow inspect
+from _toolkit import Parser, run  # noqa: E402
+
+PROG = Path(__file__).name
 
 
 def _shape(r: dict) -> str:
@@ -19,22 +29,26 @@ def _shape(r: dict) -> str:
     return shape_label(r["m"], r["n"], r["k"], r.get("batch") or 1)
 
 
+def _cell(r: dict) -> str:
+    if r["status"] != "ok":
+        return r["status"]
+    if r.get("tflops") is None:
+        return "-"
+    pct = r.get("pct_of_cublas")
+    return f"{r['tflops']:.2f}" + (f" ({pct:.0f}%)" if pct is not None else "")
+
+
 def markdown(document: dict) -> str:
+    """The table of a document ``load`` accepted (the fields it reads are checked there)."""
     results = document["results"]
     shapes = list(dict.fromkeys(_shape(r) for r in results))
     names = list(dict.fromkeys(r["kernel"] for r in results))
-    cell = {}
-    for r in results:
-        shape = _shape(r)
-        if r["status"] != "ok":
-            cell[r["kernel"], shape] = r["status"]
-        else:
-            pct = r.get("pct_of_cublas")
-            cell[r["kernel"], shape] = f"{r['tflops']:.2f}" + (f" ({pct:.0f}%)" if pct is not None else "")
-    gpu = document["environment"]["gpu"]
+    cell = {(r["kernel"], _shape(r)): _cell(r) for r in results}
+    gpu = (document.get("environment") or {}).get("gpu") or {}
+    settings = document.get("settings") or {}
     lines = [
-        f"TFLOP/s (% of cuBLAS) on {gpu['name']}, alpha={document['settings']['alpha']:g}, "
-        f"beta={document['settings']['beta']:g}, median of event-timed batches:",
+        f"TFLOP/s (% of cuBLAS) on {gpu.get('name', 'an unnamed GPU')}, alpha={settings.get('alpha', 1.0):g}, "
+        f"beta={settings.get('beta', 0.0):g}, median of event-timed batches:",
         "",
         "| kernel | " + " | ".join(shapes) + " |",
         "| --- | " + " | ".join("---:" for _ in shapes) + " |",
@@ -44,8 +58,13 @@ def markdown(document: dict) -> str:
     return "\n".join(lines)
 
 
+def main(argv=None) -> int:
+    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("bench_json", metavar="BENCH.json", help="a bench JSON written by gemm_driver bench --json")
+    args = parser.parse_args(argv)
+    print(markdown(load(args.bench_json)))  # a bad file: BenchFileError, one line from run()
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python tools/results_table.py BENCH.json")
-    with open(sys.argv[1]) as f:
-        print(markdown(json.load(f)))
+    sys.exit(run(main, PROG))

@@ -49,6 +49,13 @@ def _git_commit() -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
+def _cache_state() -> str:
+    """The compile cache's directory, or "off: <why>" when none is used (turned off, or the
+    configured directory cannot be written): never an unusable path shown as the cache."""
+    directory, why = cache.status()
+    return str(directory) if directory is not None else f"off: {why}"
+
+
 def gpu_record(device: Device) -> dict:
     return {
         "name": device.name,
@@ -84,7 +91,7 @@ def collect(device: Device | None = None) -> dict:
         "nvjitlink_version": _attempt(lambda: "%d.%d" % nvrtc.jitlink_version()),
         "cublas_version": _attempt(lambda: "%d.%d.%d" % cublas.version()),
         "cublas_path": _attempt(cublas.library_path),
-        "cache_dir": str(cache.cache_dir() or "disabled"),
+        "cache_dir": _cache_state(),
         # cuda_bf16.h / cuda_fp16.h for the tensor-core kernels (cuda/headers.py)
         "cuda_header_dirs": _attempt(lambda: ", ".join(headers.include_directories())),
     }

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import precision as _precision
+from .results_schema import SchemaError, json_type
+from .results_schema import check as check_document
 
 SCHEMA = "gemm_driver.bench/3"
 READABLE_SCHEMAS = ("gemm_driver.bench/1", "gemm_driver.bench/2", SCHEMA)  # compare and plot read all
@@ -58,26 +60,35 @@ def write_json(path: str | Path, doc: dict) -> None:
 
 
 def load(path: str | Path) -> dict:
-    """Read a bench JSON, or raise BenchFileError saying in one line what is wrong with it."""
+    """Read a bench JSON, or raise BenchFileError saying in one line what is wrong with it.
+
+    Every reader of saved runs (compare, plot, tools/results_table.py) comes through here:
+    the document is checked field by field (types, not only keys: results_schema.py), so a
+    bad file is refused before any output is written, never a traceback halfway through.
+    """
     try:
         doc = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise BenchFileError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise BenchFileError(f"{path}: is a directory, not a bench JSON file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BenchFileError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
     except json.JSONDecodeError as exc:
         raise BenchFileError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise BenchFileError(f"{path}: nested too deeply to be a bench result") from None
     if not isinstance(doc, dict) or doc.get("schema") not in READABLE_SCHEMAS:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise BenchFileError(f"{path}: schema {found!r} is not a bench result; "
                              f"expected one of {list(READABLE_SCHEMAS)}")
-    results = doc.get("results")
-    if not isinstance(results, list):
-        raise BenchFileError(f"{path}: 'results' must be a list of cases")
-    for i, rec in enumerate(results):
-        missing = [key for key in ("kernel", "m", "n", "k", "status") if not isinstance(rec, dict) or key not in rec]
-        if missing:
-            raise BenchFileError(f"{path}: case {i} lacks {', '.join(missing)}")
+    if not isinstance(doc.get("results"), list):
+        raise BenchFileError(f"{path}: 'results' must be a list of cases, not {json_type(doc.get('results'))}")
+    try:
+        check_document(doc)
+    except SchemaError as exc:
+        raise BenchFileError(f"{path}: {exc}") from None
+    for rec in doc["results"]:
         if rec.get("dtype"):
             rec["dtype"] = _read_precision(path, rec["dtype"])
     settings = doc.get("settings")

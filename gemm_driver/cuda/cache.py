@@ -1,34 +1,45 @@
-"""On-disk cache of compiled modules (cubin + PTX + log + resources).
+"""On-disk cache of compiled modules (cubin + PTX + log + resources), which heals itself.
 
 The key hashes every input of a build, each under its own label so that no two inputs
 can run together: schema version, compiler and its version, target arch, sorted options,
 name expressions, the source bytes and the name and bytes of every header NVRTC is given,
 and a digest of the CUDA system headers when the source includes any (``headers.py``).
-Entries are written atomically (temp file + ``os.replace``); an unreadable entry is a
-miss, never a crash. ``GEMM_DRIVER_CACHE_DIR`` moves the cache, ``GEMM_DRIVER_NO_CACHE=1``
-turns it off.
+
+Every entry is checked when it is read (``cache_entry.validate``): its schema, every field
+with its type, the blake2b checksums of the cubin and the PTX, the cubin's ELF magic, and
+a resources record for exactly the kernels the cubin holds. An entry that fails any check
+(truncated, binary, hand-edited, from another version) is a miss: the build runs again
+and the entry is replaced atomically (temp file + ``os.replace``), so a bad entry costs
+one rebuild, never a crash or a wrong answer, and nothing reads a half-written file.
+
+``GEMM_DRIVER_CACHE_DIR`` moves the cache, ``GEMM_DRIVER_NO_CACHE=1`` turns it off. A
+directory that cannot be written (a file, read-only, under /proc) turns caching off with
+one warning line on stderr per process; ``status()`` says which directory is in use or
+why none is (``info`` shows it).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import os
+import sys
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from . import headers as system_headers
 from . import nvrtc
-from .nvrtc import Compiled, Resources
+from .cache_entry import SCHEMA_VERSION, InvalidEntry, checksum, encode, validate  # noqa: F401 (the API)
+from .nvrtc import Compiled
 
-SCHEMA_VERSION = 4  # 2: cubins stored whole; 3: resources read from the cubin; 4: barriers too
+NO_CACHE_REASON = "GEMM_DRIVER_NO_CACHE is set"
 
 
+# --- where the cache lives, and whether it can be used ----------------------------------
 def cache_dir() -> Path | None:
-    """Where entries live, or None when caching is disabled."""
+    """Where entries are meant to live, or None when caching is turned off by the user.
+
+    ``status()`` says whether that directory can actually be used."""
     if os.environ.get("GEMM_DRIVER_NO_CACHE", "") not in ("", "0"):
         return None
     if explicit := os.environ.get("GEMM_DRIVER_CACHE_DIR"):
@@ -37,6 +48,53 @@ def cache_dir() -> Path | None:
     return base / "gemm_driver"
 
 
+_problems: dict[str, str] = {}  # directory -> '' (usable) or why not; probed once per process
+_warned: set[str] = set()
+
+
+def _probe(directory: Path) -> str:
+    """'' when entries can be written in ``directory`` (created if need be), else why not.
+
+    Only a real write answers this: permission bits say nothing for root, and /proc or a
+    read-only mount refuse writes whatever the bits say."""
+    try:
+        if directory.exists() and not directory.is_dir():
+            return f"{directory} is not a directory"
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"cannot create or write in {directory} ({exc.strerror or type(exc).__name__})"
+    return ""
+
+
+def status() -> tuple[Path | None, str]:
+    """(the cache directory in use, '') or (None, why caching is off). Never prints."""
+    try:
+        directory = cache_dir()
+    except RuntimeError:  # Path.home() with no HOME and no passwd entry
+        return None, "no home directory to keep it in (set GEMM_DRIVER_CACHE_DIR)"
+    if directory is None:
+        return None, NO_CACHE_REASON
+    if str(directory) not in _problems:
+        _problems[str(directory)] = _probe(directory)
+    problem = _problems[str(directory)]
+    return (None, problem) if problem else (directory, "")
+
+
+def _active_dir() -> Path | None:
+    """The directory builds read and write, warning once per process when it is unusable."""
+    directory, why = status()
+    if directory is None and why != NO_CACHE_REASON and why not in _warned:
+        _warned.add(why)
+        print(f"gemm-driver: warning: compile cache off: {why}; every build compiles anew "
+              "(GEMM_DRIVER_CACHE_DIR picks a writable directory, GEMM_DRIVER_NO_CACHE=1 silences this)",
+              file=sys.stderr)
+    return directory
+
+
+# --- the key ----------------------------------------------------------------------------
 def cache_key(
     *,
     compiler: str,
@@ -75,58 +133,32 @@ def cache_key(
     return digest.hexdigest()
 
 
-def _encode(compiled: Compiled) -> str:
-    return json.dumps(
-        {
-            "schema": SCHEMA_VERSION,
-            "arch": compiled.arch,
-            "ptx": base64.b64encode(compiled.ptx).decode(),
-            "cubin": base64.b64encode(compiled.cubin).decode(),
-            "log": compiled.log,
-            "lowered_names": dict(compiled.lowered_names),
-            "resources": {name: asdict(r) for name, r in compiled.resources.items()},
-            "compile_seconds": compiled.compile_seconds,
-        }
-    )
-
-
-def _decode(text: str) -> Compiled:
-    data = json.loads(text)
-    if data.get("schema") != SCHEMA_VERSION:
-        raise ValueError("cache entry from another schema")
-    return Compiled(
-        arch=data["arch"],
-        ptx=base64.b64decode(data["ptx"]),
-        cubin=base64.b64decode(data["cubin"]),
-        log=data["log"],
-        lowered_names=data["lowered_names"],
-        resources={name: Resources(**r) for name, r in data["resources"].items()},
-        compile_seconds=float(data["compile_seconds"]),
-    )
-
-
-def load(key: str, directory: Path | None = None) -> Compiled | None:
-    """The cached build for ``key``, or None on a miss or an unreadable entry."""
-    directory = directory or cache_dir()
+# --- reading and writing entries --------------------------------------------------------
+def load(key: str, directory: Path | None = None, *, arch: str | None = None,
+         name_expressions: Sequence[str] | None = None) -> Compiled | None:
+    """The cached build for ``key``, or None on a miss, an unreadable or an invalid entry."""
+    directory = directory or _active_dir()
     if directory is None:
         return None
     try:
-        return _decode((directory / f"{key}.json").read_text())
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return validate((directory / f"{key}.json").read_bytes(), arch=arch, name_expressions=name_expressions)
+    except (OSError, InvalidEntry):
         return None
 
 
 def store(key: str, compiled: Compiled, directory: Path | None = None) -> None:
-    """Write an entry atomically; a cache that cannot be written is silently skipped."""
-    directory = directory or cache_dir()
+    """Write (or replace) an entry atomically; a write that fails is skipped, never fatal."""
+    directory = directory or _active_dir()
     if directory is None:
         return
     tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        # A temp name of its own per writer, in the same directory (same file system), then
+        # one rename: concurrent writers of one key each replace the entry with a whole one.
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{key}.", suffix=".tmp")
         with os.fdopen(fd, "w") as f:
-            f.write(_encode(compiled))
+            f.write(encode(compiled))
         os.replace(tmp, directory / f"{key}.json")
     except OSError:
         if tmp is not None and os.path.exists(tmp):
@@ -144,10 +176,12 @@ def build(
 ) -> tuple[Compiled, bool]:
     """Compile (``.cu`` via NVRTC, ``.ptx`` via nvJitLink) through the cache.
 
-    Returns the build and whether it came from the cache.
+    Returns the build and whether it came from the cache. A missing or invalid entry is
+    rebuilt and (re)written.
     """
     headers = dict(headers or {})
     is_ptx = filename.endswith(".ptx")
+    directory = _active_dir()
     key = cache_key(
         compiler="nvjitlink" if is_ptx else "nvrtc",
         compiler_version=nvrtc.jitlink_version() if is_ptx else nvrtc.version(),
@@ -159,13 +193,16 @@ def build(
         headers=headers,
         system_headers_digest="" if is_ptx else system_headers.key_for(source, headers),
     )
-    if (hit := load(key)) is not None:
-        return hit, True
+    if directory is not None:
+        hit = load(key, directory, arch=arch, name_expressions=name_expressions)
+        if hit is not None:
+            return hit, True
     if is_ptx:
         compiled = nvrtc.assemble_ptx(source, filename, arch)
     else:
         compiled = nvrtc.compile_cuda(
             source, filename, arch, headers=headers, options=options, name_expressions=name_expressions
         )
-    store(key, compiled)
+    if directory is not None:
+        store(key, compiled, directory)
     return compiled, False
