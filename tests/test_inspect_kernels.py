@@ -55,6 +55,8 @@ FACTS = {
     "ptx_naive": ({}, ("lds32", "lds128", "sts32", "bar", *NO_TENSOR_CORES), ("ffma", "ldg32")),
     # cp.async fills shared memory (LDGSTS, no STS); fragments are LDS.128 only
     "warptiled": ({}, ("sts32", "sts128", "lds64", *NO_TENSOR_CORES), ("ffma", "ldgsts", "lds128", "bar")),
+    # stream-K adds the peers' partial tiles: FADD, and still no shared stores (cp.async fills it)
+    "stream_k": ({}, ("sts32", "sts128", "lds64", *NO_TENSOR_CORES), ("ffma", "ldgsts", "lds128", "bar", "fadd")),
     "autotuned": ({}, ("sts32", "sts128", "lds64", *NO_TENSOR_CORES), ("ffma", "ldgsts", "lds128", "bar")),
     # ladder.py's rungs: B fragments as LDS.128 from blocktile_2d on; float4 global loads
     # and STS.128 of B from vectorized on; cp.async (LDGSTS, no STS) in double_buffered.

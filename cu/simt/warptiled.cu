@@ -20,15 +20,21 @@
 // SPLITK > 1 splits the k tiles among SPLITK blocks per C tile (grid z) for problems with
 // too few C tiles to fill the GPU (1024^3 is 64 tiles of 128x128 for 132 SMs); the partial
 // sums meet in a workspace and the last block to finish adds them up (reduce_split_k).
+// STREAMK = 1 replaces the tile grid by stream-K (stream_k.cuh): a persistent grid of one CTA
+// per resident slot (or at most PER_SM per SM), sized on the launch side from the occupancy,
+// each CTA taking an equal share of all the k steps across tile boundaries, with the
+// "data-parallel waves + one stream-K wave" hybrid for grids of many tiles. It reuses k_loop
+// and store_tile unchanged: a unit of work is a k range of one tile. Measured: see README.
 // Expected: the FMA pipe busy most cycles; close to cuBLAS at large sizes.
 // Measured (H100, default 128x256 tile, 64x64 warps, 8x16 lanes, BK=16, 3 stages): 50.3
 // TFLOP/s at 4096^3, 97% of cuBLAS, 1.09x over double_buffered. With 8x8 lanes it was 92%:
 // a k step then issues 4 LDS.128 per 64 FMAs, few enough FMAs per shared-memory wavefront
 // that (by this arithmetic, not yet by counters) the shared-memory pipe sets the pace;
 // 8x16 lanes issue 6 per 128. Small problems leave SMs idle with these
-// tiles (30% of cuBLAS at 1024^3): `autotuned` picks smaller tiles and split-K there.
+// tiles (30% of cuBLAS at 1024^3): `autotuned` picks smaller tiles, split-K or stream-K there.
 #include "gemm_common.cuh"
 #include "cp_async.cuh"
+#include "stream_k.cuh"
 
 namespace warptiled {
 
@@ -198,6 +204,19 @@ __device__ __forceinline__ void k_loop(float (&acc)[T::TM][T::TN], int M, int N,
     }
 }
 
+// acc += the product of k tiles [first, last) of the C tile at (bm0, bn0), B copied 16 bytes at
+// a time when B and ldb allow it, else 4.
+template <class T>
+__device__ __forceinline__ void multiply_range(float (&acc)[T::TM][T::TN], int M, int N, int K, const float* A,
+                                               int lda, const float* B, int ldb, bool b_vec, float* as_ring,
+                                               float* bs_ring, int bm0, int bn0, int tid, int a_lane, int b_lane,
+                                               int first, int last) {
+    if (b_vec)
+        k_loop<T, true>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane, first, last);
+    else
+        k_loop<T, false>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane, first, last);
+}
+
 // Split-K: the SPLITK blocks of one C tile each hold a partial sum over their share of the k
 // tiles. Each writes it to its slice of the workspace and counts itself in; the block that
 // arrives last adds the slices up in slice order (so the result does not depend on which
@@ -273,9 +292,69 @@ __device__ __forceinline__ void store_tile(const float (&acc)[T::TM][T::TN], flo
     }
 }
 
+// A thread's place in the block tile: its index, and the first row / column of its lane tile.
+struct Lane {
+    int tid, a_lane, b_lane;
+};
+template <class T>
+__device__ __forceinline__ Lane lane_of(int tid) {
+    const int warp = tid / 32, lane = tid % 32;
+    const int wm0 = (warp / T::WARPS_N) * T::WM, wn0 = (warp % T::WARPS_N) * T::WN;
+    return {tid, wm0 + lane / T::LANES_N * 4, wn0 + lane % T::LANES_N * 4};
+}
+
+// Stream-K (STREAMK = 1; stream_k.cuh): this CTA's units in order, its share of the stream-K
+// steps (a k range of one tile each), then its whole tiles of the data-parallel waves. A unit
+// that ends a tile another CTA started is stored as a partial; one that starts a tile that
+// others end waits for them and adds their partials; a whole tile goes straight to C.
+// Only the unit number u is carried from unit to unit, and across the k loop: the unit, the
+// thread's lane offsets and the B copy width are worked out afresh from the arguments (through
+// stream_k::fresh, so the compiler cannot hoist them out of the loop). Hoisted, they stayed live
+// beside the accumulators and the 8x8-lane tilings, at their 128-register cap, spilled.
+template <class T>
+__device__ __forceinline__ void stream_k_units(int M, int N, int K, float alpha, const float* A, int lda,
+                                               const float* B, int ldb, float beta, float* C, int ldc,
+                                               float* partials, unsigned* flags, float* as_ring, float* bs_ring) {
+    using stream_k::fresh;
+    for (int u = 0;; ++u) {
+        const stream_k::Unit w = stream_k::unit_of<T::BM, T::BN, T::BK>(M, N, K, u);
+        if (w.k1 == 0) break;
+        float acc[T::TM][T::TN];
+#pragma unroll
+        for (int i = 0; i < T::TM; ++i)
+#pragma unroll
+            for (int j = 0; j < T::TN; ++j) acc[i][j] = 0.0f;
+        __syncthreads();  // every warp is done with the ring before this unit's prologue refills it
+        {
+            const Lane l = lane_of<T>(fresh(threadIdx.x));
+            const int k_tiles = (fresh(K) + T::BK - 1) / T::BK;  // 0 when K = 0: each tile's one step is empty
+            const bool b_vec = aligned16(B, fresh(ldb));
+            multiply_range<T>(acc, M, N, K, A, lda, B, ldb, b_vec, as_ring, bs_ring, w.tile / w.tiles_n * T::BM,
+                              w.tile % w.tiles_n * T::BN, l.tid, l.a_lane, l.b_lane, min(w.k0, k_tiles),
+                              min(w.k1, k_tiles));
+        }
+        const stream_k::Unit v = stream_k::unit_of<T::BM, T::BN, T::BK>(M, N, K, u);  // == w
+        const int cta = stream_k::cta_index();
+        if (v.k0 > 0) {  // the end of a tile a lower CTA started: only ever this CTA's first unit
+            stream_k::store_partial<T::THREADS>(acc, partials + static_cast<size_t>(cta) * T::BM * T::BN,
+                                                flags + cta);
+            continue;
+        }
+        if (v.k1 < v.iters) {  // the start of a tile that higher CTAs end: this CTA's last stream-K unit
+            const int last = stream_k::schedule_of<T::BM, T::BN, T::BK>(M, N, K).peers_end(cta, v.tile);
+            stream_k::wait_for_peers(flags, cta + 1, last);
+            for (int p = cta + 1; p < last; ++p)
+                stream_k::add_partial<T::THREADS>(acc, partials + static_cast<size_t>(p) * T::BM * T::BN);
+        }
+        const Lane l = lane_of<T>(fresh(threadIdx.x));
+        store_tile<T>(acc, alpha, beta, C, ldc, M, N, v.tile / v.tiles_n * T::BM + l.a_lane,
+                      v.tile % v.tiles_n * T::BN + l.b_lane);
+    }
+}
+
 }  // namespace warptiled
 
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK>
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int STREAMK>
 __global__ void __launch_bounds__(warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK>::THREADS,
                                   warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK>::MIN_BLOCKS)
 sgemm_warptiled(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
@@ -286,33 +365,35 @@ sgemm_warptiled(int M, int N, int K, float alpha, const float* __restrict__ A, i
     float* as_ring = reinterpret_cast<float*>(shared_ring);
     float* bs_ring = as_ring + T::STAGES * T::A_STAGE;
 
-    const int tid = threadIdx.x;
-    const int warp = tid / 32, lane = tid % 32;
-    const int bm0 = blockIdx.y * BM, bn0 = blockIdx.x * BN;
-    const int wm0 = (warp / T::WARPS_N) * WM, wn0 = (warp % T::WARPS_N) * WN;
-    const int lm = lane / T::LANES_N, ln = lane % T::LANES_N;
-    const int a_lane = wm0 + lm * 4, b_lane = wn0 + ln * 4;  // the lane's first row / column
+    if constexpr (STREAMK > 0) {  // workspace: one partial tile per CTA; tile_counters: one flag per CTA
+        static_assert(SPLITK == 1, "stream-K splits the k loop itself");
+        warptiled::stream_k_units<T>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, workspace, tile_counters,
+                                     as_ring, bs_ring);
+    } else {  // one C tile per block (x along N, y along M), its k loop shared by SPLITK blocks (z)
+        const int tid = threadIdx.x;
+        const int warp = tid / 32, lane = tid % 32;
+        const int bm0 = blockIdx.y * BM, bn0 = blockIdx.x * BN;
+        const int wm0 = (warp / T::WARPS_N) * WM, wn0 = (warp % T::WARPS_N) * WN;
+        const int lm = lane / T::LANES_N, ln = lane % T::LANES_N;
+        const int a_lane = wm0 + lm * 4, b_lane = wn0 + ln * 4;  // the lane's first row / column
 
-    float acc[TM][TN];
+        float acc[TM][TN];
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
+        for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+            for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-    // This block's share of the k tiles (all of them without split-K).
-    const int tiles = (K + BK - 1) / BK;
-    const int first = int(blockIdx.z * (long long)tiles / SPLITK);
-    const int last = int((blockIdx.z + 1) * (long long)tiles / SPLITK);
-    const bool b_vec = ldb % 4 == 0 && (reinterpret_cast<unsigned long long>(B) & 15) == 0;
-    if (b_vec)
-        warptiled::k_loop<T, true>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane,
-                                   first, last);
-    else
-        warptiled::k_loop<T, false>(acc, M, N, K, A, lda, B, ldb, as_ring, bs_ring, bm0, bn0, tid, a_lane, b_lane,
-                                    first, last);
+        // This block's share of the k tiles (all of them without split-K).
+        const int tiles = (K + BK - 1) / BK;
+        const int first = int(blockIdx.z * (long long)tiles / SPLITK);
+        const int last = int((blockIdx.z + 1) * (long long)tiles / SPLITK);
+        const bool b_vec = ldb % 4 == 0 && (reinterpret_cast<unsigned long long>(B) & 15) == 0;
+        warptiled::multiply_range<T>(acc, M, N, K, A, lda, B, ldb, b_vec, as_ring, bs_ring, bm0, bn0, tid, a_lane,
+                                     b_lane, first, last);
 
-    if constexpr (SPLITK > 1) {
-        if (!warptiled::reduce_split_k<T>(acc, workspace, tile_counters, bm0 + a_lane, bn0 + b_lane)) return;
+        if constexpr (SPLITK > 1) {
+            if (!warptiled::reduce_split_k<T>(acc, workspace, tile_counters, bm0 + a_lane, bn0 + b_lane)) return;
+        }
+        warptiled::store_tile<T>(acc, alpha, beta, C, ldc, M, N, bm0 + a_lane, bn0 + b_lane);
     }
-    warptiled::store_tile<T>(acc, alpha, beta, C, ldc, M, N, bm0 + a_lane, bn0 + b_lane);
 }

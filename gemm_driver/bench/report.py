@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .. import kernels
+from ..kernels.simt.warptiling import schedule_label
 from ..problem import shape_label as problem_shape_label
 from . import tables
 from .runner import CaseResult
@@ -91,6 +92,8 @@ def _percent(fraction: float | None) -> str:
 
 COLUMNS = (  # header, justify, cell(record)
     ("kernel", "left", lambda r: r["kernel"]),
+    # data-parallel, split-K or stream-K: what the tuned table (or the rung) chose
+    ("schedule", "left", lambda r: schedule_label((r.get("launch") or {}).get("tunables") or {}) or "-"),
     ("dtype", "left", lambda r: r.get("dtype") or "-"),
     ("shape MxNxK", "left", shape_label),
     ("median ms", "right", lambda r: _num((r.get("timing") or {}).get("median_ms"), ".4f")),
@@ -107,10 +110,11 @@ COLUMNS = (  # header, justify, cell(record)
 
 
 def shown_columns(recs: Sequence[dict]) -> list[tuple]:
-    """COLUMNS less dtype and % peak when no record has them."""
-    has_dtype = any(r.get("dtype") for r in recs)
-    has_peak = any(r.get("pct_of_peak") is not None for r in recs)
-    return [c for c in COLUMNS if (c[0] != "dtype" or has_dtype) and (c[0] != "% peak" or has_peak)]
+    """COLUMNS less dtype, schedule and % peak when no record has them."""
+    has = {"dtype": any(r.get("dtype") for r in recs),
+           "% peak": any(r.get("pct_of_peak") is not None for r in recs),
+           "schedule": any(schedule_label((r.get("launch") or {}).get("tunables") or {}) for r in recs)}
+    return [c for c in COLUMNS if has.get(c[0], True)]
 
 
 def table(recs: Sequence[dict], title: str = "") -> Table:

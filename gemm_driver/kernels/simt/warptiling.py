@@ -1,15 +1,21 @@
-"""The warptiled rung (cu/simt/warptiled.cu) and its autotuned configuration.
+"""The warptiled rung (cu/simt/warptiled.cu), its stream-K rung and its autotuned configuration.
 
 The tiling hierarchy is block (BM x BN) -> warp (WM x WN) -> lane (TM x TN), with a
 STAGES-deep cp.async pipeline over k tiles of BK. The rules below are the kernel's
 static_asserts and resource limits in words, so a configuration that cannot work is
 refused before NVRTC sees it.
+
+The schedule is a tunable of the same kernel, so the tuner can choose it per shape like a
+tile: data-parallel (one CTA per C tile), split-K (SPLITK CTAs per C tile) or stream-K
+(STREAMK: a persistent grid sharing out the k steps, stream_k.py). ``stream_k`` is the rung
+that always runs stream-K, with the 128 x 128 tiling that small problems favour.
 """
 
 from __future__ import annotations
 
 from .. import tuned
 from ..spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
+from . import stream_k
 
 MAX_SHARED_PER_BLOCK = 227 * 1024  # sm_90 opt-in limit; smaller GPUs refuse at load with the driver's error
 MAX_ACCUMULATORS = 128  # TM * TN above this cannot fit in 255 registers
@@ -63,6 +69,14 @@ def _fits_shared_memory(p, t):
     return None
 
 
+def _one_schedule(p, t):
+    if t["STREAMK"] and t["SPLITK"] > 1:
+        return f"stream-K (STREAMK=1) splits the k loop itself; it takes SPLITK=1, got {t['SPLITK']}"
+    if t["PER_SM"] and not t["STREAMK"]:
+        return f"PER_SM={t['PER_SM']} sizes a stream-K grid; it needs STREAMK=1"
+    return None
+
+
 TUNABLES = (
     Tunable("BM", 128, (32, 64, 128, 256), "block tile rows"),
     Tunable("BN", 256, (32, 64, 128, 256), "block tile columns"),
@@ -73,12 +87,29 @@ TUNABLES = (
     Tunable("TN", 16, (4, 8, 16), "columns per lane (groups of 4)"),
     Tunable("STAGES", 3, (2, 3, 4, 5), "cp.async pipeline depth"),
     Tunable("SPLITK", 1, (1, 2, 3, 4), "blocks sharing the k loop of one C tile (grid z)"),
+    Tunable("STREAMK", 0, (0, 1), "1: stream-K, a persistent grid sharing out all k steps; 0: a CTA per C tile"),
+    # Read by the launch plan only (not a template argument): one build serves every value.
+    Tunable("PER_SM", 0, (0, 1, 2), "stream-K CTAs per SM: 0 as many as are resident at once, else at most this"),
 )
+RULES = (_warp_tiles_fit, _lanes_fill_the_warp, _tiles_split_evenly, _fits_registers, _fits_shared_memory,
+         _one_schedule)
+ENTRY = "sgemm_warptiled<{BM}, {BN}, {BK}, {WM}, {WN}, {TM}, {TN}, {STAGES}, {SPLITK}, {STREAMK}>"
+
+
+def schedule_label(tunables) -> str:
+    """How a configuration splits the work, for reports: 'data-parallel', 'split-K 4', 'stream-K',
+    'stream-K 1/SM'; '' for tunables without a schedule (other kernels)."""
+    if tunables.get("STREAMK"):
+        return f"stream-K {tunables['PER_SM']}/SM" if tunables.get("PER_SM") else "stream-K"
+    if "SPLITK" not in tunables:
+        return ""
+    return "data-parallel" if tunables["SPLITK"] == 1 else f"split-K {tunables['SPLITK']}"
 
 
 def scratch_bytes(p, t) -> tuple[int, int]:
     """Split-K's device scratch: the partial sums of every slice over whole tiles, and one
-    counter per C tile (zeroed once; the last block of a tile resets its counter)."""
+    counter per C tile (zeroed once; the last block of a tile resets its counter). Stream-K's
+    depends on the grid, known at launch: stream_k.scratch_bytes."""
     if t["SPLITK"] == 1:
         return 0, 0
     rows, cols = ceil_div(p.m, t["BM"]) * t["BM"], ceil_div(p.n, t["BN"]) * t["BN"]
@@ -88,14 +119,17 @@ warptiled = KernelSpec(
     name="warptiled",
     description="block -> warp -> lane tiling, conflict-free LDS.128 fragments, cp.async multi-stage pipeline",
     source="cu/simt/warptiled.cu",
-    entry="sgemm_warptiled<{BM}, {BN}, {BK}, {WM}, {WN}, {TM}, {TN}, {STAGES}, {SPLITK}>",
+    entry=ENTRY,
     tunables=TUNABLES,
-    rules=(_warp_tiles_fit, _lanes_fill_the_warp, _tiles_split_evenly, _fits_registers, _fits_shared_memory),
+    rules=RULES,
     block=lambda t: (threads(t), 1, 1),
+    # The tile grid. Stream-K launches a 1-D persistent grid sized at launch (stream_k.py), never
+    # more CTAs than this, so the grid limits checked against it hold for stream-K too.
     grid=lambda p, t: (ceil_div(p.n, t["BN"]), ceil_div(p.m, t["BM"]), t["SPLITK"]),
     dynamic_smem=shared_bytes,
-    signature=(*SGEMM_SIGNATURE, "ptr", "ptr"),  # + split-K workspace and tile counters
+    signature=(*SGEMM_SIGNATURE, "ptr", "ptr"),  # + split-K/stream-K workspace and counters/flags
     scratch=scratch_bytes,
+    launch_plan=stream_k.make_plan(),
     min_cc=(8, 0),
     # What the CPU tests compile (the spill gate on sm_80 and sm_90): one of each block shape.
     checked=(
@@ -105,30 +139,64 @@ warptiled = KernelSpec(
     ),
 )
 
+# The stream-K rung: warptiled with STREAMK=1 and the tiling that won at 1000-1024^3 with split-K
+# (128x128, 32x64 warps, 8x8 lanes: two CTAs an SM, 64 tiles at 1024^3 for 264 resident slots).
+STREAM_K_TILING = {"BM": 128, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "STAGES": 3}
+
+stream_k_rung = KernelSpec(
+    name="stream_k",
+    description="warptiled with stream-K: a persistent grid sharing out all k steps, data-parallel waves first "
+                "for large grids",
+    source=warptiled.source,
+    entry=ENTRY,
+    tunables=tuple(Tunable(t.name, {**STREAM_K_TILING, "STREAMK": 1}.get(t.name, t.default), t.choices, t.help)
+                   for t in TUNABLES),
+    rules=RULES,
+    block=warptiled.block,
+    grid=warptiled.grid,
+    dynamic_smem=shared_bytes,
+    signature=warptiled.signature,
+    scratch=scratch_bytes,
+    launch_plan=warptiled.launch_plan,
+    min_cc=warptiled.min_cc,
+    # The spill gate: the stream-K tilings of TUNE_SPACE (sm_80 and sm_90 each compile clean).
+    checked=(
+        {"BN": 256, "WM": 64, "WN": 64, "TN": 16},
+        {"WM": 64, "WN": 64, "TN": 16},
+        {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TN": 4},
+    ),
+)
+
 # The sweep behind `autotuned`, narrowed by earlier sweeps on an H100 (BK=32, 16x8 lanes and
-# 16-warp blocks never placed): 128x256 tiles with 8x16 lanes win from 2048^3 up, 128x128
-# with split-K at 1000-1024^3, 64x64 with split-K at 512^3. Each tiling is tried with the
-# pipeline depths that were close, and with split-K for problems with too few C tiles.
+# 16-warp blocks never placed; BK=8, 2 stages and split-K 3 were never first): 128x256 tiles
+# with 8x16 lanes won from 2048^3 up, 128x128 with split-K at 1000-1024^3, 64x64 with split-K at
+# 512^3. Each tiling is tried with the schedules that can matter for it: data-parallel, split-K
+# for grids with too few tiles, and stream-K, per resident slot and (where two CTAs fit an SM)
+# one per SM. 22 configurations a shape, so a sweep of the issue's 8 shapes stays near 5 minutes.
+DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM = (1, 0, 0), (2, 0, 0), (4, 0, 0), (1, 1, 0), (1, 1, 1)  # SPLITK, STREAMK, PER_SM
 TILINGS = (
-    # (BM, BN, WM, WN, TM, TN), BK choices, STAGES choices, SPLITK choices
-    ((128, 256, 64, 64, 8, 16), (16,), (2, 3), (1, 2, 4)),  # 8 warps, 128 accumulators a lane
-    ((128, 128, 64, 64, 8, 16), (16,), (2, 3, 4), (1, 2, 4)),  # 4 warps
-    ((128, 128, 64, 32, 8, 8), (16,), (3, 4), (1, 2, 3, 4)),  # 8 warps, 64 accumulators a lane
-    ((128, 128, 32, 64, 8, 8), (16,), (3, 4), (1, 2, 4)),
-    ((64, 128, 32, 64, 8, 8), (8, 16), (2, 3), (1, 2, 4)),
-    ((64, 64, 32, 32, 8, 4), (16,), (3,), (1, 2, 4)),
-    ((64, 32, 32, 16, 4, 4), (16,), (3,), (1, 2, 4)),
+    # (BM, BN, WM, WN, TM, TN), STAGES choices, schedules
+    ((128, 256, 64, 64, 8, 16), (3,), (DP, SPLIT_2, SPLIT_4, SK)),  # 8 warps, one CTA an SM
+    ((128, 256, 64, 64, 8, 16), (2,), (SPLIT_4,)),  # deep K (1024x1024x16384)
+    ((128, 128, 64, 64, 8, 16), (3,), (DP, SK)),  # 4 warps, two CTAs an SM
+    ((128, 128, 32, 64, 8, 8), (3,), (DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM)),  # 8 warps, two CTAs an SM
+    ((128, 128, 32, 64, 8, 8), (4,), (DP, SPLIT_2)),  # 4093x4091x4099's and a close second at 1024^3
+    ((64, 128, 32, 64, 8, 8), (3,), (DP, SPLIT_2)),
+    ((64, 64, 32, 32, 8, 4), (3,), (DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM)),
+    ((64, 32, 32, 16, 4, 4), (3,), (DP,)),
 )
 _PRODUCT = (
-    {"BM": bm, "BN": bn, "BK": bk, "WM": wm, "WN": wn, "TM": tm, "TN": tn, "STAGES": stages, "SPLITK": split}
-    for (bm, bn, wm, wn, tm, tn), bks, stage_choices, splits in TILINGS
-    for bk in bks for stages in stage_choices for split in splits
+    {"BM": bm, "BN": bn, "BK": 16, "WM": wm, "WN": wn, "TM": tm, "TN": tn, "STAGES": stages, "SPLITK": split,
+     "STREAMK": streamk, "PER_SM": per_sm}
+    for (bm, bn, wm, wn, tm, tn), stage_choices, schedules in TILINGS
+    for stages in stage_choices for split, streamk, per_sm in schedules
 )
 TUNE_SPACE = tuple(_PRODUCT)  # tests/test_autotune.py: the rules accept every entry
 
 autotuned = KernelSpec(
     name="autotuned",
-    description="warptiled with the configuration tuned on this GPU for the nearest shape (gemm_driver/tuned/)",
+    description="warptiled with the configuration (tiles and schedule) tuned on this GPU for the nearest shape "
+                "(gemm_driver/tuned/)",
     source=warptiled.source,
     entry=warptiled.entry,
     tunables=TUNABLES,
@@ -138,9 +206,10 @@ autotuned = KernelSpec(
     dynamic_smem=shared_bytes,
     signature=warptiled.signature,
     scratch=scratch_bytes,
+    launch_plan=warptiled.launch_plan,
     min_cc=warptiled.min_cc,
     checked=({},),  # the same kernel as warptiled, which the tests build in several shapes
     choose=lambda problem, gpu_name: tuned.pick(tuned.load_table(gpu_name), problem),
 )
 
-SPECS = (warptiled, autotuned)
+SPECS = (warptiled, stream_k_rung, autotuned)
