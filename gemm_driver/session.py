@@ -7,6 +7,11 @@ value that enqueues exactly one GEMM when called and records what runs (tunables
 which tuned-table entry chose them). The same Launch is verified and then timed, so what
 is timed is what passed. Operands are anything with ``ptr``, ``ld`` and ``itemsize``
 (operands.DeviceMatrix).
+
+``launcher(..., stream=...)`` queues the Launch on another stream instead (anything with a
+``handle``: a caller's stream, cuda.driver.ExternalStream); providers then see the session
+through ``on(stream)``, a view whose ``stream`` is that one and whose cuBLAS handle is bound
+to it at each launch (the Plan of plans.py points one ExternalStream at each caller's stream).
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ class LoadedKernel:
 class Session:
     """One GPU ready to run GEMMs. Use as a context manager, or call ``close()``."""
 
+    # Launches always run on ``self.stream`` (the view made by ``on()`` says True: its stream's
+    # handle may change between launches, so providers bind library handles at each one).
+    stream_per_call = False
+
     def __init__(self, device: int = 0):
         self.context = Context(device)
         self.device = self.context.device
@@ -48,6 +57,7 @@ class Session:
         self._loaded: dict[tuple, LoadedKernel] = {}
         self._modules: list[Module] = []
         self._cublas: cublas.CublasHandle | None = None
+        self._cublas_shared: cublas.CublasHandle | None = None  # for launches on callers' streams
         self._cublaslt: cublaslt.LtHandle | None = None
         self._lt_plans: dict[tuple, cublaslt.LtMatmul] = {}
         self._workspace: dict[str, DeviceBuffer] = {}
@@ -62,6 +72,19 @@ class Session:
             self.context.make_current()
             self._cublas = cublas.CublasHandle(self.stream)
         return self._cublas
+
+    def cublas_for_other_streams(self) -> cublas.CublasHandle:
+        """A second cuBLAS handle for launches on streams other than ``self.stream``; whoever
+        uses it binds it to the stream at each call (``stream_per_call``), so the session's
+        own handle never leaves its stream."""
+        if self._cublas_shared is None:
+            self.context.make_current()
+            self._cublas_shared = cublas.CublasHandle(None)
+        return self._cublas_shared
+
+    def on(self, stream) -> "SessionOnStream":
+        """This session as a provider sees it when its work goes on ``stream``."""
+        return SessionOnStream(self, stream)
 
     def cublaslt_plan(self, problem: cublaslt.LtProblem, workspace, alignment: tuple[int, int, int]
                       ) -> cublaslt.LtMatmul:
@@ -96,8 +119,10 @@ class Session:
         return self._loaded[key]
 
     def launcher(self, name: str, problem: GemmProblem, a: Operand, b: Operand, c: Operand,
-                 tunables: Mapping[str, int] | None = None) -> Launch:
-        """A Launch that enqueues one C = alpha A B + beta C on this session's stream."""
+                 tunables: Mapping[str, int] | None = None, *, stream=None) -> Launch:
+        """A Launch that enqueues one C = alpha A B + beta C on this session's stream, or on
+        ``stream`` when one is given (anything with ``handle``; read at each launch)."""
+        stream = self.stream if stream is None else stream
         target = kernels.get(name)
         check_operands(target, problem, a, b)
         if isinstance(target, Provider):
@@ -105,17 +130,17 @@ class Session:
                 raise ValueError(f"{name} takes no tunables, got {sorted(tunables)}")
             if target.launcher is None:
                 raise ValueError(f"{name} runs on the CPU and has no GPU launcher")
-            planned = target.launcher(target, self, problem, a, b, c)
-            return Launch(name, planned.enqueue, self.stream, algorithm=planned.algorithm)
+            planned = target.launcher(target, self if stream is self.stream else self.on(stream), problem, a, b, c)
+            return Launch(name, planned.enqueue, stream, algorithm=planned.algorithm)
         note = ""
         if target.choose is not None and not tunables:
             tunables, note = target.choose(problem, self.device.name)
         resolved = target.validate(problem, tunables)
         loaded = self.load(target, resolved)
-        context = PlanContext(target, loaded.kernels, problem, a, b, c, resolved, self.stream, self.workspace,
+        context = PlanContext(target, loaded.kernels, problem, a, b, c, resolved, stream, self.workspace,
                               self.device)
         enqueue = (target.launch_plan or standard_plan)(context)
-        return Launch(name, enqueue, self.stream, dict(resolved), note)
+        return Launch(name, enqueue, stream, dict(resolved), note)
 
     def workspace(self, name: str, nbytes: int, *, zeroed: bool = False) -> int:
         """Device pointer to at least ``nbytes`` of the scratch buffer called ``name``
@@ -143,6 +168,8 @@ class Session:
     def close(self) -> None:
         if self._cublas is not None:
             self._cublas.close()
+        if self._cublas_shared is not None:
+            self._cublas_shared.close()
         for plan in self._lt_plans.values():
             plan.close()
         self._lt_plans.clear()
@@ -164,6 +191,23 @@ class Session:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class SessionOnStream:
+    """A Session whose launches go on another ``stream`` (Session.on): everything else is
+    the session's own (context, loaded kernels, workspace, cuBLASLt plans); ``cublas()`` is
+    the handle kept for other streams, which providers bind at each launch."""
+
+    stream_per_call = True
+
+    def __init__(self, session: Session, stream):
+        self._session, self.stream = session, stream
+
+    def cublas(self) -> cublas.CublasHandle:
+        return self._session.cublas_for_other_streams()
+
+    def __getattr__(self, name: str):
+        return getattr(self._session, name)
 
 
 def check_operands(target: KernelSpec | Provider, problem: GemmProblem, a: Operand, b: Operand) -> None:

@@ -40,20 +40,130 @@ def test_public_api():
     assert set(gemm_driver.__all__) >= {"gemm", "GemmProblem", "Session"}
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32])
-@pytest.mark.parametrize("which", ["A", "B", "C"])
-def test_wrong_dtype_names_float32(no_gpu_allowed, dtype, which):
+@pytest.mark.parametrize("dtype", [np.float64, np.int32])
+@pytest.mark.parametrize("which", ["A", "B"])
+def test_wrong_dtype_names_the_allowed_ones(no_gpu_allowed, dtype, which):
     a, b, c = mats(4, 5, 6)
-    args = {"A": a, "B": b, "C": c}
+    args = {"A": a, "B": b}
     args[which] = args[which].astype(dtype)
-    with pytest.raises(TypeError, match=rf"^{which} must have dtype float32, got {np.dtype(dtype).name}"):
-        gemm(args["A"], args["B"], args["C"], beta=1.0)
+    with pytest.raises(TypeError, match=rf"^{which} must have dtype float32, bfloat16 or float16, got "
+                                        rf"{np.dtype(dtype).name}$"):
+        gemm(args["A"], args["B"], c, beta=1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32])
+def test_c_must_be_float32(no_gpu_allowed, dtype):
+    a, b, c = mats(4, 5, 6)
+    with pytest.raises(TypeError, match=rf"^C must have dtype float32, got {np.dtype(dtype).name}$"):
+        gemm(a, b, c.astype(dtype), beta=1.0)
 
 
 def test_not_an_array(no_gpu_allowed):
     _, b, _ = mats(2, 2, 2)
-    with pytest.raises(TypeError, match=r"A must be a numpy.ndarray, got list"):
+    with pytest.raises(TypeError, match=r"^A must be a NumPy array or a device array with __cuda_array_interface__ "
+                                        r"or __dlpack__ \(torch, CuPy, JAX, Numba\), got list$"):
         gemm([[1.0, 2.0], [3.0, 4.0]], b)
+
+
+def test_stream_is_for_device_arrays(no_gpu_allowed):
+    a, b, _ = mats(2, 2, 2)
+    with pytest.raises(ValueError, match=r"^stream= orders device work; NumPy arrays are copied"):
+        gemm(a, b, stream=0)
+
+
+# --- 2-byte NumPy inputs: float16, and ml_dtypes.bfloat16 where ml_dtypes is installed ---------
+def bfloat16():
+    return pytest.importorskip("ml_dtypes").bfloat16
+
+
+def two_byte(name):
+    return np.dtype(np.float16) if name == "float16" else np.dtype(bfloat16())
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_two_byte_inputs_of_different_dtypes_are_refused(no_gpu_allowed, name):
+    a, b, _ = mats(3, 3, 3)
+    other = "bfloat16" if name == "float16" else "float16"
+    with pytest.raises(TypeError, match=rf"^A is {name} and B is {other}: A and B must have the same dtype$"):
+        gemm(a.astype(two_byte(name)), b.astype(two_byte(other)))
+    with pytest.raises(TypeError, match=rf"^A is float32 and B is {name}: A and B must have the same dtype$"):
+        gemm(a, b.astype(two_byte(name)))
+
+
+@pytest.mark.parametrize("name, precision, default", [("float16", "fp16", "cublas_fp16"),
+                                                      ("bfloat16", "bf16", "cublas_bf16")])
+@pytest.mark.parametrize("kernel", ["naive", "cublas", "cublas_tf32", "mma_sync_tf32"])
+def test_two_byte_inputs_refuse_a_kernel_of_another_precision(no_gpu_allowed, name, precision, default, kernel):
+    a, b, _ = mats(3, 3, 3)
+    wanted = "float32"
+    with pytest.raises(ValueError, match=rf"^kernel '{kernel}' computes in (fp32|tf32) but A and B are {name}: "
+                                         rf"choose a {precision} kernel \(e.g. {default}\), or pass {wanted} A and "
+                                         rf"B to {kernel}$"):
+        gemm(a.astype(two_byte(name)), b.astype(two_byte(name)), kernel=kernel)
+
+
+def test_bfloat16_inputs_refuse_an_fp16_kernel(no_gpu_allowed):
+    a, b, _ = mats(3, 3, 3)
+    with pytest.raises(ValueError, match=r"computes in fp16 but A and B are bfloat16: .* pass float16 A and B"):
+        gemm(a.astype(two_byte("bfloat16")), b.astype(two_byte("bfloat16")), kernel="wmma_fp16")
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_two_byte_inputs_run_exactly_on_the_numpy_kernel(no_gpu_allowed, name):
+    """The host reference takes 2-byte inputs as their exact float32 values."""
+    a, b, c = mats(17, 9, 33)
+    a2, b2 = a.astype(two_byte(name)), b.astype(two_byte(name))
+    out = gemm(a2, b2, c, alpha=0.5, beta=2.0, kernel="numpy")
+    a32, b32 = a2.astype(np.float32), b2.astype(np.float32)
+    assert not np.array_equal(a32, a)  # the inputs really were rounded
+    p = GemmProblem(17, 9, 33, 0.5, 2.0)
+    v = check(p, out, reference(p, a32, b32, c))
+    assert out.dtype == np.float32 and v.ok, v.message
+
+
+def test_out_is_filled_and_returned(no_gpu_allowed):
+    a, b, _ = mats(5, 4, 3)
+    out = np.full((5, 4), np.nan, np.float32)
+    assert gemm(a, b, kernel="numpy", out=out) is out
+    np.testing.assert_allclose(out, a @ b, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"^out must be 5x4, got 4x5$"):
+        gemm(a, b, kernel="numpy", out=np.zeros((4, 5), np.float32))
+    with pytest.raises(TypeError, match=r"^out must have dtype float32, got float16$"):
+        gemm(a, b, kernel="numpy", out=np.zeros((5, 4), np.float16))
+
+
+def test_default_kernel_follows_the_dtype(monkeypatch):
+    """float32 -> cublas, bfloat16 -> cublas_bf16, float16 -> cublas_fp16 (seen by the launcher)."""
+    chosen = []
+
+    class FakeSession:
+        def launcher(self, name, problem, *operands):
+            chosen.append(name)
+            raise RuntimeError("stop here")
+
+    class FakeCase:
+        def __init__(self, problem, precision, a, b, c):
+            self.precision = precision
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def device(self):
+            return (None, None, None)
+
+        def run(self, launch):
+            raise AssertionError("the launcher stops the call first")
+
+    monkeypatch.setattr(gemm_module, "default_session", FakeSession)
+    monkeypatch.setattr(gemm_module, "PreparedCase", FakeCase)
+    a, b, _ = mats(2, 2, 2)
+    for dtype, kernel in [(np.float32, "cublas"), (np.float16, "cublas_fp16"), (bfloat16(), "cublas_bf16")]:
+        with pytest.raises(RuntimeError, match="stop here"):
+            gemm(a.astype(dtype), b.astype(dtype))
+    assert chosen == ["cublas", "cublas_fp16", "cublas_bf16"]
 
 
 @pytest.mark.parametrize("make", [

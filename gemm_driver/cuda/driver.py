@@ -481,3 +481,59 @@ class Kernel:
             ),
             f"cuLaunchKernel({self.entry})",
         )
+
+
+# --- memory and streams this process does not own (the caller's arrays and streams) -------
+class ExternalStream:
+    """A CUDA stream owned by someone else (torch, CuPy, a raw handle): used, never destroyed.
+
+    ``handle`` is the raw ``CUstream`` as an int (0: the legacy default stream; 1 and 2 are
+    CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, the values the CUDA array interface and
+    DLPack use too). It may be reassigned: a Plan points one ExternalStream at each caller's
+    stream in turn, so the launches it packed once follow the stream of every call."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int = 0):
+        self.handle = int(handle)
+
+    def synchronize(self) -> None:
+        check(api().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
+
+
+def stream_wait(stream: Any, event: "Event") -> None:
+    """Make ``stream`` (anything with ``handle``: Stream, ExternalStream) wait for ``event``."""
+    check(api().cuStreamWaitEvent(stream.handle, event.handle, 0), "cuStreamWaitEvent")
+
+
+def pointer_device(ptr: int) -> int | None:
+    """The ordinal of the GPU that device pointer ``ptr`` lives on; None when the driver does
+    not know it as device memory (a host pointer, or memory of no context)."""
+    init()
+    d = api()
+    status, ordinal = d.cuPointerGetAttribute(d.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, int(ptr))
+    return int(ordinal) if int(status) == 0 else None
+
+
+def copy_2d_async(dst: int, dst_pitch: int, src: int, src_pitch: int, width_bytes: int, height: int,
+                  stream: Any) -> None:
+    """Device-to-device copy of ``height`` rows of ``width_bytes`` between two pitched
+    matrices (pitches in bytes), queued on ``stream`` (anything with ``handle``)."""
+    if width_bytes <= 0 or height <= 0:
+        return
+    d = api()
+    copy = d.CUDA_MEMCPY2D()
+    copy.srcMemoryType = copy.dstMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    copy.srcDevice, copy.srcPitch = int(src), int(src_pitch)
+    copy.dstDevice, copy.dstPitch = int(dst), int(dst_pitch)
+    copy.WidthInBytes, copy.Height = int(width_bytes), int(height)
+    check(d.cuMemcpy2DAsync(copy, stream.handle), "cuMemcpy2DAsync")
+
+
+def memset_2d32_async(dst: int, pitch: int, value: int, width: int, height: int, stream: Any) -> None:
+    """Fill ``height`` rows of ``width`` 32-bit words (rows ``pitch`` bytes apart) with
+    ``value``, queued on ``stream`` (anything with ``handle``)."""
+    if width <= 0 or height <= 0:
+        return
+    check(api().cuMemsetD2D32Async(int(dst), int(pitch), int(value), int(width), int(height), stream.handle),
+          "cuMemsetD2D32Async")

@@ -1,7 +1,7 @@
 """Baseline providers: what a kernel is measured against, each owning how it runs.
 
 A Provider is not one of our kernels: a library on the GPU (cuBLAS in each precision, its
-strided-batched form, CuPy) or the CPU (NumPy). Each carries its behaviour, so the rest of
+strided-batched form, CuPy, PyTorch) or the CPU (NumPy). Each carries its behaviour, so the rest of
 the package never asks which one it holds:
 
 - ``launcher(provider, session, problem, a, b, c)`` -> ``Planned``: the callable that enqueues
@@ -10,6 +10,13 @@ the package never asks which one it holds:
   ``host_gemm(problem, a, b, c)`` -> the result array (CPU providers, on the host operands).
 - ``single`` / ``batched``: which shapes it takes (one GEMM, or a stacked batch).
 - ``unavailable()`` -> why it cannot run in this installation, or None.
+- ``transposes``: it also takes operands stored transposed (``trans`` true on the operand:
+  column-major, ``ld`` the column stride), as gemm() passes transposed views of the
+  caller's arrays; ``measures``: its launcher runs the GEMM on the operands while it is
+  made (cuBLASLt times its candidates), so a caller whose C holds data saves it around.
+- The session a launcher gets may be a view whose stream changes between launches
+  (``session.stream_per_call``, a Plan's caller streams): a launch reads
+  ``session.stream.handle`` when it runs, and binds library handles to it there.
 
 Adding a baseline is one entry in ``PROVIDERS`` (and its launcher, here).
 
@@ -17,10 +24,14 @@ CuPy runs on the CUDA runtime, which shares the device's primary context with ou
 driver-API Session, so its arrays can view our guarded device matrices in place and its
 work is queued on our stream: what is verified and timed is exactly what the other
 baselines get. CuPy keeps TF32 off unless CUPY_TF32=1 is set, which this baseline refuses.
+
+PyTorch (``torch``, ``torch_bf16``, ``torch_fp16``) does the same; its code is in
+kernels/frameworks.py, and torch is imported only when its baseline is asked about or run.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
@@ -31,6 +42,8 @@ from .. import precision as _precision
 from ..cuda import cublas, cublaslt
 from ..cuda.errors import CublasError, GemmDriverError
 from ..problem import GemmProblem
+from . import frameworks
+from .frameworks import torch_unavailable
 
 Enqueue = Callable[[], None]
 
@@ -53,6 +66,8 @@ class Provider:
     single: bool = True  # takes one GEMM per call
     batched: bool = False  # takes a stacked batch of GEMMs per call
     unavailable: Callable[[], str | None] = lambda: None
+    transposes: bool = False  # takes operands stored transposed (operand.trans), see above
+    measures: bool = False  # runs the GEMM on the operands while its launcher is made
 
     @property
     def kind(self) -> str:
@@ -71,10 +86,59 @@ class Provider:
 
 # --- cuBLAS --------------------------------------------------------------------------------
 def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
-    """cublasGemmEx in the provider's precision: explicit types, compute type and math mode."""
+    """cublasGemmEx in the provider's precision: explicit types, compute type and math mode.
+    Operands stored transposed (a caller's transposed views) go through cuBLAS's own
+    transpose flags (``_gemm_ex_arguments``)."""
     handle, types = session.cublas(), _precision.get(provider.precision).cublas
-    args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
-    return Planned(lambda: cublas.gemm_ex(handle, *args, types=types))
+    ops = (bool(getattr(a, "trans", False)), bool(getattr(b, "trans", False)))
+    if ops == (False, False) and not session.stream_per_call:
+        args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
+        return Planned(lambda: cublas.gemm_ex(handle, *args, types=types))
+    gemm_ex, rest = _gemm_ex_arguments(handle, ops, problem, a, b, c, types)
+    if not session.stream_per_call:
+        def enqueue() -> None:
+            with cublas._math_mode(handle, types.math_mode):
+                gemm_ex(handle.ptr, *rest)
+
+        return Planned(enqueue)
+    # The handle kept for callers' streams (Session.on): only these launches use it, so its
+    # stream and math mode are set when they change instead of set and restored per call.
+    stream, mode = session.stream, int(types.math_mode)
+
+    def enqueue_on_callers_stream() -> None:
+        want = (int(stream.handle), mode)
+        if getattr(handle, "plan_binding", None) != want:
+            handle.set_stream(want[0])
+            handle.set_math_mode(mode)
+            handle.plan_binding = want
+        gemm_ex(handle.ptr, *rest)
+
+    return Planned(enqueue_on_callers_stream)
+
+
+def _gemm_ex_arguments(handle, ops: tuple[bool, bool], problem: GemmProblem, a, b, c, types):
+    """(cublasGemmEx, its arguments after the handle) for row-major C = alpha op(A) op(B) +
+    beta C, where op(X) is X, or, when X is stored transposed (column-major, ``ld`` its
+    column stride), X read through cuBLAS's transpose: made once per launcher.
+
+    The row-major swap of cublas.column_major_call, with transposes: cuBLAS computes
+    C^T = op'(B) op'(A) column-major. A row-major B read column-major is already B^T (no
+    transpose); a column-major B read so is B itself, so it takes CUBLAS_OP_T, and the same
+    for A. C stays row-major (a caller's transposed C is swapped away before this).
+    (Uses the binding's library directly: cublas.gemm_ex takes no transpose flags.)"""
+    (trans_a, trans_b), (m, n, k) = ops, (problem.m, problem.n, problem.k)
+    first_rows = k if trans_b else n  # rows of B as stored, read column-major
+    second_rows = m if trans_a else k
+    if b.ld < max(1, first_rows) or a.ld < max(1, second_rows) or c.ld < max(1, n) or max(m, n, k) > 2**31 - 1:
+        layouts = {False: "row-major", True: "transposed"}
+        raise ValueError(f"cuBLAS cannot take lda={a.ld}, ldb={b.ld}, ldc={c.ld} for m={m}, n={n}, k={k} "
+                         f"(A {layouts[trans_a]}, B {layouts[trans_b]})")
+    op = {False: cublas.Operation.N, True: cublas.Operation.T}
+    alpha, beta = ctypes.c_float(problem.alpha), ctypes.c_float(problem.beta)
+    rest = (op[trans_b], op[trans_a], n, m, k, ctypes.byref(alpha), int(b.ptr), types.ab_type, b.ld,
+            int(a.ptr), types.ab_type, a.ld, ctypes.byref(beta), int(c.ptr), types.c_type, c.ld, types.compute,
+            cublas.CUBLAS_GEMM_DEFAULT)
+    return handle._lib.cublasGemmEx, rest
 
 
 def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
@@ -87,7 +151,15 @@ def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) 
     m, n, k = problem.m, problem.n, problem.k
     args = (m, n, k, problem.alpha, a.ptr, a.ld, m * a.ld, b.ptr, b.ld, k * b.ld,
             problem.beta, c.ptr, c.ld, m * c.ld, problem.batch)
-    return Planned(lambda: cublas.gemm_strided_batched_ex(handle, *args, types=types))
+    stream, rebind = session.stream, session.stream_per_call
+
+    def enqueue() -> None:
+        if rebind:
+            handle.set_stream(stream)
+            handle.plan_binding = None  # see _cublas_gemm: what it last set no longer holds
+        cublas.gemm_strided_batched_ex(handle, *args, types=types)
+
+    return Planned(enqueue)
 
 
 # --- cuBLASLt ------------------------------------------------------------------------------
@@ -176,12 +248,12 @@ def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
 
     m, n, k = problem.m, problem.n, problem.k
     A, B, C = _cupy_view(a, m, k), _cupy_view(b, k, n), _cupy_view(c, m, n)
-    stream = cupy.cuda.ExternalStream(int(session.stream.handle))
+    stream = frameworks.StreamCache(session.stream, cupy.cuda.ExternalStream)
     alpha, beta = problem.alpha, problem.beta
 
     def launch() -> None:
         try:
-            with stream:
+            with stream():
                 if beta == 0:
                     cupy.matmul(A, B, out=C)
                     if alpha != 1:
@@ -196,30 +268,44 @@ def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
     return Planned(launch)
 
 
+# --- PyTorch (kernels/frameworks.py: imported there only when used) -------------------------
+def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
+    """C = alpha A B + beta C with torch on our stream (frameworks.torch_enqueue)."""
+    return Planned(frameworks.torch_enqueue(provider.precision, session, problem, a, b, c))
+
+
 # One cuBLAS baseline per precision (precision.py names it), each through cublasGemmEx with
 # explicit types, compute type and math mode; min_cc is where the GPU has the units the
 # baseline is about (TF32/BF16 tensor cores from sm_80, FP16 from sm_70). The tensor-core
 # precisions also have a cuBLASLt baseline with a measured algorithm choice; their "% of
 # cuBLAS" is taken against the faster of the two (precision.baselines). `cupy` runs where
-# CuPy is installed; elsewhere its cases are "skipped" with the reason, and bench records it
-# under settings.absent_baselines.
+# CuPy is installed (`torch*` where PyTorch is); elsewhere their cases are "skipped" with the
+# reason, and bench records them under settings.absent_baselines. The cuBLAS GemmEx and
+# PyTorch baselines also take transposed operands (gemm() on transposed views).
 PROVIDERS = (
-    Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", _cublas_gemm, min_cc=(5, 0)),
+    Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", _cublas_gemm, min_cc=(5, 0),
+             transposes=True),
     Provider("numpy", "NumPy float32 matmul on the CPU", host_gemm=host_gemm, batched=True),
     Provider("cublas_tf32", "cuBLAS GemmEx, FP32 in memory, TF32 tensor cores, FP32 accumulate", _cublas_gemm,
-             precision="tf32", min_cc=(8, 0)),
+             precision="tf32", min_cc=(8, 0), transposes=True),
     Provider("cublas_bf16", "cuBLAS GemmEx, BF16 A/B, FP32 accumulate and C", _cublas_gemm,
-             precision="bf16", min_cc=(8, 0)),
+             precision="bf16", min_cc=(8, 0), transposes=True),
     Provider("cublas_fp16", "cuBLAS GemmEx, FP16 A/B, FP32 accumulate and C", _cublas_gemm,
-             precision="fp16", min_cc=(7, 0)),
+             precision="fp16", min_cc=(7, 0), transposes=True),
     Provider("cublaslt_tf32", "cuBLASLt matmul, TF32, fastest of the heuristic's top 8 measured here",
-             _cublaslt_matmul, precision="tf32", min_cc=(8, 0)),
+             _cublaslt_matmul, precision="tf32", min_cc=(8, 0), measures=True),
     Provider("cublaslt_bf16", "cuBLASLt matmul, BF16 A/B, FP32 C, fastest of the heuristic's top 8 measured here",
-             _cublaslt_matmul, precision="bf16", min_cc=(8, 0)),
+             _cublaslt_matmul, precision="bf16", min_cc=(8, 0), measures=True),
     Provider("cublaslt_fp16", "cuBLASLt matmul, FP16 A/B, FP32 C, fastest of the heuristic's top 8 measured here",
-             _cublaslt_matmul, precision="fp16", min_cc=(7, 0)),
+             _cublaslt_matmul, precision="fp16", min_cc=(7, 0), measures=True),
     Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", _cublas_batched,
              min_cc=(5, 0), single=False, batched=True),
     Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",
              _cupy_matmul, min_cc=(5, 0), unavailable=cupy_unavailable),
+    Provider("torch", "PyTorch addmm on the same operands and stream, FP32 (TF32 off), when torch is installed",
+             _torch_matmul, min_cc=(5, 0), unavailable=torch_unavailable, transposes=True),
+    Provider("torch_bf16", "PyTorch mm, BF16 A/B, FP32 out_dtype and C, on the same operands and stream",
+             _torch_matmul, precision="bf16", min_cc=(8, 0), unavailable=torch_unavailable, transposes=True),
+    Provider("torch_fp16", "PyTorch mm, FP16 A/B, FP32 out_dtype and C, on the same operands and stream",
+             _torch_matmul, precision="fp16", min_cc=(7, 0), unavailable=torch_unavailable, transposes=True),
 )

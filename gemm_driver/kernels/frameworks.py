@@ -1,0 +1,147 @@
+"""Array libraries as baselines: the PyTorch one, and what it shares with CuPy's.
+
+The torch baselines (``torch``, ``torch_bf16``, ``torch_fp16``, registered in providers.py)
+view our device matrices in place, through the CUDA array interface, and queue their work
+on the launch's stream, so what is verified and timed is exactly what cuBLAS gets:
+
+- FP32: ``C.addmm_(A, B, beta=beta, alpha=alpha)``, one cuBLAS call, with TF32 switched
+  off for the call and the caller's setting restored after (``torch.backends.cuda.matmul``:
+  ``fp32_precision = "ieee"`` where torch has it, from 2.9; ``allow_tf32 = False`` before).
+- BF16 / FP16: ``torch.mm(A, B, out_dtype=torch.float32)``: 2-byte inputs, FP32 accumulation
+  and an FP32 C, as cublasGemmEx runs here; alpha and beta applied as CuPy's baseline does.
+
+torch is imported only when a torch baseline is asked about (``torch_unavailable``) or
+run: the CLI, ``list`` and the registry never pay for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+from ..cuda.errors import GemmDriverError
+from ..problem import GemmProblem
+
+
+class StreamCache:
+    """A library's stream object for the raw handle that ``stream.handle`` holds when called
+    (a Plan's stream changes between launches), made once per handle."""
+
+    def __init__(self, stream, make: Callable[[int], Any]):
+        self._stream, self._make, self._made = stream, make, {}
+
+    def __call__(self):
+        raw = int(self._stream.handle)
+        found = self._made.get(raw)
+        if found is None:
+            found = self._made[raw] = self._make(raw)
+        return found
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def torch_unavailable() -> str | None:
+    """None when torch imports and sees a CUDA GPU, else why it cannot serve as a baseline."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "PyTorch sees no CUDA GPU here (torch.cuda.is_available() is False)"
+    except Exception as exc:  # ImportError, or a broken install
+        return f"PyTorch is not usable here ({first_line(exc)})"
+    return None
+
+
+class CudaArrayView:
+    """The CUDA array interface over one of our matrices (row-major, or stored transposed
+    when ``matrix.trans``), for torch.as_tensor: no copy."""
+
+    def __init__(self, matrix, rows: int, cols: int, typestr: str, itemsize: int):
+        ld = matrix.ld * itemsize
+        strides = (itemsize, ld) if getattr(matrix, "trans", False) else (ld, itemsize)
+        self.matrix = matrix  # the device matrix lives as long as the tensor
+        self.__cuda_array_interface__ = {"shape": (rows, cols), "typestr": typestr, "data": (int(matrix.ptr), False),
+                                         "strides": strides, "version": 2}
+
+
+# precision -> (array-interface type string, bytes per element); BF16 goes through int16,
+# which the interface has a type string for, and is viewed as bfloat16 after.
+_TYPESTR = {"fp32": ("<f4", 4), "tf32": ("<f4", 4), "fp16": ("<f2", 2), "bf16": ("<i2", 2)}
+
+
+def torch_view(torch, matrix, rows: int, cols: int, precision: str, device: int):
+    """A torch tensor over our rows x cols matrix stored in ``precision``'s format."""
+    typestr, itemsize = _TYPESTR[precision]
+    tensor = torch.as_tensor(CudaArrayView(matrix, rows, cols, typestr, itemsize), device=f"cuda:{device}")
+    return tensor.view(torch.bfloat16) if precision == "bf16" else tensor
+
+
+_OUT_DTYPE: dict[int, bool] = {}
+
+
+def mm_takes_out_dtype(torch, device: int) -> bool:
+    """Whether this torch has mm(..., out_dtype=float32) for BF16 inputs (asked once, on a
+    1 x 1 product)."""
+    if device not in _OUT_DTYPE:
+        one = torch.ones(1, 1, dtype=torch.bfloat16, device=f"cuda:{device}")
+        try:
+            _OUT_DTYPE[device] = torch.mm(one, one, out_dtype=torch.float32).dtype == torch.float32
+        except (TypeError, RuntimeError):
+            _OUT_DTYPE[device] = False
+    return _OUT_DTYPE[device]
+
+
+@contextlib.contextmanager
+def torch_without_tf32(torch):
+    """FP32 matmuls in IEEE FP32 inside, the caller's setting restored after."""
+    matmul = torch.backends.cuda.matmul
+    name, value = ("fp32_precision", "ieee") if hasattr(matmul, "fp32_precision") else ("allow_tf32", False)
+    saved = getattr(matmul, name)
+    setattr(matmul, name, value)
+    try:
+        yield
+    finally:
+        setattr(matmul, name, saved)
+
+
+def torch_enqueue(precision: str, session, problem: GemmProblem, a, b, c) -> Callable[[], None]:
+    """What enqueues C = alpha A B + beta C with torch on ``session.stream`` (its handle read
+    at each launch), FP32 C; C is not read when beta == 0. ValueError (the case is
+    "skipped") where torch cannot run."""
+    if (reason := torch_unavailable()) is not None:
+        raise ValueError(reason)
+    import torch
+
+    m, n, k = problem.m, problem.n, problem.k
+    device = session.device.ordinal
+    if precision != "fp32" and not mm_takes_out_dtype(torch, device):
+        raise ValueError(f"PyTorch {torch.__version__} has no torch.mm(..., out_dtype=torch.float32) for 2-byte "
+                         "inputs (it came in PyTorch 2.8): no FP32-C baseline in this precision")
+    A, B = torch_view(torch, a, m, k, precision, device), torch_view(torch, b, k, n, precision, device)
+    C = torch_view(torch, c, m, n, "fp32", device)
+    stream = StreamCache(session.stream, lambda raw: torch.cuda.ExternalStream(raw, device=device))
+    alpha, beta = problem.alpha, problem.beta
+
+    def product() -> None:
+        if precision == "fp32":  # addmm_ ignores C (NaN included) when beta == 0
+            with torch_without_tf32(torch):
+                C.addmm_(A, B, beta=beta, alpha=alpha)
+        elif beta == 0:
+            torch.mm(A, B, out_dtype=torch.float32, out=C)
+            if alpha != 1:
+                C.mul_(alpha)
+        else:
+            result = torch.mm(A, B, out_dtype=torch.float32)
+            C.mul_(beta).add_(result, alpha=alpha)
+
+    def launch() -> None:
+        try:
+            with torch.cuda.stream(stream()):
+                product()
+        except Exception as exc:  # a torch error is this baseline's failure, not the sweep's
+            raise GemmDriverError(f"PyTorch failed: {first_line(exc)}") from exc
+
+    return launch

@@ -1,0 +1,326 @@
+"""Plans: one GEMM configuration resolved once, then launched on the caller's device arrays.
+
+``Plan(session, m, n, k, dtype=..., kernel=...)`` does, once, everything that does not
+depend on where the operands are: the kernel or provider (the dtype's cuBLAS by default)
+and its precision against the dtype, the operand swap for transposed layouts, the
+tunables (a tuned kernel's table is read here, once), the build and load of the module.
+Calling the plan reads the three arrays in place (arrays.py: pointer, shape, strides,
+dtype), takes the Launch made for those addresses from a small LRU (a Launch packs its
+kernel arguments once; a loop over the same buffers never packs again) and enqueues it on
+the caller's stream. No host copy, no synchronisation.
+
+Streams: a Plan's launches are made on one ``ExternalStream`` whose handle is set to the
+caller's stream before each launch, so a Launch made once serves every stream. Work that
+uses the Session's scratch (split-K, packed operands, cuBLASLt's workspace) is ordered
+after the previous such work when the stream changes (an event), so two streams never
+share scratch at the same time. cuBLASLt runs the GEMM while its launcher is made (it
+times its candidates): that runs on the Session's stream between two events, with C
+saved and restored around it when beta != 0.
+
+The operand swap: row-major C = A B is C^T = B^T A^T, so a transposed out (column-major)
+is computed as the row-major (n, m, k) problem on (B^T, A^T), and transposed A or B become
+row-major there; what stays transposed runs only on kernels that read transposed operands
+(``Provider.transposes``: cuBLAS GemmEx, PyTorch), else a one-line error says what to do.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import arrays, kernels
+from .arrays import DeviceArray
+from .cuda.driver import Event, ExternalStream, copy_2d_async, memset_2d32_async, stream_wait
+from .kernels.spec import KernelSpec
+from .problem import GemmProblem
+
+LAUNCHES_KEPT = 16  # Launches per plan, one per (A, B, C) addresses and leading dimensions
+_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
+
+
+class Operand(NamedTuple):
+    """A caller's matrix as a launch reads it (kernels.launch.Operand, plus ``trans``)."""
+
+    ptr: int
+    ld: int
+    itemsize: int
+    trans: bool = False
+
+
+def dtype_name(dtype) -> str:
+    """'float32', 'bfloat16' or 'float16' from a name ('bf16', 'float16'), a NumPy or ml_dtypes
+    dtype, or a torch dtype; ValueError otherwise."""
+    if isinstance(dtype, str):
+        name = dtype
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = str(dtype)
+    name = _ALIASES.get(name.removeprefix("torch."), name.removeprefix("torch."))
+    if name not in arrays.ITEMSIZE:
+        raise ValueError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
+    return name
+
+
+def check_precision(kernel: str, target, dtype: str) -> None:
+    """ValueError when ``kernel`` computes in a precision other than the inputs' dtype."""
+    if target.precision not in arrays.PRECISIONS_OF[dtype]:
+        wanted = next(d for d, precisions in arrays.PRECISIONS_OF.items() if target.precision in precisions)
+        raise ValueError(f"kernel {kernel!r} computes in {target.precision} but A and B are {dtype}: choose a "
+                         f"{'/'.join(arrays.PRECISIONS_OF[dtype])} kernel (e.g. {arrays.DEFAULT_KERNEL[dtype]}), "
+                         f"or pass {wanted} A and B to {kernel}")
+
+
+def swapped_layout(trans_a: bool, trans_b: bool, trans_c: bool) -> tuple[bool, tuple[bool, bool]]:
+    """(swap, (first operand stored transposed, second operand stored transposed)) of the
+    row-major problem actually run: with a transposed C it is (n, m, k) on (B^T, A^T)."""
+    if trans_c:
+        return True, (not trans_b, not trans_a)
+    return False, (trans_a, trans_b)
+
+
+def plan_key(session, m: int, n: int, k: int, dtype: str, kernel: str, alpha: float, beta: float,
+             layout: tuple[bool, bool, bool], lds: tuple, tunables: dict) -> tuple:
+    """Everything a plan depends on: gemm()'s plan cache is keyed on it."""
+    return (id(session), m, n, k, dtype, kernel, float(alpha), float(beta), tuple(map(bool, layout)), tuple(lds),
+            tuple(sorted(tunables.items())))
+
+
+class _SessionState:
+    """What the plans of one Session share: a lock (launches of every plan share the
+    session's cuBLAS handle for callers' streams and its scratch; a launch is queued in
+    microseconds, so holding it costs nothing), the stream that last used the scratch, and
+    an event to order the next user after it when that is another stream."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.scratch_stream: int | None = None
+        self.event: Event | None = None
+
+
+_STATES: "weakref.WeakKeyDictionary[Any, _SessionState]" = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def _state_of(session) -> _SessionState:
+    with _STATES_LOCK:
+        state = _STATES.get(session)
+        if state is None:
+            state = _STATES[session] = _SessionState()
+        return state
+_current = threading.local()  # the context made current on this thread
+
+
+def ensure_current(session) -> None:
+    """Make the session's context current on this thread, once per thread (the caller's
+    thread may be one the session was not made on; torch and CuPy use the same primary
+    context, so they leave it current)."""
+    if getattr(_current, "context", None) is not session.context:
+        session.context.make_current()
+        _current.context = session.context
+
+
+class Plan:
+    """alpha * A @ B + beta * out for (m, n, k) in ``dtype`` with ``kernel``, resolved once.
+
+    ``plan(A, B, out=None, stream=None)`` launches on device arrays and returns out (made of
+    A's kind when not given; beta != 0 reads out as C). ``trans_a``/``trans_b``/``trans_c``
+    say which operands are transposed views; ``lda``/``ldb``/``ldc`` (None: any) pin their
+    leading dimensions."""
+
+    def __init__(self, session, m: int, n: int, k: int, *, dtype="float32", kernel: str | None = None,
+                 alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False, trans_b: bool = False,
+                 trans_c: bool = False, lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
+                 tunables: dict | None = None):
+        self.session, self.dtype = session, dtype_name(dtype)
+        self.problem = GemmProblem(m, n, k, float(alpha), float(beta))
+        self.kernel = kernel or arrays.DEFAULT_KERNEL[self.dtype]
+        self.target = target = kernels.get(self.kernel)
+        if getattr(target, "host_gemm", None) is not None:
+            raise ValueError(f"{self.kernel} runs on the CPU; a plan launches on the GPU "
+                             "(use gemm() with NumPy arrays)")
+        check_precision(self.kernel, target, self.dtype)
+        self.layout, self.lds = (bool(trans_a), bool(trans_b), bool(trans_c)), (lda, ldb, ldc)
+        self.swap, stored = swapped_layout(*self.layout)
+        self.run_problem = GemmProblem(n, m, k, float(alpha), float(beta)) if self.swap else self.problem
+        self.tunables, self.note = self._resolve(dict(tunables or {}), stored)
+        self.stored = stored
+        self._expect = {"A": (m, k, self.layout[0], self.dtype, lda), "B": (k, n, self.layout[1], self.dtype, ldb),
+                        "out": (m, n, self.layout[2], "float32", ldc)}
+        self._launches: OrderedDict[tuple, Any] = OrderedDict()
+        self._stream = ExternalStream(0)  # pointed at each caller's stream in turn
+        self._state = _state_of(session)
+        self._event: Event | None = None
+        self._uses_scratch = (isinstance(target, KernelSpec) and (target.scratch or target.launch_plan) is not None
+                              or getattr(target, "measures", False))
+
+    def _resolve(self, tunables: dict, stored: tuple[bool, bool]) -> tuple[dict, str]:
+        """Check the target against this GPU and the layout; choose and validate its tunables
+        and load it (KernelSpec), once."""
+        target, session, name = self.target, self.session, self.kernel
+        if stored != (False, False) and not getattr(target, "transposes", False):
+            which = " and ".join(x for x, t in zip(("A", "B") if not self.swap else ("B", "A"), stored) if t)
+            raise ValueError(f"{name} reads row-major operands only, and here {which} would be read transposed: "
+                             "pass contiguous copies, use a transposed out= for transposed A and B, "
+                             f"or a kernel that takes transposed operands ({arrays.DEFAULT_KERNEL[self.dtype]})")
+        cc = tuple(session.device.compute_capability)
+        if not isinstance(target, KernelSpec):
+            if tunables:
+                raise ValueError(f"{name} takes no tunables, got {sorted(tunables)}")
+            if (reason := target.unavailable()) is not None:
+                raise ValueError(f"{name}: {reason}")
+            if cc < tuple(target.min_cc):
+                raise ValueError(f"{name} needs {target.min_arch} or newer; this GPU is sm_{cc[0]}{cc[1]}")
+            return {}, ""
+        target.check_device(cc)
+        note = ""
+        if target.choose is not None and not tunables:
+            tunables, note = target.choose(self.run_problem, session.device.name)  # the tuned table, read once
+        resolved = target.validate(self.run_problem, tunables)
+        if not self.run_problem.is_empty:
+            session.load(target, resolved)
+        return resolved, note
+
+    # --- calls ---------------------------------------------------------------------------
+    def __call__(self, a, b, out=None, *, stream=None):
+        """Launch on device arrays ``a`` (m x k), ``b`` (k x n) into ``out`` (m x n, float32;
+        made of a's kind when None) on ``stream`` (None: the current stream of a's library)."""
+        raw = arrays.stream_handle(stream) if stream is not None else None
+        A = arrays.device_array("A", a, raw or 0)
+        raw = arrays.current_stream(A) if raw is None else raw
+        return self.run(A, arrays.device_array("B", b, raw), out, raw)
+
+    def run(self, A: DeviceArray, B: DeviceArray, out, raw: int, C: DeviceArray | None = None):
+        """Launch on parsed operands (gemm() parses once); ``C``: out parsed, if it was."""
+        self._check("A", A)
+        self._check("B", B)
+        if out is None:
+            if self.problem.beta != 0:
+                raise ValueError(f"beta={self.problem.beta} reads C from out=, but no out was given")
+            out = arrays.allocate(A, self.problem.m, self.problem.n, trans=self.layout[2], stream=raw)
+        C = C if C is not None else arrays.device_array("out", out, raw)
+        self._check("out", C)
+        if A.device != B.device or A.device != C.device or A.device != self.session.device.ordinal:
+            raise ValueError(f"A, B and out are on GPUs {A.device}, {B.device} and {C.device}; this plan's session "
+                             f"runs on GPU {self.session.device.ordinal}")
+        ensure_current(self.session)
+        if self.problem.is_empty:
+            self._empty(C, raw)
+            return out
+        first, second = (B, A) if self.swap else (A, B)
+        key = (first.ptr, first.ld, second.ptr, second.ld, C.ptr, C.ld)
+        with self._state.lock:
+            launch = self._launches.get(key)
+            if launch is None:
+                launch = self._make(key, first, second, C, raw)
+            else:
+                self._launches.move_to_end(key)
+            for producer in (A.producer_stream, B.producer_stream, C.producer_stream):
+                if producer is not None and producer != raw:  # array interface v3: still being written there
+                    self._order(producer, raw)
+            if self._uses_scratch:
+                self._order_scratch(raw)
+            self._stream.handle = raw
+            launch()
+        return out
+
+    def _check(self, name: str, x: DeviceArray) -> None:
+        rows, cols, trans, want_dtype, ld = self._expect[name]
+        if x.rows == rows and x.cols == cols and x.trans == trans and x.dtype == want_dtype:
+            if ld is None or ld == x.ld:
+                return
+            raise ValueError(f"{name} has leading dimension {x.ld}; this plan was made for {ld}")
+        if x.dtype != want_dtype:
+            if name == "out" and x.dtype in ("bfloat16", "float16"):
+                raise TypeError(f"out has dtype {x.dtype}; every kernel here writes an FP32 C: pass a float32 out "
+                                "(and cast the result if you need 2-byte values)")
+            raise TypeError(f"{name} has dtype {x.dtype}; this call takes {want_dtype}")
+        if (x.rows, x.cols) != (rows, cols):
+            raise ValueError(f"{name} must be {rows}x{cols}, got {x.rows}x{x.cols}")
+        layouts = {False: "row-major", True: "a transposed view"}
+        flag = {"A": "trans_a", "B": "trans_b", "out": "trans_c"}[name]
+        raise ValueError(f"{name} is {layouts[x.trans]}; this plan was made for {layouts[trans]} ({flag}={trans})")
+
+    def _make(self, key: tuple, first: DeviceArray, second: DeviceArray, C: DeviceArray, raw: int):
+        """The Launch for these addresses, made once and kept (LRU)."""
+        t1, t2 = self.stored
+        ops = (Operand(first.ptr, first.ld, first.itemsize, t1), Operand(second.ptr, second.ld, second.itemsize, t2),
+               Operand(C.ptr, C.ld, 4))
+        session = self.session
+        measures = getattr(self.target, "measures", False)
+        if not measures:
+            launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream)
+        else:  # it runs the GEMM now: on the Session's stream (capturable), after and before the caller's work
+            own = session.stream
+            self._order(raw, int(own.handle))
+            saved = self._save_c(C, own) if self.problem.beta != 0 else None
+            self._stream.handle = int(own.handle)
+            launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream)
+            if saved is not None:
+                copy_2d_async(C.ptr, C.ld * 4, saved, self._c_width(C), self._c_width(C), self._c_height(C), own)
+            self._order(int(own.handle), raw)
+        self._launches[key] = launch
+        if len(self._launches) > LAUNCHES_KEPT:
+            self._launches.popitem(last=False)
+        return launch
+
+    def _c_width(self, C: DeviceArray) -> int:
+        return (C.rows if C.trans else C.cols) * 4
+
+    def _c_height(self, C: DeviceArray) -> int:
+        return C.cols if C.trans else C.rows
+
+    def _save_c(self, C: DeviceArray, stream) -> int:
+        saved = self.session.workspace("plan_saved_c", self._c_width(C) * self._c_height(C))
+        copy_2d_async(saved, self._c_width(C), C.ptr, C.ld * 4, self._c_width(C), self._c_height(C), stream)
+        return saved
+
+    def _order(self, before: int, after: int) -> None:
+        """Work queued on stream ``after`` from now on waits for what ``before`` holds now."""
+        if before == after:
+            return
+        if self._event is None:
+            self._event = Event()
+        self._event.record(ExternalStream(before))
+        stream_wait(ExternalStream(after), self._event)
+
+    def _order_scratch(self, raw: int) -> None:
+        state = self._state
+        if state.scratch_stream is not None and state.scratch_stream != raw:
+            if state.event is None:
+                state.event = Event()
+            state.event.record(ExternalStream(state.scratch_stream))
+            stream_wait(ExternalStream(raw), state.event)
+        state.scratch_stream = raw
+
+    def _empty(self, C: DeviceArray, raw: int) -> None:
+        """M or N = 0: nothing; K = 0: out = beta * out (0 when beta == 0, out not read)."""
+        p = self.problem
+        if p.m == 0 or p.n == 0 or p.beta == 1:
+            return
+        stream = ExternalStream(raw)
+        if p.beta == 0:
+            memset_2d32_async(C.ptr, C.ld * 4, 0, self._c_width(C) // 4, self._c_height(C), stream)
+        elif C.kind == "torch":
+            import torch
+
+            with torch.cuda.stream(torch.cuda.ExternalStream(raw, device=C.obj.device)):
+                C.obj.mul_(p.beta)
+        elif C.kind == "cupy":
+            import cupy
+
+            with cupy.cuda.ExternalStream(raw):
+                cupy.multiply(C.obj, p.beta, out=C.obj)
+        else:
+            raise ValueError(f"K = 0 with beta={p.beta} scales out, which is done for torch and CuPy arrays only")
+
+    def __repr__(self) -> str:
+        p, (ta, tb, tc) = self.problem, self.layout
+        flags = "".join(f", trans_{x}=True" for x, t in zip("abc", (ta, tb, tc)) if t)
+        return (f"Plan({p.m}x{p.n}x{p.k}, {self.dtype}, kernel={self.kernel!r}, alpha={p.alpha}, beta={p.beta}"
+                f"{flags}, tunables={self.tunables})")

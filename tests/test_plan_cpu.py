@@ -1,0 +1,454 @@
+"""Plans and gemm() on device arrays (gemm_driver/plans.py, api.py), checked without a GPU.
+
+A stand-in Session records what a Plan asks of it (loads, launchers, the stream each
+launch runs on); stand-in device arrays expose the CUDA array interface. What needs a
+real GPU (results, streams honoured by the hardware) is in test_device_arrays_gpu.py."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import types
+
+import numpy as np
+import pytest
+
+import gemm_driver
+from gemm_driver import arrays, kernels, plans, precision
+from gemm_driver.plans import Plan, dtype_name, plan_key, swapped_layout
+from gemm_driver.problem import GemmProblem
+
+api = importlib.import_module("gemm_driver.api")
+
+
+class CudaArray:
+    """A stand-in GPU array: the CUDA array interface only (pointer, shape, strides)."""
+
+    next_ptr = 0x10000
+
+    def __init__(self, rows, cols, typestr="<f4", strides=None):
+        CudaArray.next_ptr += 0x10000
+        self.ptr = CudaArray.next_ptr
+        self.__cuda_array_interface__ = {"shape": (rows, cols), "typestr": typestr, "data": (self.ptr, False),
+                                         "strides": strides, "version": 2}
+
+    @property
+    def T(self):
+        """The transposed view, as libraries make it: same memory, strides swapped."""
+        cai = self.__cuda_array_interface__
+        rows, cols = cai["shape"]
+        itemsize = int(cai["typestr"][2:])
+        strides = cai["strides"] or (cols * itemsize, itemsize)
+        view = CudaArray.__new__(CudaArray)
+        view.ptr = self.ptr
+        view.__cuda_array_interface__ = dict(cai, shape=(cols, rows), strides=(strides[1], strides[0]))
+        return view
+
+
+class FakeLaunch:
+    def __init__(self, record, stream):
+        self.record, self.stream = record, stream
+
+    def __call__(self):
+        self.record.append(self.stream.handle)  # the handle the launch runs on, read when it runs
+
+
+class FakeSession:
+    """What a Plan uses of a Session: device facts, load(), launcher(), stream, context."""
+
+    def __init__(self, cc=(9, 0)):
+        self.device = types.SimpleNamespace(compute_capability=cc, name="NVIDIA H100 80GB HBM3", ordinal=0)
+        self.context = types.SimpleNamespace(make_current=lambda: None)
+        self.stream = types.SimpleNamespace(handle=0x5E55)
+        self.loads, self.launchers, self.runs = [], [], []
+
+    def load(self, spec, tunables):
+        self.loads.append((spec.name, dict(tunables)))
+
+    def launcher(self, name, problem, a, b, c, tunables=None, *, stream=None):
+        self.launchers.append((name, problem, a, b, c, dict(tunables or {})))
+        return FakeLaunch(self.runs, stream)
+
+
+@pytest.fixture
+def on_gpu(monkeypatch):
+    monkeypatch.setattr(arrays, "pointer_device", lambda ptr: 0)
+
+
+@pytest.fixture
+def fences(monkeypatch):
+    """Events and stream waits recorded instead of made."""
+    made = []
+
+    class FakeEvent:
+        def record(self, stream):
+            made.append(("record", stream.handle))
+
+    monkeypatch.setattr(plans, "Event", FakeEvent)
+    monkeypatch.setattr(plans, "stream_wait", lambda stream, event: made.append(("wait", stream.handle)))
+    return made
+
+
+def one_line(info) -> str:
+    text = str(info.value)
+    assert text and "\n" not in text, text
+    return text
+
+
+# --- pure pieces ------------------------------------------------------------------------------
+@pytest.mark.parametrize("given, name", [
+    ("float32", "float32"), ("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"), ("half", "float16"),
+    (np.float32, "float32"), (np.dtype(np.float16), "float16"), ("torch.bfloat16", "bfloat16"),
+])
+def test_dtype_names(given, name):
+    assert dtype_name(given) == name
+
+
+def test_dtype_names_of_ml_dtypes_and_torch_like_objects():
+    torch_like = type("dtype", (), {"__str__": lambda self: "torch.float16"})()
+    assert dtype_name(torch_like) == "float16"
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert dtype_name(ml_dtypes.bfloat16) == "bfloat16"
+
+
+@pytest.mark.parametrize("bad", ["float64", np.int8, "fp8"])
+def test_other_dtypes_are_refused(bad):
+    with pytest.raises(ValueError, match=r"^dtype must be float32, bfloat16 or float16, got "):
+        dtype_name(bad)
+
+
+@pytest.mark.parametrize("layout, expected", [
+    ((False, False, False), (False, (False, False))),
+    ((True, False, False), (False, (True, False))),
+    ((False, True, False), (False, (False, True))),
+    ((True, True, True), (True, (False, False))),  # C^T = B^T A^T: everything row-major
+    ((False, False, True), (True, (True, True))),
+    ((True, False, True), (True, (True, False))),  # first is B^T: B row-major -> stored transposed
+])
+def test_operand_swap(layout, expected):
+    assert swapped_layout(*layout) == expected
+
+
+def test_plan_keys_hold_everything_that_matters():
+    s = object()
+    base = dict(session=s, m=64, n=32, k=16, dtype="float32", kernel="cublas", alpha=1.0, beta=0.0,
+                layout=(False, False, False), lds=(), tunables={"TILE": 16, "PAD": 1})
+    key = plan_key(**base)
+    assert key == plan_key(**dict(base, tunables={"PAD": 1, "TILE": 16}))  # order does not matter
+    assert key == plan_key(**dict(base, alpha=1))  # 1 and 1.0 are one plan
+    changes = dict(session=object(), m=65, n=33, k=17, dtype="bfloat16", kernel="naive", alpha=2.0, beta=1.0,
+                   layout=(True, False, False), lds=(64, None, None), tunables={"TILE": 32, "PAD": 1})
+    for field, value in changes.items():
+        assert plan_key(**dict(base, **{field: value})) != key, field
+
+
+# --- a Plan over a stand-in session ------------------------------------------------------------------
+def test_default_kernel_follows_the_dtype():
+    s = FakeSession()
+    assert Plan(s, 8, 8, 8).kernel == "cublas"
+    assert Plan(s, 8, 8, 8, dtype="bfloat16").kernel == "cublas_bf16"
+    assert Plan(s, 8, 8, 8, dtype=np.float16).kernel == "cublas_fp16"
+
+
+def test_a_kernel_of_another_precision_is_one_line():
+    with pytest.raises(ValueError) as info:
+        Plan(FakeSession(), 8, 8, 8, dtype="bfloat16", kernel="smem_tiled")
+    assert one_line(info) == ("kernel 'smem_tiled' computes in fp32 but A and B are bfloat16: choose a bf16 kernel "
+                              "(e.g. cublas_bf16), or pass float32 A and B to smem_tiled")
+    assert Plan(FakeSession(), 8, 8, 8, dtype="float32", kernel="cublas_tf32").kernel == "cublas_tf32"
+
+
+def test_host_kernels_and_absent_providers_are_refused(monkeypatch):
+    with pytest.raises(ValueError, match=r"^numpy runs on the CPU; a plan launches on the GPU"):
+        Plan(FakeSession(), 8, 8, 8, kernel="numpy")
+    torch = kernels.get("torch")
+    monkeypatch.setitem(kernels.ALL, "torch", type(torch)(**{**torch.__dict__, "unavailable": lambda: "no torch"}))
+    with pytest.raises(ValueError) as info:
+        Plan(FakeSession(), 8, 8, 8, kernel="torch")
+    assert one_line(info) == "torch: no torch"
+
+
+def test_architecture_and_tunables_are_checked_once_at_planning():
+    with pytest.raises(ValueError, match=r"^hopper_bf16 runs on sm_90a only"):
+        Plan(FakeSession(cc=(8, 0)), 256, 256, 256, dtype="bfloat16", kernel="hopper_bf16")
+    with pytest.raises(ValueError, match=r"^cublas_bf16 needs sm_80 or newer; this GPU is sm_75$"):
+        Plan(FakeSession(cc=(7, 5)), 8, 8, 8, dtype="bfloat16")
+    with pytest.raises(ValueError, match=r"smem_tiled: TILE=12 is not allowed"):
+        Plan(FakeSession(), 8, 8, 8, kernel="smem_tiled", tunables={"TILE": 12})
+    with pytest.raises(ValueError, match=r"^cublas takes no tunables, got \['TILE'\]$"):
+        Plan(FakeSession(), 8, 8, 8, tunables={"TILE": 16})
+    s = FakeSession()
+    p = Plan(s, 64, 64, 64, kernel="smem_tiled", tunables={"TILE": 32})
+    assert s.loads == [("smem_tiled", {"TILE": 32, "PAD": p.tunables["PAD"]})] and p.tunables["TILE"] == 32
+
+
+def test_the_tuned_table_is_read_once(monkeypatch, on_gpu):
+    reads = []
+    real = kernels.tuned.load_table
+    monkeypatch.setattr(kernels.tuned, "load_table", lambda *a, **k: reads.append(a) or real(*a, **k))
+    s = FakeSession()
+    p = Plan(s, 256, 256, 256, kernel="autotuned")
+    a, b, c = CudaArray(256, 256), CudaArray(256, 256), CudaArray(256, 256)
+    for _ in range(5):
+        p(a, b, c, stream=7)
+    assert len(reads) == 1 and len(s.loads) == 1 and len(s.launchers) == 1 and s.runs == [7] * 5
+    assert s.launchers[0][5] == p.tunables and p.note.startswith(("tuned at", "no tuned table"))
+
+
+def test_calls_reuse_the_launch_per_address_and_follow_the_callers_stream(on_gpu):
+    s = FakeSession()
+    p = Plan(s, 4, 3, 2)
+    a, b, c, c2 = CudaArray(4, 2), CudaArray(2, 3), CudaArray(4, 3), CudaArray(4, 3)
+    assert p(a, b, c, stream=11) is c
+    p(a, b, c, stream=12)
+    p(a, b, c2, stream=13)
+    assert s.runs == [11, 12, 13] and len(s.launchers) == 2
+    name, problem, opa, opb, opc, _ = s.launchers[0]
+    assert (name, problem) == ("cublas", GemmProblem(4, 3, 2))
+    assert (opa.ptr, opa.ld, opa.itemsize, opa.trans) == (a.ptr, 2, 4, False)
+    assert (opb.ptr, opb.ld, opc.ptr, opc.ld) == (b.ptr, 3, c.ptr, 3)
+
+
+def test_launches_kept_are_bounded(on_gpu):
+    s = FakeSession()
+    p = Plan(s, 2, 2, 2)
+    a, b = CudaArray(2, 2), CudaArray(2, 2)
+    outs = [CudaArray(2, 2) for _ in range(plans.LAUNCHES_KEPT + 1)]
+    for out in outs:
+        p(a, b, out, stream=1)
+    p(a, b, outs[-1], stream=1)  # kept
+    assert len(s.launchers) == plans.LAUNCHES_KEPT + 1
+    p(a, b, outs[0], stream=1)  # the oldest was dropped: made again
+    assert len(s.launchers) == plans.LAUNCHES_KEPT + 2
+
+
+def test_transposed_operands_run_on_kernels_that_read_them(on_gpu):
+    s = FakeSession()
+    p = Plan(s, 4, 3, 2, trans_b=True)  # cuBLAS: op(B) = B^T through its flags
+    a, bt, c = CudaArray(4, 2), CudaArray(3, 2), CudaArray(4, 3)
+    p(a, bt.T, c, stream=1)
+    _, problem, opa, opb, opc, _ = s.launchers[0]
+    assert problem == GemmProblem(4, 3, 2) and not opa.trans and opb.trans and (opb.ptr, opb.ld) == (bt.ptr, 2)
+
+
+def test_transposed_everything_is_the_operand_swap_on_any_kernel(on_gpu):
+    """C^T = B^T A^T: A, B and out transposed views are the row-major (n, m, k) problem on (B^T, A^T)."""
+    s = FakeSession()
+    p = Plan(s, 4, 3, 2, kernel="naive", trans_a=True, trans_b=True, trans_c=True, alpha=2.0)
+    at, bt, ct = CudaArray(2, 4), CudaArray(3, 2), CudaArray(3, 4)  # the row-major storage of each
+    p(at.T, bt.T, ct.T, stream=1)
+    _, problem, first, second, opc, _ = s.launchers[0]
+    assert problem == GemmProblem(3, 4, 2, 2.0)
+    assert (first.ptr, first.ld, first.trans) == (bt.ptr, 2, False)
+    assert (second.ptr, second.ld, second.trans) == (at.ptr, 4, False)
+    assert (opc.ptr, opc.ld) == (ct.ptr, 4)
+
+
+@pytest.mark.parametrize("layout, named", [(dict(trans_a=True), "A"), (dict(trans_b=True), "B"),
+                                           (dict(trans_c=True), "B and A")])
+def test_transposed_operands_a_kernel_cannot_read_are_one_line(layout, named):
+    with pytest.raises(ValueError) as info:
+        Plan(FakeSession(), 4, 3, 2, kernel="smem_tiled", **layout)
+    text = one_line(info)
+    assert text.startswith(f"smem_tiled reads row-major operands only, and here {named} would be read transposed")
+    assert text.endswith("or a kernel that takes transposed operands (cublas)")
+
+
+def test_calls_check_shape_dtype_layout_and_leading_dimension(on_gpu):
+    p = Plan(FakeSession(), 4, 3, 2, ldb=8)
+    a, b, c = CudaArray(4, 2), CudaArray(2, 3, strides=(32, 4)), CudaArray(4, 3)
+    p(a, b, c)
+    cases = [
+        ((CudaArray(4, 3), b, c), ValueError, "A must be 4x2, got 4x3"),
+        ((CudaArray(4, 2, "<f2"), b, c), TypeError, "A has dtype float16; this call takes float32"),
+        ((a, CudaArray(2, 3), c), ValueError, "B has leading dimension 3; this plan was made for 8"),
+        ((a, b, CudaArray(4, 3, "<f2")), TypeError, "out has dtype float16; every kernel here writes an FP32 C: "
+                                                    "pass a float32 out (and cast the result if you need 2-byte values)"),
+        ((a, b, CudaArray(3, 4).T), ValueError, "out is a transposed view; this plan was made for row-major "
+                                                "(trans_c=False)"),
+        ((np.zeros((4, 2), np.float32), b, c), TypeError, None),
+    ]
+    for args, error, message in cases:
+        with pytest.raises(error) as info:
+            p(*args)
+        assert message is None or one_line(info) == message
+
+
+def test_beta_reads_out_so_out_is_required(on_gpu):
+    p = Plan(FakeSession(), 4, 3, 2, beta=1.0)
+    with pytest.raises(ValueError) as info:
+        p(CudaArray(4, 2), CudaArray(2, 3))
+    assert one_line(info) == "beta=1.0 reads C from out=, but no out was given"
+
+
+def test_operands_on_another_gpu_are_refused(monkeypatch):
+    monkeypatch.setattr(arrays, "pointer_device", lambda ptr: 1)
+    with pytest.raises(ValueError) as info:
+        Plan(FakeSession(), 2, 2, 2)(CudaArray(2, 2), CudaArray(2, 2), CudaArray(2, 2))
+    assert one_line(info) == "A, B and out are on GPUs 1, 1 and 1; this plan's session runs on GPU 0"
+
+
+def test_scratch_is_ordered_across_streams_only_for_kernels_that_use_it(on_gpu, fences):
+    a, b, c = CudaArray(64, 64), CudaArray(64, 64), CudaArray(64, 64)
+    s = FakeSession()
+    uses = Plan(s, 64, 64, 64, kernel="warptiled")  # split-K scratch from the Session
+    uses(a, b, c, stream=1)
+    uses(a, b, c, stream=1)
+    assert fences == []
+    uses(a, b, c, stream=2)
+    assert fences == [("record", 1), ("wait", 2)]
+    fences.clear()
+    plain = Plan(s, 64, 64, 64, kernel="naive")
+    plain(a, b, c, stream=3)
+    assert fences == []
+
+
+def test_producer_streams_of_the_array_interface_are_waited_for(on_gpu, fences):
+    a, b, c = CudaArray(2, 2), CudaArray(2, 2), CudaArray(2, 2)
+    a.__cuda_array_interface__ = dict(a.__cuda_array_interface__, version=3, stream=9)
+    p = Plan(FakeSession(), 2, 2, 2)
+    p(a, b, c, stream=4)
+    assert fences == [("record", 9), ("wait", 4)]
+
+
+# --- gemm() on stand-in device arrays ------------------------------------------------------------
+@pytest.fixture
+def fake_gemm_session(monkeypatch, on_gpu):
+    s = FakeSession()
+    monkeypatch.setattr(api, "default_session", lambda: s)
+    monkeypatch.setattr(api, "_plans", type(api._plans)())
+    return s
+
+
+def test_gemm_keeps_one_plan_per_configuration(fake_gemm_session):
+    s = fake_gemm_session
+    a, b, c = CudaArray(4, 2), CudaArray(2, 3), CudaArray(4, 3)
+    for _ in range(3):
+        assert gemm_driver.gemm(a, b, out=c, stream=5) is c
+    gemm_driver.gemm(a, b, out=c, stream=5, alpha=2.0)
+    assert len(api._plans) == 2 and len(s.launchers) == 2 and s.runs == [5] * 4
+
+
+def test_gemm_plan_cache_is_bounded(fake_gemm_session):
+    a, b, c = CudaArray(4, 2), CudaArray(2, 3), CudaArray(4, 3)
+    for i in range(api.PLANS_KEPT + 5):
+        gemm_driver.gemm(a, b, out=c, alpha=float(i + 1))
+    assert len(api._plans) == api.PLANS_KEPT
+
+
+def test_gemm_copies_c_into_out_on_the_callers_stream(fake_gemm_session, monkeypatch):
+    copies = []
+    monkeypatch.setattr(api, "copy_2d_async", lambda *args: copies.append(args[:-1] + (args[-1].handle,)))
+    a, b, c, out = CudaArray(4, 2), CudaArray(2, 3), CudaArray(4, 3, strides=(16, 4)), CudaArray(4, 3)
+    gemm_driver.gemm(a, b, c, beta=0.5, out=out, stream=6)
+    assert copies == [(out.ptr, 12, c.ptr, 16, 12, 4, 6)]
+    gemm_driver.gemm(a, b, out, beta=0.5, out=out, stream=6)  # C is out: nothing to copy
+    assert len(copies) == 1
+
+
+def test_gemm_device_errors_are_one_line(fake_gemm_session):
+    a, b, c = CudaArray(4, 2), CudaArray(2, 3), CudaArray(4, 3)
+    cases = [
+        (lambda: gemm_driver.gemm(a, CudaArray(3, 3), out=c), ValueError, "inner dimensions differ: A is 4x2, B is 3x3"),
+        (lambda: gemm_driver.gemm(a, CudaArray(2, 3, "<f2"), out=c), TypeError,
+         "A is float32 and B is float16: A and B must have the same dtype"),
+        (lambda: gemm_driver.gemm(CudaArray(4, 2, "<f8"), b, out=c), TypeError,
+         "A has dtype float64; allowed are float32, bfloat16 or float16"),
+        (lambda: gemm_driver.gemm(a, b, beta=1.0), ValueError, "beta=1.0 scales C, but neither C nor out= was given"),
+        (lambda: gemm_driver.gemm(a, b), TypeError, "out= is needed: results are allocated for torch and CuPy arrays "
+                                                    "only, and A is a CudaArray; pass a float32 4x3 device array as out="),
+        (lambda: gemm_driver.gemm(a, b, CudaArray(4, 3).T.T.T, beta=1.0, out=c), ValueError,
+         "C must be 4x3, got 3x4"),
+        (lambda: gemm_driver.gemm(a, b, out=c, kernel="wmma_bf16"), ValueError,
+         "kernel 'wmma_bf16' computes in bf16 but A and B are float32: choose a fp32/tf32 kernel (e.g. cublas), "
+         "or pass bfloat16 A and B to wmma_bf16"),
+        (lambda: gemm_driver.gemm(a, b, out=c, stream="s"), TypeError, None),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error) as info:
+            call()
+        text = one_line(info)
+        assert message is None or text == message
+
+
+def test_gemm_with_transposed_inputs_and_no_out_asks_for_the_swap(fake_gemm_session):
+    """Transposed A and B on a row-major-only kernel: the result would be allocated transposed
+    (so the swap runs it); generic arrays cannot be allocated, so the error says out=."""
+    at, bt = CudaArray(2, 4), CudaArray(3, 2)
+    with pytest.raises(TypeError, match=r"^out= is needed"):
+        gemm_driver.gemm(at.T, bt.T, kernel="naive")
+    ct = CudaArray(3, 4)
+    gemm_driver.gemm(at.T, bt.T, kernel="naive", out=ct.T, stream=2)
+    assert fake_gemm_session.launchers[-1][1] == GemmProblem(3, 4, 2)
+
+
+def test_plan_is_public():
+    assert gemm_driver.plan is api.plan and gemm_driver.Plan is Plan
+    assert {"plan", "Plan"} <= set(gemm_driver.__all__)
+
+
+# --- cuBLAS with transposed operands, against a NumPy model of column-major GemmEx ------------------
+class ModelGemmEx:
+    """cublasGemmEx's column-major semantics on host memory (FP32 only): what the real
+    library does with the arguments the provider computes."""
+
+    def __init__(self):
+        self.calls = []
+
+    @staticmethod
+    def matrix(ptr, rows, cols, ld):  # column-major rows x cols at ptr with leading dimension ld
+        flat = np.ctypeslib.as_array((ctypes.c_float * (ld * (cols - 1) + rows)).from_address(ptr))
+        return np.lib.stride_tricks.as_strided(flat, (rows, cols), (4, 4 * ld))
+
+    def __call__(self, handle, transa, transb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c, c_type,
+                 ldc, compute, algo):
+        self.calls.append((transa, transb, m, n, k, lda, ldb, ldc))
+        op_a = self.matrix(a, k, m, lda).T if transa == 1 else self.matrix(a, m, k, lda)
+        op_b = self.matrix(b, n, k, ldb).T if transb == 1 else self.matrix(b, k, n, ldb)
+        out = self.matrix(c, m, n, ldc)
+        out[...] = alpha._obj.value * (op_a.astype(np.float64) @ op_b) + beta._obj.value * out
+
+
+class ModelHandle:
+    def __init__(self):
+        self._lib = types.SimpleNamespace(cublasGemmEx=ModelGemmEx())
+        self.ptr, self.settings = 0xC0B1A5, []
+
+    def set_stream(self, raw):
+        self.settings.append(("stream", raw))
+
+    def set_math_mode(self, mode):
+        self.settings.append(("mode", mode))
+
+
+def stored(x: np.ndarray, trans: bool, pad: int):
+    """x's storage: row-major with ``pad`` spare columns, or (trans) its transpose so stored."""
+    body = x.T if trans else x
+    buffer = np.full((body.shape[0], body.shape[1] + pad), np.nan, np.float32)
+    buffer[:, : body.shape[1]] = body
+    return buffer, plans.Operand(buffer.ctypes.data, buffer.shape[1], 4, trans)
+
+
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_cublas_transposed_operands_compute_the_product(trans_a, trans_b):
+    from gemm_driver.kernels import providers
+
+    rng = np.random.default_rng(2)
+    m, n, k = 5, 3, 4
+    a, b = rng.uniform(-1, 1, (m, k)).astype(np.float32), rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    c = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+    (_, a_op), (_, b_op), (c_mem, c_op) = stored(a, trans_a, 2), stored(b, trans_b, 1), stored(c, False, 3)
+    handle = ModelHandle()
+    session = types.SimpleNamespace(cublas=lambda: handle, stream=types.SimpleNamespace(handle=77),
+                                    stream_per_call=True)
+    planned = providers.PROVIDERS[0].launcher(providers.PROVIDERS[0], session, GemmProblem(m, n, k, 0.5, -2.0),
+                                              a_op, b_op, c_op)
+    planned.enqueue()
+    np.testing.assert_allclose(c_mem[:, :n], 0.5 * (a.astype(np.float64) @ b) - 2.0 * c, rtol=1e-6, atol=1e-6)
+    assert np.isnan(c_mem[:, n:]).all()  # nothing past the row written
+    session.stream.handle = 78
+    planned.enqueue()
+    planned.enqueue()
+    mode = int(precision.get("fp32").cublas.math_mode)
+    assert handle.settings == [("stream", 77), ("mode", mode), ("stream", 78), ("mode", mode)]  # set on change only
