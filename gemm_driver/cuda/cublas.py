@@ -300,6 +300,13 @@ def _math_mode(handle: CublasHandle, mode: int) -> Iterator[None]:
         handle.set_math_mode(previous)
 
 
+def scalars(alpha: float, beta: float) -> tuple[ctypes.c_float, ctypes.c_float]:
+    """alpha and beta as the host floats cuBLAS takes. A beta of -0.0 is passed as +0.0: to
+    BLAS both are zero (C is not read), but a cuBLAS kernel that tests beta's bits reads C
+    for -0.0, and a NaN in C (our poisoned output) then gives NaN * -0.0 = NaN."""
+    return ctypes.c_float(alpha), ctypes.c_float(0.0 if beta == 0 else beta)
+
+
 def gemm_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
             b: int, ldb: int, beta: float, c: int, ldc: int, types: GemmTypes) -> None:
     """C = alpha*A@B + beta*C with the explicit storage types, compute type and math mode of
@@ -308,7 +315,7 @@ def gemm_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, 
     p = types
     cm = column_major_call(m, n, k, lda, ldb, ldc)
     first, second = cm.operands(int(a), int(b))
-    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    al, be = scalars(alpha, beta)
     with _math_mode(handle, p.math_mode):
         handle._lib.cublasGemmEx(
             handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),
@@ -328,7 +335,7 @@ def gemm_strided_batched_ex(handle: CublasHandle, m: int, n: int, k: int, alpha:
     p = types
     cm = column_major_call(m, n, k, lda, ldb, ldc)
     (first, s_first), (second, s_second) = cm.operands((int(a), stride_a), (int(b), stride_b))
-    al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+    al, be = scalars(alpha, beta)
     with _math_mode(handle, p.math_mode):
         handle._lib.cublasGemmStridedBatchedEx(
             handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),

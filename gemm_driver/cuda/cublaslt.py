@@ -446,7 +446,7 @@ class LtMatmul:
                                  f"LtMatmul was planned for {self.alignment[name]}-byte alignment")
         d = self.descriptors
         result = self.candidates[self.chosen if candidate is None else candidate]
-        al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
+        al, be = cublas.scalars(alpha, beta)
         ws = self.workspace.ptr if self.workspace is not None else None
         _library().cublasLtMatmul(
             self.handle.ptr, d.desc.ptr, ctypes.byref(al), ptrs[d.first.operand.source], d.first.ptr,

@@ -134,7 +134,7 @@ def _gemm_ex_arguments(handle, ops: tuple[bool, bool], problem: GemmProblem, a, 
         raise ValueError(f"cuBLAS cannot take lda={a.ld}, ldb={b.ld}, ldc={c.ld} for m={m}, n={n}, k={k} "
                          f"(A {layouts[trans_a]}, B {layouts[trans_b]})")
     op = {False: cublas.Operation.N, True: cublas.Operation.T}
-    alpha, beta = ctypes.c_float(problem.alpha), ctypes.c_float(problem.beta)
+    alpha, beta = cublas.scalars(problem.alpha, problem.beta)
     rest = (op[trans_b], op[trans_a], n, m, k, ctypes.byref(alpha), int(b.ptr), types.ab_type, b.ld,
             int(a.ptr), types.ab_type, a.ld, ctypes.byref(beta), int(c.ptr), types.c_type, c.ld, types.compute,
             cublas.CUBLAS_GEMM_DEFAULT)
