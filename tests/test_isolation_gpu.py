@@ -86,3 +86,20 @@ def test_ctrl_c_keeps_what_finished(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["complete"] is False
     assert {(r["kernel"], r["m"]) for r in doc["results"]} >= {("naive", 128), ("coalesced", 128)}
+
+
+def test_the_autotune_sweep_survives_a_faulting_configuration(monkeypatch):
+    import importlib.util
+
+    from gemm_driver.bench import autotune
+
+    monkeypatch.setenv("GEMM_DRIVER_EXTRA_KERNELS", EXTRA)  # the spawned workers register it too
+    loader = importlib.util.spec_from_file_location("faulty_specs", EXTRA)
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    spec = module.SPECS[0]  # faults_illegal_address
+    results = autotune.tune(spec, [(64, 64, 64), (96, 80, 72)], [{}], seconds=0.05)
+    for result in results:  # cuBLAS still timed on each shape, after the fault before it
+        assert result.baseline_tflops and result.baseline_tflops > 0
+        (trial,) = result.trials
+        assert trial.status == "FAILED" and "ILLEGAL_ADDRESS" in trial.detail

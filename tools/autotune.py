@@ -18,9 +18,10 @@ import json
 import sys
 from pathlib import Path
 
-from gemm_driver import Session, kernels
+from gemm_driver import kernels
 from gemm_driver.bench import autotune
 from gemm_driver.bench.environment import collect
+from gemm_driver.cuda.driver import Device
 from gemm_driver.kernels import tensor, tuned
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 
@@ -64,27 +65,26 @@ def main(argv=None) -> int:
         parser.error(f"--json takes a file path, but {args.json!r} is a directory")
 
     failed = False
-    with Session() as session:
-        environment = collect(session.device)
-        for name in names:
-            swept, space = TARGETS[name]
-            spec = kernels.KERNELS[swept]
-            results = autotune.tune(session, spec, shapes, space, seconds=args.seconds)
-            title = f"{name} " if len(names) > 1 else ""
-            for r in results:
-                print("\n" + "\n".join(r.report_lines(args.top, title=title)))
-            document = autotune.table_document(results, spec, environment)
-            if args.json:
-                path = Path(args.json)
-                if len(names) > 1:  # run.json -> run.<kernel>.json, one per kernel
-                    path = path.with_name(f"{path.stem}.{name}{path.suffix}")
-                path.write_text(json.dumps(document, indent=2) + "\n")
-            if args.write:
-                path = tuned.tuned_path(environment["gpu"]["name"], kernel=name)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(document, indent=2) + "\n")
-                print(f"\nwrote {path}")
-            failed |= any(t.status == "FAILED" for r in results for t in r.trials)
+    environment = collect(Device.get(0))  # no GPU: one line, before anything runs
+    for name in names:
+        swept, space = TARGETS[name]
+        spec = kernels.KERNELS[swept]
+        results = autotune.tune(spec, shapes, space, seconds=args.seconds)  # in a worker process
+        title = f"{name} " if len(names) > 1 else ""
+        for r in results:
+            print("\n" + "\n".join(r.report_lines(args.top, title=title)))
+        document = autotune.table_document(results, spec, environment)
+        if args.json:
+            path = Path(args.json)
+            if len(names) > 1:  # run.json -> run.<kernel>.json, one per kernel
+                path = path.with_name(f"{path.stem}.{name}{path.suffix}")
+            path.write_text(json.dumps(document, indent=2) + "\n")
+        if args.write:
+            path = tuned.tuned_path(environment["gpu"]["name"], kernel=name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(document, indent=2) + "\n")
+            print(f"\nwrote {path}")
+        failed |= any(t.status == "FAILED" for r in results for t in r.trials)
     return 1 if failed else 0
 
 

@@ -4,7 +4,8 @@ For each shape, every candidate configuration is built (a configuration that fai
 compile, spills or uses local memory is dropped with the reason), then verified once on
 fresh random data against the float64 reference and only then timed, through the same
 prepared case and ``run_case`` as the bench (so a trial's status is an Outcome's: ok,
-FAILED or skipped). The winners go into the per-GPU table that the ``autotuned`` kernel
+FAILED or skipped). Like the bench, the sweep runs in a worker process (isolation.py), so a
+configuration that faults or hangs is FAILED and the rest still run. The winners go into the per-GPU table that the ``autotuned`` kernel
 reads (``kernels/tuned.py`` looks it up; ``tools/autotune.py`` writes it).
 """
 
@@ -19,6 +20,7 @@ from ..case import PreparedCase, run_case
 from ..cuda.errors import GemmDriverError
 from ..kernels.tuned import SCHEMA
 from ..problem import GemmProblem, parse_shape, shape_label
+from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
 from .timing import Budget, GpuTimer
 
 
@@ -67,58 +69,87 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     return [parse_shape(s if "x" in s else f"{s}x{s}x{s}") for s in text.split(",") if s]
 
 
-def tune(session, spec, shapes: Sequence[tuple[int, int, int]], space: Sequence[Mapping[str, int]], *,
+def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Sequence[Mapping[str, int]], *,
          seconds: float = 0.15, seed: int = 0, on_trial: Callable[[tuple, Trial], None] = lambda s, t: None,
-         ) -> list[ShapeResult]:
+         isolation: str = "process", watchdog_s: float = DEFAULT_WATCHDOG_S) -> list[ShapeResult]:
     """Verify and time every configuration of ``space`` on each shape (and the precision's
-    cuBLAS beside them, on the same operands)."""
-    budget = Budget(seconds=seconds)
-    usable = _buildable(session, spec, space)
-    timer = GpuTimer(session.stream, session.arch)
+    cuBLAS beside them, on the same operands), in a worker process (isolation.py): a
+    configuration that faults or hangs is FAILED with the reason and the sweep goes on."""
     baseline = _precision.get(spec.precision).baseline
-    results = []
-    try:
-        for index, shape in enumerate(shapes):
-            problem = GemmProblem(*shape)
-            result = ShapeResult(tuple(shape))
-            with PreparedCase.random(problem, spec.precision, [seed, index]) as case:
-                base = run_case(session, baseline, case, timer=timer, budget=budget)
-                if base.ok:
-                    result.baseline_tflops = problem.flops / base.timing.median_ms / 1e9
-                for tunables, refusal in usable:
-                    trial = refusal or _trial(session, spec, case, tunables, timer, budget)
-                    result.trials.append(trial)
-                    on_trial(shape, trial)
-            results.append(result)
-    finally:
-        timer.close()
-    return results
-
-
-def _buildable(session, spec, space) -> list[tuple[dict, Trial | None]]:
-    """Each configuration with None, or with the Trial saying why it is out (no timing)."""
-    out = []
-    for tunables in space:
-        resolved = spec.resolve(tunables)
-        try:
-            built = session.load(spec, resolved).build
-        except (GemmDriverError, ValueError) as exc:
-            out.append((resolved, Trial(resolved, "compile error", str(exc).splitlines()[0])))
+    tasks = [TrialTask(name, tuple(shape), index, spec.precision, dict(tunables), seed, seconds)
+             for index, shape in enumerate(shapes)
+             for name, tunables in [(baseline, {})] + [(spec.name, spec.resolve(t)) for t in space]]
+    results = {index: ShapeResult(tuple(shape)) for index, shape in enumerate(shapes)}
+    for index, trial in RUNNERS[isolation](run_trial_task, watchdog_s=watchdog_s).run(tasks):
+        task = tasks[index]
+        if isinstance(trial, TaskFailure):
+            trial = Trial(task.tunables, "FAILED", trial.reason)
+        result = results[task.shape_index]
+        if task.kernel == baseline:
+            result.baseline_tflops = trial.tflops
             continue
-        res = built.resources
-        if res.stack_bytes or res.spill_store_bytes:
-            out.append((resolved, Trial(resolved, "spills", f"{res.stack_bytes} B stack")))
-        else:
-            out.append((resolved, None))
-    return out
+        result.trials.append(trial)
+        on_trial(task.shape, trial)
+    return list(results.values())
 
 
-def _trial(session, spec, case: PreparedCase, tunables, timer, budget) -> Trial:
-    outcome = run_case(session, spec.name, case, tunables=tunables, timer=timer, budget=budget)
+@dataclass(frozen=True)
+class TrialTask:
+    """One configuration (or the baseline, without tunables) on one shape, for a worker."""
+
+    kernel: str
+    shape: tuple[int, int, int]
+    shape_index: int  # the data seed's second half
+    precision: str
+    tunables: dict
+    seed: int
+    seconds: float
+
+
+def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], None]) -> Trial:
+    """The worker's handler: the shape's case (kept while the shape lasts), the build (a
+    configuration that spills or does not compile is out, untimed), then verify and time."""
+    if "timer" not in state:
+        state["timer"] = GpuTimer(session.stream, session.arch)
+        state["close"] = lambda: _close_trial_state(state)
+    key = (task.shape, task.shape_index, task.precision, task.seed)
+    if state.get("case_key") != key:
+        if state.get("case") is not None:
+            state.pop("case").close()
+        state["case_key"] = None
+        state["case"] = PreparedCase.random(GemmProblem(*task.shape), task.precision, [task.seed, task.shape_index])
+        state["case_key"] = key
+    if task.tunables:
+        refusal = _refusal(session, task)
+        if refusal is not None:
+            return refusal
+    beat()
+    case = state["case"]
+    outcome = run_case(session, task.kernel, case, tunables=task.tunables or None, timer=state["timer"],
+                       budget=Budget(seconds=task.seconds))
     if not outcome.ok:
-        return Trial(tunables, outcome.status, outcome.detail)
+        return Trial(task.tunables, outcome.status, outcome.detail)
     median = outcome.timing.median_ms
-    return Trial(tunables, "ok", "", median, case.problem.flops / median / 1e9)
+    return Trial(task.tunables, "ok", "", median, case.problem.flops / median / 1e9)
+
+
+def _refusal(session, task: TrialTask) -> Trial | None:
+    """Why a configuration is out before it runs (compile error, spills), or None."""
+    from .. import kernels
+
+    try:
+        res = session.load(kernels.KERNELS[task.kernel], task.tunables).build.resources
+    except (GemmDriverError, ValueError) as exc:
+        return Trial(task.tunables, "compile error", str(exc).splitlines()[0])
+    if res.stack_bytes or res.spill_store_bytes:
+        return Trial(task.tunables, "spills", f"{res.stack_bytes} B stack")
+    return None
+
+
+def _close_trial_state(state: dict) -> None:
+    if state.get("case") is not None:
+        state.pop("case").close()
+    state.pop("timer").close()
 
 
 def table_document(results: Sequence[ShapeResult], spec, environment: Mapping, keep: int = 5) -> dict:
