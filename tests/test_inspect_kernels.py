@@ -63,7 +63,7 @@ FACTS = {
     "blocktile_1d": ({}, ("ldg128", "ldgsts", "sts128", *NO_TENSOR_CORES), ("ffma", "bar", "ldg32", "sts32")),
     "blocktile_2d": ({}, ("ldg128", "ldgsts", "sts128", *NO_TENSOR_CORES), ("ffma", "bar", "ldg32", "lds128")),
     "vectorized": ({}, ("ldgsts", "lds32", *NO_TENSOR_CORES), ("ffma", "bar", "ldg128", "lds128", "sts128")),
-    "bank_conflict_free": ({}, ("ldgsts", "lds32", *NO_TENSOR_CORES), ("ffma", "bar", "ldg128", "lds128", "sts128")),
+    "bank_conflict_free": ({}, ("ldgsts", *NO_TENSOR_CORES), ("ffma", "bar", "ldg128", "lds128", "sts128")),
     "double_buffered": ({"ASYNC": 1}, ("ldg128", "sts32", "sts128", "lds32", *NO_TENSOR_CORES),
                         ("ffma", "bar", "ldgsts", "lds128")),
     # Tensor cores (sm_80+): WMMA straight from global memory (no shared memory at all), then
@@ -88,6 +88,13 @@ def test_every_registered_kernel_has_a_fact_row():
     assert set(kernels.KERNELS) <= set(FACTS), "add the new rung's SASS facts to FACTS"
 
 
+# Fields that must be all but zero: ptxas (NVRTC 12.9) does not emit the same SASS on every
+# build of some configurations. One clean CI build of bank_conflict_free for sm_90 had one
+# scalar LDS beside its 256 LDS.128, where local builds (and a rebuild in the same
+# environment) had none; the fact is "shared loads are vectorised", not an exact zero.
+NEARLY_ZERO = {"bank_conflict_free": {"lds32": 2}}
+
+
 @pytest.mark.parametrize("arch", GATE_ARCHS)
 @pytest.mark.parametrize("name", list(FACTS))
 def test_sass_facts(name, arch):
@@ -98,6 +105,8 @@ def test_sass_facts(name, arch):
     stats = kernel_stats(spec, arch, tunables)
     assert {f: stats[f] for f in zero} == dict.fromkeys(zero, 0)
     assert all(stats[f] > 0 for f in positive), {f: stats[f] for f in positive}
+    for field, most in NEARLY_ZERO.get(name, {}).items():
+        assert stats[field] <= most, (field, stats[field])
 
 
 @pytest.mark.parametrize("tile", (16, 32))
