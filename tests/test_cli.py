@@ -146,6 +146,27 @@ def test_bench_and_verify_bad_input_exit_2_before_needing_a_gpu(capsys, argv, fr
     assert_one_line_error(err, argv[0], *fragments)
 
 
+@pytest.mark.parametrize("flag, value, fragment", [
+    ("--json", "", "takes a file path, got an empty string"),
+    ("--csv", "  ", "takes a file path, got an empty string"),
+    ("--plot", "", "takes a directory, got an empty string"),
+    ("--dtype", "", "got an empty string"),
+    ("--json", "/proc/gemm_driver/run.json", "--json /proc/gemm_driver/run.json: cannot write into /proc/gemm_driver"),
+    ("--csv", "FILE/run.csv", "cannot write into"),  # FILE is a regular file: no directory under it
+    ("--plot", "FILE/plots", "cannot write into"),
+    ("--json", "DIR", "--json takes a file path, but"),
+])
+def test_bench_outputs_are_checked_before_any_gpu_work(capsys, tmp_path, flag, value, fragment):
+    (tmp_path / "FILE").write_text("a file")
+    (tmp_path / "DIR").mkdir()
+    value = value.replace("FILE", str(tmp_path / "FILE")).replace("DIR", str(tmp_path / "DIR"))
+    code, out, err = run(capsys, "bench", "--kernels", "naive", "--sizes", "64", flag, value)
+    assert code == 2
+    assert_one_line_error(err, "bench", fragment)
+    assert "needs an NVIDIA GPU" not in err  # refused before a GPU was looked for
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["DIR", "FILE"]  # nothing written
+
+
 @needs_no_gpu
 @pytest.mark.parametrize("argv", [["bench"], ["verify"], ["bench", "--sizes", "64", "--kernels", "naive"],
                                   ["verify", "--kernels", "cublas", "--examples", "1"]])

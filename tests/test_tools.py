@@ -31,6 +31,7 @@ BENCH = REPO / "results" / "h100-80gb-hbm3" / "bench-cupy.json"
 # Every script, and the arguments that reach its option parsing with one unknown option.
 UNKNOWN_OPTION = {
     "api_overhead.py": ["--bogus"],
+    "probe_api_calls.py": ["--bogus"],
     "autotune.py": ["--bogus"],
     "bank_conflicts.sh": ["--bogus"],
     "gen_wgmma.py": ["--bogus"],
