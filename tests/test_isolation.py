@@ -81,3 +81,23 @@ def test_inline_runs_the_same_handlers_in_this_process():
     runner = Inline(fakes.handler, fakes.finish, session_factory=fakes.FakeSession)
     results = dict(runner.run([("ok", 0), ("ok", 1)]))
     assert [r[0] for r in results.values()] == [0, 1] and runner.last_word["tasks"] == 2
+
+
+def test_kept_makes_once_per_key_and_closes_the_one_before():
+    from gemm_driver.bench.isolation import kept, release_kept
+
+    made, closed = [], []
+
+    class Case:
+        def __init__(self, key):
+            self.key = key
+            made.append(key)
+
+        def close(self):
+            closed.append(self.key)
+
+    state: dict = {}
+    for key in ("a", "a", "b", "b", "a"):
+        assert kept(state, key, lambda key=key: Case(key)).key == key
+    release_kept(state)
+    assert made == ["a", "b", "a"] and closed == ["a", "b", "a"]

@@ -20,7 +20,7 @@ from ..case import PreparedCase, run_case
 from ..cuda.errors import GemmDriverError
 from ..kernels.tuned import SCHEMA
 from ..problem import GemmProblem, parse_shape, shape_label
-from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
+from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure, kept, release_kept
 from .timing import Budget, GpuTimer
 
 
@@ -112,19 +112,13 @@ def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], Non
     if "timer" not in state:
         state["timer"] = GpuTimer(session.stream, session.arch)
         state["close"] = lambda: _close_trial_state(state)
-    key = (task.shape, task.shape_index, task.precision, task.seed)
-    if state.get("case_key") != key:
-        if state.get("case") is not None:
-            state.pop("case").close()
-        state["case_key"] = None
-        state["case"] = PreparedCase.random(GemmProblem(*task.shape), task.precision, [task.seed, task.shape_index])
-        state["case_key"] = key
+    case = kept(state, (task.shape, task.shape_index, task.precision, task.seed),
+                lambda: PreparedCase.random(GemmProblem(*task.shape), task.precision, [task.seed, task.shape_index]))
     if task.tunables:
         refusal = _refusal(session, task)
         if refusal is not None:
             return refusal
     beat()
-    case = state["case"]
     outcome = run_case(session, task.kernel, case, tunables=task.tunables or None, timer=state["timer"],
                        budget=Budget(seconds=task.seconds))
     if not outcome.ok:
@@ -147,8 +141,7 @@ def _refusal(session, task: TrialTask) -> Trial | None:
 
 
 def _close_trial_state(state: dict) -> None:
-    if state.get("case") is not None:
-        state.pop("case").close()
+    release_kept(state)
     state.pop("timer").close()
 
 

@@ -100,7 +100,9 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     for writing results as they come; Ctrl-C ends the sweep and returns what finished.
     ``request.seed`` must be set (with_seed)."""
     tasks = sweep_tasks(steps, seed=request.seed, budget=request.budget, mode=request.mode)
-    runner = RUNNERS[request.isolation](run_case_task, finish_sweep, watchdog_s=request.watchdog_s)
+    # A case's GPU phase may take its whole time budget: the watchdog never fires sooner than 3x it.
+    watchdog_s = max(request.watchdog_s, 3 * request.budget.seconds)
+    runner = RUNNERS[request.isolation](run_case_task, finish_sweep, watchdog_s=watchdog_s)
     env = collect()
     env["isolation"] = request.isolation
     results: list[CaseResult] = []

@@ -65,6 +65,23 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def kept(state: dict, key: Any, make: Callable[[], Any]) -> Any:
+    """The prepared case (any closable value) for ``key``, made once and kept in the
+    worker's ``state`` while consecutive tasks share ``key``; the one before is closed."""
+    if state.get("kept_key") != key:
+        if state.get("kept") is not None:
+            state.pop("kept").close()
+        state["kept_key"] = None  # a ``make`` that raises leaves nothing half-kept
+        state["kept"] = make()
+        state["kept_key"] = key
+    return state["kept"]
+
+
+def release_kept(state: dict) -> None:
+    if state.get("kept") is not None:
+        state.pop("kept").close()
+
+
 def _close_state(state: dict) -> None:
     close = state.pop("close", None)
     if close is not None:
@@ -147,18 +164,21 @@ class Isolated:
         child.close()
         self._conn = parent
         self.workers_started += 1
-        reply = self._receive(START_LIMIT_S) or ("fatal", "the worker process ended before it was ready", False)
+        reply = self._receive(START_LIMIT_S)
+        if reply is None or reply[0] == "eof":
+            reply = ("fatal", "the worker process ended before it was ready", False)
         if reply[0] != "ready":
             self._kill()
             raise (GpuUnavailableError if reply[2] else WorkerError)(reply[1])
 
     def _receive(self, limit_s: float):
-        """The worker's next message, or None when it died or stayed silent for ``limit_s``."""
+        """The worker's next message; ("eof",) when it died; None when it stayed silent
+        for ``limit_s``."""
         try:
             if self._conn.poll(limit_s):
                 return self._conn.recv()
         except (EOFError, OSError):
-            pass
+            return ("eof",)
         return None
 
     def _stop(self) -> None:
@@ -205,15 +225,15 @@ class Isolated:
         while True:
             started = time.monotonic()
             message = self._receive(limit)
-            if message is None:
+            if message is None:  # silent: a hung kernel (or a hung library call)
                 silent = time.monotonic() - started
-                alive = self._process.is_alive()
                 self._kill()
-                if alive:
-                    return TaskFailure(f"hung: no progress for {silent:.0f} s (watchdog {limit:g} s); "
-                                       "its worker process was stopped")
-                return TaskFailure("the worker process died (exit code "
-                                   f"{self._exitcode}) while running it")
+                return TaskFailure(f"hung: no progress for {silent:.0f} s (watchdog {limit:g} s); "
+                                   "its worker process was stopped")
+            if message[0] == "eof":  # the pipe closed: the worker died (a signal, os._exit)
+                self._process.join(timeout=10)
+                self._kill()
+                return TaskFailure(f"the worker process died (exit code {self._exitcode}) while running it")
             if message[0] == "beat":
                 limit = self.watchdog_s
                 continue

@@ -25,6 +25,7 @@ from ..kernels import precision_of
 from ..problem import GemmProblem
 from ..session import Session
 from .clocks import ClockMonitor
+from .isolation import kept, release_kept
 from .timing import Budget, GpuTimer, TimingStats
 
 DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
@@ -208,14 +209,8 @@ def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[
         state["timer"] = GpuTimer(session.stream, session.arch, session.device.l2_bytes, mode=task.mode,
                                   monitor=state["monitor"])
         state["close"] = lambda: _close_worker_state(state)
-    key = (step.problem, step.shape_index, step.precision, task.seed)
-    if state.get("case_key") != key:
-        if state.get("case") is not None:
-            state.pop("case").close()
-        state["case_key"] = None
-        state["case"] = PreparedCase.random(step.problem, step.precision, [task.seed, step.shape_index], guard=1)
-        state["case_key"] = key
-    case = state["case"]
+    case = kept(state, (step.problem, step.shape_index, step.precision, task.seed),
+                lambda: PreparedCase.random(step.problem, step.precision, [task.seed, step.shape_index], guard=1))
     try:  # compile and load before the watchdog's GPU phase: a cold build may take a while
         session.launcher(task.kernel, step.problem, *case.device())
     except Exception:  # noqa: BLE001 - run_case reports what is wrong, under this kernel's name
@@ -235,8 +230,7 @@ def finish_sweep(session: Session, state: dict) -> dict | None:
 
 
 def _close_worker_state(state: dict) -> None:
-    if state.get("case") is not None:
-        state.pop("case").close()
+    release_kept(state)
     state.pop("timer").close()
     state.pop("monitor").close()
 
