@@ -9,7 +9,11 @@ that fails gets FAILED and its error, never a speed.
 The sweep runs once per precision (fp32, tf32, bf16, fp16: precision.py), each with its
 own kernels and its own cuBLAS baseline; every precision sees the same data for a shape
 (BF16/FP16 rounded from it). A batched shape (B independent GEMMs) runs on the batched
-baselines; kernels that compute one GEMM per launch are "skipped" with that reason.
+baselines; kernels that compute one GEMM per launch are not run on it, and the results
+record them as "skipped" with that reason (``not_run``), without a case or a progress line.
+
+The bench command runs the sweep as tasks (``CaseTask``, ``run_case_task``) in a worker
+process (isolation.py); ``run_sweep`` runs it in this process for the tests.
 """
 
 from __future__ import annotations
