@@ -13,6 +13,8 @@ that always runs stream-K, with the 128 x 128 tiling that small problems favour.
 
 from __future__ import annotations
 
+import dataclasses
+
 from .. import tuned
 from ..spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
 from . import stream_k
@@ -143,22 +145,13 @@ warptiled = KernelSpec(
 # (128x128, 32x64 warps, 8x8 lanes: two CTAs an SM, 64 tiles at 1024^3 for 264 resident slots).
 STREAM_K_TILING = {"BM": 128, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "STAGES": 3}
 
-stream_k_rung = KernelSpec(
+stream_k_rung = dataclasses.replace(  # the same kernel, build and launch plan as warptiled
+    warptiled,
     name="stream_k",
     description="warptiled with stream-K: a persistent grid sharing out all k steps, data-parallel waves first "
                 "for large grids",
-    source=warptiled.source,
-    entry=ENTRY,
     tunables=tuple(Tunable(t.name, {**STREAM_K_TILING, "STREAMK": 1}.get(t.name, t.default), t.choices, t.help)
                    for t in TUNABLES),
-    rules=RULES,
-    block=warptiled.block,
-    grid=warptiled.grid,
-    dynamic_smem=shared_bytes,
-    signature=warptiled.signature,
-    scratch=scratch_bytes,
-    launch_plan=warptiled.launch_plan,
-    min_cc=warptiled.min_cc,
     # The spill gate: the stream-K tilings of TUNE_SPACE (sm_80 and sm_90 each compile clean).
     checked=(
         {"BN": 256, "WM": 64, "WN": 64, "TN": 16},
@@ -193,21 +186,11 @@ _PRODUCT = (
 )
 TUNE_SPACE = tuple(_PRODUCT)  # tests/test_autotune.py: the rules accept every entry
 
-autotuned = KernelSpec(
+autotuned = dataclasses.replace(  # the same kernel, build and launch plan as warptiled
+    warptiled,
     name="autotuned",
     description="warptiled with the configuration (tiles and schedule) tuned on this GPU for the nearest shape "
                 "(gemm_driver/tuned/)",
-    source=warptiled.source,
-    entry=warptiled.entry,
-    tunables=TUNABLES,
-    rules=warptiled.rules,
-    block=warptiled.block,
-    grid=warptiled.grid,
-    dynamic_smem=shared_bytes,
-    signature=warptiled.signature,
-    scratch=scratch_bytes,
-    launch_plan=warptiled.launch_plan,
-    min_cc=warptiled.min_cc,
     checked=({},),  # the same kernel as warptiled, which the tests build in several shapes
     choose=lambda problem, gpu_name: tuned.pick(tuned.load_table(gpu_name), problem),
 )
