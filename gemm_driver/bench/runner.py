@@ -155,24 +155,23 @@ class CaseResult:
 def run_sweep(session: Session, steps: Sequence[Step], *, seed: int = 0, budget: Budget = Budget(),
               mode: str = "hot", monitor: ClockMonitor | None = None,
               on_case: Callable[[CaseResult], None] = lambda r: None) -> list[CaseResult]:
-    """Verify then time every step's kernels on its shape in its precision (``plan``);
+    """Verify then time every step's kernels on its shape in its precision (``plan``), in this
+    process and ``session``, through the handler the bench's worker runs (``run_case_task``);
     ``monitor`` reads clocks during each case's batches."""
-    timer = GpuTimer(session.stream, session.arch, session.device.l2_bytes, mode=mode, monitor=monitor)
+    state = {"monitor": monitor, "timer": GpuTimer(session.stream, session.arch, session.device.l2_bytes,
+                                                   mode=mode, monitor=monitor)}
     results: list[CaseResult] = []
     try:
         for step in steps:
             shape_results = []
-            # The same data for a shape in every precision (rounded to what each stores).
-            with PreparedCase.random(step.problem, step.precision, [seed, step.shape_index], guard=1) as case:
-                for name in step.kernels:
-                    outcome = run_case(session, name, case, timer=timer, budget=budget)
-                    result = CaseResult.from_outcome(name, step.problem, outcome, step.precision, mode)
-                    shape_results.append(result)
-                    on_case(result)
+            for task in sweep_tasks([step], seed=seed, budget=budget, mode=mode):
+                shape_results.append(run_case_task(session, state, task, lambda: None))
+                on_case(shape_results[-1])
             fill_baseline_ratio(shape_results, _precision.baselines(step.precision, step.problem.batch))
             results.extend(shape_results)
     finally:
-        timer.close()
+        release_kept(state)
+        state["timer"].close()
     return results
 
 
@@ -208,7 +207,7 @@ def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[
     """The worker's handler: prepare the step's case once (kept while the step lasts), build
     the kernel, then (``beat``: the watchdog's GPU phase starts) verify and time it."""
     step = task.step
-    if "monitor" not in state:
+    if "timer" not in state:  # the worker's first task (run_sweep brings its own timer)
         state["monitor"] = ClockMonitor(session.device.pci_bus_id())
         state["timer"] = GpuTimer(session.stream, session.arch, session.device.l2_bytes, mode=task.mode,
                                   monitor=state["monitor"])
