@@ -20,11 +20,8 @@ import isolation_fakes as fakes  # noqa: E402
 from gemm_driver.bench.isolation import Inline, Isolated, TaskFailure  # noqa: E402
 from gemm_driver.cuda.errors import GpuUnavailableError  # noqa: E402
 
-ENV = {"PYTHONPATH": str(Path(__file__).parent)}
-
-
 def run(payloads, watchdog_s=30.0, handler=fakes.handler):
-    runner = Isolated(handler, fakes.finish, watchdog_s=watchdog_s, session_factory=fakes.FakeSession, extra_env=ENV)
+    runner = Isolated(handler, fakes.finish, watchdog_s=watchdog_s, session_factory=fakes.FakeSession)
     return runner, dict(runner.run(payloads))
 
 
@@ -72,7 +69,7 @@ def test_a_harness_error_fails_its_task_only():
 
 
 def test_no_gpu_is_one_error_not_a_failed_task():
-    runner = Isolated(fakes.handler, session_factory=fakes.no_gpu_session, extra_env=ENV)
+    runner = Isolated(fakes.handler, session_factory=fakes.no_gpu_session)
     with pytest.raises(GpuUnavailableError, match="no NVIDIA driver found"):
         list(runner.run([("ok", 0)]))
 

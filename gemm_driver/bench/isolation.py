@@ -32,7 +32,6 @@ worker's last word (e.g. the clock snapshot).
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import time
 import traceback
@@ -99,9 +98,8 @@ def new_session():
     return Session()
 
 
-def _worker_main(conn, handler: Handler, finish: Callable | None, extra_env: dict, session_factory) -> None:
+def _worker_main(conn, handler: Handler, finish: Callable | None, session_factory) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C does
-    os.environ.update(extra_env)
     try:
         session = session_factory()
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
@@ -144,10 +142,9 @@ class Isolated:
     """Runs tasks in a worker process; replaces it after a fault or a hang."""
 
     def __init__(self, handler: Handler, finish: Callable | None = None, *, watchdog_s: float = DEFAULT_WATCHDOG_S,
-                 extra_env: dict | None = None, session_factory: Callable = new_session):
+                 session_factory: Callable = new_session):
         self.handler, self.finish, self.watchdog_s = handler, finish, watchdog_s
         self.session_factory = session_factory
-        self.extra_env = dict(extra_env or {})
         self._ctx = multiprocessing.get_context("spawn")
         self._process = None
         self._conn = None
@@ -157,9 +154,8 @@ class Isolated:
 
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
-        self._process = self._ctx.Process(target=_worker_main, args=(child, self.handler, self.finish,
-                                                                     self.extra_env, self.session_factory),
-                                          daemon=True)
+        self._process = self._ctx.Process(target=_worker_main, daemon=True,
+                                          args=(child, self.handler, self.finish, self.session_factory))
         self._process.start()
         child.close()
         self._conn = parent
