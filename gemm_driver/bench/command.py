@@ -153,10 +153,8 @@ def _assemble(request: BenchRequest, results: list[CaseResult], env: dict, *, co
 
 def check_outputs(json_path: str | None, csv_path: str | None, plot_dir: str | None) -> None:
     """Fail before a long sweep, not after it, when a result file cannot be written there:
-    an empty name, a directory where a file goes, or a place this process cannot write."""
-    for path, flag in ((json_path, "--json"), (csv_path, "--csv"), (plot_dir, "--plot")):
-        if path is not None and not path.strip():
-            raise ValueError(f"{flag} takes a {'directory' if flag == '--plot' else 'file path'}, got an empty string")
+    a directory where a file goes, or a place this process cannot write (empty names are
+    refused by the command line's ``arguments.nonempty``)."""
     for path, flag in ((json_path, "--json"), (csv_path, "--csv")):
         if path:
             if os.path.isdir(path):
