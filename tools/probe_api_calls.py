@@ -1,6 +1,9 @@
 """Per-call cost of plan(), gemm() and the plan's cached Launch for several kernels at 256^3,
 beside torch and a bare cublasGemmEx through ctypes: where the microseconds of a call go
 (results/h100-80gb-hbm3/api-overhead-kernels.txt). Needs a GPU and PyTorch; no options.
+
+Each row is timed by tools/api_overhead.py's loop (200 calls of warm-up, 3000 timed, one
+synchronize at the end): "host" before that synchronize, "total" after it.
 """
 
 from __future__ import annotations
@@ -13,11 +16,15 @@ sys.path[0] = str(ROOT)  # the repository, not tools/, first (as in api_overhead
 sys.path.append(str(ROOT / "tools"))
 
 import ctypes  # noqa: E402
-import time  # noqa: E402
 
 from _toolkit import Parser, run  # noqa: E402
+from api_overhead import time_calls  # noqa: E402
 
-PROG = "probe_api_calls.py"
+PROG = Path(__file__).name
+SIZE, CALLS, WARMUP = 256, 3000, 200
+KERNELS = {"float32": ("cublas", "smem_tiled", "autotuned"), "bfloat16": ("cublas_bf16", "mma_sync_bf16", "hopper_bf16")}
+MATH_MODES = (0x0, 0x2)  # cublasMath_t: CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH
+COMPUTE_TYPES = {68: "COMPUTE_32F", 69: "COMPUTE_32F_PEDANTIC"}
 
 
 def main(argv=None) -> int:
@@ -31,58 +38,57 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         raise GpuUnavailableError("PyTorch sees none (torch.cuda.is_available() is False)")
     import gemm_driver
-    from gemm_driver.cuda import cublas
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    n = 256
-    def timeit(label, fn, calls=3000):
-        for _ in range(200): fn()
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(calls): fn()
-        host = (time.perf_counter() - t) / calls * 1e6
-        torch.cuda.synchronize()
-        print(f"{label:52s} host {host:6.1f}  total {(time.perf_counter() - t) / calls * 1e6:6.1f} us")
-    for dt, k_ours in ((torch.float32, ("cublas", "smem_tiled", "autotuned")), (torch.bfloat16, ("cublas_bf16", "mma_sync_bf16", "hopper_bf16"))):
-        a = torch.randn(n, n, device="cuda", dtype=dt); b = torch.randn(n, n, device="cuda", dtype=dt)
+
+    def row(label, call) -> None:
+        host, total = time_calls(torch, call, CALLS, WARMUP)
+        print(f"{label:52s} host {host:6.1f}  total {total:6.1f} us")
+
+    n = SIZE
+    for dtype_name, names in KERNELS.items():
+        dtype = getattr(torch, dtype_name)
+        a, b = torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)
         out = torch.empty(n, n, device="cuda")
-        print(dt)
-        for kern in k_ours:
-            p = gemm_driver.plan(n, n, n, dtype=dt, kernel=kern)
-            timeit(f"plan {kern}", lambda: p(a, b, out))
-            timeit(f"gemm(out=) {kern}", lambda: gemm_driver.gemm(a, b, out=out, kernel=kern))
-            launch = next(iter(p._launches.values()))
-            timeit(f"  cached Launch alone {kern}", launch)
-        if dt == torch.float32:
-            timeit("torch.mm(a,b,out=out)", lambda: torch.mm(a, b, out=out))
+        print(dtype)
+        for kernel in names:
+            plan = gemm_driver.plan(n, n, n, dtype=dtype, kernel=kernel)
+            row(f"plan {kernel}", lambda: plan(a, b, out))
+            row(f"gemm(out=) {kernel}", lambda: gemm_driver.gemm(a, b, out=out, kernel=kernel))
+            row(f"  cached Launch alone {kernel}", next(iter(plan._launches.values())))
+        if dtype == torch.float32:
+            row("torch.mm(a,b,out=out)", lambda: torch.mm(a, b, out=out))
         else:
-            timeit("torch.mm(a,b,out_dtype=f32)", lambda: torch.mm(a, b, out_dtype=torch.float32))
-        timeit("torch.matmul", lambda: torch.matmul(a, b))
-    # raw cuBLAS through ctypes: handle on torch's current stream, args pre-converted
-    h = cublas.CublasHandle()
-    h.set_stream(torch.cuda.current_stream().cuda_stream)
-    a = torch.randn(n, n, device="cuda"); b = torch.randn(n, n, device="cuda"); out = torch.empty(n, n, device="cuda")
-    al, be = ctypes.c_float(1), ctypes.c_float(0)
-    f = h._lib.cublasGemmEx
-    for mode in (0, 2):  # CUBLAS_DEFAULT_MATH, CUBLAS_PEDANTIC_MATH
-        try:
-            h._lib.cublasSetMathMode(h.ptr, mode)
-        except Exception as e:
-            print("mode", mode, e); continue
-        for ct, label in ((68, "COMPUTE_32F"), (69, "COMPUTE_32F_PEDANTIC")):
-            args = (h.ptr, 0, 0, n, n, n, ctypes.byref(al), b.data_ptr(), 0, n, a.data_ptr(), 0, n, ctypes.byref(be), out.data_ptr(), 0, n, ct, -1)
-            try:
-                timeit(f"raw cublasGemmEx mathmode={mode:#x} {label}", lambda: f(*args))
-            except Exception as e:
-                print(label, e)
-    fs = getattr(h._lib, "cublasSgemm_v2", None)
-    if fs is not None:
-        fs.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                       ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-        h._lib.cublasSetMathMode(h.ptr, 0)
-        args = (h.ptr, 0, 0, n, n, n, ctypes.byref(al), b.data_ptr(), n, a.data_ptr(), n, ctypes.byref(be), out.data_ptr(), n)
-        timeit("raw cublasSgemm_v2", lambda: fs(*args))
+            row("torch.mm(a,b,out_dtype=f32)", lambda: torch.mm(a, b, out_dtype=torch.float32))
+        row("torch.matmul", lambda: torch.matmul(a, b))
+    bare_cublas(torch, n, row)
     return 0
+
+
+def bare_cublas(torch, n: int, row) -> None:
+    """cublasGemmEx and cublasSgemm through ctypes on a fresh handle bound to torch's stream,
+    every argument converted beforehand: the floor of a cuBLAS call from Python."""
+    from gemm_driver.cuda import cublas
+
+    handle = cublas.CublasHandle()
+    handle.set_stream(torch.cuda.current_stream().cuda_stream)
+    lib = handle._lib
+    a, b, out = (torch.randn(n, n, device="cuda") for _ in range(3))
+    alpha, beta = ctypes.byref(ctypes.c_float(1)), ctypes.byref(ctypes.c_float(0))
+    pointers = (b.data_ptr(), a.data_ptr(), out.data_ptr())  # the row-major swap: B first
+    for mode in MATH_MODES:
+        lib.cublasSetMathMode(handle.ptr, mode)
+        for compute, compute_name in COMPUTE_TYPES.items():
+            args = (handle.ptr, 0, 0, n, n, n, alpha, pointers[0], 0, n, pointers[1], 0, n, beta, pointers[2], 0, n,
+                    compute, -1)
+            row(f"raw cublasGemmEx mathmode={mode:#x} {compute_name}", lambda: lib.cublasGemmEx(*args))
+    sgemm = lib.cublasSgemm_v2
+    sgemm.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                      ctypes.c_void_p, ctypes.c_int]
+    lib.cublasSetMathMode(handle.ptr, 0)
+    args = (handle.ptr, 0, 0, n, n, n, alpha, pointers[0], n, pointers[1], n, beta, pointers[2], n)
+    row("raw cublasSgemm_v2", lambda: sgemm(*args))
 
 
 if __name__ == "__main__":
