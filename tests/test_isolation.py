@@ -74,6 +74,20 @@ def test_no_gpu_is_one_error_not_a_failed_task():
         list(runner.run([("ok", 0)]))
 
 
+def test_a_worker_that_cannot_start_raises_its_own_error(monkeypatch):
+    """spawn refuses to start from a script without a __main__ guard: that error reaches the
+    caller as it is (it once came back as an AttributeError from the clean-up)."""
+    runner = Isolated(fakes.handler, session_factory=fakes.FakeSession)
+
+    def refuse(self):
+        raise RuntimeError("An attempt has been made to start a new process before ...")
+
+    monkeypatch.setattr(runner._ctx.Process, "start", refuse)
+    with pytest.raises(RuntimeError, match="attempt has been made"):
+        list(runner.run([("ok", 0)]))
+    assert runner._process is None and runner._conn is None
+
+
 def test_inline_runs_the_same_handlers_in_this_process():
     runner = Inline(fakes.handler, fakes.finish, session_factory=fakes.FakeSession)
     results = dict(runner.run([("ok", 0), ("ok", 1)]))

@@ -154,11 +154,16 @@ class Isolated:
 
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
-        self._process = self._ctx.Process(target=_worker_main, daemon=True,
-                                          args=(child, self.handler, self.finish, self.session_factory))
-        self._process.start()
-        child.close()
-        self._conn = parent
+        process = self._ctx.Process(target=_worker_main, daemon=True,
+                                    args=(child, self.handler, self.finish, self.session_factory))
+        try:
+            process.start()  # e.g. spawn refuses a script without an ``if __name__ == "__main__"`` guard
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        self._process, self._conn = process, parent
         self.workers_started += 1
         reply = self._receive(START_LIMIT_S)
         if reply is None or reply[0] == "eof":
