@@ -34,7 +34,7 @@ import numpy as np
 
 from . import arrays, kernels
 from .arrays import DeviceArray
-from .cuda.driver import Event, ExternalStream, copy_2d_async, memset_2d32_async, stream_wait
+from .cuda.driver import Event, ExternalStream, copy_2d_async, memset_2d32_async, stream_is_capturing, stream_wait
 from .kernels.spec import KernelSpec
 from .problem import GemmProblem
 
@@ -291,7 +291,10 @@ class Plan:
 
     def _order_scratch(self, raw: int) -> None:
         state = self._state
-        if state.scratch_stream is not None and state.scratch_stream != raw:
+        # A stream under graph capture may not wait on work outside the capture (the driver
+        # refuses: CUDA_ERROR_STREAM_CAPTURE_ISOLATION), and nothing runs while capturing: the
+        # replays use the scratch whenever they run (README: "CUDA graphs").
+        if state.scratch_stream is not None and state.scratch_stream != raw and not stream_is_capturing(raw):
             if state.event is None:
                 state.event = Event()
             state.event.record(ExternalStream(state.scratch_stream))

@@ -179,6 +179,31 @@ def test_torch_alternating_streams_with_scratch_kernels(torch):
             assert_right(GemmProblem(96, 1024, 2048), dtype, host, out)
 
 
+@pytest.mark.parametrize("kernel, dtype", [("autotuned", "float32"), ("hopper_bf16", "bfloat16"), (None, "bfloat16")])
+def test_torch_cuda_graph_capture_after_eager_calls(torch, kernel, dtype):
+    """gemm() captured into a torch CUDA graph after eager calls on another stream (the
+    scratch's last user): the capture must not wait on that stream (the driver refuses), and
+    replays on fresh operands copied into the captured buffers give right answers."""
+    if kernel == "hopper_bf16" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("hopper_bf16 runs on sm_90a only")
+    m, n, k = 96, 1024, 2048
+    (a, b, _), _ = operands(torch, m, n, k, dtype, seed=7)
+    out = nan_out(torch, m, n)
+    gemm_driver.gemm(a, b, out=out, kernel=kernel)  # eager, on the current stream
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # torch captures on a side stream
+        gemm_driver.gemm(a, b, out=out, kernel=kernel)
+    for seed in (8, 9):
+        (a_new, b_new, _), host = operands(torch, m, n, k, dtype, seed=seed)
+        a.copy_(a_new)
+        b.copy_(b_new)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_right(GemmProblem(m, n, k), dtype, host, out)
+
+
 def test_torch_k_zero(torch):
     c = torch.rand(6, 5, device="cuda")
     a, b = torch.empty(6, 0, device="cuda"), torch.empty(0, 5, device="cuda")

@@ -77,8 +77,14 @@ def on_gpu(monkeypatch):
 
 @pytest.fixture
 def fences(monkeypatch):
-    """Events and stream waits recorded instead of made."""
-    made = []
+    """Events and stream waits recorded instead of made; streams in ``made.capturing`` are
+    under graph capture."""
+
+    class Made(list):
+        capturing: set = set()
+
+    made = Made()
+    made.capturing = set()
 
     class FakeEvent:
         def record(self, stream):
@@ -86,6 +92,7 @@ def fences(monkeypatch):
 
     monkeypatch.setattr(plans, "Event", FakeEvent)
     monkeypatch.setattr(plans, "stream_wait", lambda stream, event: made.append(("wait", stream.handle)))
+    monkeypatch.setattr(plans, "stream_is_capturing", lambda raw: raw in made.capturing)
     return made
 
 
@@ -301,6 +308,20 @@ def test_scratch_is_ordered_across_streams_only_for_kernels_that_use_it(on_gpu, 
     plain = Plan(s, 64, 64, 64, kernel="naive")
     plain(a, b, c, stream=3)
     assert fences == []
+
+
+def test_a_stream_under_graph_capture_takes_the_scratch_without_waiting(on_gpu, fences):
+    """A capturing stream may not wait on uncaptured work (the driver refuses it): the plan
+    records no dependency there, and the next eager stream orders itself after the capture."""
+    a, b, c = CudaArray(64, 64), CudaArray(64, 64), CudaArray(64, 64)
+    p = Plan(FakeSession(), 64, 64, 64, kernel="warptiled")
+    p(a, b, c, stream=1)
+    fences.capturing.add(2)
+    p(a, b, c, stream=2)
+    assert fences == []
+    fences.capturing.clear()
+    p(a, b, c, stream=3)
+    assert fences == [("record", 2), ("wait", 3)]
 
 
 def test_producer_streams_of_the_array_interface_are_waited_for(on_gpu, fences):

@@ -506,6 +506,14 @@ def stream_wait(stream: Any, event: "Event") -> None:
     check(api().cuStreamWaitEvent(stream.handle, event.handle, 0), "cuStreamWaitEvent")
 
 
+def stream_is_capturing(handle: int) -> bool:
+    """Whether stream ``handle`` is being captured into a CUDA graph (torch.cuda.graph, CuPy,
+    cuStreamBeginCapture) right now: such a stream may not wait on work recorded outside it."""
+    d = api()
+    status = check(d.cuStreamIsCapturing(int(handle)), "cuStreamIsCapturing")
+    return status == d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+
+
 def pointer_device(ptr: int) -> int | None:
     """The ordinal of the GPU that device pointer ``ptr`` lives on; None when the driver does
     not know it as device memory (a host pointer, or memory of no context)."""
