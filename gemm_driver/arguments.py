@@ -92,7 +92,7 @@ def isolation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--watchdog", default=DEFAULT_WATCHDOG_S, metavar="SECONDS", type=positive("--watchdog",
                    "takes a positive number of seconds", float), help="a kernel's GPU work silent for this long is "
                    f"reported as hung and its worker stopped (default {DEFAULT_WATCHDOG_S:g}, and never below 3x "
-                   "--max-time; needs --isolation process)")
+                   "--max-time plus 4x --warmup; needs --isolation process)")
 
 
 def add_bench_options(p: argparse.ArgumentParser) -> None:
@@ -113,8 +113,12 @@ def add_bench_options(p: argparse.ArgumentParser) -> None:
                    float, 0, 1, percent=True), help="stop sampling a case once the relative half-width of its "
                    "median's 95%% interval is below this (default 0.005 = 0.5%%)")
     p.add_argument("--max-time", default=1.0, type=positive("--max-time", "takes a positive number of seconds per "
-                   "case (e.g. 1.5)", float), help="time limit per case in seconds, warm-up included; a case "
-                   "that reaches it is marked not converged (default 1.0)")
+                   "case (e.g. 1.5)", float), help="sampling time limit per case in seconds; a case that reaches "
+                   "it is marked not converged (default 1.0)")
+    p.add_argument("--warmup", default=0.03, metavar="SECONDS", type=positive("--warmup", "takes a positive number "
+                   "of seconds, at most 600", float, 0, 600.001), help="untimed launches of each case before its "
+                   "samples, outside --max-time (default 0.03). Tensor-core kernels draw enough power to pull the "
+                   "clock down for about a second: 2 compares every case at the clock it holds under sustained load")
     p.add_argument("--json", metavar="PATH", type=nonempty("a file path"), help="write environment, settings and every case with its samples")
     p.add_argument("--csv", metavar="PATH", type=nonempty("a file path"), help="write one row per case")
     p.add_argument("--dtype", action="append", type=nonempty("precisions (e.g. bf16,fp16 or all)"), help="precisions: fp32, tf32, bf16, fp16 (comma list) or all "

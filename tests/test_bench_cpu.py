@@ -322,6 +322,8 @@ def test_csv_has_one_flat_row_per_case(tmp_path):
     (["bench", "--noise", "abc%"], ["--noise takes", "'abc%'"]),
     (["bench", "--max-time", "-1"], ["--max-time takes a positive number of seconds", "'-1'"]),
     (["bench", "--max-time", "nan"], ["--max-time takes", "'nan'"]),
+    (["bench", "--warmup", "0"], ["--warmup takes a positive number of seconds, at most 600", "'0'"]),
+    (["bench", "--warmup", "601"], ["--warmup takes", "'601'"]),
     (["bench", "--json", "."], ["--json takes a file path", "is a directory"]),
     (["bench", "--csv", "."], ["--csv takes a file path"]),
     (["compare", "a.json", "b.json", "--threshold", "0"], ["--threshold takes a fraction or percentage"]),
@@ -342,9 +344,13 @@ def test_noise_and_budget_parsing():
     assert args.noise == pytest.approx(0.005) and args.max_time == 2.5
     defaults = cli.build_parser().parse_args(["bench"])
     assert defaults.noise == 0.005 and defaults.max_time == 1.0 and defaults.mode == "hot"
-    budget = Budget(seconds=args.max_time, noise=args.noise)
+    assert defaults.warmup == 0.03
+    args.warmup = cli.build_parser().parse_args(["bench", "--warmup", "2"]).warmup
+    budget = Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
     assert budget.settings() == {"noise_target": pytest.approx(0.005), "max_time_s": 2.5, "min_samples": 10,
-                                 "max_samples": 1000, "warmup_s": 0.03, "batch_ms": 2.0}
+                                 "max_samples": 1000, "warmup_s": 2.0, "batch_ms": 2.0}
+    # the watchdog's floor: a case may run silent through its warm-up (host-bound: 4x) and sampling
+    assert budget.wall_limit_s == pytest.approx(4 * 2.0 + 2.5)
 
 
 def test_pci_bus_ids_compare_as_numbers():

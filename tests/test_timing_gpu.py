@@ -45,6 +45,18 @@ def operands(session):
         matrix.close()
 
 
+def test_warm_up_runs_first_and_outside_the_sampling_limit(session, timer, operands):
+    """--warmup W: about W s of untimed launches, then up to --max-time of sampling."""
+    problem, (a, b, c) = operands(1024, 1024, 1024)
+    launch = session.launcher("cublas", problem, a, b, c)
+    launch()  # module load and heuristics stay out of the comparison
+    short = timer.measure(launch, Budget(seconds=0.2, noise=1e-9))  # never converges: runs to its limit
+    long = timer.measure(launch, Budget(seconds=0.2, noise=1e-9, warmup_seconds=0.8))
+    print(f"\n[timing] elapsed with a 0.03 s warm-up {short.elapsed_s:.2f} s, with 0.8 s {long.elapsed_s:.2f} s")
+    assert short.stop_reason == long.stop_reason == "max-time"
+    assert long.elapsed_s - short.elapsed_s >= 0.7  # the warm-up did not eat the sampling time
+
+
 def test_hot_and_cold_give_sane_numbers(session, timer, operands):
     problem, (a, b, c) = operands(1024, 1024, 1024)
     launch = session.launcher("cublas", problem, a, b, c)

@@ -101,7 +101,7 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     ``request.seed`` must be set (with_seed)."""
     tasks = sweep_tasks(steps, seed=request.seed, budget=request.budget, mode=request.mode)
     # A case's GPU phase may take its whole time budget: the watchdog never fires sooner than 3x it.
-    watchdog_s = max(request.watchdog_s, 3 * request.budget.seconds)
+    watchdog_s = max(request.watchdog_s, 3 * request.budget.wall_limit_s)
     runner = RUNNERS[request.isolation](run_case_task, finish_sweep, watchdog_s=watchdog_s)
     env = collect()
     env["isolation"] = request.isolation

@@ -41,13 +41,19 @@ MIN_SAMPLES_FOR_CI = 6  # 1 - 2 / 2**6 = 96.9% >= 95%; five samples give only 93
 class Budget:
     """How long to measure one case, and when it is measured well enough."""
 
-    seconds: float = 1.0  # time limit per case (--max-time); a case that reaches it is "not converged"
+    seconds: float = 1.0  # sampling time limit per case (--max-time); a case that reaches it is "not converged"
     noise: float = 0.005  # stop once the median's relative noise is at or below this (--noise)
     min_samples: int = 10  # never call a case converged on fewer samples
     max_samples: int = 1000
-    warmup_seconds: float = 0.03  # untimed launches first: clocks up, caches and TLBs warm
+    warmup_seconds: float = 0.03  # untimed launches first (--warmup), outside ``seconds``: clocks, caches, TLBs
     batch_ms: float = 2.0  # aim for samples (batches of launches) of at least this much GPU time
     max_batch: int = 200  # launches queued behind one hold, well under the driver's queue depth
+
+    @property
+    def wall_limit_s(self) -> float:
+        """The longest one case's timing can run silent: the warm-up (host-bound kernels stop
+        at 4x its GPU time) and the sampling limit."""
+        return 4 * self.warmup_seconds + self.seconds
 
     def settings(self) -> dict:
         """The budget as the bench JSON's ``settings`` records it."""

@@ -13,9 +13,9 @@ own pair of events, so the flush is queued between the timed regions and never i
 one. A sample is the mean of the per-launch times of one batch.
 
 Warm-up and the number of samples are chosen by time, not counts: warm-up launches run
-for ``Budget.warmup_seconds`` (clocks up, caches and TLBs warm), then samples are taken
-until the median's relative noise is under ``Budget.noise`` or the case's time limit is
-reached (``stats.sample_until``). Events are created once per timer.
+for ``Budget.warmup_seconds`` (clocks up, caches and TLBs warm; long enough, the clock down to
+where the power limit holds it), then samples are taken until the median's relative noise is
+under ``Budget.noise`` or the case's sampling time limit is reached (``stats.sample_until``). Events are created once per timer.
 
 GPU, graph mode: the batch of launches is captured once into a CUDA graph
 (``cuda/graph.py``) and each sample is one replay behind the same hold, between events:
@@ -213,6 +213,7 @@ class GpuTimer:
         self.stream.synchronize()
         estimate = self.batch_ms(launch, 1)
         self._warm_up(launch, estimate, budget)
+        sampling_started = time.perf_counter()  # --max-time limits the sampling; the warm-up has its own time
         limit = COLD_MAX_BATCH if mode == "cold" else budget.max_batch
         launches = max(1, min(limit, math.ceil(budget.batch_ms / max(estimate, 1e-4))))
         graph, note = self._capture(launch, launches) if mode == "graph" else (None, "")
@@ -230,7 +231,7 @@ class GpuTimer:
         if self.monitor is not None:
             self.monitor.start_case()
         try:
-            sampling = sample_until(take_batch, budget, initial=initial, started=started)
+            sampling = sample_until(take_batch, budget, initial=initial, started=sampling_started)
         finally:
             self._monitor = None
             if graph is not None:
@@ -242,9 +243,8 @@ class GpuTimer:
     def _warm_up(self, launch: Callable[[], None], estimate_ms: float, budget: Budget) -> None:
         """Untimed launches for ``budget.warmup_seconds`` of GPU time (none if one launch is longer)."""
         remaining = math.floor(budget.warmup_seconds * 1e3 / max(estimate_ms, 1e-4))
-        # Kernels shorter than a Python launch make this host-bound: cap the wall time, and
-        # leave most of the case's time limit (which counts the warm-up) to the samples.
-        deadline = time.perf_counter() + min(4 * budget.warmup_seconds, budget.seconds / 4)
+        # Kernels shorter than a Python launch make this host-bound: cap the wall time.
+        deadline = time.perf_counter() + 4 * budget.warmup_seconds
         while remaining > 0 and time.perf_counter() < deadline:
             chunk = min(remaining, budget.max_batch)
             for _ in range(chunk):
