@@ -91,7 +91,7 @@ def isolation_options(p: argparse.ArgumentParser) -> None:
                    "run goes on; off: in this process (a fault or hang ends the run)")
     p.add_argument("--watchdog", default=DEFAULT_WATCHDOG_S, metavar="SECONDS", type=positive("--watchdog",
                    "takes a positive number of seconds", float), help="a kernel's GPU work silent for this long is "
-                   f"reported as hung and its worker stopped (default {DEFAULT_WATCHDOG_S:g}, and never below 3x "
+                   f"reported as hung and its worker stopped (default {DEFAULT_WATCHDOG_S:g}; in bench never below 3x "
                    "--max-time plus 4x --warmup; needs --isolation process)")
 
 

@@ -4,7 +4,7 @@ Every Hopper kernel against the float64 reference on Hypothesis-drawn cases (rag
 padded and odd leading dimensions, misaligned pointers, alpha and beta including 0, NaN-
 poisoned C and guard bands: see strategies.py / checking.py), with the tunables ``choose``
 picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles,
-split-K reduced in parallel and serially. Fixed cases pin packing (K = 4099, odd strides,
+C's own stores instead of TMA stores, split-K reduced in parallel and serially. Fixed cases pin packing (K = 4099, odd strides,
 misaligned bases) and beta; split-K must give the same bits on every launch; a few large
 shapes run through the last rungs. All skip without a GPU, and on a GPU other than sm_90.
 
@@ -38,7 +38,8 @@ FORCED = [
     ("cluster_bf16", {"BN": 128, "STAGES": 6, "CM": 4, "CN": 1}),
     ("cluster_fp16", {"CM": 1, "CN": 2}),
     ("cluster_tf32", {"BN": 128, "STAGES": 6, "CM": 2, "CN": 2}),
-    ("hopper_bf16", {"SWAPPED": 0}),  # any_shape 128 x 256, staged epilogue
+    ("hopper_bf16", {"STORE": 0}),  # any_shape 128 x 256, C's own stores (staged where C needs it)
+    ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "STORE": 0}),
     ("hopper_bf16", {"SWAPPED": 1, "CM": 2}),
     ("hopper_fp16", {"SWAPPED": 1, "CM": 1, "CN": 2}),
     ("hopper_bf16", {"SPLITS": 3}),  # split-K, every unit resident: the parallel reduction
@@ -52,7 +53,8 @@ FORCED = [
 FIXED = [
     (257, 300, 4099, (0, 0, 0), (0, 0, 0)),  # lda = 4099: A packed (8198-byte rows); B packed (N = 300)
     (129, 264, 4096, (0, 0, 0), (1, 3, 1)),  # aligned strides, misaligned bases: A and B packed, C scalar
-    (200, 512, 136, (8, 0, 2), (0, 0, 0)),  # TMA reads A and B in place; padded ldc
+    (200, 512, 136, (8, 0, 2), (0, 0, 0)),  # TMA reads A and B in place; padded ldc; C stored by TMA
+    (70, 7, 64, (0, 0, 1), (0, 0, 0)),  # ldc = 8 suits TMA, N = 7 does not (a store would write column 7)
     (1, 1, 1, (0, 0, 0), (0, 0, 0)),
 ]
 
@@ -129,7 +131,8 @@ def test_split_k_is_correct_and_bitwise_reproducible(hopper_session, name, tunab
     ("hopper_tf32", (4093, 4091, 4099)),
     ("hopper_fp16", (1024, 1024, 16384)),
     ("hopper_tf32", (1024, 1024, 16384)),
-    ("hopper_bf16", (2048, 2048, 2048)),  # chosen: swapped roles, no cluster
+    ("hopper_bf16", (2048, 2048, 2048)),  # chosen: TMA stores, no cluster
+    ("hopper_fp16", (4096, 4096, 4096)),  # chosen: TMA stores, 2x1 cluster
     ("hopper_bf16", (16384, 128, 4096)),
     ("cluster_tf32", (1000, 1000, 1000)),
 ])

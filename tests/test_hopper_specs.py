@@ -2,7 +2,8 @@
 
 Builds: every spec's configurations compile for sm_90a (and are refused for sm_80 / sm_100
 in one line), with no spill and no local memory in any entry; the GEMM entries' SASS holds
-HGMMA and UTMALDG (TMA loads), and the warp-specialised ones the setmaxnreg split
+HGMMA and UTMALDG (TMA loads; UTMASTG, TMA stores, in any_shape's entries alone), and the
+warp-specialised ones the setmaxnreg split
 (USETMAXREG, read from the SASS: the inspection stats have no field for it). A probe
 compiled against the kernels' own Config structs checks the numbers the host relies on
 (dynamic shared memory, threads, TMA box rows). Then the pure parts: rules, grids, split-K
@@ -106,6 +107,11 @@ def test_configuration_builds_for_sm_90a_without_spills_and_issues_wgmma_and_tma
         if entry in GEMM_ENTRIES:
             assert sum(o.startswith("HGMMA") for o in opcodes) >= 4, entry
             assert sum(o.startswith("UTMALDG") for o in opcodes) >= 2, entry
+            # any_shape's entries store C by TMA (EPILOGUE 3); the rungs before it and the
+            # swapped entry store from registers
+            stores = sum(o.startswith("UTMASTG") for o in opcodes)
+            assert (stores >= 1) == (name.startswith("hopper_") and entry != "swapped" and name != "hopper_tf32"), \
+                (name, entry, stores)
         else:  # the packing kernels copy with plain loads and stores
             assert not any(o.startswith(("HGMMA", "UTMALDG")) for o in opcodes), entry
 
@@ -158,7 +164,7 @@ def _config_checks(name, t):
         cfg = f"hopper_tf32ra::Config<{t['STAGES']}, {t['CM']}, {t['CN']}>"
     else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries
         cfg = f"hopper_pws::Config<{elem}, {g.bn}, {4 if entry == 'swapped' else t['STAGES']}, {g.cm}, {g.cn}, " \
-              f"{g.bm // 64}>"
+              f"{g.bm // 64}, {str(g.tma_store).lower()}>"
     checks = [(f"{cfg}::SMEM_BYTES", g.smem), (f"{cfg}::BM", g.bm), (f"{cfg}::BN", g.bn), (f"{cfg}::BK", g.bk),
               (f"{cfg}::BK", g.a_box[1])]
     if entry == "main":
@@ -187,7 +193,7 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("warp_specialized_bf16", {"BN": 256, "STAGES": 5}, P256,
      "246864 bytes of shared memory per block; sm_90 allows at most 232448 (227 KiB)"),
     ("persistent_fp16", {"STAGES": 5}, P256, "267520 bytes of shared memory per block"),
-    ("hopper_bf16", {"CONSUMERS": 1}, P256, "2 CTAs per SM of 175360 bytes (+ 1 KiB reserved each) exceed"),
+    ("hopper_bf16", {"CONSUMERS": 1}, P256, "2 CTAs per SM of 176128 bytes (+ 1 KiB reserved each) exceed"),
     ("hopper_bf16", {"SWAPPED": 1, "SPLITS": 2}, P256, "SWAPPED=1 runs hopper_cluster_swapped: 128 x 256 tiles"),
     ("hopper_fp16", {"SWAPPED": 1, "BN": 128}, P256, "(BN=256, CONSUMERS=2), STAGES=4, no split-K (SPLITS=1)"),
     ("hopper_bf16", {}, GemmProblem(8, 8, 0), "K = 0: the wgmma kernels need at least one k tile"),
@@ -208,7 +214,7 @@ def test_what_the_rules_let_through():
     SPECS["hopper_tf32"].validate(GemmProblem(1, 1, 65535 * 32 + 1))  # no transpose: any K
     SPECS["persistent_bf16"].validate(GemmProblem(2**31 - 1, 1, 1))  # a persistent grid has no y limit
     SPECS["hopper_bf16"].validate(GemmProblem(0, 8, 0))  # empty: nothing to launch
-    SPECS["hopper_bf16"].validate(P256, {"BN": 128, "CONSUMERS": 1, "STAGES": 4})  # two 109824-byte CTAs
+    SPECS["hopper_bf16"].validate(P256, {"BN": 128, "CONSUMERS": 1, "STAGES": 4})  # two 110592-byte CTAs
     SPECS["hopper_bf16"].validate(P256, {"SWAPPED": 1, "CM": 2, "CN": 2})
 
 
@@ -306,13 +312,13 @@ def test_tf32_b_is_transposed_whatever_its_layout():
 
 # ---------------------------------------------------------------- choose
 @pytest.mark.parametrize("shape, picked", [
-    ((1024, 1024, 1024), {"BN": 128, "STAGES": 4, "CONSUMERS": 1}),
+    ((1024, 1024, 1024), {"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0}),
     ((16384, 128, 4096), {"BN": 128, "STAGES": 6}),
     ((1024, 1024, 16384), {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),
-    ((2048, 2048, 2048), {"SWAPPED": 1, "CM": 1}),
-    ((4096, 4096, 4096), {"SWAPPED": 1, "CM": 2}),
-    ((8192, 8192, 8192), {"SWAPPED": 1, "CM": 2}),
-    ((4093, 4091, 4099), {}),  # any_shape 128 x 256, staged epilogue, packed operands
+    ((2048, 2048, 2048), {}),  # any_shape 128 x 256, TMA stores, no cluster
+    ((4096, 4096, 4096), {"CM": 2}),
+    ((8192, 8192, 8192), {"CM": 2}),
+    ((4093, 4091, 4099), {}),  # any_shape 128 x 256, packed operands, C's own stores (ldc odd)
 ])
 def test_choose_picks_what_measured_best_on_the_h100(shape, picked):
     for name in ("hopper_bf16", "hopper_fp16"):
@@ -418,8 +424,11 @@ def test_plan_of_split_k_reserves_partials_and_zeroed_counters(monkeypatch):
     ((entry, grid, block, args),) = launches
     assert (entry, grid, block) == ("cluster", (128, 1, 1), (384, 1, 1))  # 64 units of 2x1 clusters, all resident
     assert args[9:11] == (8, 2) and args[11] and args[12]  # group_m, splits, workspace, counters
+    assert args[14] == 1  # C stored by TMA (its map is args[13])
     assert scratch == {plans.PARTIALS: (64 * 2 * 128 * 128 * 4, False), plans.COUNTERS: (64 * 8, True)}
-    assert [m[5:7] for m in maps] == [(128, 64), (32, 64)]  # A box 128 x 64; B box 64/CM k rows x 64 n
+    # A box 128 x 64; B box 64/CM k rows x 64 n; C: FP32, 64 rows x 32 columns a TMA store
+    assert [m[5:7] for m in maps] == [(128, 64), (32, 64), (64, 32)]
+    assert maps[2][:5] == (0x7F2000000000, "fp32", 1024, 1024, 1024)
 
 
 def test_plan_of_the_swapped_path_and_the_one_consumer_path(monkeypatch):
@@ -430,7 +439,24 @@ def test_plan_of_the_swapped_path_and_the_one_consumer_path(monkeypatch):
     _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(1024, 1024, 1024),
                                         {"BN": 128, "CONSUMERS": 1}, resident=lambda ctx, k, g: 264)
     assert [(e, g, b) for e, g, b, _ in launches] == [("main", (128, 1, 1), (256, 1, 1))] and scratch == {}
-    assert launches[0][3][11:] == (0, 0)  # no split: no scratch pointers
+    assert launches[0][3][11:13] == (0, 0)  # no split: no scratch pointers
+
+
+def test_c_is_stored_by_tma_only_where_its_rows_allow(monkeypatch):
+    """any_shape's EPILOGUE 3: c_tma = 1 and C's map where TMA can write C; else 0, a spare map
+    (never read), and the kernel's own stores."""
+    for n, lds, misalign, expect in ((200, (64, 200, 200), (0, 0, 0), 1), (200, (64, 200, 204), (0, 0, 0), 1),
+                                     (200, (64, 200, 201), (0, 0, 0), 0), (200, (64, 200, 200), (0, 0, 1), 0),
+                                     (199, (64, 199, 200), (0, 0, 0), 0)):  # a store would write column 199
+        p = GemmProblem(300, n, 64)
+        _, launches, maps, _ = _run_plan(monkeypatch, "hopper_bf16", p, {"BN": 128, "STAGES": 6}, lds=lds,
+                                         misalign=misalign)
+        args = launches[-1][3]
+        assert args[14] == expect and len(maps) == 2 + expect
+        if expect:
+            assert maps[2][1:] == ("fp32", 300, 200, lds[2], 64, 32, 128)
+    _, launches, maps, _ = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(300, 200, 64), {"STORE": 0})
+    assert launches[-1][3][14] == 0 and len(maps) == 2  # STORE=0: the kernel's own stores
 
 
 def test_plan_of_tf32_transposes_b_for_the_rungs_and_not_for_register_a(monkeypatch):

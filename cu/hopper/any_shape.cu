@@ -12,7 +12,7 @@
 // through shared memory, so that a warp writes 128 contiguous bytes of a row at a time.
 // Operands TMA cannot describe (row stride not a multiple of 16 bytes, or a base address not
 // 16-byte aligned) are first copied by hopper::pack_rows into aligned scratch (pack.cuh).
-// Measured (H100, bf16, FP32 C, against torch.mm with FP32 output = cuBLAS, same runs):
+// Measured before TMA stores (H100, bf16, FP32 C, against torch.mm with FP32 output = cuBLAS, same runs):
 //  4093x4091x4099 (A and B packed, 51 us of the total): 416 TFLOP/s with float2/scalar stores,
 //   494-497 with the staged epilogue (ldc = 4091 is odd): 3.2x cuBLAS (154), above the 460 target.
 //  1024x1024x16384: 128 x 256 tiles, 4 splits: 547-552; 128 x 128, 2 x 1 cluster, 2 splits: 569
@@ -20,21 +20,43 @@
 //   4.2 us against cuBLAS's 3.0-3.5: our fixed cost per launch, not the k loop, is the gap);
 //   split-K only added reduction time there (140-177). 16384x128x4096: 128 x 128 tiles: 321
 //   (1.02x of 314).
+// EPILOGUE 3 (the registered entries): C leaves by TMA stores. Each consumer writes 64 x 32
+// chunks of alpha * acc (+ beta * C, read in the fragment layout) into swizzled staging buffers
+// (two per consumer, one with CONSUMERS = 1) and one thread hands each chunk to the copy engine,
+// which writes whole 128-byte lines and clips at M and N; the warpgroup goes on to its next tile
+// without waiting. The host passes C's map where TMA can write C (16-byte aligned base, ldc and
+// N multiples of 4: a store clips a row at a 16-byte granule, so with N = 7 it wrote column 7;
+// seen on the H200), else c_tma = 0 and the stores of EPILOGUE 1 run (tunable STORE=0 forces them).
+// Why: with C's stores removed from the kernel (a probe, wrong answers) the H100 ran 1024^3 in
+// 6.17 us against 7.26, 2048^3 in 22.6 against 27.0, 4096^3 in 174 against 187 (graph replays):
+// the stores are most of the fixed cost cuBLAS does not pay. TMA stores recovered little of it.
+// Measured (H200, one run each, TMA stores against STORE=0, float2 stores from registers):
+//  graph replays (short, clock near 1980 MHz): 1024^3 (64 x 128, one buffer) 7.46 against 7.10
+//   us, so choose() keeps registers there; 2048^3 27.9 against 29.4 (swapped entry 27.2); 4096^3
+//   in 2 x 1 clusters 218 against 215 (swapped 213); 1024x1024x16384 (split-K) 52.2 both.
+//  sustained (2.5 s a config, two interleaved rounds, the 700 W cap holding ~1440-1500 MHz):
+//   4096^3 620-621 TFLOP/s against 609-612 (swapped 613-615; cuBLASLt 633); 8192^3 652 against
+//   648-649 (swapped 646-647; cuBLASLt 661-662). choose() takes TMA stores for full grids.
+// An earlier fallback that always staged C through shared memory (store_staged) lost 5-10% to
+// both; the fallback is EPILOGUE 1's.
 #include "persistent_body.cuh"
 #include "pack.cuh"
 
 // As hopper_persistent, plus: splits (1 = none); workspace: tiles * splits * 64 * CONSUMERS * BN
 // floats (unused when splits = 1);
 // counters: two ints per tile (including a cluster's tiles past the edge), zero before the first
-// launch, left zero by every launch.
+// launch, left zero by every launch. c_map: C as FP32 rows (box 32 columns x 64 rows, 128-byte
+// swizzle), read only when c_tma != 0 and EPILOGUE == 3 (TMA stores; else any valid map will do).
 // CONSUMERS = 1: 64 x BN tiles, 256 threads, two CTAs per SM.
 template <class Elem, int BN, int STAGES, int CONSUMERS, int EPILOGUE>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                      const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C, int ldc,
-                     int group_m, int splits, float* __restrict__ workspace, int* __restrict__ counters) {
+                     int group_m, int splits, float* __restrict__ workspace, int* __restrict__ counters,
+                     const __grid_constant__ hopper::TensorMap c_map, int c_tma) {
     hopper_pws::run<Elem, BN, STAGES, 1, 1, true, EPILOGUE, CONSUMERS>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc,
-                                                                       group_m, splits, workspace, counters);
+                                                                       group_m, splits, workspace, counters, &c_map,
+                                                                       c_tma);
 }
 
 // The same with CM x CN clusters (boxes sliced as for hopper_cluster_multicast).
@@ -43,12 +65,13 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUME
     hopper_any_shape_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                              const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
                              int ldc, int group_m, int splits, float* __restrict__ workspace,
-                             int* __restrict__ counters) {
+                             int* __restrict__ counters, const __grid_constant__ hopper::TensorMap c_map, int c_tma) {
     hopper_pws::run<Elem, BN, STAGES, CM, CN, true, EPILOGUE, CONSUMERS>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc,
-                                                                         group_m, splits, workspace, counters);
+                                                                         group_m, splits, workspace, counters, &c_map,
+                                                                         c_tma);
 }
 
 // The last rung (kernels/hopper/rungs.py, hopper_bf16 / hopper_fp16) launches these kernels, or,
-// on large grids, hopper_cluster_swapped (swapped wgmma roles, measured faster there): one module
-// holds all of them.
+// with SWAPPED=1, hopper_cluster_swapped (swapped wgmma roles, faster than any_shape with stores
+// from registers, slower than with TMA stores): one module holds all of them.
 #include "cluster_multicast.cu"

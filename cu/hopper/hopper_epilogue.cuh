@@ -8,7 +8,8 @@
 // store_staged takes the long way for C that float2 stores cannot serve (rows not 8-byte
 // aligned, e.g. ldc odd, or the ragged last tile column): the fragment goes to shared memory
 // 32 columns at a time, and the warpgroup writes it back row by row, a warp covering 128
-// contiguous bytes of a row per instruction.
+// contiguous bytes of a row per instruction. store_tma (any_shape's EPILOGUE 3) hands the staged
+// chunks to the TMA engine instead and goes on without waiting for them.
 #pragma once
 #include "hopper_common.cuh"
 
@@ -125,6 +126,76 @@ __device__ __forceinline__ void store_staged(const float (&d)[BN / 2], float* st
                 *out = beta != 0.0f ? fmaf(beta, *out, v) : v;
             }
         }
+    }
+}
+
+// ---------------------------------------------------------------- TMA store (EPILOGUE 3)
+// Generic-proxy writes to shared memory become visible to the TMA engine (the async proxy)
+// only after this fence, in each writing thread, before the barrier that hands them over.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Store the box at `src` (laid out as the map's swizzle says) at element coordinates (c0 =
+// column, c1 = row); parts outside the matrix are not written.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                     reinterpret_cast<unsigned long long>(map)),
+                 "r"(smem_u32(src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Wait until at most PENDING of this thread's bulk groups still read their shared memory.
+template <int PENDING>
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(PENDING) : "memory");
+}
+// Wait until all of this thread's bulk groups are complete (their writes performed).
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+// A warpgroup's 64 x BN tile by TMA stores of 64 x 32 chunks (8 KiB, one 128-byte row of 32
+// floats per tile row) through BUFFERS staging buffers in turn (each 1024-byte aligned, in the
+// 128-byte swizzle of the C map: the 16-byte unit u of row r sits at unit u ^ (r % 8), so the
+// float2 writes of a warp, 8 rows x 32 bytes, spread over all 32 banks). Thread 0 of the
+// warpgroup issues and waits for the stores; `issued` counts its stores across tiles, so a
+// buffer is rewritten only after the store that last read it has finished reading. The stores
+// run on while the warpgroup goes on to its next tile; the copy engine writes whole 128-byte
+// lines and clips rows >= M and columns >= N. C is read (in the fragment layout) only when
+// beta != 0. Only the chunks in [chunk_begin, chunk_end) are stored (split-K slices).
+template <int BN, int BUFFERS>
+__device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* staging, int M, int N, int row0, int col0,
+                                          float alpha, float beta, const float* __restrict__ C, int ldc,
+                                          const TensorMap* c_map, int bar, int chunk_begin, int chunk_end,
+                                          int& issued) {
+    constexpr int CHUNK = 32;
+    const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+#pragma unroll
+    for (int chunk = 0; chunk < BN / CHUNK; ++chunk) {
+        if (chunk < chunk_begin || chunk >= chunk_end) continue;
+        float* buffer = staging + (issued % BUFFERS) * (64 * CHUNK);
+        if (t == 0) bulk_wait_read<BUFFERS - 1>();
+        named_barrier(bar, 128);  // the buffer's last store has read it
+#pragma unroll
+        for (int jj = 0; jj < CHUNK / 8; ++jj) {
+            const int j = chunk * (CHUNK / 8) + jj;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = 16 * warp + lane / 4 + 8 * h, c = 8 * jj + 2 * (lane % 4);
+                float2 v = make_float2(alpha * d[4 * j + 2 * h], alpha * d[4 * j + 2 * h + 1]);
+                if (beta != 0.0f) {
+                    const int row = row0 + r, col = col0 + chunk * CHUNK + c;
+                    const float* old = C + static_cast<long long>(row) * ldc + col;
+                    if (row < M && col < N) v.x = fmaf(beta, old[0], v.x);
+                    if (row < M && col + 1 < N) v.y = fmaf(beta, old[1], v.y);
+                }
+                *reinterpret_cast<float2*>(buffer + r * CHUNK + (((c / 4) ^ (r % 8)) * 4) + c % 4) = v;
+            }
+        }
+        fence_async_shared();
+        named_barrier(bar, 128);
+        if (t == 0) {
+            tma_store_2d(c_map, buffer, col0 + chunk * CHUNK, row0);
+            bulk_commit();
+        }
+        ++issued;
     }
 }
 

@@ -1,7 +1,7 @@
 // persistent_body.cuh -- the persistent, warp-specialised wgmma GEMM that rungs 3, 4 and 5 build:
 // rung 3 (persistent.cu) uses it as is, rung 4 (cluster_multicast.cu) with clusters, rung 5
-// (any_shape.cu) with split-K and clusters. Each rung's file says what its setting changes and
-// what that did.
+// (any_shape.cu) with split-K, clusters and TMA stores of C (EPILOGUE 3). Each rung's file says
+// what its setting changes and what that did.
 //
 // Roles as in rung 2: warpgroup 0 produces (one thread issues TMA; 56 registers, since the
 // cluster and split-K bookkeeping spilled at 40), warpgroups 1 and 2 consume (224 registers; 64 x
@@ -26,7 +26,7 @@
 namespace hopper_pws {
 using namespace hopper;
 
-template <class Elem, int BN_, int STAGES_, int CM_, int CN_, int CONSUMERS_ = 2>
+template <class Elem, int BN_, int STAGES_, int CM_, int CN_, int CONSUMERS_ = 2, bool TMA_STORE_ = false>
 struct Config {
     // CONSUMERS = 2: a 128 x BN tile, one CTA per SM. CONSUMERS = 1: a 64 x BN tile and two CTAs
     // per SM (half the registers and at most half the shared memory each), for grids that would
@@ -41,10 +41,16 @@ struct Config {
     // Rows of 128 bytes of B this CTA loads: k rows of each 64-wide n box (N-major), or n rows
     // of the K-major tile. This is the B map's box extent in its outer dimension.
     static constexpr int B_SLICE_ROWS = (B_N_MAJOR ? BK : BN) / CM;
-    // The consumers' epilogue staging (see store_staged): 64 rows x 32 columns (+8 padding) each.
-    static constexpr int STAGING_FLOATS = 64 * 40;
+    // The consumers' epilogue staging, each: 64 rows x 32 columns (+8 padding) for store_staged;
+    // with TMA stores (store_tma) STORE_BUFFERS swizzled 64 x 32 chunks, 1024-byte aligned (two
+    // with two consumers; one with one, whose two CTAs per SM leave room for no more).
+    static constexpr bool TMA_STORE = TMA_STORE_;
+    static constexpr int STORE_BUFFERS = CONSUMERS == 2 ? 2 : 1;
+    static constexpr int STAGING_FLOATS =
+        TMA_STORE && STORE_BUFFERS * 64 * 32 > 64 * 40 ? STORE_BUFFERS * 64 * 32 : 64 * 40;
     static constexpr int BARRIER_BYTES = 2 * STAGES * 8 + 16;  // full, empty, the split-K flag
-    static constexpr int STAGING_OFFSET = STAGES * STAGE_BYTES + 256;  // barriers live in the 256
+    // Barriers live in the gap before the staging (256 bytes, or 1024 to align TMA's buffers).
+    static constexpr int STAGING_OFFSET = STAGES * STAGE_BYTES + (TMA_STORE ? 1024 : 256);
     static constexpr int SMEM_BYTES = STAGING_OFFSET + CONSUMERS * STAGING_FLOATS * 4 + 1024;
     // Register split: 65536 per SM, shared by CTAS_PER_SM CTAs.
     static constexpr int PRODUCER_REGS = 56;
@@ -283,13 +289,15 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
 
 // EPILOGUE: 0 = float2 stores straight from registers (slow when C's rows are not 8-byte aligned:
 // scalar, scattered stores); 1 = that where C allows it and the tile is whole, else through
-// shared memory (store_staged); 2 = always through shared memory.
+// shared memory (store_staged); 2 = always through shared memory; 3 = TMA stores of staged
+// chunks (store_tma) when the host could describe C (c_tma != 0: 16-byte aligned rows), else 1.
 template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE, int CONSUMERS = 2,
           bool SWAPPED = false>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, float* __restrict__ C, int ldc, int group_m, int splits,
-                                    float* __restrict__ workspace, int* __restrict__ counters) {
-    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS>;
+                                    float* __restrict__ workspace, int* __restrict__ counters,
+                                    const TensorMap* c_map = nullptr, int c_tma = 0) {
+    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3>;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
@@ -309,6 +317,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     if (threadIdx.x == 32) {
         tma_prefetch_map(a_map);
         tma_prefetch_map(b_map);
+        if constexpr (EPILOGUE == 3)
+            if (c_tma) tma_prefetch_map(c_map);
     }
     if constexpr (Cfg::CLUSTER == 1) __syncthreads();
     else cluster_sync();  // the peers' barriers exist before anyone multicasts into them
@@ -336,7 +346,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         const int consumer = wg - 1, warp = t / 32, lane = t % 32;
         float* staging = reinterpret_cast<float*>(smem + Cfg::STAGING_OFFSET) + consumer * Cfg::STAGING_FLOATS;
         float d[BN / 2];
-        int s = 0, phase = 0;
+        int s = 0, phase = 0, stores = 0;  // stores: TMA stores this warpgroup issued (store_tma)
         for (int u = cluster_id; u < sched.units; u += clusters) {
             const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
             int prev = -1;
@@ -370,13 +380,24 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                 }
             }
             const int row0 = w.m0 + 64 * consumer;
-            const bool direct = EPILOGUE == 0 || (EPILOGUE == 1 && c_pairs_aligned(C, ldc) && w.n0 + BN <= N);
+            if constexpr (EPILOGUE == 3) {
+                if (c_tma) {
+                    store_tma<BN, Cfg::STORE_BUFFERS>(d, staging, M, N, row0, w.n0, alpha, beta, C, ldc, c_map,
+                                                      2 + consumer, chunks.x, chunks.y, stores);
+                    continue;
+                }
+            }
+            const bool direct = EPILOGUE == 0 || ((EPILOGUE == 1 || EPILOGUE == 3) && c_pairs_aligned(C, ldc) &&
+                                                  w.n0 + BN <= N);
             if (direct)
                 store_accumulators<BN>(d, M, N, w.n0, row0 + 16 * warp + lane / 4, w.n0 + 2 * (lane % 4), alpha, beta,
                                        C, ldc, 4 * chunks.x, 4 * chunks.y);
             else
                 store_staged<BN>(d, staging, M, N, row0, w.n0, alpha, beta, C, ldc, 2 + consumer, chunks.x, chunks.y);
         }
+        // The staging buffers must outlive the stores reading them; the writes finish before exit.
+        if constexpr (EPILOGUE == 3)
+            if (t == 0 && stores > 0) bulk_wait_all();
     }
     if constexpr (Cfg::CLUSTER > 1) cluster_sync();  // no CTA leaves while a peer may still signal it
 }

@@ -25,6 +25,8 @@ SWIZZLE = 128  # bytes: every tensor map, as the wgmma descriptors assume
 SMEM_LIMIT = 227 * 1024  # opt-in dynamic shared memory per block on sm_90
 SMEM_PER_SM = 228 * 1024  # of which the system reserves 1 KiB per resident block
 STAGING_BYTES = 64 * 40 * 4  # one consumer's epilogue staging (store_staged: 64 rows x 40 floats)
+STORE_CHUNK = (64, 32)  # rows x columns of C in one TMA store (store_tma): one 8 KiB staging buffer
+STORE_CHUNK_BYTES = STORE_CHUNK[0] * STORE_CHUNK[1] * 4
 MAX_GRID_Y = 65535
 PACK_THREADS = 256  # pack_rows and pack_transpose are __launch_bounds__(256)
 TRANSPOSE_TILE = 32
@@ -45,9 +47,18 @@ def ring_smem(stages: int, bn: int, barriers_per_stage: int) -> int:
     return stages * (BM * 128 + bn * 128) + 8 * barriers_per_stage * stages + 1024
 
 
-def persistent_smem(stages: int, bn: int, consumers: int) -> int:
-    """persistent_body.cuh: the ring, 256 bytes of barriers, each consumer's staging, alignment."""
-    return stages * (64 * consumers * 128 + bn * 128) + 256 + consumers * STAGING_BYTES + 1024
+def store_buffers(consumers: int) -> int:
+    """TMA-store staging buffers a consumer cycles through (Config::STORE_BUFFERS)."""
+    return 2 if consumers == 2 else 1
+
+
+def persistent_smem(stages: int, bn: int, consumers: int, tma_store: bool = False) -> int:
+    """persistent_body.cuh: the ring, the barriers (in 256 bytes, or 1024 so that TMA-store
+    buffers are 1024-byte aligned), each consumer's staging, alignment."""
+    staging = STAGING_BYTES
+    if tma_store:
+        staging = max(staging, store_buffers(consumers) * STORE_CHUNK_BYTES)
+    return stages * (64 * consumers * 128 + bn * 128) + (1024 if tma_store else 256) + consumers * staging + 1024
 
 
 def register_a_smem(stages: int) -> int:
@@ -85,6 +96,7 @@ class Geometry:
     persistent: bool = False
     ctas_per_sm: int = 1
     arguments: str = "plain"  # "plain", "group" (+ group_m) or "split" (+ group_m, splits, workspace, counters)
+    tma_store: bool = False  # + c_map, c_tma: C stored by TMA where its rows allow (any_shape's EPILOGUE 3)
 
     @property
     def cluster(self) -> int:
@@ -101,14 +113,16 @@ def tiled(precision: str, bn: int, stages: int, *, warp_specialized: bool) -> Ge
 
 
 def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, consumers: int = 2,
-               arguments: str = "group") -> Geometry:
+               arguments: str = "group", tma_store: bool = False) -> Geometry:
     """Rungs 3-5 (persistent_body.cuh): 64*CONSUMERS x BN tiles; with a CM x CN cluster each CTA
     loads 1/CN of the A tile (box rows BM/CN) and 1/CM of the B tile (box rows BK/CM, or BN/CM
     of B^T) and multicasts them."""
     bk, tf32, bm = k_tile(precision), precision == "tf32", 64 * consumers
-    return Geometry(bm=bm, bn=bn, bk=bk, threads=128 * (consumers + 1), smem=persistent_smem(stages, bn, consumers),
-                    a_box=(bm // cn, bk), b_box=(bn // cm, bk) if tf32 else (bk // cm, 64), cm=cm, cn=cn,
-                    b_transposed=tf32, persistent=True, ctas_per_sm=2 if consumers == 1 else 1, arguments=arguments)
+    return Geometry(bm=bm, bn=bn, bk=bk, threads=128 * (consumers + 1),
+                    smem=persistent_smem(stages, bn, consumers, tma_store), a_box=(bm // cn, bk),
+                    b_box=(bn // cm, bk) if tf32 else (bk // cm, 64), cm=cm, cn=cn, b_transposed=tf32,
+                    persistent=True, ctas_per_sm=2 if consumers == 1 else 1, arguments=arguments,
+                    tma_store=tma_store)
 
 
 def register_a(stages: int, cm: int = 1, cn: int = 1) -> Geometry:

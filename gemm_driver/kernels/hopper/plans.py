@@ -10,7 +10,9 @@ One plan serves every rung: the spec hands it ``select(tunables) -> (entry name,
 3. sizes the grid: one CTA per tile for rungs 1-2; for persistent kernels whole clusters, at
    most what can be resident at once (asked of the driver: cuOccupancyMaxActiveClusters /
    ...BlocksPerMultiprocessor) and at most the work units;
-4. reserves split-K scratch (partials, and counters zeroed once: the kernel leaves them zero).
+4. reserves split-K scratch (partials, and counters zeroed once: the kernel leaves them zero);
+5. for any_shape's TMA-store epilogue, encodes C's map where TMA can write C (else the kernel
+   stores from registers, told so by c_tma = 0).
 
 M = 0 or N = 0 writes nothing, so it enqueues nothing.
 """
@@ -21,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from ...cuda.driver import api
 from ...cuda.errors import CudaError, check
-from ...cuda.tensor_map import encode_tiled_2d
+from ...cuda.tensor_map import encode_tiled_2d, tma_layout_problem
 from . import geometry as geo
 
 Select = Callable[[str, Mapping[str, int]], "tuple[str, geo.Geometry]"]
@@ -92,6 +94,8 @@ def plan(ctx, select: Select, resident: Resident = resident_clusters) -> Callabl
         partial_bytes, counter_bytes = geo.split_scratch(p, g, splits)
         args += [splits, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
                  ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
+    if g.tma_store:
+        args += c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map) if t.get("STORE", 1) else [a_map, 0]
     if g.persistent:
         grid = (geo.persistent_grid(geo.work_units(p, g, splits), resident(ctx, kernel, g), g.cluster), 1, 1)
     else:
@@ -104,6 +108,20 @@ def plan(ctx, select: Select, resident: Resident = resident_clusters) -> Callabl
         kernel.launch(grid, block, packed, stream)
 
     return enqueue
+
+
+def c_store_arguments(address: int, ldc: int, m: int, n: int, spare_map: bytes) -> list:
+    """(c_map, c_tma) of any_shape's TMA-store epilogue: C's map (FP32, 64 x 32 boxes, 128-byte
+    swizzle) and 1 where TMA can write C's rows; else ``spare_map`` (never read) and 0, and the
+    kernel stores from registers or through store_staged, as before.
+
+    TMA's rules for the address and row stride are not enough: a store clips the row at a
+    16-byte granule, not at the element. Measured on the H200 (any_shape, N = 3, 7, 127, ldc a
+    multiple of 4): every row's element N was written too. So N must be whole 16 bytes."""
+    if tma_layout_problem(address, ldc, "fp32") is not None or n * 4 % 16:
+        return [spare_map, 0]
+    rows, cols = geo.STORE_CHUNK
+    return [encode_tiled_2d(address, "fp32", m, n, ldc, rows, cols, geo.SWIZZLE), 1]
 
 
 def _readable(ctx, passes: list, name: str, operand, rows: int, cols: int, precision: str, *,

@@ -8,7 +8,7 @@ copy of B. The last BF16/FP16 rung, ``hopper_*``, runs any_shape.cu and the swap
 cluster kernel of cluster_multicast.cu, and its ``choose`` hook picks tiles, split-K and
 cluster per shape (``choose_any_shape``).
 
-Runtime arguments that are tunables (GROUP_M, SPLITS, and SWAPPED, which picks the entry) do
+Runtime arguments that are tunables (GROUP_M, SPLITS, STORE, and SWAPPED, which picks the entry) do
 not appear in the name expression: they change no code, so they share one build.
 """
 
@@ -24,6 +24,7 @@ from .plans import make_plan
 SIGNATURE = ("int", "int", "int", "float", "tensormap", "tensormap", "float", "ptr", "int")
 GROUP_SIGNATURE = (*SIGNATURE, "int")  # + group_m
 SPLIT_SIGNATURE = (*GROUP_SIGNATURE, "int", "ptr", "ptr")  # + splits, workspace, counters
+STORE_SIGNATURE = (*SPLIT_SIGNATURE, "tensormap", "int")  # + c_map, c_tma (any_shape: TMA stores of C)
 PACK_SIGNATURE = ("ptr", "long long", "int", "int", "ptr", "long long")  # src, ld_src, rows, cols, dst, ld_dst
 ARCH = dict(min_cc=(9, 0), arch_specific=True)
 H100_SMS = 132  # the GPU the defaults and ``choose`` were measured on
@@ -97,7 +98,8 @@ def _spec(name: str, description: str, source: str, entry: str, precision: str, 
         tunables=tuple(tunables),
         rules=(_k_at_least_one, _fits(geometry), *rules, *((_transpose_grid,) if main.b_transposed else ())),
         block=lambda t: (geometry(t).threads, 1, 1), grid=grid, dynamic_smem=lambda t: geometry(t).smem,
-        signature={"plain": SIGNATURE, "group": GROUP_SIGNATURE, "split": SPLIT_SIGNATURE}[main.arguments],
+        signature=STORE_SIGNATURE if main.tma_store else
+        {"plain": SIGNATURE, "group": GROUP_SIGNATURE, "split": SPLIT_SIGNATURE}[main.arguments],
         launch_plan=make_plan(select), **ARCH, **more)
 
 
@@ -157,31 +159,34 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     if t["SWAPPED"]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
     entry = "cluster" if t["CM"] * t["CN"] > 1 else "main"
-    return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split")
+    return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
+                                 tma_store=True)
 
 
 def any_shape(precision: str) -> KernelSpec:
     elem = geo.ELEMENT[precision]
-    any_geometry = lambda t: geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split")
+    any_geometry = lambda t: _any_shape_select(precision, {**t, "SWAPPED": 0})[1]
     swapped_smem = geo.persistent_smem(4, 256, 2)
     entries = (
-        Entry("cluster", f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 1>",
-              SPLIT_SIGNATURE, lambda t: any_geometry(t).smem),
+        Entry("cluster", f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3>",
+              STORE_SIGNATURE, lambda t: any_geometry(t).smem),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem),
         *_pack_entries(precision),
     )
     return _spec(
         f"hopper_{precision}",
-        "rung 5, any shape: split-K on small grids, packing where TMA cannot read an operand, staged epilogue; "
-        "swapped wgmma roles in 2x1 clusters on large grids (tunables chosen per shape)",
-        "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 1>", precision,
+        "rung 5, any shape: TMA stores of C, split-K on small grids, packing where TMA cannot read an operand, "
+        "2x1 clusters on large grids (tunables chosen per shape; SWAPPED=1: swapped wgmma roles)",
+        "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3>", precision,
         (Tunable("BN", 256, (128, 256), "tile columns (wgmma N)"), STAGES(4),
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
          Tunable("SPLITS", 1, (1, 2, 3, 4, 6, 8), "split-K slices per tile (summed in slice order: reproducible)"),
          GROUP_M,
-         Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split")),
+         Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
+         Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
+                 "registers as the earlier rungs (the swapped entry always stores from registers)")),
         _any_shape_select, rules=(_swapped_shape,), extra_entries=entries,
         choose=choose_any_shape,
         checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
@@ -203,19 +208,20 @@ def register_a(precision: str = "tf32") -> KernelSpec:
 
 # ---------------------------------------------------------------- choose (the last rung)
 def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
-    """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape, from the H100 measurements in
-    cu/hopper/any_shape.cu and cluster_multicast.cu (sized for its 132 SMs on any sm_90 GPU).
+    """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape, from the measurements in
+    cu/hopper/any_shape.cu and cluster_multicast.cu (H100, and H200 where marked; sized for
+    132 SMs on any sm_90 GPU).
 
-    - A full grid of 128 x 256 tiles (>= ~0.9 x #SMs) with 16-byte rows (N, K multiples of 8):
-      swapped roles, a 2 x 1 cluster from two waves up (643 TFLOP/s at 4096^3), none below
-      (612 at 2048^3). Other full grids: any_shape 128 x 256 with the staged epilogue (and the
-      packing pass; 504 at 4093x4091x4099).
+    - A full grid of 128 x 256 tiles (>= ~0.9 x #SMs): any_shape 128 x 256 with TMA stores of
+      C, a 2 x 1 cluster from two waves up (H200, graph replays: 206 us at 4096^3 against 209
+      for the swapped-roles entry, 26.8 at 2048^3 against 27.6); packing first where A or B
+      rows are not 16-byte multiples (H100, before TMA stores: 504 TFLOP/s at 4093x4091x4099).
     - Narrow N (<= 128) or too few 128 x 256 tiles, but a full grid of 128 x 128: 128 x 128
       tiles, 6 stages (321 at 16384x128x4096).
     - Fewer tiles still: split-K where every slice keeps >= 4096 of K and all units stay
       resident (2 splits, 2 x 1 cluster over an even number of tile rows, 128 x 128 x 6: 579 at
-      1024x1024x16384); else 64 x 128 tiles, two CTAs per SM (291 at 1024^3, where split-K
-      only added reduction time)."""
+      1024x1024x16384); else 64 x 128 tiles, two CTAs per SM, C stored from registers (291 at
+      1024^3, where split-K only added reduction time; the one-buffer TMA store lost there)."""
     m, n, k = problem.m, problem.n, problem.k
     sms = H100_SMS
     full = 0.9 * sms
@@ -224,11 +230,11 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     if n > 128 and tiles_256 >= full:
         if n % 8 == 0 and k % 8 == 0:
             cm = 2 if tiles_256 >= 2 * sms else 1
-            return ({"SWAPPED": 1, "CM": cm},
-                    f"{tiles_256} tiles of 128x256: swapped wgmma roles, {cm}x1 cluster "
-                    f"(H100: {'643 TFLOP/s at 4096^3' if cm == 2 else '612 at 2048^3'})")
-        return ({}, f"{tiles_256} tiles of 128x256, A or B rows not 16-byte multiples: packed, staged epilogue "
-                    "(H100: 504 TFLOP/s at 4093x4091x4099)")
+            return ({"CM": cm} if cm > 1 else {},
+                    f"{tiles_256} tiles of 128x256, TMA stores of C, {cm}x1 cluster "
+                    f"(H200: {'206 us at 4096^3' if cm == 2 else '26.8 us at 2048^3'})")
+        return ({}, f"{tiles_256} tiles of 128x256, A or B rows not 16-byte multiples: packed first "
+                    "(H100, before TMA stores: 504 TFLOP/s at 4093x4091x4099)")
     if tiles_128 >= full:
         return {"BN": 128, "STAGES": 6}, f"{tiles_128} tiles of 128x128, 6 stages (H100: 321 TFLOP/s at 16384x128x4096)"
     # Split-K slices meet at a barrier only when every unit is resident: no more units than
@@ -240,8 +246,9 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
         return ({"BN": 128, "STAGES": 6, "CM": cm, "SPLITS": splits},
                 f"{tiles_128} tiles of 128x128, deep K: {splits}-way split-K, {cm}x1 cluster "
                 "(H100: 579 TFLOP/s at 1024x1024x16384)")
-    return ({"BN": 128, "STAGES": 4, "CONSUMERS": 1},
-            f"{tiles_128} tiles of 128x128: 64x128 tiles, two CTAs per SM (H100: 291 TFLOP/s at 1024^3)")
+    return ({"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0},
+            f"{tiles_128} tiles of 128x128: 64x128 tiles, two CTAs per SM, C stored from registers "
+            "(H200: 7.10 us at 1024^3 against 7.46 with TMA stores)")
 
 
 def ladder(precision: str) -> tuple[KernelSpec, ...]:
