@@ -81,8 +81,8 @@ def cmd_bench(args) -> int:
 
     names = bench.select_kernels(_flat(args.kernels), args.dtype)
     shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch)
-    request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode,
-                                 bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup), args.isolation,
+    budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
+    request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
                                  args.watchdog).with_seed()
     steps = request.plan()
     bench.check_outputs(args.json, args.csv, args.plot)

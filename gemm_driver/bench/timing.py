@@ -15,7 +15,8 @@ one. A sample is the mean of the per-launch times of one batch.
 Warm-up and the number of samples are chosen by time, not counts: warm-up launches run
 for ``Budget.warmup_seconds`` (clocks up, caches and TLBs warm; long enough, the clock down to
 where the power limit holds it), then samples are taken until the median's relative noise is
-under ``Budget.noise`` or the case's sampling time limit is reached (``stats.sample_until``). Events are created once per timer.
+under ``Budget.noise`` or the case's sampling time limit is reached (``stats.sample_until``).
+Events are created once per timer.
 
 GPU, graph mode: the batch of launches is captured once into a CUDA graph
 (``cuda/graph.py``) and each sample is one replay behind the same hold, between events:
