@@ -2,6 +2,8 @@
 
 - ``Parser``: argparse whose errors (an unknown option, a bad value) are one line on
   stderr and exit 2, instead of the usage block and the error.
+- ``comma_choice``, ``add_sweep_options``, ``sweep_shapes``: the kernel list, ``--shapes``,
+  ``--seconds`` and ``--json`` that the sweep scripts (autotune.py, ladder_sweep.py) share.
 - ``run``: calls a script's ``main`` and turns what can go wrong into one line and an exit
   code: bad input, a missing file or library, no GPU -> 2; a failed compile -> 1;
   Ctrl-C -> 130, quietly; a closed pipe (``... | head``) -> 0. Never a traceback.
@@ -15,7 +17,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Collection
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 NO_GPU = "this command needs an NVIDIA GPU"
@@ -47,6 +50,39 @@ def positive(kind: type = float) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def comma_choice(flag: str, choices: Collection[str]) -> Callable[[str], list[str]]:
+    """A parser of ``flag``'s value: a non-empty comma list of ``choices``; ValueError naming them."""
+
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        if not names or any(n not in choices for n in names):
+            raise ValueError(f"{flag} {text!r}: choose from {', '.join(choices)}")
+        return names
+
+    return parse
+
+
+def add_sweep_options(parser: argparse.ArgumentParser, default_shapes: str, json_help: str) -> None:
+    """--shapes, --seconds and --json of a sweep script (read back with ``sweep_shapes``)."""
+    parser.add_argument("--shapes", default=default_shapes, help="comma list of N (square) or MxNxK")
+    parser.add_argument("--seconds", type=positive(float), default=0.15, help="timing budget per configuration")
+    parser.add_argument("--json", help=json_help)
+
+
+def sweep_shapes(parser: argparse.ArgumentParser, args) -> list[tuple[int, int, int]]:
+    """The parsed --shapes, once --json is known not to be a directory; a bad value ends the
+    run as a one-line usage error."""
+    from gemm_driver.bench.autotune import parse_shapes
+
+    try:
+        shapes = parse_shapes(args.shapes)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.json and Path(args.json).is_dir():
+        parser.error(f"--json takes a file path, but {args.json!r} is a directory")
+    return shapes
 
 
 def run(main: Callable[[], int], prog: str) -> int:

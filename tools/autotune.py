@@ -27,7 +27,7 @@ from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
     sys.path.append(str(Path(__file__).resolve().parent))  # last: tools/inspect.py must not shadow inspect
-from _toolkit import Parser, positive, run  # noqa: E402
+from _toolkit import Parser, add_sweep_options, comma_choice, positive, run, sweep_shapes  # noqa: E402
 
 PROG = Path(__file__).name
 DEFAULT_SHAPES = "512,1000,1024,2048,4096,4093x4091x4099,8192,16384x128x4096,1024x1024x16384"
@@ -37,32 +37,23 @@ TARGETS = {"autotuned": ("warptiled", TUNE_SPACE),
            **{name: (name, space) for name, space in tensor.TUNE_SPACES.items()}}
 
 
-def targets(text: str) -> list[str]:
-    """'--kernel' values: a comma list of tuned kernels; ValueError naming the ones there are."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in TARGETS]
-    if unknown or not names:
-        raise ValueError(f"--kernel {text!r}: choose from {', '.join(TARGETS)}")
-    return names
+targets = comma_choice("--kernel", TARGETS)  # '--kernel' values: a comma list of tuned kernels
 
 
 def main(argv=None) -> int:
     parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", default="autotuned",
                         help=f"comma list of tuned kernels to sweep (default autotuned): {', '.join(TARGETS)}")
-    parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma list of N (square) or MxNxK")
-    parser.add_argument("--seconds", type=positive(float), default=0.15, help="timing budget per configuration")
+    add_sweep_options(parser, DEFAULT_SHAPES, "also write the table document here (several kernels: "
+                      "PATH.<kernel>.json)")
     parser.add_argument("--top", type=positive(int), default=5, help="configurations shown per shape")
-    parser.add_argument("--json", help="also write the table document here (several kernels: PATH.<kernel>.json)")
     parser.add_argument("--write", action="store_true", help="write gemm_driver/tuned/<gpu>[.<kernel>].json")
     args = parser.parse_args(argv)
     try:
         names = targets(args.kernel)
-        shapes = autotune.parse_shapes(args.shapes)
     except ValueError as exc:
         parser.error(str(exc))
-    if args.json and Path(args.json).is_dir():
-        parser.error(f"--json takes a file path, but {args.json!r} is a directory")
+    shapes = sweep_shapes(parser, args)
 
     failed = False
     environment = collect(Device.get(0))  # no GPU: one line, before anything runs

@@ -24,36 +24,27 @@ from gemm_driver.kernels.simt import blocktiling
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
     sys.path.append(str(Path(__file__).resolve().parent))  # last: tools/inspect.py must not shadow inspect
-from _toolkit import Parser, positive, run  # noqa: E402
+from _toolkit import Parser, add_sweep_options, comma_choice, run, sweep_shapes  # noqa: E402
 
 PROG = Path(__file__).name
 DEFAULT_SHAPES = "1024,4096,4093x4091x4099"
 RUNGS = [s.name for s in blocktiling.SPECS]
 
 
-def rungs(text: str) -> list[str]:
-    """'--kernels' values: a comma list of blocktiling rungs; ValueError naming the ones there are."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names or any(n not in RUNGS for n in names):
-        raise ValueError(f"--kernels {text!r}: choose from {', '.join(RUNGS)}")
-    return names
+rungs = comma_choice("--kernels", RUNGS)  # '--kernels' values: a comma list of blocktiling rungs
 
 
 def main(argv=None) -> int:
     parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernels", default=",".join(RUNGS), help=f"comma list of rungs (default all): "
                         f"{', '.join(RUNGS)}")
-    parser.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma list of N (square) or MxNxK")
-    parser.add_argument("--seconds", type=positive(float), default=0.15, help="timing budget per configuration")
-    parser.add_argument("--json", help="write every trial here")
+    add_sweep_options(parser, DEFAULT_SHAPES, "write every trial here")
     args = parser.parse_args(argv)
     try:
         names = rungs(args.kernels)
-        shapes = autotune.parse_shapes(args.shapes)
     except ValueError as exc:
         parser.error(str(exc))
-    if args.json and Path(args.json).is_dir():
-        parser.error(f"--json takes a file path, but {args.json!r} is a directory")
+    shapes = sweep_shapes(parser, args)
     document = {}
     status = 0
     Device.get(0)  # no GPU: one line, before anything runs
