@@ -81,7 +81,7 @@ def fences(monkeypatch):
     under graph capture."""
 
     class Made(list):
-        capturing: set = set()
+        capturing: set
 
     made = Made()
     made.capturing = set()

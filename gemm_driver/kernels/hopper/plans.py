@@ -95,7 +95,7 @@ def plan(ctx, select: Select, resident: Resident = resident_clusters) -> Callabl
         args += [splits, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
                  ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
     if g.tma_store:
-        args += c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map) if t.get("STORE", 1) else [a_map, 0]
+        args += c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map, enabled=bool(t.get("STORE", 1)))
     if g.persistent:
         grid = (geo.persistent_grid(geo.work_units(p, g, splits), resident(ctx, kernel, g), g.cluster), 1, 1)
     else:
@@ -110,15 +110,16 @@ def plan(ctx, select: Select, resident: Resident = resident_clusters) -> Callabl
     return enqueue
 
 
-def c_store_arguments(address: int, ldc: int, m: int, n: int, spare_map: bytes) -> list:
+def c_store_arguments(address: int, ldc: int, m: int, n: int, spare_map: bytes, *, enabled: bool = True) -> list:
     """(c_map, c_tma) of any_shape's TMA-store epilogue: C's map (FP32, 64 x 32 boxes, 128-byte
-    swizzle) and 1 where TMA can write C's rows; else ``spare_map`` (never read) and 0, and the
-    kernel stores from registers or through store_staged, as before.
+    swizzle) and 1 where TMA can write C's rows and ``enabled`` (tunable STORE); else
+    ``spare_map`` (never read) and 0, and the kernel stores from registers or through
+    store_staged, as before.
 
     TMA's rules for the address and row stride are not enough: a store clips the row at a
     16-byte granule, not at the element. Measured on the H200 (any_shape, N = 3, 7, 127, ldc a
     multiple of 4): every row's element N was written too. So N must be whole 16 bytes."""
-    if tma_layout_problem(address, ldc, "fp32") is not None or n * 4 % 16:
+    if not enabled or tma_layout_problem(address, ldc, "fp32") is not None or n * 4 % 16:
         return [spare_map, 0]
     rows, cols = geo.STORE_CHUNK
     return [encode_tiled_2d(address, "fp32", m, n, ldc, rows, cols, geo.SWIZZLE), 1]
