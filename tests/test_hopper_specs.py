@@ -329,6 +329,22 @@ def test_choose_picks_what_measured_best_on_the_h100(shape, picked):
         spec.validate(problem, tunables)
 
 
+@pytest.mark.parametrize("shape, picked", [
+    ((8192, 8192, 8192), {"CN": 2}),  # 2048 tiles of 256 x 128: A shared by two tile columns
+    ((4096, 4096, 4096), {"CN": 2}),  # 512 tiles: two waves
+    ((4093, 4091, 4099), {"CN": 2}),  # 32 tile columns pair up
+    ((4096, 4000, 4096), {"CN": 2}),  # 32 tile columns, the last one partial
+    ((4096, 3900, 4096), {}),  # 31 tile columns: a cluster would run half past the edge
+    ((2048, 2048, 2048), {}),  # 128 tiles: under two waves
+    ((16384, 128, 4096), {}),
+])
+def test_tf32_choose_takes_the_cluster_from_two_waves_of_paired_tile_columns(shape, picked):
+    spec, problem = SPECS["hopper_tf32"], GemmProblem(*shape)
+    tunables, note = spec.choose(problem, "NVIDIA H100 80GB HBM3")
+    assert tunables == picked and note and "\n" not in note
+    spec.validate(problem, tunables)
+
+
 @settings(max_examples=100, deadline=None)
 @given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 70000))
 def test_choose_always_gives_a_valid_configuration_whose_split_k_runs_at_once(m, n, k):

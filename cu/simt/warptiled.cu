@@ -354,9 +354,12 @@ __device__ __forceinline__ void stream_k_units(int M, int N, int K, float alpha,
 
 }  // namespace warptiled
 
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int STREAMK>
+// MIN_BLOCKS: the resident CTAs an SM the compiler budgets registers for; 0 keeps the Tiling's aim
+// (16 warps an SM), 1 lets a CTA that fills an SM alone use up to 255 registers a thread.
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int SPLITK, int STREAMK, int MIN_BLOCKS>
 __global__ void __launch_bounds__(warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK>::THREADS,
-                                  warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK>::MIN_BLOCKS)
+                                  MIN_BLOCKS > 0 ? MIN_BLOCKS
+                                                 : warptiled::Tiling<BM, BN, BK, WM, WN, TM, TN, STAGES, SPLITK>::MIN_BLOCKS)
 sgemm_warptiled(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
                 const float* __restrict__ B, int ldb, float beta, float* __restrict__ C, int ldc,
                 float* __restrict__ workspace, unsigned* __restrict__ tile_counters) {

@@ -203,7 +203,21 @@ def register_a(precision: str = "tf32") -> KernelSpec:
         (Tunable("STAGES", 4, (2, 3, 4), "TMA ring depth (48 KiB a stage)"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M),
-        select, extra_entries=_pack_entries(precision), checked=({"STAGES": 3, "CM": 2, "CN": 2},))
+        select, extra_entries=_pack_entries(precision), choose=choose_register_a,
+        checked=({"STAGES": 3, "CM": 2, "CN": 2},))
+
+
+def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
+    """Tunables of ``hopper_tf32`` for a shape: a 1 x 2 cluster (two CTAs of neighbouring tile
+    columns share their A tile by multicast) from two waves of 256 x 128 tiles up, where the
+    tile columns pair up; else the defaults. Measured on the H100 (sustained, 2 s of launches,
+    two rounds): 8192^3 346-348 TFLOP/s against 320-330 without the cluster, 4096^3 324-326
+    against 319-323; 2 x 1 clusters gained less (317-339), 2 x 2 lost (tf32_register_a.cu)."""
+    tiles_n = ceil_div(problem.n, 128)
+    tiles = ceil_div(problem.m, 256) * tiles_n
+    if tiles >= 2 * H100_SMS and tiles_n % 2 == 0:
+        return {"CN": 2}, f"{tiles} tiles of 256x128: 1x2 cluster sharing A (H100: 347 TFLOP/s at 8192^3, 1.06x CN=1)"
+    return {}, f"{tiles} tiles of 256x128: no cluster"
 
 
 # ---------------------------------------------------------------- choose (the last rung)

@@ -90,12 +90,14 @@ TUNABLES = (
     Tunable("STAGES", 3, (2, 3, 4, 5), "cp.async pipeline depth"),
     Tunable("SPLITK", 1, (1, 2, 3, 4), "blocks sharing the k loop of one C tile (grid z)"),
     Tunable("STREAMK", 0, (0, 1), "1: stream-K, a persistent grid sharing out all k steps; 0: a CTA per C tile"),
+    Tunable("MIN_BLOCKS", 0, (0, 1), "CTAs an SM the registers are budgeted for (launch bounds): 0 aims for "
+            "16 warps an SM, 1 lets a CTA take up to 255 registers a thread"),
     # Read by the launch plan only (not a template argument): one build serves every value.
     Tunable("PER_SM", 0, (0, 1, 2), "stream-K CTAs per SM: 0 as many as are resident at once, else at most this"),
 )
 RULES = (_warp_tiles_fit, _lanes_fill_the_warp, _tiles_split_evenly, _fits_registers, _fits_shared_memory,
          _one_schedule)
-ENTRY = "sgemm_warptiled<{BM}, {BN}, {BK}, {WM}, {WN}, {TM}, {TN}, {STAGES}, {SPLITK}, {STREAMK}>"
+ENTRY = "sgemm_warptiled<{BM}, {BN}, {BK}, {WM}, {WN}, {TM}, {TN}, {STAGES}, {SPLITK}, {STREAMK}, {MIN_BLOCKS}>"
 
 
 def schedule_label(tunables) -> str:
@@ -157,6 +159,7 @@ stream_k_rung = dataclasses.replace(  # the same kernel, build and launch plan a
         {"BN": 256, "WM": 64, "WN": 64, "TN": 16},
         {"WM": 64, "WN": 64, "TN": 16},
         {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TN": 4},
+        {"BM": 64, "BN": 128, "WM": 32, "WN": 64, "TN": 8, "MIN_BLOCKS": 1},
     ),
 )
 
@@ -165,24 +168,29 @@ stream_k_rung = dataclasses.replace(  # the same kernel, build and launch plan a
 # with 8x16 lanes won from 2048^3 up, 128x128 with split-K at 1000-1024^3, 64x64 with split-K at
 # 512^3. Each tiling is tried with the schedules that can matter for it: data-parallel, split-K
 # for grids with too few tiles, and stream-K, per resident slot and (where two CTAs fit an SM)
-# one per SM. 22 configurations a shape, so a sweep of the issue's 8 shapes stays near 5 minutes.
+# one per SM. 64x128 tiles of 4 warps (cuBLAS's choice at 1024^3, per ncu) run stream-K only with
+# MIN_BLOCKS=1: under the 128-register cap that stream-K tiling spills (40 bytes of stack); with
+# 135 registers (3 CTAs an SM instead of 4) it was first at 1000^3 and 1024^3 in the H100 sweep
+# (autotune-stream-k-min-blocks.txt). 23 configurations a shape, so a sweep of the issue's 9
+# shapes stays near 5 minutes.
 DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM = (1, 0, 0), (2, 0, 0), (4, 0, 0), (1, 1, 0), (1, 1, 1)  # SPLITK, STREAMK, PER_SM
 TILINGS = (
-    # (BM, BN, WM, WN, TM, TN), STAGES choices, schedules
-    ((128, 256, 64, 64, 8, 16), (3,), (DP, SPLIT_2, SPLIT_4, SK)),  # 8 warps, one CTA an SM
-    ((128, 256, 64, 64, 8, 16), (2,), (SPLIT_4,)),  # deep K (1024x1024x16384)
-    ((128, 128, 64, 64, 8, 16), (3,), (DP, SK)),  # 4 warps, two CTAs an SM
-    ((128, 128, 32, 64, 8, 8), (3,), (DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM)),  # 8 warps, two CTAs an SM
-    ((128, 128, 32, 64, 8, 8), (4,), (DP, SPLIT_2)),  # 4093x4091x4099's and a close second at 1024^3
-    ((64, 128, 32, 64, 8, 8), (3,), (DP, SPLIT_2)),
-    ((64, 64, 32, 32, 8, 4), (3,), (DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM)),
-    ((64, 32, 32, 16, 4, 4), (3,), (DP,)),
+    # (BM, BN, WM, WN, TM, TN), STAGES choices, schedules, MIN_BLOCKS choices
+    ((128, 256, 64, 64, 8, 16), (3,), (DP, SPLIT_2, SPLIT_4, SK), (0,)),  # 8 warps, one CTA an SM
+    ((128, 256, 64, 64, 8, 16), (2,), (SPLIT_4,), (0,)),  # deep K (1024x1024x16384)
+    ((128, 128, 64, 64, 8, 16), (3,), (DP, SK), (0,)),  # 4 warps, two CTAs an SM
+    ((128, 128, 32, 64, 8, 8), (3,), (DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM), (0,)),  # 8 warps, two CTAs an SM
+    ((128, 128, 32, 64, 8, 8), (4,), (DP, SPLIT_2), (0,)),  # 4093x4091x4099's and a close second at 1024^3
+    ((64, 128, 32, 64, 8, 8), (3,), (DP, SPLIT_2), (0,)),
+    ((64, 128, 32, 64, 8, 8), (3,), (SK,), (1,)),  # 4 warps, stream-K on small grids
+    ((64, 64, 32, 32, 8, 4), (3,), (DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM), (0,)),
+    ((64, 32, 32, 16, 4, 4), (3,), (DP,), (0,)),
 )
 _PRODUCT = (
     {"BM": bm, "BN": bn, "BK": 16, "WM": wm, "WN": wn, "TM": tm, "TN": tn, "STAGES": stages, "SPLITK": split,
-     "STREAMK": streamk, "PER_SM": per_sm}
-    for (bm, bn, wm, wn, tm, tn), stage_choices, schedules in TILINGS
-    for stages in stage_choices for split, streamk, per_sm in schedules
+     "STREAMK": streamk, "PER_SM": per_sm, "MIN_BLOCKS": min_blocks}
+    for (bm, bn, wm, wn, tm, tn), stage_choices, schedules, min_blocks_choices in TILINGS
+    for stages in stage_choices for split, streamk, per_sm in schedules for min_blocks in min_blocks_choices
 )
 TUNE_SPACE = tuple(_PRODUCT)  # tests/test_autotune.py: the rules accept every entry
 
