@@ -134,6 +134,7 @@ def _setmaxnreg(result, entry="main"):
     ("hopper_bf16", {}, "swapped", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_bf16", {"BN": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 56, "TRY_ALLOC": 200}),
     ("hopper_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
+    ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 40, "TRY_ALLOC": 216}),
 ])
 def test_setmaxnreg_register_split_is_in_the_sass(built, name, tunables, entry, split):
     t = SPECS[name].resolve(tunables)
@@ -161,7 +162,7 @@ def _config_checks(name, t):
     elif name.startswith("warp_specialized"):
         cfg = f"hopper_rung2::Config<{elem}, {t['BN']}, {t['STAGES']}>"
     elif name == "hopper_tf32":
-        cfg = f"hopper_tf32ra::Config<{t['STAGES']}, {t['CM']}, {t['CN']}>"
+        cfg = f"hopper_tf32ra::Config<{t['BM']}, {t['CONSUMERS']}, {t['STAGES']}, {t['CM']}, {t['CN']}>"
     else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries
         cfg = f"hopper_pws::Config<{elem}, {g.bn}, {4 if entry == 'swapped' else t['STAGES']}, {g.cm}, {g.cn}, " \
               f"{g.bm // 64}, {str(g.tma_store).lower()}>"
@@ -171,8 +172,10 @@ def _config_checks(name, t):
         checks.append((f"{cfg}::SMEM_BYTES", spec.dynamic_smem(t)))
     if "hopper_rung" not in cfg:  # clusters: the TMA box rows are the slices each CTA loads
         checks += [(f"{cfg}::A_SLICE_ROWS", g.a_box[0]), (f"{cfg}::B_SLICE_ROWS", g.b_box[0])]
-    if "hopper_rung1" not in cfg and name != "hopper_tf32":
+    if "hopper_rung1" not in cfg:
         checks.append((f"{cfg}::THREADS", g.threads))
+    if name == "hopper_tf32":
+        checks.append((f"{cfg}::CTAS_PER_SM", g.ctas_per_sm))
     return checks
 
 
@@ -331,14 +334,16 @@ def test_choose_picks_what_measured_best_on_the_h100(shape, picked):
 
 @pytest.mark.parametrize("shape, picked", [
     ((8192, 8192, 8192), {"CN": 2}),  # 2048 tiles of 256 x 128: A shared by two tile columns
-    ((4096, 4096, 4096), {"CN": 2}),  # 512 tiles: two waves
+    ((4096, 4096, 4096), {"CN": 2}),
+    ((2048, 2048, 2048), {"CN": 2}),  # 128 tiles: one wave
     ((4093, 4091, 4099), {"CN": 2}),  # 32 tile columns pair up
     ((4096, 4000, 4096), {"CN": 2}),  # 32 tile columns, the last one partial
     ((4096, 3900, 4096), {}),  # 31 tile columns: a cluster would run half past the edge
-    ((2048, 2048, 2048), {}),  # 128 tiles: under two waves
-    ((16384, 128, 4096), {}),
+    ((1024, 1024, 1024), {"BM": 128, "CONSUMERS": 1}),  # 32 tiles of 256 x 128, 128 of 128 x 64
+    ((16384, 128, 4096), {"BM": 128, "CONSUMERS": 1}),
+    ((1024, 1024, 16384), {"BM": 128, "CONSUMERS": 1}),
 ])
-def test_tf32_choose_takes_the_cluster_from_two_waves_of_paired_tile_columns(shape, picked):
+def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_small_ones(shape, picked):
     spec, problem = SPECS["hopper_tf32"], GemmProblem(*shape)
     tunables, note = spec.choose(problem, "NVIDIA H100 80GB HBM3")
     assert tunables == picked and note and "\n" not in note
@@ -350,7 +355,10 @@ def test_tf32_choose_takes_the_cluster_from_two_waves_of_paired_tile_columns(sha
 def test_choose_always_gives_a_valid_configuration_whose_split_k_runs_at_once(m, n, k):
     if m * k > 2**31 - 1 or k * n > 2**31 - 1 or m * n > 2**31 - 1:
         return
-    spec, p = SPECS["hopper_bf16"], GemmProblem(m, n, k)
+    p = GemmProblem(m, n, k)
+    tf32 = SPECS["hopper_tf32"]
+    tf32.validate(p, tf32.choose(p, "NVIDIA H100 80GB HBM3")[0])
+    spec = SPECS["hopper_bf16"]
     t = spec.validate(p, spec.choose(p, "NVIDIA H100 80GB HBM3")[0])
     if t["SPLITS"] > 1:  # the parallel reduction needs every unit resident: 66 two-CTA clusters on the H100
         g = entry_geometry(spec, t)[1]

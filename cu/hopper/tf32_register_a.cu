@@ -15,14 +15,21 @@
 // go to the other buffer while the tensor cores still read this one.
 // Tile: 256 (m) x 128 (n), two consumer warpgroups of 64 n; persistent, grouped order, 4 stages
 // of 32 KiB (A) + 16 KiB (B). Epilogue: a thread holds C[m][n], C[m][n+1] pairs: float2 stores.
+// Small grids (BM = 128, CONSUMERS = 1): 128 x 64 tiles, wgmma m64n128k8, two CTAs an SM; 1024^3
+// has 128 of them instead of 32: 139-147 TFLOP/s against 81 (cuBLAS TF32 137 in the same sweep).
 // Clusters of CM x CN CTAs (CM tile rows of m, CN tile columns of n) multicast slices as in
 // persistent_body.cuh: A rows among a cluster row, B k rows among a cluster column.
+// cuBLAS's own kernel at 4096^3 (ncu: sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_
+// warpgroupsize2x1x1, 168 registers) is the same design in its column-major terms: at base clocks it
+// takes 408 us against our 412. Under sustained load both draw 700 W, ours at a 2-5% lower clock.
 // Measured (H100, 4096^3, FP32 C; torch.matmul with TF32 allowed = cuBLAS in the same runs):
 // 338-352 TFLOP/s against 344-353 (0.98-1.00x); 8192^3 337-355 against 358-362. The rungs that
 // transpose B first ran at 290-298 (the transpose alone 48.7 us of ~470). 2 x 1 and 1 x 2
-// clusters: no gain (322-336); 2 x 2 lost (295). Why not more: at full tf32 rate an SM needs
-// ~127 B/clk of shared-memory traffic (wgmma reads of A by both consumers, TMA writes, fragment
-// loads) against 128 available. Loading the B^T fragments from global memory instead (no B in
+// clusters: no gain (322-336); 2 x 2 lost (295). Later, sustained (2 s of launches, two rounds):
+// 1 x 2 clusters 345 TFLOP/s at 8192^3 against 315-320 without (cuBLASLt 357-360), even at 4096^3.
+// Why not more: at full tf32 rate an SM needs ~127 B/clk of shared-memory traffic (wgmma reads of
+// A by both consumers, TMA writes, fragment loads) against 128 available, and cuBLAS, with the same
+// design, is as fast per clock. Loading the B^T fragments from global memory instead (no B in
 // shared memory) was tried and ran at 216-229: dropped.
 #include "persistent_body.cuh"
 #include "pack.cuh"
@@ -30,19 +37,26 @@
 namespace hopper_tf32ra {
 using namespace hopper;
 
-template <int STAGES_, int CM_, int CN_>
+// BM_ rows of m (wgmma's N: 256 or 128) x 64 n per consumer warpgroup (CONSUMERS_: 1 or 2).
+template <int BM_, int CONSUMERS_, int STAGES_, int CM_, int CN_>
 struct Config {
-    static constexpr int BM = 256, BN = 128, STAGES = STAGES_, CONSUMERS = 2;
+    static constexpr int BM = BM_, CONSUMERS = CONSUMERS_, BN = 64 * CONSUMERS_, STAGES = STAGES_;
+    static constexpr int THREADS = 128 * (CONSUMERS + 1);
+    static constexpr int CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;  // one consumer: two CTAs share an SM
     static constexpr int CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
     static constexpr int A_SLICE_ROWS = BM / CN;  // A map box rows
     static constexpr int B_SLICE_ROWS = 32 / CM;  // B map box rows (k) of each 32-wide n box
     static constexpr int BK = 32;                          // one 128-byte swizzle row of floats
-    static constexpr int A_BYTES = BM * 128;               // 256 rows of A: wgmma's B operand
-    static constexpr int B_BYTES = BN * 128;               // 32 k rows of 4 boxes of 32 n
+    static constexpr int A_BYTES = BM * 128;               // BM rows of A: wgmma's B operand
+    static constexpr int B_BYTES = BN * 128;               // 32 k rows of BN/32 boxes of 32 n
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
-    static constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;  // 128*56 + 256*224 <= 65536
-    static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
+    // The register file split among the warpgroups: 128*56 + 256*224 = 65536 with two consumers;
+    // with one, two CTAs an SM: 128*40 + 128*216 = 32768 each.
+    static constexpr int PRODUCER_REGS = CONSUMERS == 2 ? 56 : 40, CONSUMER_REGS = CONSUMERS == 2 ? 224 : 216;
+    static_assert(BM == 256 || BM == 128, "wgmma N of 256 or 128");
+    static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+    static_assert(CTAS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM on sm_90");
     static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");
 };
 
@@ -99,30 +113,33 @@ __device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, 
     }
 }
 
-// One k tile: fragments from the B stage into f, then 4 wgmma m64n256k8 against the A stage.
-__device__ __forceinline__ void mma_stage(float (&d)[128], unsigned (&f)[4][4], unsigned stage, int a_bytes,
+// One k tile: fragments from the B stage into f, then 4 wgmma m64n{BM}k8 against the A stage.
+template <int BM>
+__device__ __forceinline__ void mma_stage(float (&d)[BM / 2], unsigned (&f)[4][4], unsigned stage, int a_bytes,
                                           int n_pair, int lane, bool first) {
     load_fragments(f, stage + a_bytes, n_pair, lane);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < 4; ++step)
-        mma_tf32_rs<256>(d, f[step], smem_desc(stage + step * 32, 16, 1024), first && step == 0 ? 0 : 1);
+        mma_tf32_rs<BM>(d, f[step], smem_desc(stage + step * 32, 16, 1024), first && step == 0 ? 0 : 1);
     wgmma_commit();
 }
 
 }  // namespace hopper_tf32ra
 
 // C (M x N, ldc) = alpha * A @ B + beta * C, tf32 operands (FP32 storage), FP32 accumulate.
-// a_map: A (M x K, row-major) box {32, 256}; b_map: B (K x N, row-major) box {32, 32}; both
-// FP32, 128-byte swizzle; with clusters the boxes are {32, 256/CN} and {32, 32/CM}. Grid: a
-// multiple of CM*CN CTAs of 384 threads, at most #SMs and the number of tiles.
-template <int STAGES, int CM, int CN>
-__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
+// a_map: A (M x K, row-major) box {32, BM}; b_map: B (K x N, row-major) box {32, 32}; both
+// FP32, 128-byte swizzle; with clusters the boxes are {32, BM/CN} and {32, 32/CM}. Grid: a
+// multiple of CM*CN CTAs of 128 * (CONSUMERS + 1) threads, at most the resident CTAs and the
+// number of tiles.
+template <int BM, int CONSUMERS, int STAGES, int CM, int CN>
+__global__ void __cluster_dims__(CM * CN, 1, 1)
+    __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_tf32_register_a(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                            const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
                            int ldc, int group_m) {
     using namespace hopper;
-    using Cfg = hopper_tf32ra::Config<STAGES, CM, CN>;
+    using Cfg = hopper_tf32ra::Config<BM, CONSUMERS, STAGES, CM, CN>;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
@@ -167,7 +184,7 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
         const int consumer = wg - 1, warp = t / 32, lane = t % 32;
         const int p = hopper_tf32ra::fragment_pair(warp, lane / 4);
         const int n_pair = 64 * consumer + 2 * p;  // this thread's fragment rows: n_pair, n_pair + 1
-        float d[128];
+        float d[BM / 2];
         unsigned f0[4][4], f1[4][4];  // fragments of even and odd k tiles
         int s = 0, phase = 0;
         for (int u = cluster_id; u < sched.units; u += clusters) {
@@ -179,11 +196,11 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
                 // Even and odd k tiles use their own fragment registers; the fence after the wait
                 // keeps the other buffer alive (unreused by the compiler) until its wgmmas finished.
                 if (((kt - w.kt0) & 1) == 0) {
-                    hopper_tf32ra::mma_stage(d, f0, stage, Cfg::A_BYTES, n_pair, lane, kt == w.kt0);
+                    hopper_tf32ra::mma_stage<BM>(d, f0, stage, Cfg::A_BYTES, n_pair, lane, kt == w.kt0);
                     wgmma_wait<1>();
                     hopper_tf32ra::fence_fragments(f1);
                 } else {
-                    hopper_tf32ra::mma_stage(d, f1, stage, Cfg::A_BYTES, n_pair, lane, false);
+                    hopper_tf32ra::mma_stage<BM>(d, f1, stage, Cfg::A_BYTES, n_pair, lane, false);
                     wgmma_wait<1>();
                     hopper_tf32ra::fence_fragments(f0);
                 }
@@ -200,7 +217,7 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
             const int n = w.n0 + n_pair;
             const bool pairs = c_pairs_aligned(C, ldc) && n + 1 < N;
 #pragma unroll
-            for (int j = 0; j < 32; ++j) {
+            for (int j = 0; j < BM / 8; ++j) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int m = w.m0 + 8 * j + 2 * (lane % 4) + e;

@@ -61,9 +61,10 @@ def persistent_smem(stages: int, bn: int, consumers: int, tma_store: bool = Fals
     return stages * (64 * consumers * 128 + bn * 128) + (1024 if tma_store else 256) + consumers * staging + 1024
 
 
-def register_a_smem(stages: int) -> int:
-    """tf32_register_a.cu: 256 rows of A (32 KiB) + 32 k x 128 n of B (16 KiB) a stage."""
-    return stages * (256 * 128 + 128 * 128) + 16 * stages + 1024
+def register_a_smem(stages: int, bm: int = 256, consumers: int = 2) -> int:
+    """tf32_register_a.cu: BM rows of A + 32 k x 64 n per consumer of B, 128 bytes a row, a stage
+    (256 x 128 tiles: 32 + 16 KiB)."""
+    return stages * (bm * 128 + 64 * consumers * 128) + 16 * stages + 1024
 
 
 def smem_fits(smem: int, ctas_per_sm: int) -> str | None:
@@ -125,11 +126,12 @@ def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, c
                     tma_store=tma_store)
 
 
-def register_a(stages: int, cm: int = 1, cn: int = 1) -> Geometry:
-    """tf32_register_a.cu: 256 (m) x 128 (n) tiles over B as it is; A box {32, 256/CN}, B box
-    {32 n, 32/CM k} (four boxes of 32 n a stage)."""
-    return Geometry(bm=256, bn=128, bk=32, threads=384, smem=register_a_smem(stages), a_box=(256 // cn, 32),
-                    b_box=(32 // cm, 32), cm=cm, cn=cn, persistent=True, arguments="group")
+def register_a(stages: int, cm: int = 1, cn: int = 1, bm: int = 256, consumers: int = 2) -> Geometry:
+    """tf32_register_a.cu: BM (m) x 64 * CONSUMERS (n) tiles over B as it is; A box {32, BM/CN},
+    B box {32 n, 32/CM k} (BN/32 boxes of 32 n a stage); one consumer: two CTAs an SM."""
+    return Geometry(bm=bm, bn=64 * consumers, bk=32, threads=128 * (consumers + 1),
+                    smem=register_a_smem(stages, bm, consumers), a_box=(bm // cn, 32), b_box=(32 // cm, 32), cm=cm,
+                    cn=cn, persistent=True, ctas_per_sm=2 if consumers == 1 else 1, arguments="group")
 
 
 # ---------------------------------------------------------------- grids

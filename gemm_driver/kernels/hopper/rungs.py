@@ -62,6 +62,13 @@ def _swapped_shape(p: GemmProblem, t) -> str | None:
     return None
 
 
+def _one_consumer_tiles(p: GemmProblem, t) -> str | None:
+    if t["CONSUMERS"] == 1 and t["BM"] != 128:
+        return ("CONSUMERS=1 runs two CTAs an SM, 128 registers a thread at launch: it takes BM=128 "
+                "(m64n256's 128 accumulators do not fit)")
+    return None
+
+
 # ---------------------------------------------------------------- entries
 def _pack_entries(precision: str, transpose: bool = False) -> tuple[Entry, ...]:
     rows = Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[precision]}>", PACK_SIGNATURE)
@@ -194,30 +201,41 @@ def any_shape(precision: str) -> KernelSpec:
 
 
 def register_a(precision: str = "tf32") -> KernelSpec:
-    select = lambda precision, t: ("main", geo.register_a(t["STAGES"], t["CM"], t["CN"]))
+    select = lambda precision, t: ("main", geo.register_a(t["STAGES"], t["CM"], t["CN"], t["BM"], t["CONSUMERS"]))
     return _spec(
         "hopper_tf32",
         "rung 5 (TF32): C^T = B^T A^T, B^T fragments from registers and A as wgmma's K-major B operand, so no "
-        "transposed copy of B; persistent 256 x 128 tiles",
-        "cu/hopper/tf32_register_a.cu", "hopper_tf32_register_a<{STAGES}, {CM}, {CN}>", precision,
-        (Tunable("STAGES", 4, (2, 3, 4), "TMA ring depth (48 KiB a stage)"),
+        "transposed copy of B; persistent BM x 64*CONSUMERS tiles (256 x 128, or smaller for small grids)",
+        "cu/hopper/tf32_register_a.cu", "hopper_tf32_register_a<{BM}, {CONSUMERS}, {STAGES}, {CM}, {CN}>", precision,
+        (Tunable("BM", 256, (128, 256), "tile rows of m (wgmma's N)"),
+         Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups of 64 n each; 1: two CTAs an SM"),
+         Tunable("STAGES", 4, (2, 3, 4), "TMA ring depth (BM x 128 + 64 * CONSUMERS x 128 bytes a stage)"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M),
-        select, extra_entries=_pack_entries(precision), choose=choose_register_a,
-        checked=({"STAGES": 3, "CM": 2, "CN": 2},))
+        select, rules=(_one_consumer_tiles,), extra_entries=_pack_entries(precision), choose=choose_register_a,
+        checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 128}, {"BM": 128, "CONSUMERS": 1}))
 
 
 def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
-    """Tunables of ``hopper_tf32`` for a shape: a 1 x 2 cluster (two CTAs of neighbouring tile
-    columns share their A tile by multicast) from two waves of 256 x 128 tiles up, where the
-    tile columns pair up; else the defaults. Measured on the H100 (sustained, 2 s of launches,
-    two rounds): 8192^3 346-348 TFLOP/s against 320-330 without the cluster, 4096^3 324-326
-    against 319-323; 2 x 1 clusters gained less (317-339), 2 x 2 lost (tf32_register_a.cu)."""
+    """Tunables of ``hopper_tf32`` for a shape, from H100 measurements (sustained: 2 s of launches,
+    two rounds; sweep: results/h100-80gb-hbm3/autotune-hopper-tf32.txt, cuBLAS TF32 beside):
+
+    - A full grid of 256 x 128 tiles (>= ~0.9 x #SMs): those tiles, in 1 x 2 clusters (two CTAs
+      of neighbouring tile columns share their A tile by multicast) where the tile columns pair
+      up: 8192^3 345 TFLOP/s sustained against 315-320 without; 2048^3 342 against 309 in the
+      sweep; 4096^3 even (322-326 either way, sustained).
+    - Fewer: 128 x 64 tiles, one consumer warpgroup, two CTAs an SM: 1024^3 139-147 TFLOP/s
+      against 81 for 256 x 128 tiles (cuBLAS 137), 16384x128x4096 163 against 157, 1024x1024x16384
+      203 against 114 (cuBLAS 271: without split-K the 128 tiles each run all of K)."""
     tiles_n = ceil_div(problem.n, 128)
     tiles = ceil_div(problem.m, 256) * tiles_n
-    if tiles >= 2 * H100_SMS and tiles_n % 2 == 0:
-        return {"CN": 2}, f"{tiles} tiles of 256x128: 1x2 cluster sharing A (H100: 347 TFLOP/s at 8192^3, 1.06x CN=1)"
-    return {}, f"{tiles} tiles of 256x128: no cluster"
+    if tiles >= 0.9 * H100_SMS:
+        if tiles_n % 2 == 0:
+            return {"CN": 2}, f"{tiles} tiles of 256x128, 1x2 cluster sharing A (H100: 345 TFLOP/s at 8192^3)"
+        return {}, f"{tiles} tiles of 256x128, an odd number of tile columns: no cluster"
+    small = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
+    return ({"BM": 128, "CONSUMERS": 1},
+            f"{tiles} tiles of 256x128 leave SMs idle: {small} of 128x64, two CTAs an SM (H100: 147 TFLOP/s at 1024^3)")
 
 
 # ---------------------------------------------------------------- choose (the last rung)
