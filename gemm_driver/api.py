@@ -75,19 +75,26 @@ def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | N
     return _host_gemm(A, B, C, alpha, beta, kernel, out, tunables)
 
 
+def _product_shape(a_shape, a_dtype: str, b_shape, b_dtype: str) -> tuple[int, int, int]:
+    """(m, n, k) of A @ B once A and B agree: the same dtype, then the inner dimension. Host
+    and device arrays alike; each path has checked A itself (2-D, an allowed dtype) first."""
+    if b_dtype != a_dtype:
+        raise TypeError(f"A is {a_dtype} and B is {b_dtype}: A and B must have the same dtype")
+    (m, k), (k2, n) = a_shape, b_shape
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: A is {m}x{k}, B is {k2}x{n}")
+    return m, n, k
+
+
 # --- device arrays --------------------------------------------------------------------------
 def _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, tunables):
     raw = arrays.stream_handle(stream) if stream is not None else None
     a = arrays.device_array("A", A, raw or 0, kind)
     raw = arrays.current_stream(a) if raw is None else raw
     b = arrays.device_array("B", B, raw)
-    (m, k), (k2, n) = (a.rows, a.cols), (b.rows, b.cols)
-    if k != k2:
-        raise ValueError(f"inner dimensions differ: A is {m}x{k}, B is {k2}x{n}")
     if a.dtype not in arrays.ITEMSIZE:
         raise TypeError(f"A has dtype {a.dtype}; allowed are float32, bfloat16 or float16")
-    if b.dtype != a.dtype:
-        raise TypeError(f"A is {a.dtype} and B is {b.dtype}: A and B must have the same dtype")
+    m, n, k = _product_shape((a.rows, a.cols), a.dtype, (b.rows, b.cols), b.dtype)
     o = arrays.device_array("out", out, raw) if out is not None else None
     kernel = kernel or arrays.DEFAULT_KERNEL[a.dtype]
     if o is not None:
@@ -147,11 +154,7 @@ def _host_gemm(A, B, C, alpha, beta, kernel, out, tunables) -> np.ndarray:
     _check_matrix("A", A, "M x K")
     _check_matrix("B", B, "K x N")
     dtype = A.dtype.name
-    if B.dtype.name != dtype:
-        raise TypeError(f"A is {dtype} and B is {B.dtype.name}: A and B must have the same dtype")
-    (m, k), (k2, n) = A.shape, B.shape
-    if k != k2:
-        raise ValueError(f"inner dimensions differ: A is {m}x{k}, B is {k2}x{n}")
+    m, n, k = _product_shape(A.shape, dtype, B.shape, B.dtype.name)
     if C is not None:
         _check_matrix("C", C, "M x N", ("float32",))
         if C.shape != (m, n):

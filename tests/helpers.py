@@ -8,6 +8,7 @@
 - ``unheld_event_ms`` / ``graph_replay_ms``: the two other ways of timing a launch that
   the launch-overhead test compares with the stream hold.
 - ``UNIT_ROUNDOFF``: FP32's unit roundoff, for the bound's own tests.
+- ``assert_same_bits``: the determinism check (split-K, stream-K) of the GPU tests.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from __future__ import annotations
 import ctypes
 from typing import Callable
 
+import numpy as np
+
 from gemm_driver.cuda import cublas
-from gemm_driver.cuda.cublas import ComputeType, DataType, GemmTypes, MathMode, Operation
+from gemm_driver.cuda.cublas import ComputeType, DataType, GemmTypes, MathMode
 from gemm_driver.cuda.driver import Event
 from gemm_driver.cuda.graph import Graph
 
@@ -31,7 +34,7 @@ def sgemm(handle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
     cm = cublas.column_major_call(m, n, k, lda, ldb, ldc)
     first, second = cm.operands(int(a), int(b))
     al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
-    handle._lib.cublasSgemm_v2(handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k,
+    handle._lib.cublasSgemm_v2(handle.ptr, cm.op_first, cm.op_second, cm.m, cm.n, cm.k,
                                ctypes.byref(al), first, cm.ld_first, second, cm.ld_second,
                                ctypes.byref(be), int(c), cm.ldc)
 
@@ -46,7 +49,7 @@ def sgemm_strided_batched(handle, m: int, n: int, k: int, alpha: float,
     (first, s_first), (second, s_second) = cm.operands((int(a), stride_a), (int(b), stride_b))
     al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
     handle._lib.cublasSgemmStridedBatched(
-        handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),
+        handle.ptr, cm.op_first, cm.op_second, cm.m, cm.n, cm.k, ctypes.byref(al),
         first, cm.ld_first, s_first, second, cm.ld_second, s_second,
         ctypes.byref(be), int(c), cm.ldc, stride_c, batch)
 
@@ -77,3 +80,22 @@ def graph_replay_ms(stream, launch: Callable[[], None], launches: int, samples: 
             end.synchronize()
             out.append(Event.elapsed_ms(start, end) / launches)
     return out
+
+
+def assert_same_bits(run: Callable[[], np.ndarray], times: int, what: str) -> np.ndarray:
+    """Call ``run`` ``times`` times and fail unless every result has the first one's bits
+    (split-K and stream-K must add their partial sums in a fixed order, whichever block
+    finishes last); returns a copy of the first result. Bits, not values: -0.0 is not 0.0,
+    and a NaN matches only the same NaN."""
+    first = np.array(run(), copy=True)
+    as_bits = lambda x: x.view(f"u{x.dtype.itemsize}")
+    for index in range(1, times):
+        out = run()
+        if (out.shape, out.dtype) != (first.shape, first.dtype):
+            raise AssertionError(f"{what}: run {index} of 0..{times - 1} gave {out.dtype} {out.shape}, "
+                                 f"run 0 {first.dtype} {first.shape}")
+        differing = int(np.count_nonzero(as_bits(out) != as_bits(first)))
+        if differing:
+            raise AssertionError(f"{what}: run {index} of 0..{times - 1} differs from run 0 in {differing} "
+                                 f"of {first.size} elements")
+    return first

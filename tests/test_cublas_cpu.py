@@ -1,8 +1,8 @@
 """cuBLAS wrapper tests that need no GPU.
 
-The row-major swap is checked against a NumPy model of reference-BLAS xGEMM('N','N'),
-both directly and end to end through the public calls with a fake library standing in
-for the CDLL. The real library is loaded too: version, symbol table (checked against the
+The row-major swap is checked against a NumPy model of reference-BLAS xGEMM (with its
+transpose flags, for operands stored transposed), both directly and end to end through the
+public calls with a fake library standing in for the CDLL. The real library is loaded too: version, symbol table (checked against the
 shipped header when it is there) and errcheck on calls that fail the same way with or
 without a GPU.
 """
@@ -26,21 +26,25 @@ from gemm_driver.cuda.errors import CublasError, GemmDriverError, LibraryNotFoun
 
 
 # --- a column-major GEMM simulator (reference BLAS semantics) ------------------------
-def colmajor_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """C := alpha*A@B + beta*C on flat buffers, X(i, j) living at X[i + j*ldx].
+def colmajor_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, transa=0, transb=0):
+    """C := alpha*op(A)@op(B) + beta*C on flat buffers, X(i, j) living at X[i + j*ldx] and
+    op(X) = X, or X^T where trans is CUBLAS_OP_T (1): A then stored k x m, B n x k.
 
     Checks its arguments like xerbla does, reads only the elements BLAS reads (an index
     past a buffer raises), writes C in place and, like BLAS, never reads C when beta == 0.
     """
+    rows_a, rows_b = ("k", k) if transa else ("m", m), ("n", n) if transb else ("k", k)
     assert min(m, n, k) >= 0, "negative size"
-    assert lda >= max(1, m), f"BLAS rule lda >= max(1, m) broken: lda={lda}, m={m}"
-    assert ldb >= max(1, k), f"BLAS rule ldb >= max(1, k) broken: ldb={ldb}, k={k}"
+    assert lda >= max(1, rows_a[1]), f"BLAS rule lda >= max(1, {rows_a[0]}) broken: lda={lda}, {rows_a[0]}={rows_a[1]}"
+    assert ldb >= max(1, rows_b[1]), f"BLAS rule ldb >= max(1, {rows_b[0]}) broken: ldb={ldb}, {rows_b[0]}={rows_b[1]}"
     assert ldc >= max(1, m), f"BLAS rule ldc >= max(1, m) broken: ldc={ldc}, m={m}"
     if m == 0 or n == 0:
         return
     cols = lambda rows, ncols, ld: np.arange(rows)[:, None] + np.arange(ncols)[None, :] * ld
-    ia, ib, ic = cols(m, k, lda), cols(k, n, ldb), cols(m, n, ldc)
-    product = alpha * (a[ia] @ b[ib])
+    op_a = a[cols(k, m, lda)].T if transa else a[cols(m, k, lda)]
+    op_b = b[cols(n, k, ldb)].T if transb else b[cols(k, n, ldb)]
+    ic = cols(m, n, ldc)
+    product = alpha * (op_a @ op_b)
     c[ic] = product if beta == 0 else product + beta * c[ic]
 
 
@@ -53,17 +57,28 @@ def rowmajor(rng, rows, cols, ld):
     return buf, mat
 
 
-def run_swapped(m, n, k, pad_a, pad_b, pad_c, alpha, beta, seed=0):
+def stored(rng, rows, cols, ld, trans):
+    """A random rows x cols matrix, row-major or (trans) stored transposed: its transpose
+    row-major, ``ld`` the column stride; returns (buffer, matrix)."""
+    if not trans:
+        return rowmajor(rng, rows, cols, ld)
+    buf, mat_t = rowmajor(rng, cols, rows, ld)
+    return buf, mat_t.T
+
+
+def run_swapped(m, n, k, pad_a, pad_b, pad_c, alpha, beta, seed=0, trans_a=False, trans_b=False):
     """Row-major GEMM done the way the wrapper does it; returns (C buffer, expected, ldc)."""
     rng = np.random.default_rng(seed)
-    lda, ldb, ldc = max(1, k) + pad_a, max(1, n) + pad_b, max(1, n) + pad_c
-    a, am = rowmajor(rng, m, k, lda)
-    b, bm = rowmajor(rng, k, n, ldb)
+    lda = max(1, m if trans_a else k) + pad_a
+    ldb = max(1, k if trans_b else n) + pad_b
+    ldc = max(1, n) + pad_c
+    a, am = stored(rng, m, k, lda, trans_a)
+    b, bm = stored(rng, k, n, ldb, trans_b)
     c, cm0 = rowmajor(rng, m, n, ldc)
-    call = cublas.column_major_call(m, n, k, lda, ldb, ldc)
+    call = cublas.column_major_call(m, n, k, lda, ldb, ldc, trans_a, trans_b)
     first, second = call.operands(a, b)
     colmajor_gemm(call.m, call.n, call.k, alpha, first, call.ld_first,
-                  second, call.ld_second, beta, c, call.ldc)
+                  second, call.ld_second, beta, c, call.ldc, call.op_first, call.op_second)
     return c, alpha * am @ bm + beta * cm0, ldc
 
 
@@ -122,7 +137,100 @@ def test_unswapped_call_is_wrong():
 def test_column_major_call_fields():
     call = cublas.column_major_call(3, 5, 7, lda=8, ldb=6, ldc=9)
     assert call == cublas.ColumnMajorGemm(5, 3, 7, "b", 6, "a", 8, 9)
+    assert (call.op_first, call.op_second) == (cublas.Operation.N, cublas.Operation.N)
     assert call.operands("A", "B") == ("B", "A")
+
+
+# --- operands stored transposed: the same swap, with cuBLAS's transpose flags -------------
+TRANSPOSES = [(True, False), (False, True), (True, True)]
+
+
+@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("pads", [(0, 0, 0), (3, 1, 2)])
+def test_transposed_swap_gives_rowmajor_product(m, n, k, pads, trans_a, trans_b):
+    assert_rowmajor_result(*run_swapped(m, n, k, *pads, alpha=0.5, beta=-2.0, seed=m + n + k,
+                                        trans_a=trans_a, trans_b=trans_b))
+
+
+@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES)
+@pytest.mark.parametrize("m,n,k", [(0, 3, 2), (3, 0, 2), (3, 2, 0)])
+def test_transposed_swap_degenerate_sizes(m, n, k, trans_a, trans_b):
+    assert_rowmajor_result(*run_swapped(m, n, k, 1, 1, 1, alpha=1.0, beta=0.5, trans_a=trans_a, trans_b=trans_b))
+
+
+@pytest.mark.parametrize("trans_a,trans_b", TRANSPOSES)
+def test_transposed_call_keeps_b_first_and_flags_the_stored_transposes(trans_a, trans_b):
+    """B goes first whatever the layouts; an operand stored transposed reads column-major as
+    itself, so it (and only it) takes CUBLAS_OP_T; the leading dimensions are passed as given."""
+    call = cublas.column_major_call(3, 5, 7, lda=8, ldb=9, ldc=6, trans_a=trans_a, trans_b=trans_b)
+    op = {False: cublas.Operation.N, True: cublas.Operation.T}
+    assert call == cublas.ColumnMajorGemm(5, 3, 7, "b", 9, "a", 8, 6, op[trans_b], op[trans_a])
+    assert call.operands("A", "B") == ("B", "A")
+
+
+def test_transposed_operand_leading_dimension_spans_the_other_side():
+    """Row-major A (M x K) needs lda >= K; stored transposed (K x M row-major) it needs lda >= M.
+    The same for B: ldb >= N row-major, ldb >= K transposed."""
+    m, n, k = 5, 3, 2
+    cublas.column_major_call(m, n, k, lda=5, ldb=3, ldc=3, trans_a=True)
+    cublas.column_major_call(m, n, k, lda=2, ldb=2, ldc=3, trans_b=True)
+    with pytest.raises(ValueError, match=re.escape("lda >= max(1, k);")):
+        cublas.column_major_call(m, n, k, lda=1, ldb=3, ldc=3)
+    with pytest.raises(ValueError, match=re.escape("ldb >= max(1, n);")):
+        cublas.column_major_call(m, n, k, lda=2, ldb=2, ldc=3)
+
+
+@pytest.mark.parametrize("args,flags,message", [
+    ((5, 3, 2, 4, 3, 3), dict(trans_a=True),
+     "row-major GEMM needs lda >= max(1, m) for a transposed A; got m=5, n=3, k=2, lda=4, ldb=3, ldc=3"),
+    ((5, 3, 4, 4, 3, 3), dict(trans_b=True),
+     "row-major GEMM needs ldb >= max(1, k) for a transposed B; got m=5, n=3, k=4, lda=4, ldb=3, ldc=3"),
+    ((5, 3, 0, 5, 0, 3), dict(trans_a=True, trans_b=True),
+     "row-major GEMM needs ldb >= max(1, k) for a transposed B; got m=5, n=3, k=0, lda=5, ldb=0, ldc=3"),
+    ((5, 3, 2, 5, 2, 2), dict(trans_a=True, trans_b=True),
+     "row-major GEMM needs ldc >= max(1, n); got m=5, n=3, k=2, lda=5, ldb=2, ldc=2"),
+    ((5, 3, 2, 2**31, 3, 3), dict(trans_a=True),
+     "row-major GEMM needs sizes < 2**31 (cuBLAS takes 32-bit ints); got m=5, n=3, k=2, lda=2147483648, ldb=3, "
+     "ldc=3"),
+])
+def test_transposed_validation_names_the_rule_in_one_line(args, flags, message):
+    with pytest.raises(ValueError) as info:
+        cublas.column_major_call(*args, **flags)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), *TRANSPOSES])
+def test_gemm_ex_arguments_come_from_the_swap(trans_a, trans_b):
+    """The cuBLAS baseline's GemmEx arguments for operands stored transposed are the swap's:
+    flags, (n, m, k), B's pointer and ld first, then A's, then C; a broken ld rule is the
+    swap's one-line ValueError."""
+    from types import SimpleNamespace
+
+    from gemm_driver.kernels import providers
+    from gemm_driver.problem import GemmProblem
+
+    lib = SimpleNamespace(cublasGemmEx=object())
+    handle = SimpleNamespace(_lib=lib)
+    m, n, k = 5, 3, 2
+    a = SimpleNamespace(ptr=0xA000, ld=(m if trans_a else k) + 1)
+    b = SimpleNamespace(ptr=0xB000, ld=(k if trans_b else n) + 2)
+    c = SimpleNamespace(ptr=0xC000, ld=n + 3)
+    types = precision.get("bf16").cublas
+    fn, rest = providers._gemm_ex_arguments(handle, (trans_a, trans_b), GemmProblem(m, n, k, 0.5, -0.0), a, b, c,
+                                            types)
+    op = {False: cublas.Operation.N, True: cublas.Operation.T}
+    assert fn is lib.cublasGemmEx
+    assert rest[:5] == (op[trans_b], op[trans_a], n, m, k)
+    assert rest[6:] == (0xB000, types.ab_type, b.ld, 0xA000, types.ab_type, a.ld, rest[12], 0xC000, types.c_type,
+                        c.ld, types.compute, cublas.CUBLAS_GEMM_DEFAULT)
+    assert (rest[5]._obj.value, rest[12]._obj.value) == (0.5, 0.0)  # alpha; beta -0.0 passed as +0.0
+    narrow = SimpleNamespace(ptr=0xA000, ld=(m if trans_a else k) - 1)
+    rule = "lda >= max(1, m) for a transposed A" if trans_a else "lda >= max(1, k)"
+    with pytest.raises(ValueError) as info:
+        providers._gemm_ex_arguments(handle, (trans_a, trans_b), GemmProblem(m, n, k), narrow, b, c, types)
+    assert str(info.value) == (f"row-major GEMM needs {rule}; got m={m}, n={n}, k={k}, lda={narrow.ld}, "
+                               f"ldb={b.ld}, ldc={c.ld}")
 
 
 @pytest.mark.parametrize("args,rule", [

@@ -248,7 +248,8 @@ class CublasHandle:
 class ColumnMajorGemm:
     """Arguments of the column-major cuBLAS call equivalent to a row-major GEMM.
 
-    ``first``/``second`` name the row-major operand ("a" or "b") cuBLAS sees as its A/B.
+    ``first``/``second`` name the row-major operand ("a" or "b") cuBLAS sees as its A/B;
+    ``op_first``/``op_second`` are the cublasOperation_t cuBLAS applies to each.
     """
 
     m: int
@@ -259,6 +260,8 @@ class ColumnMajorGemm:
     second: str
     ld_second: int
     ldc: int
+    op_first: Operation = Operation.N
+    op_second: Operation = Operation.N
 
     def operands(self, a: Any, b: Any) -> tuple[Any, Any]:
         """Order anything per-operand (pointers, strides, types) as cuBLAS wants it."""
@@ -266,18 +269,25 @@ class ColumnMajorGemm:
         return by_name[self.first], by_name[self.second]
 
 
-def column_major_call(m: int, n: int, k: int, lda: int, ldb: int, ldc: int) -> ColumnMajorGemm:
-    """Row-major C(MxN) = A(MxK) B(KxN) as a column-major, OP_N/OP_N cuBLAS call.
+def column_major_call(m: int, n: int, k: int, lda: int, ldb: int, ldc: int,
+                      trans_a: bool = False, trans_b: bool = False) -> ColumnMajorGemm:
+    """Row-major C(MxN) = op(A) op(B) as a column-major cuBLAS call, where op(X) is X
+    stored row-major or, with ``trans_x``, X stored transposed (column-major: A as a K x M
+    row-major buffer, B as N x K, ``ld`` the column stride).
 
     A row-major MxN buffer with leading dimension ld, read column-major, is the NxM
-    transpose with the same ld. So C^T = B^T A^T is a plain column-major GEMM of shape
-    (n, m, k) with B first (ldb), A second (lda) and C (ldc): no transposes, no copies.
-    Raises ValueError naming the rule a row-major argument breaks.
+    transpose with the same ld. So C^T = B^T A^T is a column-major GEMM of shape (n, m, k)
+    with B first (ldb), A second (lda) and C (ldc): no copies. A row-major operand read so
+    is already the transpose cuBLAS needs (OP_N); one stored transposed reads as itself,
+    so it takes OP_T, and its leading dimension spans the other side (lda >= m, ldb >= k).
+    C stays row-major. Raises ValueError naming the rule a row-major argument breaks.
     """
+    a_rule = ("lda >= max(1, m) for a transposed A", lda >= max(1, m)) if trans_a else \
+        ("lda >= max(1, k)", lda >= max(1, k))
+    b_rule = ("ldb >= max(1, k) for a transposed B", ldb >= max(1, k)) if trans_b else \
+        ("ldb >= max(1, n)", ldb >= max(1, n))
     rules = (
-        ("m >= 0", m >= 0), ("n >= 0", n >= 0), ("k >= 0", k >= 0),
-        ("lda >= max(1, k)", lda >= max(1, k)),
-        ("ldb >= max(1, n)", ldb >= max(1, n)),
+        ("m >= 0", m >= 0), ("n >= 0", n >= 0), ("k >= 0", k >= 0), a_rule, b_rule,
         ("ldc >= max(1, n)", ldc >= max(1, n)),
         ("sizes < 2**31 (cuBLAS takes 32-bit ints)", max(m, n, k, lda, ldb, ldc) <= _INT32_MAX),
     )
@@ -285,7 +295,8 @@ def column_major_call(m: int, n: int, k: int, lda: int, ldb: int, ldc: int) -> C
         if not ok:
             raise ValueError(f"row-major GEMM needs {rule}; got m={m}, n={n}, k={k}, "
                              f"lda={lda}, ldb={ldb}, ldc={ldc}")
-    return ColumnMajorGemm(n, m, k, "b", ldb, "a", lda, ldc)
+    return ColumnMajorGemm(n, m, k, "b", ldb, "a", lda, ldc, Operation.T if trans_b else Operation.N,
+                           Operation.T if trans_a else Operation.N)
 
 
 # --- public GEMMs (row-major semantics, device pointers as ints) ---------------------
@@ -318,7 +329,7 @@ def gemm_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, 
     al, be = scalars(alpha, beta)
     with _math_mode(handle, p.math_mode):
         handle._lib.cublasGemmEx(
-            handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),
+            handle.ptr, cm.op_first, cm.op_second, cm.m, cm.n, cm.k, ctypes.byref(al),
             first, p.ab_type, cm.ld_first, second, p.ab_type, cm.ld_second,
             ctypes.byref(be), int(c), p.c_type, cm.ldc, p.compute, CUBLAS_GEMM_DEFAULT)
 
@@ -338,7 +349,7 @@ def gemm_strided_batched_ex(handle: CublasHandle, m: int, n: int, k: int, alpha:
     al, be = scalars(alpha, beta)
     with _math_mode(handle, p.math_mode):
         handle._lib.cublasGemmStridedBatchedEx(
-            handle.ptr, Operation.N, Operation.N, cm.m, cm.n, cm.k, ctypes.byref(al),
+            handle.ptr, cm.op_first, cm.op_second, cm.m, cm.n, cm.k, ctypes.byref(al),
             first, p.ab_type, cm.ld_first, s_first, second, p.ab_type, cm.ld_second, s_second,
             ctypes.byref(be), int(c), p.c_type, cm.ldc, stride_c, batch, p.compute,
             CUBLAS_GEMM_DEFAULT)

@@ -121,23 +121,16 @@ def _gemm_ex_arguments(handle, ops: tuple[bool, bool], problem: GemmProblem, a, 
     beta C, where op(X) is X, or, when X is stored transposed (column-major, ``ld`` its
     column stride), X read through cuBLAS's transpose: made once per launcher.
 
-    The row-major swap of cublas.column_major_call, with transposes: cuBLAS computes
-    C^T = op'(B) op'(A) column-major. A row-major B read column-major is already B^T (no
-    transpose); a column-major B read so is B itself, so it takes CUBLAS_OP_T, and the same
-    for A. C stays row-major (a caller's transposed C is swapped away before this).
-    (Uses the binding's library directly: cublas.gemm_ex takes no transpose flags.)"""
-    (trans_a, trans_b), (m, n, k) = ops, (problem.m, problem.n, problem.k)
-    first_rows = k if trans_b else n  # rows of B as stored, read column-major
-    second_rows = m if trans_a else k
-    if b.ld < max(1, first_rows) or a.ld < max(1, second_rows) or c.ld < max(1, n) or max(m, n, k) > 2**31 - 1:
-        layouts = {False: "row-major", True: "transposed"}
-        raise ValueError(f"cuBLAS cannot take lda={a.ld}, ldb={b.ld}, ldc={c.ld} for m={m}, n={n}, k={k} "
-                         f"(A {layouts[trans_a]}, B {layouts[trans_b]})")
-    op = {False: cublas.Operation.N, True: cublas.Operation.T}
+    cublas.column_major_call does the row-major swap and picks the transpose flags (a
+    ValueError names the leading-dimension rule broken); C stays row-major (a caller's
+    transposed C is swapped away before this). (Uses the binding's library directly:
+    cublas.gemm_ex takes no transpose flags.)"""
+    cm = cublas.column_major_call(problem.m, problem.n, problem.k, a.ld, b.ld, c.ld, *ops)
+    first, second = cm.operands(a, b)
     alpha, beta = cublas.scalars(problem.alpha, problem.beta)
-    rest = (op[trans_b], op[trans_a], n, m, k, ctypes.byref(alpha), int(b.ptr), types.ab_type, b.ld,
-            int(a.ptr), types.ab_type, a.ld, ctypes.byref(beta), int(c.ptr), types.c_type, c.ld, types.compute,
-            cublas.CUBLAS_GEMM_DEFAULT)
+    rest = (cm.op_first, cm.op_second, cm.m, cm.n, cm.k, ctypes.byref(alpha), int(first.ptr), types.ab_type,
+            cm.ld_first, int(second.ptr), types.ab_type, cm.ld_second, ctypes.byref(beta), int(c.ptr), types.c_type,
+            cm.ldc, types.compute, cublas.CUBLAS_GEMM_DEFAULT)
     return handle._lib.cublasGemmEx, rest
 
 
