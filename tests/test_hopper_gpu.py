@@ -3,9 +3,9 @@
 Every Hopper kernel against the float64 reference on Hypothesis-drawn cases (ragged M, N, K,
 padded and odd leading dimensions, misaligned pointers, alpha and beta including 0, NaN-
 poisoned C and guard bands: see strategies.py / checking.py), with the tunables ``choose``
-picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles,
-C's own stores instead of TMA stores, split-K reduced in parallel and serially. Fixed cases pin packing (K = 4099, odd strides,
-misaligned bases) and beta; split-K must give the same bits on every launch; a few large
+picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles
+(BF16/FP16 and TF32), C's own stores instead of TMA stores, split-K reduced in parallel and
+serially. Fixed cases pin packing (K = 4099, odd strides, misaligned bases) and beta; split-K must give the same bits on every launch; a few large
 shapes run through the last rungs. All skip without a GPU, and on a GPU other than sm_90.
 
     python -m pytest -q tests/test_hopper_gpu.py
@@ -13,7 +13,6 @@ shapes run through the last rungs. All skip without a GPU, and on a GPU other th
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -22,6 +21,7 @@ from gemm_driver.checking import check_case
 from gemm_driver.kernels import hopper
 from gemm_driver.problem import GemmProblem
 from gemm_driver.strategies import GemmCase, gemm_cases
+from helpers import assert_same_bits
 
 pytestmark = pytest.mark.gpu
 
@@ -47,6 +47,9 @@ FORCED = [
     ("hopper_bf16", {"BN": 128, "CONSUMERS": 1, "SPLITS": 4, "CN": 2}),
     ("hopper_tf32", {"CM": 2, "CN": 2, "STAGES": 3}),
     ("hopper_tf32", {"CM": 2, "GROUP_M": 1}),
+    ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}),  # 128 x 64 tiles, two CTAs an SM
+    ("hopper_tf32", {"BM": 128, "CONSUMERS": 1, "CN": 2, "SPLITS": 3}),
+    ("hopper_tf32", {"BM": 128, "CM": 2, "SPLITS": 2}),
 ]
 
 # (m, n, k, ld pads, misalignments in elements): what each one reaches.
@@ -98,31 +101,33 @@ def test_packing_misalignment_and_beta(hopper_session, name):
             _check(hopper_session, name, GemmCase(GemmProblem(m, n, k, alpha, beta), pads, misalign, index))
 
 
-def _bits(session, name, problem, tunables, launches=5, seed=3):
-    """C after each of ``launches`` launches of one Launch (C refilled before each), and the
-    verification of the first."""
+def _launches(session, name, problem, tunables, launches=5, seed=3):
+    """Launch one Launch ``launches`` times (C refilled before each) and require the same
+    bits every time; the verification of the first C, and what the Launch chose."""
     with PreparedCase.random(problem, SPECS[name].precision, seed) as case:
         launch = session.launcher(name, problem, *case.device(), tunables)
-        outs = []
-        for _ in range(launches):
+
+        def run():
             out, guard = case.run(launch)
             assert guard == 0
-            outs.append(out.copy())
-        return outs, case.check(outs[0]), launch.record()
+            return out
+
+        first = assert_same_bits(run, launches, f"{name} {problem.label}")
+        return case.check(first), launch.record()
 
 
 @pytest.mark.parametrize("name, tunables", [
     ("hopper_bf16", None),  # chosen: 2 splits in 2x1 clusters, all units resident (parallel reduction)
     ("hopper_bf16", {"BN": 128, "STAGES": 6, "SPLITS": 8}),  # 512 units > 132 CTAs: the last slice reduces
     ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "SPLITS": 3}),
+    ("hopper_tf32", None),  # chosen: 4 splits of 256 x 128 tiles, all resident
+    ("hopper_tf32", {"BM": 128, "CONSUMERS": 1, "SPLITS": 8}),  # 1024 units: the last slice reduces
 ])
 def test_split_k_is_correct_and_bitwise_reproducible(hopper_session, name, tunables):
     problem = GemmProblem(1024, 1024, 16384, 1.0, 0.5)
-    outs, verification, record = _bits(hopper_session, name, problem, tunables)
+    verification, record = _launches(hopper_session, name, problem, tunables)
     assert verification.ok, verification.message
     assert record["tunables"]["SPLITS"] > 1, record
-    for out in outs[1:]:
-        np.testing.assert_array_equal(out.view(np.uint32), outs[0].view(np.uint32))
 
 
 @pytest.mark.parametrize("name, shape", [
@@ -135,10 +140,12 @@ def test_split_k_is_correct_and_bitwise_reproducible(hopper_session, name, tunab
     ("hopper_fp16", (4096, 4096, 4096)),  # chosen: TMA stores, 2x1 cluster
     ("hopper_bf16", (16384, 128, 4096)),
     ("cluster_tf32", (1000, 1000, 1000)),
+    ("hopper_tf32", (1024, 1024, 1024)),  # chosen: 128 x 64 tiles
+    ("hopper_tf32", (2048, 2048, 2048)),  # chosen: 1 x 2 cluster
 ])
 def test_large_shapes(hopper_session, name, shape):
     problem = GemmProblem(*shape, alpha=1.0, beta=-0.5)
-    outs, verification, record = _bits(hopper_session, name, problem, None, launches=1)
+    verification, record = _launches(hopper_session, name, problem, None, launches=1)
     assert verification.ok, f"{name} {problem.label} {record}: {verification.message}"
 
 

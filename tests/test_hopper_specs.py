@@ -341,7 +341,9 @@ def test_choose_picks_what_measured_best_on_the_h100(shape, picked):
     ((4096, 3900, 4096), {}),  # 31 tile columns: a cluster would run half past the edge
     ((1024, 1024, 1024), {"BM": 128, "CONSUMERS": 1}),  # 32 tiles of 256 x 128, 128 of 128 x 64
     ((16384, 128, 4096), {"BM": 128, "CONSUMERS": 1}),
-    ((1024, 1024, 16384), {"BM": 128, "CONSUMERS": 1}),
+    ((1024, 1024, 16384), {"SPLITS": 4}),  # 32 tiles, each K slice 4096 long
+    ((2048, 1024, 8192), {"SPLITS": 2}),  # 64 tiles: 128 units, all resident
+    ((1024, 1024, 4096), {"BM": 128, "CONSUMERS": 1}),  # K too short to split
 ])
 def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_small_ones(shape, picked):
     spec, problem = SPECS["hopper_tf32"], GemmProblem(*shape)
@@ -357,7 +359,9 @@ def test_choose_always_gives_a_valid_configuration_whose_split_k_runs_at_once(m,
         return
     p = GemmProblem(m, n, k)
     tf32 = SPECS["hopper_tf32"]
-    tf32.validate(p, tf32.choose(p, "NVIDIA H100 80GB HBM3")[0])
+    t = tf32.validate(p, tf32.choose(p, "NVIDIA H100 80GB HBM3")[0])
+    if t["SPLITS"] > 1:  # the parallel reduction: every unit resident
+        assert geo.work_units(p, entry_geometry(tf32, t)[1], t["SPLITS"]) <= 132
     spec = SPECS["hopper_bf16"]
     t = spec.validate(p, spec.choose(p, "NVIDIA H100 80GB HBM3")[0])
     if t["SPLITS"] > 1:  # the parallel reduction needs every unit resident: 66 two-CTA clusters on the H100

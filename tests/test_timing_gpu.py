@@ -80,6 +80,8 @@ def test_graph_replay_agrees_with_the_held_stream(session, timer, operands, kern
     # (medians, interleaved to share the clock state). Measured on the H100: they agree
     # within 2% from 1024^3 up; at 512^3 (a 14 us cuBLAS launch) the replay reads ~12%
     # less, the ~1.7 us per-launch gap a stream leaves between kernels and a graph does not.
+    # That gap is also why the replay may read up to 4% less at 1024^3 (H200: 55.35 us
+    # against 56.69, 2.4%); it must never read more.
     problem, (a, b, c) = operands(size, size, size)
     launch = session.launcher(kernel, problem, a, b, c)
     hot, graph = [], []
@@ -92,7 +94,7 @@ def test_graph_replay_agrees_with_the_held_stream(session, timer, operands, kern
     print(f"\n[timing] {kernel} {size}^3: hot {statistics.median(hot) * 1e3:.2f} us, graph "
           f"{statistics.median(graph) * 1e3:.2f} us, graph/hot {ratio:.4f}")
     if size >= 1024:
-        assert abs(ratio - 1) <= 0.02
+        assert 0.96 <= ratio <= 1.02
     else:  # the replay may only be faster (fewer gaps), never slower
         assert ratio <= 1.02
 

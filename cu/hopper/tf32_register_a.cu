@@ -50,7 +50,7 @@ struct Config {
     static constexpr int A_BYTES = BM * 128;               // BM rows of A: wgmma's B operand
     static constexpr int B_BYTES = BN * 128;               // 32 k rows of BN/32 boxes of 32 n
     static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 2 * STAGES * 8 + 16 + 1024;  // + split-K's flag
     // The register file split among the warpgroups: 128*56 + 256*224 = 65536 with two consumers;
     // with one, two CTAs an SM: 128*40 + 128*216 = 32768 each.
     static constexpr int PRODUCER_REGS = CONSUMERS == 2 ? 56 : 40, CONSUMER_REGS = CONSUMERS == 2 ? 224 : 216;
@@ -58,6 +58,13 @@ struct Config {
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(CTAS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM on sm_90");
     static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");
+};
+
+// Split-K's partials follow the accumulator registers, whatever they stand for (reduce_splits in
+// persistent_body.cuh): it sees d[BM / 2] as its BN = BM, 32-row chunks of m as its 32-column chunks.
+template <class Cfg>
+struct SplitShape {
+    static constexpr int BN = Cfg::BM, CONSUMERS = Cfg::CONSUMERS;
 };
 
 // Fragment row (warp w, q = lane/4, h) -> n within the warpgroup's 64: 2 * p + h.
@@ -131,13 +138,15 @@ __device__ __forceinline__ void mma_stage(float (&d)[BM / 2], unsigned (&f)[4][4
 // a_map: A (M x K, row-major) box {32, BM}; b_map: B (K x N, row-major) box {32, 32}; both
 // FP32, 128-byte swizzle; with clusters the boxes are {32, BM/CN} and {32, 32/CM}. Grid: a
 // multiple of CM*CN CTAs of 128 * (CONSUMERS + 1) threads, at most the resident CTAs and the
-// number of tiles.
+// number of units (tiles x splits). Split-K (splits > 1): workspace holds a BM x BN partial per
+// tile and split, counters two zeroed ints per tile (persistent_body.cuh's reduce_splits).
 template <int BM, int CONSUMERS, int STAGES, int CM, int CN>
 __global__ void __cluster_dims__(CM * CN, 1, 1)
     __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_tf32_register_a(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                            const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
-                           int ldc, int group_m) {
+                           int ldc, int group_m, int splits, float* __restrict__ workspace,
+                           int* __restrict__ counters) {
     using namespace hopper;
     using Cfg = hopper_tf32ra::Config<BM, CONSUMERS, STAGES, CM, CN>;
     unsigned char* smem = aligned_dynamic_smem();
@@ -145,7 +154,8 @@ __global__ void __cluster_dims__(CM * CN, 1, 1)
     Barrier* empty = full + STAGES;
     const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
     const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
-    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, CM, CN, 1, group_m); };
+    volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
+    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, CM, CN, splits, group_m); };
     auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
 
     if (threadIdx.x == 0) {
@@ -213,11 +223,18 @@ __global__ void __cluster_dims__(CM * CN, 1, 1)
             hopper_tf32ra::fence_fragments(f0);
             hopper_tf32ra::fence_fragments(f1);
             if (t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
+            int2 chunks = make_int2(0, BM / 32);  // the 32-row chunks of m this CTA stores
+            if (sched.splits > 1) {
+                chunks = hopper_pws::reduce_splits<hopper_tf32ra::SplitShape<Cfg>>(
+                    d, w, sched.splits, sched.units <= clusters, consumer, t, workspace, counters, last_flag);
+                if (chunks.x >= chunks.y) continue;
+            }
             // d[4j + 2h + e] = C^T[n_pair + h][8j + 2(lane%4) + e]: C[m][n_pair], C[m][n_pair + 1].
             const int n = w.n0 + n_pair;
             const bool pairs = c_pairs_aligned(C, ldc) && n + 1 < N;
 #pragma unroll
             for (int j = 0; j < BM / 8; ++j) {
+                if (j < 4 * chunks.x || j >= 4 * chunks.y) continue;
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int m = w.m0 + 8 * j + 2 * (lane % 4) + e;

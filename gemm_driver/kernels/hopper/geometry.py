@@ -64,7 +64,7 @@ def persistent_smem(stages: int, bn: int, consumers: int, tma_store: bool = Fals
 def register_a_smem(stages: int, bm: int = 256, consumers: int = 2) -> int:
     """tf32_register_a.cu: BM rows of A + 32 k x 64 n per consumer of B, 128 bytes a row, a stage
     (256 x 128 tiles: 32 + 16 KiB)."""
-    return stages * (bm * 128 + 64 * consumers * 128) + 16 * stages + 1024
+    return stages * (bm * 128 + 64 * consumers * 128) + 16 * stages + 16 + 1024  # + barriers, split-K flag
 
 
 def smem_fits(smem: int, ctas_per_sm: int) -> str | None:
@@ -131,7 +131,7 @@ def register_a(stages: int, cm: int = 1, cn: int = 1, bm: int = 256, consumers: 
     B box {32 n, 32/CM k} (BN/32 boxes of 32 n a stage); one consumer: two CTAs an SM."""
     return Geometry(bm=bm, bn=64 * consumers, bk=32, threads=128 * (consumers + 1),
                     smem=register_a_smem(stages, bm, consumers), a_box=(bm // cn, 32), b_box=(32 // cm, 32), cm=cm,
-                    cn=cn, persistent=True, ctas_per_sm=2 if consumers == 1 else 1, arguments="group")
+                    cn=cn, persistent=True, ctas_per_sm=2 if consumers == 1 else 1, arguments="split")
 
 
 # ---------------------------------------------------------------- grids

@@ -31,6 +31,7 @@ H100_SMS = 132  # the GPU the defaults and ``choose`` were measured on
 
 STAGES = lambda default: Tunable("STAGES", default, (2, 3, 4, 5, 6), "TMA ring depth (k tiles in flight)")
 GROUP_M = Tunable("GROUP_M", 8, (1, 2, 4, 8, 16), "tile rows per group of the persistent raster (L2 reuse)")
+SPLITS = Tunable("SPLITS", 1, (1, 2, 3, 4, 6, 8), "split-K slices per tile (summed in slice order: reproducible)")
 
 
 # ---------------------------------------------------------------- rules
@@ -66,6 +67,8 @@ def _one_consumer_tiles(p: GemmProblem, t) -> str | None:
     if t["CONSUMERS"] == 1 and t["BM"] != 128:
         return ("CONSUMERS=1 runs two CTAs an SM, 128 registers a thread at launch: it takes BM=128 "
                 "(m64n256's 128 accumulators do not fit)")
+    if t["CONSUMERS"] == 1 and t["CM"] != 1:
+        return "CONSUMERS=1 takes CM=1: at its 128 registers a thread, CM=2's multicast code spills"
     return None
 
 
@@ -189,7 +192,7 @@ def any_shape(precision: str) -> KernelSpec:
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
-         Tunable("SPLITS", 1, (1, 2, 3, 4, 6, 8), "split-K slices per tile (summed in slice order: reproducible)"),
+         SPLITS,
          GROUP_M,
          Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
@@ -211,28 +214,35 @@ def register_a(precision: str = "tf32") -> KernelSpec:
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups of 64 n each; 1: two CTAs an SM"),
          Tunable("STAGES", 4, (2, 3, 4), "TMA ring depth (BM x 128 + 64 * CONSUMERS x 128 bytes a stage)"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
-         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M),
+         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M, SPLITS),
         select, rules=(_one_consumer_tiles,), extra_entries=_pack_entries(precision), choose=choose_register_a,
         checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 128}, {"BM": 128, "CONSUMERS": 1}))
 
 
 def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
-    """Tunables of ``hopper_tf32`` for a shape, from H100 measurements (sustained: 2 s of launches,
-    two rounds; sweep: results/h100-80gb-hbm3/autotune-hopper-tf32.txt, cuBLAS TF32 beside):
+    """Tunables of ``hopper_tf32`` for a shape, from measurements with cuBLAS TF32 beside
+    (sustained: 2 s of launches, two rounds; sweeps: results/h100-80gb-hbm3/autotune-hopper-tf32.txt,
+    results/h200/autotune-hopper-tf32-split-k.txt):
 
     - A full grid of 256 x 128 tiles (>= ~0.9 x #SMs): those tiles, in 1 x 2 clusters (two CTAs
       of neighbouring tile columns share their A tile by multicast) where the tile columns pair
-      up: 8192^3 345 TFLOP/s sustained against 315-320 without; 2048^3 342 against 309 in the
-      sweep; 4096^3 even (322-326 either way, sustained).
-    - Fewer: 128 x 64 tiles, one consumer warpgroup, two CTAs an SM: 1024^3 139-147 TFLOP/s
-      against 81 for 256 x 128 tiles (cuBLAS 137), 16384x128x4096 163 against 157, 1024x1024x16384
-      203 against 114 (cuBLAS 271: without split-K the 128 tiles each run all of K)."""
+      up. H100: 8192^3 345 TFLOP/s sustained against 315-320 without; 2048^3 342 against 309 in
+      the sweep; 4096^3 even (322-326 either way, sustained).
+    - Fewer, and deep K: split-K over 256 x 128 tiles, every slice keeping >= 4096 of K and every
+      unit resident (H200: 1024x1024x16384 317 TFLOP/s with 4 splits, cuBLAS 294; 206 for the
+      small tiles below).
+    - Else 128 x 64 tiles, one consumer warpgroup, two CTAs an SM. H100: 1024^3 139-147 TFLOP/s
+      against 81 for 256 x 128 tiles (cuBLAS 137); 16384x128x4096 163 against 157."""
     tiles_n = ceil_div(problem.n, 128)
     tiles = ceil_div(problem.m, 256) * tiles_n
     if tiles >= 0.9 * H100_SMS:
         if tiles_n % 2 == 0:
             return {"CN": 2}, f"{tiles} tiles of 256x128, 1x2 cluster sharing A (H100: 345 TFLOP/s at 8192^3)"
         return {}, f"{tiles} tiles of 256x128, an odd number of tile columns: no cluster"
+    splits = min(4, H100_SMS // tiles, problem.k // 4096)
+    if splits >= 2:
+        return ({"SPLITS": splits},
+                f"{tiles} tiles of 256x128, deep K: {splits}-way split-K (H200: 317 TFLOP/s at 1024x1024x16384)")
     small = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
     return ({"BM": 128, "CONSUMERS": 1},
             f"{tiles} tiles of 256x128 leave SMs idle: {small} of 128x64, two CTAs an SM (H100: 147 TFLOP/s at 1024^3)")
