@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .cuda.driver import pointer_device
+from .kernels.frameworks import cupy_stream
 
 # dtype name -> bytes per element, for the element types a GEMM here reads.
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -296,7 +297,7 @@ def allocate(like: DeviceArray, rows: int, cols: int, *, trans: bool, stream: in
             if stream == current_stream(like):
                 out = cupy.empty(shape, dtype=cupy.float32)
             else:
-                with cupy.cuda.ExternalStream(stream):  # CuPy's pool hands out memory per stream
+                with cupy_stream(stream):  # CuPy's pool hands out memory per stream
                     out = cupy.empty(shape, dtype=cupy.float32)
         return out.T if trans else out
     raise TypeError(f"out= is needed: results are allocated for torch and CuPy arrays only, and A is a "

@@ -281,14 +281,11 @@ def _swap(q: LtProblem) -> tuple[LtOperand, LtOperand, LtOperand]:
     read column-major is N x K (op N); a K-major B (n x k row-major) read column-major is
     K x N, so cuBLASLt transposes it (op T): that is the "TN" of FP8.
     """
-    ldb_rule = max(1, q.n) if q.b_k_major else q.ldb  # the K-major rule ldb >= k is checked apart
-    cm = cublas.column_major_call(q.m, q.n, q.k, q.lda, ldb_rule, q.ldc)
+    cm = cublas.column_major_call(q.m, q.n, q.k, q.lda, q.ldb, q.ldc, trans_b=q.b_k_major)
     assert cm.first == "b" and cm.second == "a"
-    if q.b_k_major:
-        first = LtOperand("b", cm.k, cm.m, q.ldb, Operation.T)
-    else:
-        first = LtOperand("b", cm.m, cm.k, cm.ld_first, Operation.N)
-    second = LtOperand("a", cm.k, cm.n, cm.ld_second, Operation.N)
+    first_shape = (cm.k, cm.m) if q.b_k_major else (cm.m, cm.k)  # B as stored, read column-major
+    first = LtOperand("b", *first_shape, cm.ld_first, cm.op_first)
+    second = LtOperand("a", cm.k, cm.n, cm.ld_second, cm.op_second)
     return first, second, LtOperand("c", cm.m, cm.n, cm.ldc, Operation.N)
 
 

@@ -497,6 +497,10 @@ class ExternalStream:
     def __init__(self, handle: int = 0):
         self.handle = int(handle)
 
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The CUDA stream protocol (version 0, the handle): how CuPy and others take it in."""
+        return 0, self.handle
+
     def synchronize(self) -> None:
         check(api().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
 

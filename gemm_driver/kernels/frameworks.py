@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable
 
+from ..cuda.driver import ExternalStream
 from ..cuda.errors import GemmDriverError
 from ..problem import GemmProblem
 
@@ -36,6 +37,15 @@ class StreamCache:
         if found is None:
             found = self._made[raw] = self._make(raw)
         return found
+
+
+def cupy_stream(raw: int):
+    """CuPy's stream object for a raw CUstream this process does not own. Newer CuPy deprecates
+    cupy.cuda.ExternalStream for Stream.from_external, which takes the CUDA stream protocol."""
+    import cupy
+
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    return cupy.cuda.ExternalStream(raw) if from_external is None else from_external(ExternalStream(raw))
 
 
 def first_line(exc: BaseException) -> str:

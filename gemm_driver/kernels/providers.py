@@ -241,7 +241,7 @@ def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
 
     m, n, k = problem.m, problem.n, problem.k
     A, B, C = _cupy_view(a, m, k), _cupy_view(b, k, n), _cupy_view(c, m, n)
-    stream = frameworks.StreamCache(session.stream, cupy.cuda.ExternalStream)
+    stream = frameworks.StreamCache(session.stream, frameworks.cupy_stream)
     alpha, beta = problem.alpha, problem.beta
 
     def launch() -> None:
