@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+import gemm_driver
 from gemm_driver.case import PreparedCase
 from gemm_driver.checking import check_case
 from gemm_driver.kernels import hopper
@@ -154,3 +155,34 @@ def test_the_last_rung_says_what_it_chose(hopper_session):
     with PreparedCase.random(problem, "bf16", 1) as case:
         launch = hopper_session.launcher("hopper_bf16", problem, *case.device())
         assert launch.record()["tunables"]["CONSUMERS"] == 1 and "64x128 tiles" in launch.record()["note"]
+
+
+@pytest.mark.parametrize("name, shape, extra", [
+    ("hopper_bf16", (2048, 2048, 2048), {}),  # any_shape, TMA stores
+    ("hopper_fp16", (1024, 1024, 1024), {"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0}),  # two CTAs an SM
+    ("hopper_bf16", (1024, 1024, 16384), {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),  # parallel split-K
+    ("hopper_tf32", (2048, 2048, 2048), {"CN": 2}),
+    ("hopper_tf32", (1024, 1024, 1024), {"BM": 128, "CONSUMERS": 1}),
+    ("hopper_tf32", (1024, 1024, 16384), {"SPLITS": 4}),
+])
+def test_pdl_launches_read_what_the_grid_before_wrote(hopper_session, name, shape, extra):
+    """Back-to-back PDL launches on one stream, each reading the C the one before wrote
+    (C = A B, then C = A B + C four times: 5 A B). A launch that touched C before the grid
+    ahead of it had finished (no griddepcontrol.wait) would add a stale or partial C."""
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    dtype = {"hopper_bf16": torch.bfloat16, "hopper_fp16": torch.float16, "hopper_tf32": torch.float32}[name]
+    generator = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.randn(m, k, device="cuda", generator=generator).to(dtype)
+    b = torch.randn(k, n, device="cuda", generator=generator).to(dtype)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    first, then = (gemm_driver.plan(m, n, k, dtype=str(dtype).removeprefix("torch."), kernel=name, beta=beta,
+                                    session=hopper_session, PDL=1, **extra) for beta in (0.0, 1.0))
+    for _ in range(3):
+        first(a, b, out=c)
+        for _ in range(4):
+            then(a, b, out=c)
+    torch.cuda.synchronize()
+    want = 5 * (a.double() @ b.double())
+    error = ((c.double() - want).norm() / want.norm()).item()
+    assert error < 1e-2, f"{name} {shape} {extra}: relative error {error:.2e}"

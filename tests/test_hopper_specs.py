@@ -315,12 +315,12 @@ def test_tf32_b_is_transposed_whatever_its_layout():
 
 # ---------------------------------------------------------------- choose
 @pytest.mark.parametrize("shape, picked", [
-    ((1024, 1024, 1024), {"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0}),
-    ((16384, 128, 4096), {"BN": 128, "STAGES": 6}),
-    ((1024, 1024, 16384), {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),
-    ((2048, 2048, 2048), {}),  # any_shape 128 x 256, TMA stores, no cluster
-    ((4096, 4096, 4096), {"CM": 2}),
-    ((8192, 8192, 8192), {"CM": 2}),
+    ((1024, 1024, 1024), {"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0, "PDL": 1}),
+    ((16384, 128, 4096), {"BN": 128, "STAGES": 6, "PDL": 1}),
+    ((1024, 1024, 16384), {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),  # split-K: no PDL
+    ((2048, 2048, 2048), {"PDL": 1}),  # any_shape 128 x 256, TMA stores, no cluster
+    ((4096, 4096, 4096), {"CM": 2, "PDL": 1}),
+    ((8192, 8192, 8192), {"CM": 2, "PDL": 1}),
     ((4093, 4091, 4099), {}),  # any_shape 128 x 256, packed operands, C's own stores (ldc odd)
 ])
 def test_choose_picks_what_measured_best_on_the_h100(shape, picked):
@@ -333,12 +333,12 @@ def test_choose_picks_what_measured_best_on_the_h100(shape, picked):
 
 
 @pytest.mark.parametrize("shape, picked", [
-    ((8192, 8192, 8192), {"CN": 2}),  # 2048 tiles of 256 x 128: A shared by two tile columns
-    ((4096, 4096, 4096), {"CN": 2}),
-    ((2048, 2048, 2048), {"CN": 2}),  # 128 tiles: one wave
-    ((4093, 4091, 4099), {"CN": 2}),  # 32 tile columns pair up
-    ((4096, 4000, 4096), {"CN": 2}),  # 32 tile columns, the last one partial
-    ((4096, 3900, 4096), {}),  # 31 tile columns: a cluster would run half past the edge
+    ((8192, 8192, 8192), {"CN": 2, "PDL": 1}),  # 2048 tiles of 256 x 128: A shared by two tile columns
+    ((4096, 4096, 4096), {"CN": 2, "PDL": 1}),
+    ((2048, 2048, 2048), {"CN": 2, "PDL": 1}),  # 128 tiles: one wave
+    ((4093, 4091, 4099), {"CN": 2, "PDL": 1}),  # 32 tile columns pair up
+    ((4096, 4000, 4096), {"CN": 2, "PDL": 1}),  # 32 tile columns, the last one partial
+    ((4096, 3900, 4096), {"PDL": 1}),  # 31 tile columns: a cluster would run half past the edge
     ((1024, 1024, 1024), {"BM": 128, "CONSUMERS": 1}),  # 32 tiles of 256 x 128, 128 of 128 x 64
     ((16384, 128, 4096), {"BM": 128, "CONSUMERS": 1}),
     ((1024, 1024, 16384), {"SPLITS": 4}),  # 32 tiles, each K slice 4096 long
@@ -377,8 +377,9 @@ class FakeKernel:
     def pack(self, *args):
         return (self.entry, args)
 
-    def launch(self, grid, block, args, stream):
+    def launch(self, grid, block, args, stream, *, programmatic=False):
         self.log.append((self.entry, tuple(grid), tuple(block), args[1]))
+        self.programmatic = programmatic
 
 
 class Operand:
@@ -429,6 +430,22 @@ def test_plan_of_aligned_bf16_operands_launches_the_gemm_alone(monkeypatch):
     args = launches[0][3]
     assert len(args) == len(SPECS["persistent_bf16"].signature) and args[-1] == 8  # group_m
     assert [m[2:] for m in maps] == [(4096, 4096, 4096, 128, 64, 128), (4096, 4096, 4096, 64, 64, 128)]
+
+
+@pytest.mark.parametrize("name", ["hopper_bf16", "hopper_tf32"])
+def test_pdl_launches_the_gemm_programmatically_and_the_packing_passes_not(monkeypatch, name):
+    kernels_seen = {}
+    real = FakeKernel.launch
+
+    def launch(self, grid, block, args, stream, *, programmatic=False):
+        kernels_seen.setdefault(self.entry, set()).add(programmatic)
+        real(self, grid, block, args, stream, programmatic=programmatic)
+
+    monkeypatch.setattr(FakeKernel, "launch", launch)
+    for pdl in (0, 1):
+        kernels_seen.clear()
+        _run_plan(monkeypatch, name, GemmProblem(4093, 4091, 4099), {"PDL": pdl})  # A and B packed first
+        assert kernels_seen.pop("main") == {bool(pdl)} and kernels_seen and set().union(*kernels_seen.values()) == {False}
 
 
 def test_plan_packs_what_tma_cannot_read_before_every_gemm(monkeypatch):

@@ -155,6 +155,15 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[R]) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// ---------------------------------------------------------------- programmatic dependent launch
+// A grid launched with programmatic stream serialization (the PDL tunable) may start while the
+// grid before it in the stream is still running. wait_for_previous_grid blocks until that grid
+// has completed and its memory is visible: nothing global may be read or written before it.
+// allow_next_grid lets the next such launch start once every CTA of this grid has got here or
+// exited. Both are no-ops for an ordinary launch.
+__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void allow_next_grid() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
 // ---------------------------------------------------------------- warpgroups
 // setmaxnreg hands registers between warpgroups; it needs a register cap at entry
 // (__launch_bounds__(threads, 1)) to take effect.

@@ -169,6 +169,11 @@ __global__ void __cluster_dims__(CM * CN, 1, 1)
     }
     if constexpr (Cfg::CLUSTER == 1) __syncthreads();
     else cluster_sync();
+    // Until here nothing touched global memory (the tensor maps are parameters): with PDL this
+    // prologue overlaps the previous grid's tail. Every CTA is resident once it gets here, so
+    // the next grid, free to start after this, cannot hold back a split-K peer of ours.
+    wait_for_previous_grid();
+    allow_next_grid();
 
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();

@@ -458,6 +458,7 @@ class Kernel:
         self.module, self.entry, self.signature = module, entry, tuple(signature)
         self.handle = check(d.cuModuleGetFunction(module.handle, entry.encode()), f"cuModuleGetFunction({entry})")
         self.dynamic_smem = dynamic_smem
+        self._configs: dict = {}  # (grid, block) -> CUlaunchConfig of a PDL launch
         if dynamic_smem > 48 * 1024:
             attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(d.cuFuncSetAttribute(self.handle, attr, dynamic_smem), "cuFuncSetAttribute")
@@ -471,16 +472,43 @@ class Kernel:
     def pack(self, *args: Any) -> PackedArgs:
         return PackedArgs(self.signature, args)
 
-    def launch(self, grid: Sequence[int], block: Sequence[int], args: PackedArgs | Sequence[Any], stream: Stream) -> None:
+    def launch(self, grid: Sequence[int], block: Sequence[int], args: PackedArgs | Sequence[Any], stream: Stream,
+               *, programmatic: bool = False) -> None:
+        """Enqueue the kernel on ``stream``. ``programmatic``: with programmatic stream
+        serialization (PDL, sm_90+), so it may start before the grid ahead of it in the stream
+        has finished; the kernel must wait for that grid (griddepcontrol.wait) before it
+        touches global memory."""
         packed = args if isinstance(args, PackedArgs) else self.pack(*args)
         gx, gy, gz = (tuple(grid) + (1, 1))[:3]
         bx, by, bz = (tuple(block) + (1, 1))[:3]
+        if programmatic:
+            config = self._programmatic_config((gx, gy, gz), (bx, by, bz))
+            config.hStream = stream.handle
+            check(api().cuLaunchKernelEx(config, self.handle, packed.address, 0), f"cuLaunchKernelEx({self.entry})")
+            return
         check(
             api().cuLaunchKernel(
                 self.handle, gx, gy, gz, bx, by, bz, self.dynamic_smem, stream.handle, packed.address, 0
             ),
             f"cuLaunchKernel({self.entry})",
         )
+
+    def _programmatic_config(self, grid: tuple[int, int, int], block: tuple[int, int, int]):
+        """The CUlaunchConfig of a PDL launch of this grid and block, made once: a launch
+        only sets its stream."""
+        configs = self._configs
+        config = configs.get((grid, block))
+        if config is None:
+            d = api()
+            attribute = d.CUlaunchAttribute()
+            attribute.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attribute.value.programmaticStreamSerializationAllowed = 1
+            config = configs[(grid, block)] = d.CUlaunchConfig()
+            config.gridDimX, config.gridDimY, config.gridDimZ = grid
+            config.blockDimX, config.blockDimY, config.blockDimZ = block
+            config.sharedMemBytes = self.dynamic_smem
+            config.attrs, config.numAttrs = [attribute], 1
+        return config
 
 
 # --- memory and streams this process does not own (the caller's arrays and streams) -------

@@ -101,11 +101,12 @@ def plan(ctx, select: Select, resident: Resident = resident_clusters) -> Callabl
     else:
         grid = geo.tile_grid(p, g)
     packed, block, stream = kernel.pack(*args), (g.threads, 1, 1), ctx.stream
+    programmatic = bool(t.get("PDL", 0))
 
     def enqueue() -> None:
         for run_pass in passes:
             run_pass()
-        kernel.launch(grid, block, packed, stream)
+        kernel.launch(grid, block, packed, stream, programmatic=programmatic)
 
     return enqueue
 

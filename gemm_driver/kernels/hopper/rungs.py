@@ -8,8 +8,8 @@ copy of B. The last BF16/FP16 rung, ``hopper_*``, runs any_shape.cu and the swap
 cluster kernel of cluster_multicast.cu, and its ``choose`` hook picks tiles, split-K and
 cluster per shape (``choose_any_shape``).
 
-Runtime arguments that are tunables (GROUP_M, SPLITS, STORE, and SWAPPED, which picks the entry) do
-not appear in the name expression: they change no code, so they share one build.
+Runtime arguments that are tunables (GROUP_M, SPLITS, STORE, PDL, and SWAPPED, which picks the
+entry) do not appear in the name expression: they change no code, so they share one build.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ H100_SMS = 132  # the GPU the defaults and ``choose`` were measured on
 STAGES = lambda default: Tunable("STAGES", default, (2, 3, 4, 5, 6), "TMA ring depth (k tiles in flight)")
 GROUP_M = Tunable("GROUP_M", 8, (1, 2, 4, 8, 16), "tile rows per group of the persistent raster (L2 reuse)")
 SPLITS = Tunable("SPLITS", 1, (1, 2, 3, 4, 6, 8), "split-K slices per tile (summed in slice order: reproducible)")
+PDL = Tunable("PDL", 0, (0, 1), "1: programmatic dependent launch, the prologue overlapping the previous grid's tail")
 
 
 # ---------------------------------------------------------------- rules
@@ -194,6 +195,7 @@ def any_shape(precision: str) -> KernelSpec:
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
          SPLITS,
          GROUP_M,
+         PDL,
          Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)")),
@@ -214,7 +216,7 @@ def register_a(precision: str = "tf32") -> KernelSpec:
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups of 64 n each; 1: two CTAs an SM"),
          Tunable("STAGES", 4, (2, 3, 4), "TMA ring depth (BM x 128 + 64 * CONSUMERS x 128 bytes a stage)"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
-         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M, SPLITS),
+         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M, SPLITS, PDL),
         select, rules=(_one_consumer_tiles,), extra_entries=_pack_entries(precision), choose=choose_register_a,
         checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 128}, {"BM": 128, "CONSUMERS": 1}))
 
@@ -232,13 +234,18 @@ def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, in
       unit resident (H200: 1024x1024x16384 317 TFLOP/s with 4 splits, cuBLAS 294; 206 for the
       small tiles below).
     - Else 128 x 64 tiles, one consumer warpgroup, two CTAs an SM. H100: 1024^3 139-147 TFLOP/s
-      against 81 for 256 x 128 tiles (cuBLAS 137); 16384x128x4096 163 against 157."""
+      against 81 for 256 x 128 tiles (cuBLAS 137); 16384x128x4096 163 against 157.
+    - PDL (programmatic dependent launch) on full grids only. H100, back-to-back calls on a held
+      stream (pdl-graph-and-stream.txt): 2048^3 49.7 us against 51.6 without, 4096^3 360 against
+      366; it lost with split-K (108 against 107 at 1024x1024x16384) and at 16384x128x4096 on
+      the small tiles (104.5 against 101.3), and won 4% at 1024^3 on them: left off there."""
     tiles_n = ceil_div(problem.n, 128)
     tiles = ceil_div(problem.m, 256) * tiles_n
     if tiles >= 0.9 * H100_SMS:
         if tiles_n % 2 == 0:
-            return {"CN": 2}, f"{tiles} tiles of 256x128, 1x2 cluster sharing A (H100: 345 TFLOP/s at 8192^3)"
-        return {}, f"{tiles} tiles of 256x128, an odd number of tile columns: no cluster"
+            return ({"CN": 2, "PDL": 1},
+                    f"{tiles} tiles of 256x128, 1x2 cluster sharing A, PDL (H100: 345 TFLOP/s at 8192^3)")
+        return {"PDL": 1}, f"{tiles} tiles of 256x128, an odd number of tile columns: no cluster; PDL"
     splits = min(4, H100_SMS // tiles, problem.k // 4096)
     if splits >= 2:
         return ({"SPLITS": splits},
@@ -263,7 +270,12 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     - Fewer tiles still: split-K where every slice keeps >= 4096 of K and all units stay
       resident (2 splits, 2 x 1 cluster over an even number of tile rows, 128 x 128 x 6: 579 at
       1024x1024x16384); else 64 x 128 tiles, two CTAs per SM, C stored from registers (291 at
-      1024^3, where split-K only added reduction time; the one-buffer TMA store lost there)."""
+      1024^3, where split-K only added reduction time; the one-buffer TMA store lost there).
+    - PDL (programmatic dependent launch) everywhere but split-K and packed operands. H100,
+      back-to-back calls on a held stream (results/h100-80gb-hbm3/pdl-graph-and-stream.txt):
+      1024^3 7.23 us against 8.27 without (cuBLAS 7.00-7.38), 2048^3 27.2-27.4 against
+      28.3-29.0, 16384x128x4096 53.0 against 55.2; with split-K it lost (58.2 against 56.5 at
+      1024x1024x16384); behind a packing pass it has nothing to overlap."""
     m, n, k = problem.m, problem.n, problem.k
     sms = H100_SMS
     full = 0.9 * sms
@@ -272,13 +284,14 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     if n > 128 and tiles_256 >= full:
         if n % 8 == 0 and k % 8 == 0:
             cm = 2 if tiles_256 >= 2 * sms else 1
-            return ({"CM": cm} if cm > 1 else {},
-                    f"{tiles_256} tiles of 128x256, TMA stores of C, {cm}x1 cluster "
+            return ({"CM": cm, "PDL": 1} if cm > 1 else {"PDL": 1},
+                    f"{tiles_256} tiles of 128x256, TMA stores of C, {cm}x1 cluster, PDL "
                     f"(H200: {'206 us at 4096^3' if cm == 2 else '26.8 us at 2048^3'})")
         return ({}, f"{tiles_256} tiles of 128x256, A or B rows not 16-byte multiples: packed first "
                     "(H100, before TMA stores: 504 TFLOP/s at 4093x4091x4099)")
     if tiles_128 >= full:
-        return {"BN": 128, "STAGES": 6}, f"{tiles_128} tiles of 128x128, 6 stages (H100: 321 TFLOP/s at 16384x128x4096)"
+        return ({"BN": 128, "STAGES": 6, "PDL": 1},
+                f"{tiles_128} tiles of 128x128, 6 stages, PDL (H100: 324 TFLOP/s at 16384x128x4096)")
     # Split-K slices meet at a barrier only when every unit is resident: no more units than
     # resident clusters (#SMs / cluster size: 66 two-CTA clusters on the H100).
     cm = 2 if ceil_div(m, 128) % 2 == 0 else 1  # no cluster half past the edge
@@ -288,9 +301,9 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
         return ({"BN": 128, "STAGES": 6, "CM": cm, "SPLITS": splits},
                 f"{tiles_128} tiles of 128x128, deep K: {splits}-way split-K, {cm}x1 cluster "
                 "(H100: 579 TFLOP/s at 1024x1024x16384)")
-    return ({"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0},
-            f"{tiles_128} tiles of 128x128: 64x128 tiles, two CTAs per SM, C stored from registers "
-            "(H200: 7.10 us at 1024^3 against 7.46 with TMA stores)")
+    return ({"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0, "PDL": 1},
+            f"{tiles_128} tiles of 128x128: 64x128 tiles, two CTAs per SM, C stored from registers, PDL "
+            "(H100: 7.23 us at 1024^3 back to back)")
 
 
 def ladder(precision: str) -> tuple[KernelSpec, ...]:
