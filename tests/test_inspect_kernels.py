@@ -62,7 +62,8 @@ FACTS = {
     # and STS.128 of B from vectorized on; cp.async (LDGSTS, no STS) in double_buffered.
     "blocktile_1d": ({}, ("ldg128", "ldgsts", "sts128", *NO_TENSOR_CORES), ("ffma", "bar", "ldg32", "sts32")),
     "blocktile_2d": ({}, ("ldg128", "ldgsts", "sts128", *NO_TENSOR_CORES), ("ffma", "bar", "ldg32", "lds128")),
-    "vectorized": ({}, ("ldgsts", "lds32", *NO_TENSOR_CORES), ("ffma", "bar", "ldg128", "lds128", "sts128")),
+    "vectorized": ({}, ("ldgsts", *NO_TENSOR_CORES),  # lds32: NEARLY_ZERO
+                   ("ffma", "bar", "ldg128", "lds128", "sts128")),
     "bank_conflict_free": ({}, ("ldgsts", *NO_TENSOR_CORES), ("ffma", "bar", "ldg128", "lds128", "sts128")),
     "double_buffered": ({"ASYNC": 1}, ("ldg128", "sts32", "sts128", *NO_TENSOR_CORES),  # lds32: NEARLY_ZERO
                         ("ffma", "bar", "ldgsts", "lds128")),
@@ -91,9 +92,9 @@ def test_every_registered_kernel_has_a_fact_row():
 # Fields that must be all but zero: ptxas (NVRTC 12.9) does not emit the same SASS on every
 # build of some configurations. One clean CI build of bank_conflict_free for sm_90 had one
 # scalar LDS beside its 256 LDS.128, where local builds (and a rebuild in the same
-# environment) had none, and a later one of double_buffered (ASYNC=1, sm_90) the same; the
-# fact is "shared loads are vectorised", not an exact zero.
-NEARLY_ZERO = {"bank_conflict_free": {"lds32": 2}, "double_buffered": {"lds32": 2}}
+# environment) had none, and later ones of double_buffered (ASYNC=1, sm_90) and vectorized
+# (sm_80) the same; the fact is "shared loads are vectorised", not an exact zero.
+NEARLY_ZERO = {"bank_conflict_free": {"lds32": 2}, "double_buffered": {"lds32": 2}, "vectorized": {"lds32": 2}}
 
 
 @pytest.mark.parametrize("arch", GATE_ARCHS)
