@@ -31,6 +31,10 @@
 // A by both consumers, TMA writes, fragment loads) against 128 available, and cuBLAS, with the same
 // design, is as fast per clock. Loading the B^T fragments from global memory instead (no B in
 // shared memory) was tried and ran at 216-229: dropped.
+// Split-K (SPLITS) reuses persistent_body.cuh's reduce_splits on the accumulator registers: at
+// 1024x1024x16384 4 splits of 256 x 128 tiles ran 317 TFLOP/s on the H200 (cuBLAS 294). PDL as in
+// any_shape.cu: on full grids 2048^3 49.7 us against 51.6 (H100, held stream); it lost with
+// split-K and on the small tiles at 16384x128x4096 (104.5 against 101.3).
 #include "persistent_body.cuh"
 #include "pack.cuh"
 
