@@ -40,7 +40,7 @@ CONFIGS = [(name, {}) for name in ["cublas", *kernels.KERNELS]] + [
     ("smem_tiled", {"TILE": 16, "PAD": 1}),
     ("smem_tiled", {"TILE": 32, "PAD": 1}),
     ("blocktile_1d", {"BM": 128, "TM": 16}),
-    ("vectorized", {"BM": 128, "BK": 16}),
+    ("vectorized", {"BM": 128, "BK": 8}),
     ("bank_conflict_free", {"BM": 64, "BK": 8}),
     ("double_buffered", {"ASYNC": 1, "STAGES": 3}),
     ("double_buffered", {"ASYNC": 1, "STAGES": 2, "BM": 64}),

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 RUNGS = [
     ("blocktile_1d", {}), ("blocktile_1d", {"BM": 128, "TM": 16}),
     ("blocktile_2d", {}), ("blocktile_2d", {"BM": 128, "BK": 16}),
-    ("vectorized", {}), ("vectorized", {"BM": 128, "BK": 16}),
+    ("vectorized", {}), ("vectorized", {"BM": 128, "BK": 8}),
     ("bank_conflict_free", {}), ("bank_conflict_free", {"BM": 64, "BK": 8}),
     ("double_buffered", {"ASYNC": 0, "STAGES": 2}),
     ("double_buffered", {"ASYNC": 0, "STAGES": 2, "BM": 64}),

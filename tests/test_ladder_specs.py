@@ -37,6 +37,7 @@ def test_defaults_are_valid_and_choice_lists_stay_small(name):
     ("double_buffered", {"ASYNC": 0, "STAGES": 4}, "register prefetch (ASYNC=0) uses exactly 2 stages"),
     ("blocktile_2d", {"TM": 4}, "TM=4 is not allowed; choose one of [8]"),
     ("vectorized", {"BK": 32}, "BK=32 is not allowed; choose one of [8, 16]"),
+    ("vectorized", {"BM": 128, "BK": 16}, "BM=128, BN=128 with BK=16 sits at the 128-register cap and can spill"),
     ("double_buffered", {"BK": 16}, "BK=16 is not allowed; choose one of [8]"),
     ("bank_conflict_free", {"PAD": 1}, "has no tunable 'PAD'"),
 ])
