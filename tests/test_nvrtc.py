@@ -1,6 +1,8 @@
 """NVRTC / nvJitLink builds without a GPU: every registered kernel, every tunable set.
 
-Each build goes through a fresh cache directory, so the compilers really run here.
+The test session's cache is a fresh temporary directory (conftest.py), so every build checked
+here was compiled in this run: here, or by an earlier test that needed the same build (the
+spill gate of test_inspect_kernels, test_hopper_specs), whose compile is then not repeated.
 """
 
 from __future__ import annotations
@@ -64,17 +66,6 @@ def _distinct_builds():
 BUILDS = list(_distinct_builds())
 
 
-@pytest.fixture(scope="module")
-def fresh_cache(tmp_path_factory):
-    """One empty cache for this module: the first build of each configuration compiles."""
-    mp = pytest.MonkeyPatch()
-    path = tmp_path_factory.mktemp("nvrtc-cache")
-    mp.setenv("GEMM_DRIVER_CACHE_DIR", str(path))
-    mp.delenv("GEMM_DRIVER_NO_CACHE", raising=False)
-    yield path
-    mp.undo()
-
-
 def test_build_matrix_covers_every_kernel_and_both_kinds():
     built = {p.values[0].name for p in BUILDS}
     assert built == set(kernels.KERNELS) - {"autotuned"}
@@ -85,9 +76,8 @@ def test_build_matrix_covers_every_kernel_and_both_kinds():
 
 
 @pytest.mark.parametrize("spec, arch, tunables", BUILDS)
-def test_every_kernel_builds_without_spills(fresh_cache, spec, arch, tunables):
+def test_every_kernel_builds_without_spills(spec, arch, tunables):
     result = build(spec, arch, tunables)
-    assert result.cache_hit is False, "a fresh cache cannot hit: the compiler must have run"
     compiled = result.compiled
     assert compiled.arch == spec.build_arch(arch)
     assert_whole_elf(compiled.cubin)
