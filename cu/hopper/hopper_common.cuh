@@ -163,6 +163,14 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[R]) {
 // exited. Both are no-ops for an ordinary launch.
 __device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void allow_next_grid() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// The persistent kernels' hand-over, called by every thread once the prologue (barriers,
+// setmaxnreg, tensor-map prefetch: no global memory) is done, so with PDL the prologue overlaps
+// the previous grid's tail. Every CTA is resident once it gets here, so the next grid, free to
+// start after this, cannot hold back a split-K peer of ours.
+__device__ __forceinline__ void take_over_from_previous_grid() {
+    wait_for_previous_grid();
+    allow_next_grid();
+}
 
 // ---------------------------------------------------------------- warpgroups
 // setmaxnreg hands registers between warpgroups; it needs a register cap at entry

@@ -322,11 +322,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     }
     if constexpr (Cfg::CLUSTER == 1) __syncthreads();
     else cluster_sync();  // the peers' barriers exist before anyone multicasts into them
-    // Until here nothing touched global memory (the tensor maps are parameters): with PDL this
-    // prologue overlaps the previous grid's tail. Every CTA is resident once it gets here, so
-    // the next grid, free to start after this, cannot hold back a split-K peer of ours.
-    wait_for_previous_grid();
-    allow_next_grid();
+    take_over_from_previous_grid();  // with PDL: nothing global was touched before this
 
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();

@@ -146,7 +146,8 @@ __device__ __forceinline__ void mma_stage(float (&d)[BM / 2], unsigned (&f)[4][4
 // tile and split, counters two zeroed ints per tile (persistent_body.cuh's reduce_splits).
 template <int BM, int CONSUMERS, int STAGES, int CM, int CN>
 __global__ void __cluster_dims__(CM * CN, 1, 1)
-    __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
+    __launch_bounds__(hopper_tf32ra::Config<BM, CONSUMERS, STAGES, CM, CN>::THREADS,
+                      hopper_tf32ra::Config<BM, CONSUMERS, STAGES, CM, CN>::CTAS_PER_SM)
     hopper_tf32_register_a(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                            const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
                            int ldc, int group_m, int splits, float* __restrict__ workspace,
@@ -173,11 +174,7 @@ __global__ void __cluster_dims__(CM * CN, 1, 1)
     }
     if constexpr (Cfg::CLUSTER == 1) __syncthreads();
     else cluster_sync();
-    // Until here nothing touched global memory (the tensor maps are parameters): with PDL this
-    // prologue overlaps the previous grid's tail. Every CTA is resident once it gets here, so
-    // the next grid, free to start after this, cannot hold back a split-K peer of ours.
-    wait_for_previous_grid();
-    allow_next_grid();
+    take_over_from_previous_grid();  // with PDL: nothing global was touched before this
 
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();

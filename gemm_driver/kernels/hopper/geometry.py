@@ -47,6 +47,11 @@ def ring_smem(stages: int, bn: int, barriers_per_stage: int) -> int:
     return stages * (BM * 128 + bn * 128) + 8 * barriers_per_stage * stages + 1024
 
 
+def ctas_per_sm_of(consumers: int) -> int:
+    """Resident CTAs an SM a persistent kernel is built for: two with one consumer warpgroup."""
+    return 2 if consumers == 1 else 1
+
+
 def store_buffers(consumers: int) -> int:
     """TMA-store staging buffers a consumer cycles through (Config::STORE_BUFFERS)."""
     return 2 if consumers == 2 else 1
@@ -122,7 +127,7 @@ def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, c
     return Geometry(bm=bm, bn=bn, bk=bk, threads=128 * (consumers + 1),
                     smem=persistent_smem(stages, bn, consumers, tma_store), a_box=(bm // cn, bk),
                     b_box=(bn // cm, bk) if tf32 else (bk // cm, 64), cm=cm, cn=cn, b_transposed=tf32,
-                    persistent=True, ctas_per_sm=2 if consumers == 1 else 1, arguments=arguments,
+                    persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments=arguments,
                     tma_store=tma_store)
 
 
@@ -131,7 +136,7 @@ def register_a(stages: int, cm: int = 1, cn: int = 1, bm: int = 256, consumers: 
     B box {32 n, 32/CM k} (BN/32 boxes of 32 n a stage); one consumer: two CTAs an SM."""
     return Geometry(bm=bm, bn=64 * consumers, bk=32, threads=128 * (consumers + 1),
                     smem=register_a_smem(stages, bm, consumers), a_box=(bm // cn, 32), b_box=(32 // cm, 32), cm=cm,
-                    cn=cn, persistent=True, ctas_per_sm=2 if consumers == 1 else 1, arguments="split")
+                    cn=cn, persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments="split")
 
 
 # ---------------------------------------------------------------- grids

@@ -28,6 +28,7 @@ STORE_SIGNATURE = (*SPLIT_SIGNATURE, "tensormap", "int")  # + c_map, c_tma (any_
 PACK_SIGNATURE = ("ptr", "long long", "int", "int", "ptr", "long long")  # src, ld_src, rows, cols, dst, ld_dst
 ARCH = dict(min_cc=(9, 0), arch_specific=True)
 H100_SMS = 132  # the GPU the defaults and ``choose`` were measured on
+FULL_GRID = 0.9 * H100_SMS  # ``choose``: enough tiles to call the grid full
 
 STAGES = lambda default: Tunable("STAGES", default, (2, 3, 4, 5, 6), "TMA ring depth (k tiles in flight)")
 GROUP_M = Tunable("GROUP_M", 8, (1, 2, 4, 8, 16), "tile rows per group of the persistent raster (L2 reuse)")
@@ -221,6 +222,13 @@ def register_a(precision: str = "tf32") -> KernelSpec:
         checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 128}, {"BM": 128, "CONSUMERS": 1}))
 
 
+def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:
+    """``choose``'s split-K slices for ``units`` tiles (or cluster blocks of ``cluster`` CTAs):
+    at most 4, every slice keeping >= 4096 of K, and no more units than clusters resident on
+    the H100 (slices meet at a barrier only when all of them run at once); < 2: do not split."""
+    return min(4, H100_SMS // cluster // units, k // 4096)
+
+
 def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
     """Tunables of ``hopper_tf32`` for a shape, from measurements with cuBLAS TF32 beside
     (sustained: 2 s of launches, two rounds; sweeps: results/h100-80gb-hbm3/autotune-hopper-tf32.txt,
@@ -241,12 +249,12 @@ def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, in
       the small tiles (104.5 against 101.3), and won 4% at 1024^3 on them: left off there."""
     tiles_n = ceil_div(problem.n, 128)
     tiles = ceil_div(problem.m, 256) * tiles_n
-    if tiles >= 0.9 * H100_SMS:
+    if tiles >= FULL_GRID:
         if tiles_n % 2 == 0:
             return ({"CN": 2, "PDL": 1},
                     f"{tiles} tiles of 256x128, 1x2 cluster sharing A, PDL (H100: 345 TFLOP/s at 8192^3)")
         return {"PDL": 1}, f"{tiles} tiles of 256x128, an odd number of tile columns: no cluster; PDL"
-    splits = min(4, H100_SMS // tiles, problem.k // 4096)
+    splits = _deep_k_splits(tiles, problem.k)
     if splits >= 2:
         return ({"SPLITS": splits},
                 f"{tiles} tiles of 256x128, deep K: {splits}-way split-K (H200: 317 TFLOP/s at 1024x1024x16384)")
@@ -277,26 +285,21 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
       28.3-29.0, 16384x128x4096 53.0 against 55.2; with split-K it lost (58.2 against 56.5 at
       1024x1024x16384); behind a packing pass it has nothing to overlap."""
     m, n, k = problem.m, problem.n, problem.k
-    sms = H100_SMS
-    full = 0.9 * sms
     tiles_256 = ceil_div(m, 128) * ceil_div(n, 256)
     tiles_128 = ceil_div(m, 128) * ceil_div(n, 128)
-    if n > 128 and tiles_256 >= full:
+    if n > 128 and tiles_256 >= FULL_GRID:
         if n % 8 == 0 and k % 8 == 0:
-            cm = 2 if tiles_256 >= 2 * sms else 1
+            cm = 2 if tiles_256 >= 2 * H100_SMS else 1
             return ({"CM": cm, "PDL": 1} if cm > 1 else {"PDL": 1},
                     f"{tiles_256} tiles of 128x256, TMA stores of C, {cm}x1 cluster, PDL "
                     f"(H200: {'206 us at 4096^3' if cm == 2 else '26.8 us at 2048^3'})")
         return ({}, f"{tiles_256} tiles of 128x256, A or B rows not 16-byte multiples: packed first "
                     "(H100, before TMA stores: 504 TFLOP/s at 4093x4091x4099)")
-    if tiles_128 >= full:
+    if tiles_128 >= FULL_GRID:
         return ({"BN": 128, "STAGES": 6, "PDL": 1},
                 f"{tiles_128} tiles of 128x128, 6 stages, PDL (H100: 324 TFLOP/s at 16384x128x4096)")
-    # Split-K slices meet at a barrier only when every unit is resident: no more units than
-    # resident clusters (#SMs / cluster size: 66 two-CTA clusters on the H100).
     cm = 2 if ceil_div(m, 128) % 2 == 0 else 1  # no cluster half past the edge
-    super_tiles = ceil_div(ceil_div(m, 128), cm) * ceil_div(n, 128)
-    splits = min(4, sms // cm // super_tiles, k // 4096)
+    splits = _deep_k_splits(ceil_div(ceil_div(m, 128), cm) * ceil_div(n, 128), k, cm)
     if splits >= 2:
         return ({"BN": 128, "STAGES": 6, "CM": cm, "SPLITS": splits},
                 f"{tiles_128} tiles of 128x128, deep K: {splits}-way split-K, {cm}x1 cluster "
