@@ -46,11 +46,13 @@ FORCED = [
     ("hopper_bf16", {"SPLITS": 3}),  # split-K, every unit resident: the parallel reduction
     ("hopper_fp16", {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),  # split-K in 2x1 clusters
     ("hopper_bf16", {"BN": 128, "CONSUMERS": 1, "SPLITS": 4, "CN": 2}),
+    ("hopper_fp16", {"BN": 64, "STAGES": 8, "CN": 2, "STORE": 0}),  # 128 x 64 tiles (chosen: no cluster)
     ("hopper_tf32", {"CM": 2, "CN": 2, "STAGES": 3}),
     ("hopper_tf32", {"CM": 2, "GROUP_M": 1}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}),  # 128 x 64 tiles, two CTAs an SM
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1, "CN": 2, "SPLITS": 3}),
     ("hopper_tf32", {"BM": 128, "CM": 2, "SPLITS": 2}),
+    ("hopper_tf32", {"BM": 64, "STAGES": 6, "CM": 2, "CN": 2, "SPLITS": 3}),  # 64 x 128 tiles
 ]
 
 # (m, n, k, ld pads, misalignments in elements): what each one reaches.
@@ -154,15 +156,16 @@ def test_the_last_rung_says_what_it_chose(hopper_session):
     problem = GemmProblem(1024, 1024, 1024)
     with PreparedCase.random(problem, "bf16", 1) as case:
         launch = hopper_session.launcher("hopper_bf16", problem, *case.device())
-        assert launch.record()["tunables"]["CONSUMERS"] == 1 and "64x128 tiles" in launch.record()["note"]
+        assert launch.record()["tunables"]["BN"] == 64 and "128 of 128x64" in launch.record()["note"]
 
 
 @pytest.mark.parametrize("name, shape, extra", [
     ("hopper_bf16", (2048, 2048, 2048), {}),  # any_shape, TMA stores
     ("hopper_fp16", (1024, 1024, 1024), {"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0}),  # two CTAs an SM
+    ("hopper_bf16", (1024, 1024, 1024), {"BN": 64, "STAGES": 8}),  # 128 x 64 tiles, TMA stores
     ("hopper_bf16", (1024, 1024, 16384), {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),  # parallel split-K
     ("hopper_tf32", (2048, 2048, 2048), {"CN": 2}),
-    ("hopper_tf32", (1024, 1024, 1024), {"BM": 128, "CONSUMERS": 1}),
+    ("hopper_tf32", (1024, 1024, 1024), {"BM": 64, "STAGES": 8}),
     ("hopper_tf32", (1024, 1024, 16384), {"SPLITS": 4}),
 ])
 def test_pdl_launches_read_what_the_grid_before_wrote(hopper_session, name, shape, extra):

@@ -132,7 +132,7 @@ def _setmaxnreg(result, entry="main"):
     ("cluster_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_bf16", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_bf16", {}, "swapped", {"DEALLOC": 56, "TRY_ALLOC": 224}),
-    ("hopper_bf16", {"BN": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 56, "TRY_ALLOC": 200}),
+    ("hopper_fp16", {"BN": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 56, "TRY_ALLOC": 200}),
     ("hopper_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 40, "TRY_ALLOC": 216}),
 ])
@@ -203,7 +203,7 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("wgmma_tma_tf32", {}, GemmProblem(1, 1, 65535 * 32 + 1), "pack_transpose (B^T for tf32) covers at most"),
     ("wgmma_tma_bf16", {}, GemmProblem(65535 * 128 + 1, 1, 1), "needs 65536 blocks along grid axis y"),
     ("cluster_bf16", {"CN": 4}, P256, "CN=4 is not allowed; choose one of [1, 2]"),
-    ("hopper_tf32", {"STAGES": 5}, P256, "STAGES=5 is not allowed; choose one of [2, 3, 4]"),
+    ("hopper_tf32", {"STAGES": 5}, P256, "STAGES=5 is not allowed; choose one of [2, 3, 4, 6, 8]"),
     ("persistent_bf16", {"SPLITS": 2}, P256, "has no tunable 'SPLITS'"),
 ])
 def test_refused_configurations_name_the_rule_in_one_line(name, overrides, problem, message):
@@ -315,7 +315,7 @@ def test_tf32_b_is_transposed_whatever_its_layout():
 
 # ---------------------------------------------------------------- choose
 @pytest.mark.parametrize("shape, picked", [
-    ((1024, 1024, 1024), {"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0, "PDL": 1}),
+    ((1024, 1024, 1024), {"BN": 64, "STAGES": 8, "PDL": 1}),
     ((16384, 128, 4096), {"BN": 128, "STAGES": 6, "PDL": 1}),
     ((1024, 1024, 16384), {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),  # split-K: no PDL
     ((2048, 2048, 2048), {"PDL": 1}),  # any_shape 128 x 256, TMA stores, no cluster
@@ -339,11 +339,11 @@ def test_choose_picks_what_measured_best_on_the_h100(shape, picked):
     ((4093, 4091, 4099), {"CN": 2, "PDL": 1}),  # 32 tile columns pair up
     ((4096, 4000, 4096), {"CN": 2, "PDL": 1}),  # 32 tile columns, the last one partial
     ((4096, 3900, 4096), {"PDL": 1}),  # 31 tile columns: a cluster would run half past the edge
-    ((1024, 1024, 1024), {"BM": 128, "CONSUMERS": 1}),  # 32 tiles of 256 x 128, 128 of 128 x 64
-    ((16384, 128, 4096), {"BM": 128, "CONSUMERS": 1}),
+    ((1024, 1024, 1024), {"BM": 64, "STAGES": 8, "PDL": 1}),  # 32 tiles of 256 x 128, 128 of 64 x 128
+    ((16384, 128, 4096), {"BM": 64, "STAGES": 8, "PDL": 1}),
     ((1024, 1024, 16384), {"SPLITS": 4}),  # 32 tiles, each K slice 4096 long
     ((2048, 1024, 8192), {"SPLITS": 2}),  # 64 tiles: 128 units, all resident
-    ((1024, 1024, 4096), {"BM": 128, "CONSUMERS": 1}),  # K too short to split
+    ((1024, 1024, 4096), {"BM": 64, "STAGES": 8, "PDL": 1}),  # K too short to split
 ])
 def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_small_ones(shape, picked):
     spec, problem = SPECS["hopper_tf32"], GemmProblem(*shape)

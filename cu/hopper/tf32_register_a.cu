@@ -41,7 +41,7 @@
 namespace hopper_tf32ra {
 using namespace hopper;
 
-// BM_ rows of m (wgmma's N: 256 or 128) x 64 n per consumer warpgroup (CONSUMERS_: 1 or 2).
+// BM_ rows of m (wgmma's N: 256, 128 or 64) x 64 n per consumer warpgroup (CONSUMERS_: 1 or 2).
 template <int BM_, int CONSUMERS_, int STAGES_, int CM_, int CN_>
 struct Config {
     static constexpr int BM = BM_, CONSUMERS = CONSUMERS_, BN = 64 * CONSUMERS_, STAGES = STAGES_;
@@ -58,7 +58,7 @@ struct Config {
     // The register file split among the warpgroups: 128*56 + 256*224 = 65536 with two consumers;
     // with one, two CTAs an SM: 128*40 + 128*216 = 32768 each.
     static constexpr int PRODUCER_REGS = CONSUMERS == 2 ? 56 : 40, CONSUMER_REGS = CONSUMERS == 2 ? 224 : 216;
-    static_assert(BM == 256 || BM == 128, "wgmma N of 256 or 128");
+    static_assert(BM == 256 || BM == 128 || BM == 64, "wgmma N of 256, 128 or 64");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(CTAS_PER_SM * (SMEM_BYTES + 1024) <= 228 * 1024, "shared memory per SM on sm_90");
     static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");

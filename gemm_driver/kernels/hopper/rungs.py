@@ -30,7 +30,7 @@ ARCH = dict(min_cc=(9, 0), arch_specific=True)
 H100_SMS = 132  # the GPU the defaults and ``choose`` were measured on
 FULL_GRID = 0.9 * H100_SMS  # ``choose``: enough tiles to call the grid full
 
-STAGES = lambda default: Tunable("STAGES", default, (2, 3, 4, 5, 6), "TMA ring depth (k tiles in flight)")
+STAGES = lambda default, values=(2, 3, 4, 5, 6): Tunable("STAGES", default, values, "TMA ring depth (k tiles in flight)")
 GROUP_M = Tunable("GROUP_M", 8, (1, 2, 4, 8, 16), "tile rows per group of the persistent raster (L2 reuse)")
 SPLITS = Tunable("SPLITS", 1, (1, 2, 3, 4, 6, 8), "split-K slices per tile (summed in slice order: reproducible)")
 PDL = Tunable("PDL", 0, (0, 1), "1: programmatic dependent launch, the prologue overlapping the previous grid's tail")
@@ -68,7 +68,7 @@ def _swapped_shape(p: GemmProblem, t) -> str | None:
 def _one_consumer_tiles(p: GemmProblem, t) -> str | None:
     if t["CONSUMERS"] == 1 and t["BM"] != 128:
         return ("CONSUMERS=1 runs two CTAs an SM, 128 registers a thread at launch: it takes BM=128 "
-                "(m64n256's 128 accumulators do not fit)")
+                "(BM=256: m64n256's 128 accumulators do not fit)")
     if t["CONSUMERS"] == 1 and t["CM"] != 1:
         return "CONSUMERS=1 takes CM=1: at its 128 registers a thread, CM=2's multicast code spills"
     return None
@@ -190,7 +190,7 @@ def any_shape(precision: str) -> KernelSpec:
         "rung 5, any shape: TMA stores of C, split-K on small grids, packing where TMA cannot read an operand, "
         "2x1 clusters on large grids (tunables chosen per shape; SWAPPED=1: swapped wgmma roles)",
         "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3>", precision,
-        (Tunable("BN", 256, (128, 256), "tile columns (wgmma N)"), STAGES(4),
+        (Tunable("BN", 256, (64, 128, 256), "tile columns (wgmma N)"), STAGES(4, (2, 3, 4, 5, 6, 8)),
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
@@ -202,8 +202,10 @@ def any_shape(precision: str) -> KernelSpec:
                  "registers as the earlier rungs (the swapped entry always stores from registers)")),
         _any_shape_select, rules=(_swapped_shape,), extra_entries=entries,
         choose=choose_any_shape,
+        # BF16 and FP16 are one template: bf16 builds the 128 x 64 tiles choose() takes on small
+        # grids, fp16 the one-consumer tiles, so the spill gate sees both without more builds
         checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
-                 {"BN": 128, "CONSUMERS": 1}))
+                 {"BN": 64, "STAGES": 8} if precision == "bf16" else {"BN": 128, "CONSUMERS": 1}))
 
 
 def register_a(precision: str = "tf32") -> KernelSpec:
@@ -213,13 +215,13 @@ def register_a(precision: str = "tf32") -> KernelSpec:
         "rung 5 (TF32): C^T = B^T A^T, B^T fragments from registers and A as wgmma's K-major B operand, so no "
         "transposed copy of B; persistent BM x 64*CONSUMERS tiles (256 x 128, or smaller for small grids)",
         "cu/hopper/tf32_register_a.cu", "hopper_tf32_register_a<{BM}, {CONSUMERS}, {STAGES}, {CM}, {CN}>", precision,
-        (Tunable("BM", 256, (128, 256), "tile rows of m (wgmma's N)"),
+        (Tunable("BM", 256, (64, 128, 256), "tile rows of m (wgmma's N)"),
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups of 64 n each; 1: two CTAs an SM"),
-         Tunable("STAGES", 4, (2, 3, 4), "TMA ring depth (BM x 128 + 64 * CONSUMERS x 128 bytes a stage)"),
+         Tunable("STAGES", 4, (2, 3, 4, 6, 8), "TMA ring depth (BM x 128 + 64 * CONSUMERS x 128 bytes a stage)"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M, SPLITS, PDL),
         select, rules=(_one_consumer_tiles,), extra_entries=_pack_entries(precision), choose=choose_register_a,
-        checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 128}, {"BM": 128, "CONSUMERS": 1}))
+        checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 64, "STAGES": 8}, {"BM": 128, "CONSUMERS": 1}))
 
 
 def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:
@@ -241,12 +243,15 @@ def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, in
     - Fewer, and deep K: split-K over 256 x 128 tiles, every slice keeping >= 4096 of K and every
       unit resident (H200: 1024x1024x16384 317 TFLOP/s with 4 splits, cuBLAS 294; 206 for the
       small tiles below).
-    - Else 128 x 64 tiles, one consumer warpgroup, two CTAs an SM. H100: 1024^3 139-147 TFLOP/s
-      against 81 for 256 x 128 tiles (cuBLAS 137); 16384x128x4096 163 against 157.
-    - PDL (programmatic dependent launch) on full grids only. H100, back-to-back calls on a held
-      stream (pdl-graph-and-stream.txt): 2048^3 49.7 us against 51.6 without, 4096^3 360 against
-      366; it lost with split-K (108 against 107 at 1024x1024x16384) and at 16384x128x4096 on
-      the small tiles (104.5 against 101.3), and won 4% at 1024^3 on them: left off there."""
+    - Else 64 x 128 tiles (BM=64: wgmma m64n64k8 in each of the two consumers), 8 stages, PDL.
+      H100 (results/h100-80gb-hbm3/autotune-hopper-small-grids.txt): 1024^3 167 TFLOP/s against
+      135 for the 128 x 64 tiles of one consumer, two CTAs an SM, chosen before (cuBLAS 146);
+      16384x128x4096 even (170 against 171).
+    - PDL (programmatic dependent launch) on full grids and the 64 x 128 tiles. H100, back-to-back
+      calls on a held stream (pdl-graph-and-stream.txt): 2048^3 49.7 us against 51.6 without,
+      4096^3 360 against 366; it lost with split-K (108 against 107 at 1024x1024x16384), and on
+      the earlier 128 x 64 tiles at 16384x128x4096 (104.5 against 101.3); on the 64 x 128 tiles
+      at 1024^3 it gave 167 TFLOP/s against 152 (back-to-back launches of the sweep)."""
     tiles_n = ceil_div(problem.n, 128)
     tiles = ceil_div(problem.m, 256) * tiles_n
     if tiles >= FULL_GRID:
@@ -258,9 +263,10 @@ def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, in
     if splits >= 2:
         return ({"SPLITS": splits},
                 f"{tiles} tiles of 256x128, deep K: {splits}-way split-K (H200: 317 TFLOP/s at 1024x1024x16384)")
-    small = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
-    return ({"BM": 128, "CONSUMERS": 1},
-            f"{tiles} tiles of 256x128 leave SMs idle: {small} of 128x64, two CTAs an SM (H100: 147 TFLOP/s at 1024^3)")
+    small = ceil_div(problem.m, 64) * tiles_n
+    return ({"BM": 64, "STAGES": 8, "PDL": 1},
+            f"{tiles} tiles of 256x128 leave SMs idle: {small} of 64x128, 8 stages, PDL "
+            "(H100: 167 TFLOP/s at 1024^3)")
 
 
 # ---------------------------------------------------------------- choose (the last rung)
@@ -277,8 +283,10 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
       tiles, 6 stages (321 at 16384x128x4096).
     - Fewer tiles still: split-K where every slice keeps >= 4096 of K and all units stay
       resident (2 splits, 2 x 1 cluster over an even number of tile rows, 128 x 128 x 6: 579 at
-      1024x1024x16384); else 64 x 128 tiles, two CTAs per SM, C stored from registers (291 at
-      1024^3, where split-K only added reduction time; the one-buffer TMA store lost there).
+      1024x1024x16384); else 128 x 64 tiles, 8 stages, TMA stores (H100, three sweeps with
+      cuBLAS beside, results/h100-80gb-hbm3/autotune-hopper-small-grids.txt: 1024^3 306-311
+      TFLOP/s against 292-295 for the 64 x 128 tiles of one consumer, two CTAs an SM, chosen
+      before, and cuBLAS 297-309; split-K only added reduction time there).
     - PDL (programmatic dependent launch) everywhere but split-K and packed operands. H100,
       back-to-back calls on a held stream (results/h100-80gb-hbm3/pdl-graph-and-stream.txt):
       1024^3 7.23 us against 8.27 without (cuBLAS 7.00-7.38), 2048^3 27.2-27.4 against
@@ -304,9 +312,9 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
         return ({"BN": 128, "STAGES": 6, "CM": cm, "SPLITS": splits},
                 f"{tiles_128} tiles of 128x128, deep K: {splits}-way split-K, {cm}x1 cluster "
                 "(H100: 579 TFLOP/s at 1024x1024x16384)")
-    return ({"BN": 128, "STAGES": 4, "CONSUMERS": 1, "STORE": 0, "PDL": 1},
-            f"{tiles_128} tiles of 128x128: 64x128 tiles, two CTAs per SM, C stored from registers, PDL "
-            "(H100: 7.23 us at 1024^3 back to back)")
+    return ({"BN": 64, "STAGES": 8, "PDL": 1},
+            f"{tiles_128} tiles of 128x128: {ceil_div(m, 128) * ceil_div(n, 64)} of 128x64, 8 stages, PDL "
+            "(H100: 306-311 TFLOP/s at 1024^3)")
 
 
 def ladder(precision: str) -> tuple[KernelSpec, ...]:
