@@ -217,9 +217,20 @@ __device__ __forceinline__ void release_slot(Barrier* empty) {
 //  * parallel (every unit runs at once, so waiting cannot deadlock): the splits wait for each
 //    other (a generation barrier: the last arrival resets the count and bumps the generation),
 //    then split s adds up and stores its own 1/S of the tile's 32-column chunks. The reduction
-//    reads spread over S CTAs instead of one.
-// Either way the partials are added in split order: results do not depend on which CTA was
-// last. Returns the range of 32-column chunks this CTA stores (empty: none).
+//    reads spread over S CTAs instead of one. With two splits a split writes only the chunks the
+//    other adds up: its own stay in registers (with more, the sum in split order would need
+//    registers beside the accumulators, and spilled).
+// Either way the partials are added in split order (a split's own in its place): results do not
+// depend on which CTA was last. The hand-over is one release (the leader's fence after the CTA's
+// barrier covers every thread's stores) and one acquire per split, with the generation read
+// while the partials are still being stored. Before, with a fence per thread and four serial
+// atomics on the last split's path, the reduction took ~5 us of 63.3 at 1024x1024x16384 (H100,
+// base clocks, ncu-deep-k-reduction.txt; cuBLAS's own split-K ~1.4 us). With this hand-over and
+// two-split partials kept in registers (H100, split-k-handover-before-after.txt, two rounds
+// each): BF16 1024x1024x8192 517-521 TFLOP/s against 483-488, FP16 1024x1024x16384 553-570
+// against 526-544, TF32 (4 splits) 328-329 against 303-305; ncu at base clocks, BF16
+// 1024x1024x16384: 64.6-65.0 us against 70.1-70.7.
+// Returns the range of 32-column chunks this CTA stores (empty: none).
 template <class Cfg>
 __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Unit& w, int splits, bool parallel,
                                               int consumer, int t, float* __restrict__ workspace,
@@ -227,41 +238,54 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     constexpr int QUADS = Cfg::BN / 8;   // float4s per thread
     constexpr int CHUNKS = Cfg::BN / 32;  // 4 quads per chunk
     constexpr long long PART = static_cast<long long>(Cfg::CONSUMERS) * 128 * QUADS;  // float4s per partial
+    const int c0 = parallel ? w.split * CHUNKS / splits : 0;
+    const int c1 = parallel ? (w.split + 1) * CHUNKS / splits : CHUNKS;
+    int* count = counters + 2 * w.tile;
+    int* generation = count + 1;
+    const bool leader = consumer == 0 && t == 0;
+    // Two splits in parallel: each keeps its own partial of the chunks it stores in registers.
+    const bool keep = parallel && splits == 2;
+    // The barrier's generation moves only once every split arrived, ours included: read it now,
+    // its latency hidden behind the stores below.
+    const int seen = parallel && leader ? load_relaxed_gpu(generation) : 0;
     float4* ws = reinterpret_cast<float4*>(workspace);
     float4* mine = ws + (static_cast<long long>(w.tile) * splits + w.split) * PART + consumer * 128 * QUADS;
 #pragma unroll
     for (int q = 0; q < QUADS; ++q)
-        __stcg(mine + q * 128 + t, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
-    __threadfence();
+        if (!keep || q < 4 * c0 || q >= 4 * c1)
+            __stcg(mine + q * 128 + t, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
     named_barrier(1, 128 * Cfg::CONSUMERS);
-    int* count = counters + 2 * w.tile;
-    int* generation = count + 1;
-    if (consumer == 0 && t == 0) {
+    if (leader) {
+        __threadfence();  // cumulative: the stores the barrier ordered before it are visible first
+        const bool last = atomic_add_acq_rel_gpu(count, 1) == splits - 1;
+        if (last) store_relaxed_gpu(count, 0);  // re-armed for the next launch (ordered before the release)
         if (parallel) {
-            const int seen = atomicAdd(generation, 0);
-            __threadfence();
-            if (atomicAdd(count, 1) == splits - 1) {
-                atomicExch(count, 0);
-                __threadfence();
-                atomicAdd(generation, 1);
-            } else {
-                while (atomicAdd(generation, 0) == seen) __nanosleep(64);
-            }
-            *flag = 1;
-        } else {
-            const bool last = atomicAdd(count, 1) == splits - 1;
-            if (last) atomicExch(count, 0);
-            *flag = last;
+            if (last) add_release_gpu(generation, 1);
+            else
+                while (load_acquire_gpu(generation) == seen) __nanosleep(32);
         }
+        *flag = parallel || last;
     }
     named_barrier(1, 128 * Cfg::CONSUMERS);
     if (!*flag) return make_int2(0, 0);
-    __threadfence();
-    const int c0 = parallel ? w.split * CHUNKS / splits : 0;
-    const int c1 = parallel ? (w.split + 1) * CHUNKS / splits : CHUNKS;
     const float4* parts = ws + static_cast<long long>(w.tile) * splits * PART + consumer * 128 * QUADS + t;
     // 8 float4 loads in flight at a time: hoisting all QUADS of them next to the 128 accumulators
-    // would spill. The empty asm with a memory clobber keeps the groups apart.
+    // would spill (so would a separate sum beside them). The empty asm with a memory clobber keeps
+    // the groups apart.
+    if (keep) {  // d += the other split's partial: with two operands the order does not change the sum
+#pragma unroll
+        for (int q0 = 0; q0 < QUADS; q0 += 8) {
+            if (q0 + 8 <= 4 * c0 || q0 >= 4 * c1) continue;
+#pragma unroll
+            for (int q = q0; q < q0 + 8 && q < QUADS; ++q) {
+                if (q < 4 * c0 || q >= 4 * c1) continue;
+                const float4 p = __ldcg(parts + (1 - w.split) * PART + q * 128);
+                d[4 * q] += p.x, d[4 * q + 1] += p.y, d[4 * q + 2] += p.z, d[4 * q + 3] += p.w;
+            }
+            asm volatile("" ::: "memory");
+        }
+        return make_int2(c0, c1);
+    }
 #pragma unroll
     for (int q0 = 0; q0 < QUADS; q0 += 8) {
         if (q0 + 8 <= 4 * c0 || q0 >= 4 * c1) continue;
