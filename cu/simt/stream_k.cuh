@@ -136,9 +136,10 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* flag) {
 }
 
 // Contributor: this CTA's partial sums into its slot (float4 q of thread t at q * THREADS + t,
-// so a warp stores 512 contiguous bytes), then the flag. Order: every thread's stores, its
-// __threadfence (visible GPU-wide), the barrier (all threads are past theirs), then one release
-// store of the flag.
+// so a warp stores 512 contiguous bytes), then the flag. Order: every thread's stores, the
+// barrier, then thread 0's fence and release store of the flag: the fence is cumulative, so it
+// covers the stores the barrier ordered before it (CUTLASS's semaphores do the same). A fence in
+// every thread, as before, cost each contributor and finisher a GPU-wide round trip per thread.
 template <int THREADS, int TM, int TN>
 __device__ __forceinline__ void store_partial(const float (&acc)[TM][TN], float* slot, unsigned* flag) {
     float4* out = reinterpret_cast<float4*>(slot) + threadIdx.x;
@@ -148,14 +149,16 @@ __device__ __forceinline__ void store_partial(const float (&acc)[TM][TN], float*
         for (int g = 0; g < TN / 4; ++g)
             __stcg(out + (i * (TN / 4) + g) * THREADS,
                    make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]));
-    __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) store_release(flag, 1u);
+    if (threadIdx.x == 0) {
+        __threadfence();
+        store_release(flag, 1u);
+    }
 }
 
 // Finisher, step 1: thread 0 waits for the flag of every peer in [first, last) and resets it
 // (the slot is not written again in this launch, and the next launch starts after this one
-// ends); the barrier then passes the acquired view to the whole CTA.
+// ends); the barrier then passes the acquired view to the whole CTA (no fence needed after it).
 __device__ __forceinline__ void wait_for_peers(unsigned* flags, int first, int last) {
     if (threadIdx.x == 0) {
         for (int p = first; p < last; ++p) {
@@ -164,7 +167,6 @@ __device__ __forceinline__ void wait_for_peers(unsigned* flags, int first, int l
         }
     }
     __syncthreads();
-    __threadfence();
 }
 
 // Finisher, step 2: acc += the partial of one peer (read through L2: written by another SM).

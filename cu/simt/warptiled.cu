@@ -234,14 +234,19 @@ __device__ __forceinline__ bool reduce_split_k(float (&acc)[T::TM][T::TN], float
         for (int g = 0; g < T::TN / 4; ++g)
             __stcg(reinterpret_cast<float4*>(mine + ((i / 4) * T::STEP_M + i % 4) * ldw + g * T::STEP_N),
                    make_float4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]));
-    __threadfence();  // release: the partial is visible device-wide before the count
     __syncthreads();
     __shared__ bool is_last;
     unsigned* counter = tile_counters + blockIdx.y * gridDim.x + blockIdx.x;
-    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == T::SPLITK - 1;
+    if (threadIdx.x == 0) {
+        // One fence pair in thread 0, not one per thread: the release fence is cumulative over the
+        // stores the barrier ordered before it; the acquire fence's view reaches the CTA through
+        // the barrier below (as stream_k.cuh's hand-over).
+        __threadfence();  // release: the partial is visible device-wide before the count
+        is_last = atomicAdd(counter, 1u) == T::SPLITK - 1;
+        if (is_last) __threadfence();  // acquire: the other slices' partials are visible
+    }
     __syncthreads();
     if (!is_last) return false;
-    __threadfence();  // acquire: the other slices' partials are visible
     const float* base = workspace + row0 * ldw + col0;
 #pragma unroll
     for (int i = 0; i < T::TM; ++i)
