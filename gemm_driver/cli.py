@@ -83,13 +83,13 @@ def cmd_bench(args) -> int:
     shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch)
     budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
-                                 args.watchdog).with_seed()
+                                 args.watchdog, args.rounds).with_seed()
     steps = request.plan()
     bench.check_outputs(args.json, args.csv, args.plot)
     console = Console()
     # Results reach the files as each shape finishes, so a run cut off keeps what it measured.
     checkpoint = lambda run: bench.write_outputs(run, args.json, args.csv, None)  # noqa: E731
-    with SweepProgress(console, bench.case_count(steps)) as progress:
+    with SweepProgress(console, bench.case_count(steps, request.rounds)) as progress:
         run = bench.run(request, steps, on_case=progress.advance, on_checkpoint=checkpoint)
     print_table(run.shown, console, run.title)
     for path in bench.write_outputs(run, args.json, args.csv, args.plot if run.complete else None):

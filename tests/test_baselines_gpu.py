@@ -186,6 +186,19 @@ def test_sweep_over_every_precision(session):
             assert (rec["pct_of_peak"] is not None) == known, rec
 
 
+def test_rounds_verify_and_time_every_kernel_again_and_pool_the_samples(session):
+    steps = runner.plan(["cublas", "naive"], [(96, 80, 72)])
+    seen = []
+    results = runner.run_sweep(session, steps, seed=2, budget=Budget(seconds=0.02), rounds=2,
+                               on_case=lambda r: seen.append(r.kernel))
+    assert seen == ["cublas", "naive", "naive", "cublas"]  # the second round in reverse
+    assert [r.kernel for r in results] == ["cublas", "naive"]
+    for r in results:
+        assert r.status == "ok" and r.verification["ok"] and len(r.round_medians_ms) == 2, r
+        assert min(r.round_medians_ms) <= r.timing.median_ms <= max(r.round_medians_ms)
+    assert results[0].pct_of_baseline == 100.0 and results[1].as_dict()["round_medians_ms"]
+
+
 @pytest.mark.skipif(cupy_unavailable() is not None, reason="CuPy is not installed here")
 def test_cupy_baseline_passes_verification_on_drawn_cases(session):
     @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))

@@ -220,6 +220,47 @@ def test_table_shows_ladder_noise_flags_and_optional_columns():
     assert "dtype" in out.getvalue() and "bf16" in out.getvalue() and "12.5" in out.getvalue()
 
 
+# -- rounds (--rounds): alternating order, pooled samples ------------------------------------
+def test_rounds_alternate_the_order_of_each_shapes_kernels():
+    steps = runner.plan(["cublas", "naive", "coalesced"], [(64, 64, 64), (32, 32, 32)])
+    tasks = runner.sweep_tasks(steps, seed=1, budget=Budget(), mode="hot", rounds=3)
+    assert runner.case_count(steps, 3) == len(tasks) == 18
+    first = [(t.kernel, t.round) for t in tasks if t.step is steps[0]]
+    assert first == [("cublas", 0), ("naive", 0), ("coalesced", 0), ("coalesced", 1), ("naive", 1),
+                     ("cublas", 1), ("cublas", 2), ("naive", 2), ("coalesced", 2)]
+    assert [t.kernel for t in runner.sweep_tasks(steps, seed=1, budget=Budget(), mode="hot")] == \
+        ["cublas", "naive", "coalesced"] * 2  # one round: the plan's order, as before
+
+
+def test_rounds_of_a_kernel_pool_their_samples_and_keep_each_median():
+    cool = {"available": True, "reads": 2, "sm_mhz_min": 1900, "sm_mhz_max": 1980, "mem_mhz_min": 2619,
+            "mem_mhz_max": 2619, "temperature_c_max": 50, "power_w_max": 500.0, "reasons": [],
+            "reference_sm_mhz": 1980, "sagged": False, "why": []}
+    hot = {**cool, "reads": 3, "sm_mhz_min": 1400, "power_w_max": 700.0, "reasons": ["sw_power_cap"],
+           "sagged": True, "why": ["SM clock 1400 MHz < 90% of 1980 MHz", "throttle reason sw_power_cap"]}
+    problem = GemmProblem(64, 64, 64)
+    rounds = [runner.CaseResult("naive", problem, "ok", timing=TimingStats(
+                  (1.0, 1.1, 1.2), 4, "cuda-events", converged=True, stop_reason="noise", elapsed_s=1.0, clocks=cool)),
+              runner.CaseResult("naive", problem, "ok", timing=TimingStats(
+                  (2.0, 2.1), 2, "cuda-events", converged=False, stop_reason="max-time", elapsed_s=2.0, clocks=hot))]
+    merged = runner.merge_rounds(rounds)
+    assert merged.timing.samples_ms == (1.0, 1.1, 1.2, 2.0, 2.1) and merged.timing.median_ms == 1.2
+    assert merged.round_medians_ms == (1.1, 2.05) and merged.timing.converged is False
+    assert merged.timing.stop_reason == "noise, max-time" and merged.timing.elapsed_s == 3.0
+    c = merged.timing.clocks
+    assert (c["reads"], c["sm_mhz_min"], c["sm_mhz_max"], c["power_w_max"], c["sagged"]) == (5, 1400, 1980, 700.0, True)
+    assert c["reasons"] == ["sw_power_cap"] and c["why"] == hot["why"]
+    rec = merged.as_dict()
+    assert rec["round_medians_ms"] == [1.1, 2.05] and rec["timing"]["samples"] == 5
+    assert "rounds differ by 86.4%" in report._status(rec)
+    failed = runner.CaseResult("naive", problem, "FAILED", "2 of 4096 elements wrong")
+    assert runner.merge_rounds([rounds[0], failed]) is failed  # a kernel is as good as its worst round
+    assert runner.merge_rounds(rounds[:1]) is rounds[0] and "round_medians_ms" not in rounds[0].as_dict()
+    assert clocks.merge([None, None]) is None and clocks.merge([None, cool]) == cool
+    warm = {**hot, "sm_mhz_min": 1500, "why": ["SM clock 1500 MHz < 90% of 1980 MHz", "throttle reason sw_power_cap"]}
+    assert clocks.merge([warm, hot])["why"] == hot["why"]  # one verdict for the rounds together
+
+
 def test_progress_off_a_terminal_prints_one_line_per_case():
     out = io.StringIO()
     console = Console(file=out, width=120)
@@ -324,6 +365,8 @@ def test_csv_has_one_flat_row_per_case(tmp_path):
     (["bench", "--max-time", "nan"], ["--max-time takes", "'nan'"]),
     (["bench", "--warmup", "0"], ["--warmup takes a positive number of seconds, at most 600", "'0'"]),
     (["bench", "--warmup", "601"], ["--warmup takes", "'601'"]),
+    (["bench", "--rounds", "0"], ["--rounds takes a whole number from 1 to 100", "'0'"]),
+    (["bench", "--rounds", "1.5"], ["--rounds takes", "'1.5'"]),
     (["bench", "--json", "."], ["--json takes a file path", "is a directory"]),
     (["bench", "--csv", "."], ["--csv takes a file path"]),
     (["compare", "a.json", "b.json", "--threshold", "0"], ["--threshold takes a fraction or percentage"]),
@@ -344,7 +387,8 @@ def test_noise_and_budget_parsing():
     assert args.noise == pytest.approx(0.005) and args.max_time == 2.5
     defaults = cli.build_parser().parse_args(["bench"])
     assert defaults.noise == 0.005 and defaults.max_time == 1.0 and defaults.mode == "hot"
-    assert defaults.warmup == 0.03
+    assert defaults.warmup == 0.03 and defaults.rounds == 1
+    assert cli.build_parser().parse_args(["bench", "--rounds", "2"]).rounds == 2
     args.warmup = cli.build_parser().parse_args(["bench", "--warmup", "2"]).warmup
     budget = Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
     assert budget.settings() == {"noise_target": pytest.approx(0.005), "max_time_s": 2.5, "min_samples": 10,

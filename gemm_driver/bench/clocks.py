@@ -65,6 +65,29 @@ def assess(reads: Sequence[ClockRead], reference_sm_mhz: int | None) -> dict:
     }
 
 
+def merge(assessed: Sequence[dict | None]) -> dict | None:
+    """Several cases' ``assess`` results as one (bench --rounds: one kernel's rounds on a shape):
+    the widest ranges, every reason, and the verdict ``assess`` would give them together; None
+    when none of them had a monitor."""
+    present = [a for a in assessed if a is not None]
+    read = [a for a in present if a.get("reads")]
+    if not read:
+        return present[0] if present else None
+    extreme = lambda key, pick: pick([a[key] for a in read if a.get(key) is not None], default=None)  # noqa: E731
+    reasons = list(dict.fromkeys(r for a in read for r in a.get("reasons", [])))
+    sm_min, reference = extreme("sm_mhz_min", min), read[0].get("reference_sm_mhz")
+    why = [f"throttle reason {name}" for name in THROTTLING.values() if name in reasons]
+    if reference and sm_min is not None and sm_min < SAG_FRACTION * reference:
+        why.insert(0, f"SM clock {sm_min} MHz < {SAG_FRACTION:.0%} of {reference} MHz")
+    return {
+        "available": True, "reads": sum(a["reads"] for a in read),
+        "sm_mhz_min": sm_min, "sm_mhz_max": extreme("sm_mhz_max", max),
+        "mem_mhz_min": extreme("mem_mhz_min", min), "mem_mhz_max": extreme("mem_mhz_max", max),
+        "temperature_c_max": extreme("temperature_c_max", max), "power_w_max": extreme("power_w_max", max),
+        "reasons": reasons, "reference_sm_mhz": reference, "sagged": bool(why), "why": why,
+    }
+
+
 def _attempt(fn, *args):
     try:
         return fn(*args)

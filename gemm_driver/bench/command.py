@@ -21,7 +21,8 @@ from ..kernels import precision_of
 from . import plots, report, roofline, writers
 from .environment import collect
 from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
-from .runner import (CaseResult, Step, case_count, default_kernels, default_shapes, failed_case, fill_baseline_ratio,
+from .runner import (CaseResult, Step, by_kernel, case_count, default_kernels, default_shapes, failed_case,
+                     fill_baseline_ratio,
                      finish_sweep, not_run_case, plan, run_case_task, sweep_tasks)
 from .stats import Budget
 
@@ -58,6 +59,7 @@ class BenchRequest:
     budget: Budget = Budget()
     isolation: str = "process"  # RUNNERS: a worker process the parent replaces, or "off"
     watchdog_s: float = DEFAULT_WATCHDOG_S
+    rounds: int = 1  # passes over each shape's kernels, in alternating order (runner.py)
 
     def plan(self) -> list[Step]:
         """The sweep's steps; ValueError when nothing would run."""
@@ -99,7 +101,7 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     ``on_checkpoint`` gets the run so far (``complete`` False) after every finished step,
     for writing results as they come; Ctrl-C ends the sweep and returns what finished.
     ``request.seed`` must be set (with_seed)."""
-    tasks = sweep_tasks(steps, seed=request.seed, budget=request.budget, mode=request.mode)
+    tasks = sweep_tasks(steps, seed=request.seed, budget=request.budget, mode=request.mode, rounds=request.rounds)
     # A case's GPU phase may take its whole time budget: the watchdog never fires sooner than 3x it.
     watchdog_s = max(request.watchdog_s, 3 * request.budget.wall_limit_s)
     runner = RUNNERS[request.isolation](run_case_task, finish_sweep, watchdog_s=watchdog_s)
@@ -111,12 +113,13 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     try:
         for step in steps:
             step_results = []
-            for _ in step.kernels:
+            for _ in range(len(step.kernels) * request.rounds):
                 index, result = next(ran)
                 if isinstance(result, TaskFailure):
                     result = failed_case(tasks[index], result.reason)
                 step_results.append(result)
                 on_case(result)
+            step_results = by_kernel(step, step_results)
             fill_baseline_ratio(step_results, _precision.baselines(step.precision, step.problem.batch))
             step_results += [not_run_case(step, name, why, request.mode) for name, why in step.not_run]
             results += step_results
@@ -144,7 +147,7 @@ def _assemble(request: BenchRequest, results: list[CaseResult], env: dict, *, co
                 "alpha": request.alpha, "beta": request.beta, "seed": request.seed, "mode": request.mode,
                 **budget.settings(), "dtypes": sorted({r["dtype"] for r in recs}),
                 "absent_baselines": kernels.absent_baselines(), "isolation": request.isolation,
-                "watchdog_s": request.watchdog_s}
+                "watchdog_s": request.watchdog_s, "rounds": request.rounds}
     document = writers.document(recs, env, settings)
     document["complete"] = complete
     document["roofline"] = roofline.device_summary(gpu_name)

@@ -61,6 +61,9 @@ def add_ladder(recs: Sequence[dict], ladder: Sequence[str] | None = None) -> Non
             rec["speedup_vs_previous"] = previous["timing"]["median_ms"] / rec["timing"]["median_ms"]
 
 
+ROUND_SPREAD = 1.02  # --rounds: a spread of round medians above 2% is worth a flag
+
+
 def _flags(rec: dict) -> list[str]:
     timing = rec.get("timing") or {}
     flags = []
@@ -70,6 +73,9 @@ def _flags(rec: dict) -> list[str]:
     clocks = timing.get("clocks") or {}
     if clocks.get("sagged"):
         flags.append("clocks sagged: " + "; ".join(clocks.get("why", [])))
+    rounds = rec.get("round_medians_ms") or []
+    if len(rounds) > 1 and max(rounds) > ROUND_SPREAD * min(rounds):
+        flags.append(f"rounds differ by {max(rounds) / min(rounds) - 1:.1%}")
     return flags
 
 

@@ -165,7 +165,7 @@ RECORD = Obj(
                                                "peak_tflops", "attainable_tflops", "clock_mhz",
                                                "speedup_vs_previous")},
         "intensity": NON_NEGATIVE, "previous_rung": Nullable(STRING), "roofline_note": Nullable(STRING),
-        "clocks_sagged": Nullable(BOOL),
+        "clocks_sagged": Nullable(BOOL), "round_medians_ms": ListOf(NON_NEGATIVE, "numbers"),
     },
     what="an object (one case)",
 )
@@ -174,7 +174,7 @@ ENVIRONMENT = Obj(optional={"gpu": Obj(optional={"name": STRING})})
 
 SETTINGS = Obj(optional={
     "alpha": NUMBER, "beta": NUMBER, "mode": STRING, "seed": Nullable(INT),
-    "kernels": ListOf(STRING, "strings"), "dtypes": ListOf(STRING, "strings"),
+    "kernels": ListOf(STRING, "strings"), "dtypes": ListOf(STRING, "strings"), "rounds": POSITIVE_INT,
 })
 
 DOCUMENT = Obj(

@@ -14,10 +14,17 @@ record them as "skipped" with that reason (``not_run``), without a case or a pro
 
 The bench command runs the sweep as tasks (``CaseTask``, ``run_case_task``) in a worker
 process (isolation.py); ``run_sweep`` runs it in this process for the tests.
+
+Rounds (bench --rounds R): each shape's kernels are verified and timed R times, forward and
+reversed in turn, and each kernel's rounds become one result with every sample pooled
+(``merge_rounds``). Under a power cap the clock a case gets depends on how long the GPU has
+been busy before it, so one fixed order favours the kernels timed first; alternating gives
+each kernel every place in the order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, NamedTuple, Sequence
 
@@ -29,6 +36,7 @@ from ..kernels import precision_of
 from ..problem import GemmProblem
 from ..session import Session
 from .clocks import ClockMonitor
+from .clocks import merge as merge_clocks
 from .isolation import kept, release_kept
 from .timing import Budget, GpuTimer, TimingStats
 
@@ -94,8 +102,8 @@ def _batch_reason(name: str, batch: int) -> str:
     return f"{name} computes one GEMM per launch; batched shapes (here B={batch}) run on the batched baselines"
 
 
-def case_count(steps: Sequence[Step]) -> int:
-    return sum(len(step.kernels) for step in steps)
+def case_count(steps: Sequence[Step], rounds: int = 1) -> int:
+    return rounds * sum(len(step.kernels) for step in steps)
 
 
 @dataclass
@@ -113,6 +121,7 @@ class CaseResult:
     mode: str = "hot"  # the sweep's timing mode (timing.py); the CPU baseline is always timed as is
     launch: dict = field(default_factory=dict)  # what ran: Launch.record() (kernel, tunables, note)
     not_run: bool = False  # skipped by the plan (it cannot take the shape), not by a run
+    round_medians_ms: tuple[float, ...] = ()  # with --rounds: each round's median, in round order
 
     @classmethod
     def from_outcome(cls, name: str, problem: GemmProblem, outcome: Outcome, precision: str,
@@ -149,30 +158,57 @@ class CaseResult:
             "mode": self.timing.mode if self.timing is not None and self.timing.clock != "host" else self.mode,
             "clocks_sagged": (self.timing.clocks or {}).get("sagged") if self.timing else None,
             **({"not_run": True} if self.not_run else {}),
+            **({"round_medians_ms": list(self.round_medians_ms)} if self.round_medians_ms else {}),
         }
 
 
 def run_sweep(session: Session, steps: Sequence[Step], *, seed: int = 0, budget: Budget = Budget(),
-              mode: str = "hot", monitor: ClockMonitor | None = None,
+              mode: str = "hot", monitor: ClockMonitor | None = None, rounds: int = 1,
               on_case: Callable[[CaseResult], None] = lambda r: None) -> list[CaseResult]:
     """Verify then time every step's kernels on its shape in its precision (``plan``), in this
     process and ``session``, through the handler the bench's worker runs (``run_case_task``);
-    ``monitor`` reads clocks during each case's batches."""
+    ``monitor`` reads clocks during each case's batches; ``rounds`` as the bench's --rounds."""
     state = {"monitor": monitor, "timer": GpuTimer(session.stream, session.arch, session.device.l2_bytes,
                                                    mode=mode, monitor=monitor)}
     results: list[CaseResult] = []
     try:
         for step in steps:
-            shape_results = []
-            for task in sweep_tasks([step], seed=seed, budget=budget, mode=mode):
-                shape_results.append(run_case_task(session, state, task, lambda: None))
-                on_case(shape_results[-1])
+            ran = []
+            for task in sweep_tasks([step], seed=seed, budget=budget, mode=mode, rounds=rounds):
+                ran.append(run_case_task(session, state, task, lambda: None))
+                on_case(ran[-1])
+            shape_results = by_kernel(step, ran)
             fill_baseline_ratio(shape_results, _precision.baselines(step.precision, step.problem.batch))
             results.extend(shape_results)
     finally:
         release_kept(state)
         state["timer"].close()
     return results
+
+
+def by_kernel(step: Step, ran: Sequence[CaseResult]) -> list[CaseResult]:
+    """The step's results in its kernels' order, each kernel's rounds merged into one."""
+    return [merge_rounds([r for r in ran if r.kernel == name]) for name in step.kernels]
+
+
+def merge_rounds(rounds: Sequence[CaseResult]) -> CaseResult:
+    """One kernel's rounds on one shape as one result: the first round that did not pass (a
+    kernel is only as good as its worst round), else every round's samples pooled, so the
+    median is over all of them, with each round's own median kept beside it."""
+    first = rounds[0]
+    if len(rounds) == 1:
+        return first
+    bad = next((r for r in rounds if r.status != "ok" or r.timing is None), None)
+    if bad is not None:
+        return bad
+    timings = [r.timing for r in rounds]
+    stops = list(dict.fromkeys(t.stop_reason for t in timings if t.stop_reason))
+    pooled = dataclasses.replace(
+        timings[0], samples_ms=tuple(x for t in timings for x in t.samples_ms),
+        converged=None if any(t.converged is None for t in timings) else all(t.converged for t in timings),
+        stop_reason=", ".join(stops), elapsed_s=sum(t.elapsed_s for t in timings),
+        clocks=merge_clocks([t.clocks for t in timings]))
+    return dataclasses.replace(first, timing=pooled, round_medians_ms=tuple(t.median_ms for t in timings))
 
 
 def fill_baseline_ratio(results: list[CaseResult], baselines: Sequence[str]) -> None:
@@ -197,10 +233,13 @@ class CaseTask:
     seed: int
     budget: Budget
     mode: str
+    round: int = 0  # which pass over the step's kernels (bench --rounds)
 
 
-def sweep_tasks(steps: Sequence[Step], *, seed: int, budget: Budget, mode: str) -> list[CaseTask]:
-    return [CaseTask(step, name, seed, budget, mode) for step in steps for name in step.kernels]
+def sweep_tasks(steps: Sequence[Step], *, seed: int, budget: Budget, mode: str, rounds: int = 1) -> list[CaseTask]:
+    """Per step, ``rounds`` passes over its kernels: forward, reversed, forward, ..."""
+    return [CaseTask(step, name, seed, budget, mode, r) for step in steps for r in range(rounds)
+            for name in (step.kernels if r % 2 == 0 else step.kernels[::-1])]
 
 
 def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[[], None]) -> CaseResult:
