@@ -44,6 +44,12 @@
 // back-to-back calls on a held stream: 1024^3 7.23 us against 8.27 (cuBLAS 7.00-7.38), 2048^3
 // 27.3 against 28.6, 16384x128x4096 53.0 against 55.2; with split-K it lost (58.2 against 56.5
 // at 1024x1024x16384), so choose() leaves it off there.
+// Later (H100, autotune-hopper-small-grids*.txt): on small grids 128 x 64 tiles (BN = 64, two
+// consumers of m64n64, 8 stages) ran 1024^3 at 306-311 TFLOP/s against 292-296 for the 64 x 128
+// tiles of one consumer, two CTAs an SM (cuBLAS 297-318). Tried and dropped: one consumer with
+// the SM to itself (behind both), and split-K slices inside a cluster adding partials through
+// DSMEM (4-CTA clusters: only 30 resident, a second wave; 2-CTA: 474 against 575 TFLOP/s at
+// 1024x1024x16384 for the workspace split). See reduce_splits for the lighter hand-over.
 #include "persistent_body.cuh"
 #include "pack.cuh"
 

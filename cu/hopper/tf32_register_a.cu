@@ -35,6 +35,10 @@
 // 1024x1024x16384 4 splits of 256 x 128 tiles ran 317 TFLOP/s on the H200 (cuBLAS 294). PDL as in
 // any_shape.cu: on full grids 2048^3 49.7 us against 51.6 (H100, held stream); it lost with
 // split-K and on the small tiles at 16384x128x4096 (104.5 against 101.3).
+// Later: 64 x 128 tiles (BM = 64, wgmma m64n64k8 in each of two consumers, 8 stages, PDL) on
+// small grids: 1024^3 167 TFLOP/s against 135 for the 128 x 64 tiles above (cuBLAS 146),
+// 1024x1024x4096 210 against 181 (cuBLAS 201); 16384x128x4096 even (H100,
+// autotune-hopper-small-grids*.txt).
 #include "persistent_body.cuh"
 #include "pack.cuh"
 
