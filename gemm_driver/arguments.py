@@ -119,10 +119,10 @@ def add_bench_options(p: argparse.ArgumentParser) -> None:
                    "of seconds, at most 600", float, 0, 600.001), help="untimed launches of each case before its "
                    "samples, outside --max-time (default 0.03). Tensor-core kernels draw enough power to pull the "
                    "clock down for about a second: 2 compares every case at the clock it holds under sustained load")
-    p.add_argument("--rounds", default=1, type=positive("--rounds", "takes a whole number from 1 to 100 (passes over "
-                   "each shape's kernels)", int, 0, 101), help="time each shape's kernels this many times, in alternating order "
-                   "(forward, then reversed), and pool each kernel's samples (default 1). Under a power cap the "
-                   "kernels timed later in a shape run at a lower clock: 2 gives every kernel both places")
+    p.add_argument("--rounds", default=1, type=positive("--rounds", "takes a whole number from 1 to 100 (passes "
+                   "over each shape's kernels)", int, 0, 101), help="time each shape's kernels this many times, in "
+                   "alternating order (forward, then reversed), and pool each kernel's samples (default 1). Under a "
+                   "power cap the kernels timed later in a shape run at a lower clock: 2 gives every kernel both places")
     p.add_argument("--json", metavar="PATH", type=nonempty("a file path"), help="write environment, settings and every case with its samples")
     p.add_argument("--csv", metavar="PATH", type=nonempty("a file path"), help="write one row per case")
     p.add_argument("--dtype", action="append", type=nonempty("precisions (e.g. bf16,fp16 or all)"), help="precisions: fp32, tf32, bf16, fp16 (comma list) or all "

@@ -22,8 +22,7 @@ from . import plots, report, roofline, writers
 from .environment import collect
 from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
 from .runner import (CaseResult, Step, by_kernel, case_count, default_kernels, default_shapes, failed_case,
-                     fill_baseline_ratio,
-                     finish_sweep, not_run_case, plan, run_case_task, sweep_tasks)
+                     fill_baseline_ratio, finish_sweep, not_run_case, plan, run_case_task, sweep_tasks)
 from .stats import Budget
 
 

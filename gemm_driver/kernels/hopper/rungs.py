@@ -285,7 +285,7 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
       resident (2 splits, 2 x 1 cluster over an even number of tile rows, 128 x 128 x 6: 579 at
       1024x1024x16384); else 128 x 64 tiles, 8 stages, TMA stores (H100, three sweeps with
       cuBLAS beside, results/h100-80gb-hbm3/autotune-hopper-small-grids.txt: 1024^3 306-311
-      TFLOP/s against 292-295 for the 64 x 128 tiles of one consumer, two CTAs an SM, chosen
+      TFLOP/s against 292-296 for the 64 x 128 tiles of one consumer, two CTAs an SM, chosen
       before, and cuBLAS 297-309; split-K only added reduction time there).
     - PDL (programmatic dependent launch) everywhere but split-K and packed operands. H100,
       back-to-back calls on a held stream (results/h100-80gb-hbm3/pdl-graph-and-stream.txt):
