@@ -112,7 +112,7 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     try:
         for step in steps:
             step_results = []
-            for _ in range(len(step.kernels) * request.rounds):
+            for _ in range(case_count([step], request.rounds)):
                 index, result = next(ran)
                 if isinstance(result, TaskFailure):
                     result = failed_case(tasks[index], result.reason)

@@ -233,12 +233,11 @@ class CaseTask:
     seed: int
     budget: Budget
     mode: str
-    round: int = 0  # which pass over the step's kernels (bench --rounds)
 
 
 def sweep_tasks(steps: Sequence[Step], *, seed: int, budget: Budget, mode: str, rounds: int = 1) -> list[CaseTask]:
     """Per step, ``rounds`` passes over its kernels: forward, reversed, forward, ..."""
-    return [CaseTask(step, name, seed, budget, mode, r) for step in steps for r in range(rounds)
+    return [CaseTask(step, name, seed, budget, mode) for step in steps for r in range(rounds)
             for name in (step.kernels if r % 2 == 0 else step.kernels[::-1])]
 
 
