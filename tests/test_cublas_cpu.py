@@ -202,35 +202,24 @@ def test_transposed_validation_names_the_rule_in_one_line(args, flags, message):
 
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), *TRANSPOSES])
 def test_gemm_ex_arguments_come_from_the_swap(trans_a, trans_b):
-    """The cuBLAS baseline's GemmEx arguments for operands stored transposed are the swap's:
-    flags, (n, m, k), B's pointer and ld first, then A's, then C; a broken ld rule is the
-    swap's one-line ValueError."""
-    from types import SimpleNamespace
-
-    from gemm_driver.kernels import providers
-    from gemm_driver.problem import GemmProblem
-
-    lib = SimpleNamespace(cublasGemmEx=object())
-    handle = SimpleNamespace(_lib=lib)
+    """The cuBLAS baseline's GemmEx arguments (plain, or for operands stored transposed) are
+    the swap's: flags, (n, m, k), B's pointer and ld first, then A's, then C; a broken ld rule
+    is the swap's one-line ValueError."""
     m, n, k = 5, 3, 2
-    a = SimpleNamespace(ptr=0xA000, ld=(m if trans_a else k) + 1)
-    b = SimpleNamespace(ptr=0xB000, ld=(k if trans_b else n) + 2)
-    c = SimpleNamespace(ptr=0xC000, ld=n + 3)
+    lda, ldb, ldc = (m if trans_a else k) + 1, (k if trans_b else n) + 2, n + 3
     types = precision.get("bf16").cublas
-    fn, rest = providers._gemm_ex_arguments(handle, (trans_a, trans_b), GemmProblem(m, n, k, 0.5, -0.0), a, b, c,
-                                            types)
+    rest = cublas.gemm_ex_arguments(m, n, k, 0.5, 0xA000, lda, 0xB000, ldb, -0.0, 0xC000, ldc, types, trans_a, trans_b)
     op = {False: cublas.Operation.N, True: cublas.Operation.T}
-    assert fn is lib.cublasGemmEx
     assert rest[:5] == (op[trans_b], op[trans_a], n, m, k)
-    assert rest[6:] == (0xB000, types.ab_type, b.ld, 0xA000, types.ab_type, a.ld, rest[12], 0xC000, types.c_type,
-                        c.ld, types.compute, cublas.CUBLAS_GEMM_DEFAULT)
+    assert rest[6:] == (0xB000, types.ab_type, ldb, 0xA000, types.ab_type, lda, rest[12], 0xC000, types.c_type,
+                        ldc, types.compute, cublas.CUBLAS_GEMM_DEFAULT)
     assert (rest[5]._obj.value, rest[12]._obj.value) == (0.5, 0.0)  # alpha; beta -0.0 passed as +0.0
-    narrow = SimpleNamespace(ptr=0xA000, ld=(m if trans_a else k) - 1)
+    narrow = (m if trans_a else k) - 1
     rule = "lda >= max(1, m) for a transposed A" if trans_a else "lda >= max(1, k)"
     with pytest.raises(ValueError) as info:
-        providers._gemm_ex_arguments(handle, (trans_a, trans_b), GemmProblem(m, n, k), narrow, b, c, types)
-    assert str(info.value) == (f"row-major GEMM needs {rule}; got m={m}, n={n}, k={k}, lda={narrow.ld}, "
-                               f"ldb={b.ld}, ldc={c.ld}")
+        cublas.gemm_ex_arguments(m, n, k, 1.0, 0xA000, narrow, 0xB000, ldb, 0.0, 0xC000, ldc, types, trans_a, trans_b)
+    assert str(info.value) == (f"row-major GEMM needs {rule}; got m={m}, n={n}, k={k}, lda={narrow}, "
+                               f"ldb={ldb}, ldc={ldc}")
 
 
 @pytest.mark.parametrize("args,rule", [

@@ -214,6 +214,25 @@ __device__ __forceinline__ void release_slot(Barrier* empty) {
         for (int c = 0; c < Cfg::CLUSTER; ++c) barrier_arrive_cluster(empty, c);
 }
 
+// d[4q..4q+3] = (or +=) src[q * 128] for the quads q in [q_lo, q_hi), 8 float4 loads in flight at
+// a time: hoisting all QUADS of them next to the 128 accumulators would spill (so would a separate
+// sum beside them). The empty asm with a memory clobber keeps the groups apart.
+template <int QUADS, bool ADD>
+__device__ __forceinline__ void gather_quads(float (&d)[4 * QUADS], const float4* src, int q_lo, int q_hi) {
+#pragma unroll
+    for (int q0 = 0; q0 < QUADS; q0 += 8) {
+        if (q0 + 8 <= q_lo || q0 >= q_hi) continue;
+#pragma unroll
+        for (int q = q0; q < q0 + 8 && q < QUADS; ++q) {
+            if (q < q_lo || q >= q_hi) continue;
+            const float4 p = __ldcg(src + q * 128);
+            if (ADD) d[4 * q] += p.x, d[4 * q + 1] += p.y, d[4 * q + 2] += p.z, d[4 * q + 3] += p.w;
+            else d[4 * q] = p.x, d[4 * q + 1] = p.y, d[4 * q + 2] = p.z, d[4 * q + 3] = p.w;
+        }
+        asm volatile("" ::: "memory");
+    }
+}
+
 // Split-K. Each split stores its partial tile to the workspace (float4 per thread; a warp writes
 // 512 contiguous bytes) and counts itself in at its tile's counters (count, generation). Then:
 //  * serial (some CTAs run several units): the split that counts last adds all partials in
@@ -234,6 +253,12 @@ __device__ __forceinline__ void release_slot(Barrier* empty) {
 // each): BF16 1024x1024x8192 517-521 TFLOP/s against 483-488, FP16 1024x1024x16384 553-570
 // against 526-544, TF32 (4 splits) 328-329 against 303-305; ncu at base clocks, BF16
 // 1024x1024x16384: 64.6-65.0 us against 70.1-70.7.
+// What is left of it (split-k-reduction-probe.txt, ncu at base clocks, same shape, a later visit):
+// 61.5-62.7 us, against 56.2-57.6 with reduce_splits returning at once (a probe: wrong answers).
+// A one-sided hand-over (split 0 stores its whole partial and releases a flag; split 1 acquires,
+// adds, stores the whole tile, so split 0 never waits) ran the same, 61.4-63.0 us and even in the
+// sweeps: the ~5 us are the partials' round trip through L2 at the end of every unit at once, not
+// the handshake. Not kept.
 // Returns the range of 32-column chunks this CTA stores (empty: none).
 template <class Cfg>
 __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Unit& w, int splits, bool parallel,
@@ -273,45 +298,12 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     named_barrier(1, 128 * Cfg::CONSUMERS);
     if (!*flag) return make_int2(0, 0);
     const float4* parts = ws + static_cast<long long>(w.tile) * splits * PART + consumer * 128 * QUADS + t;
-    // 8 float4 loads in flight at a time: hoisting all QUADS of them next to the 128 accumulators
-    // would spill (so would a separate sum beside them). The empty asm with a memory clobber keeps
-    // the groups apart.
     if (keep) {  // d += the other split's partial: with two operands the order does not change the sum
-#pragma unroll
-        for (int q0 = 0; q0 < QUADS; q0 += 8) {
-            if (q0 + 8 <= 4 * c0 || q0 >= 4 * c1) continue;
-#pragma unroll
-            for (int q = q0; q < q0 + 8 && q < QUADS; ++q) {
-                if (q < 4 * c0 || q >= 4 * c1) continue;
-                const float4 p = __ldcg(parts + (1 - w.split) * PART + q * 128);
-                d[4 * q] += p.x, d[4 * q + 1] += p.y, d[4 * q + 2] += p.z, d[4 * q + 3] += p.w;
-            }
-            asm volatile("" ::: "memory");
-        }
+        gather_quads<QUADS, true>(d, parts + (1 - w.split) * PART, 4 * c0, 4 * c1);
         return make_int2(c0, c1);
     }
-#pragma unroll
-    for (int q0 = 0; q0 < QUADS; q0 += 8) {
-        if (q0 + 8 <= 4 * c0 || q0 >= 4 * c1) continue;
-#pragma unroll
-        for (int q = q0; q < q0 + 8 && q < QUADS; ++q) {
-            const float4 p = __ldcg(parts + q * 128);
-            d[4 * q] = p.x, d[4 * q + 1] = p.y, d[4 * q + 2] = p.z, d[4 * q + 3] = p.w;
-        }
-        asm volatile("" ::: "memory");
-    }
-    for (int s = 1; s < splits; ++s) {
-#pragma unroll
-        for (int q0 = 0; q0 < QUADS; q0 += 8) {
-            if (q0 + 8 <= 4 * c0 || q0 >= 4 * c1) continue;
-#pragma unroll
-            for (int q = q0; q < q0 + 8 && q < QUADS; ++q) {
-                const float4 p = __ldcg(parts + s * PART + q * 128);
-                d[4 * q] += p.x, d[4 * q + 1] += p.y, d[4 * q + 2] += p.z, d[4 * q + 3] += p.w;
-            }
-            asm volatile("" ::: "memory");
-        }
-    }
+    gather_quads<QUADS, false>(d, parts, 4 * c0, 4 * c1);
+    for (int s = 1; s < splits; ++s) gather_quads<QUADS, true>(d, parts + s * PART, 4 * c0, 4 * c1);
     return make_int2(c0, c1);
 }
 

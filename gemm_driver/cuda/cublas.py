@@ -318,20 +318,28 @@ def scalars(alpha: float, beta: float) -> tuple[ctypes.c_float, ctypes.c_float]:
     return ctypes.c_float(alpha), ctypes.c_float(0.0 if beta == 0 else beta)
 
 
+def gemm_ex_arguments(m: int, n: int, k: int, alpha: float, a: int, lda: int, b: int, ldb: int, beta: float,
+                      c: int, ldc: int, types: GemmTypes, trans_a: bool = False, trans_b: bool = False) -> tuple:
+    """cublasGemmEx's arguments after the handle for row-major C = alpha op(A) op(B) + beta C
+    (``column_major_call`` does the swap and picks the transpose flags; a ValueError names
+    the leading-dimension rule broken). alpha and beta go by reference to host floats that the
+    tuple keeps alive, so it can be built once and passed on every call."""
+    cm = column_major_call(m, n, k, lda, ldb, ldc, trans_a, trans_b)
+    first, second = cm.operands(int(a), int(b))
+    al, be = scalars(alpha, beta)
+    return (cm.op_first, cm.op_second, cm.m, cm.n, cm.k, ctypes.byref(al), first, types.ab_type, cm.ld_first,
+            second, types.ab_type, cm.ld_second, ctypes.byref(be), int(c), types.c_type, cm.ldc, types.compute,
+            CUBLAS_GEMM_DEFAULT)
+
+
 def gemm_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
             b: int, ldb: int, beta: float, c: int, ldc: int, types: GemmTypes) -> None:
     """C = alpha*A@B + beta*C with the explicit storage types, compute type and math mode of
     ``types`` (cublasGemmEx). Every configuration here computes in fp32, so alpha and beta
     are host floats."""
-    p = types
-    cm = column_major_call(m, n, k, lda, ldb, ldc)
-    first, second = cm.operands(int(a), int(b))
-    al, be = scalars(alpha, beta)
-    with _math_mode(handle, p.math_mode):
-        handle._lib.cublasGemmEx(
-            handle.ptr, cm.op_first, cm.op_second, cm.m, cm.n, cm.k, ctypes.byref(al),
-            first, p.ab_type, cm.ld_first, second, p.ab_type, cm.ld_second,
-            ctypes.byref(be), int(c), p.c_type, cm.ldc, p.compute, CUBLAS_GEMM_DEFAULT)
+    arguments = gemm_ex_arguments(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, types)
+    with _math_mode(handle, types.math_mode):
+        handle._lib.cublasGemmEx(handle.ptr, *arguments)
 
 
 def gemm_strided_batched_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float,

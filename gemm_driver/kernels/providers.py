@@ -31,7 +31,6 @@ kernels/frameworks.py, and torch is imported only when its baseline is asked abo
 
 from __future__ import annotations
 
-import ctypes
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
@@ -88,13 +87,16 @@ class Provider:
 def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
     """cublasGemmEx in the provider's precision: explicit types, compute type and math mode.
     Operands stored transposed (a caller's transposed views) go through cuBLAS's own
-    transpose flags (``_gemm_ex_arguments``)."""
+    transpose flags (``cublas.gemm_ex_arguments``)."""
     handle, types = session.cublas(), _precision.get(provider.precision).cublas
     ops = (bool(getattr(a, "trans", False)), bool(getattr(b, "trans", False)))
     if ops == (False, False) and not session.stream_per_call:
         args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
         return Planned(lambda: cublas.gemm_ex(handle, *args, types=types))
-    gemm_ex, rest = _gemm_ex_arguments(handle, ops, problem, a, b, c, types)
+    # C stays row-major: a caller's transposed C is swapped away before this
+    rest = cublas.gemm_ex_arguments(problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld,
+                                    problem.beta, c.ptr, c.ld, types, *ops)
+    gemm_ex = handle._lib.cublasGemmEx
     if not session.stream_per_call:
         def enqueue() -> None:
             with cublas._math_mode(handle, types.math_mode):
@@ -114,24 +116,6 @@ def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
         gemm_ex(handle.ptr, *rest)
 
     return Planned(enqueue_on_callers_stream)
-
-
-def _gemm_ex_arguments(handle, ops: tuple[bool, bool], problem: GemmProblem, a, b, c, types):
-    """(cublasGemmEx, its arguments after the handle) for row-major C = alpha op(A) op(B) +
-    beta C, where op(X) is X, or, when X is stored transposed (column-major, ``ld`` its
-    column stride), X read through cuBLAS's transpose: made once per launcher.
-
-    cublas.column_major_call does the row-major swap and picks the transpose flags (a
-    ValueError names the leading-dimension rule broken); C stays row-major (a caller's
-    transposed C is swapped away before this). (Uses the binding's library directly:
-    cublas.gemm_ex takes no transpose flags.)"""
-    cm = cublas.column_major_call(problem.m, problem.n, problem.k, a.ld, b.ld, c.ld, *ops)
-    first, second = cm.operands(a, b)
-    alpha, beta = cublas.scalars(problem.alpha, problem.beta)
-    rest = (cm.op_first, cm.op_second, cm.m, cm.n, cm.k, ctypes.byref(alpha), int(first.ptr), types.ab_type,
-            cm.ld_first, int(second.ptr), types.ab_type, cm.ld_second, ctypes.byref(beta), int(c.ptr), types.c_type,
-            cm.ldc, types.compute, cublas.CUBLAS_GEMM_DEFAULT)
-    return handle._lib.cublasGemmEx, rest
 
 
 def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
