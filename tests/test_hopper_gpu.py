@@ -45,6 +45,7 @@ FORCED = [
     ("hopper_fp16", {"SWAPPED": 1, "CM": 1, "CN": 2}),
     ("hopper_bf16", {"SPLITS": 3}),  # split-K, every unit resident: the parallel reduction
     ("hopper_fp16", {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2}),  # split-K in 2x1 clusters
+    ("hopper_bf16", {"BN": 64, "STAGES": 8, "SPLITS": 2}),  # two splits' chunk ranges cut a group of 8 quads
     ("hopper_bf16", {"BN": 128, "CONSUMERS": 1, "SPLITS": 4, "CN": 2}),
     ("hopper_fp16", {"BN": 64, "STAGES": 8, "CN": 2, "STORE": 0}),  # 128 x 64 tiles (chosen: no cluster)
     ("hopper_tf32", {"CM": 2, "CN": 2, "STAGES": 3}),

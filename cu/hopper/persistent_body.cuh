@@ -257,8 +257,12 @@ __device__ __forceinline__ void gather_quads(float (&d)[4 * QUADS], const float4
 // 61.5-62.7 us, against 56.2-57.6 with reduce_splits returning at once (a probe: wrong answers).
 // A one-sided hand-over (split 0 stores its whole partial and releases a flag; split 1 acquires,
 // adds, stores the whole tile, so split 0 never waits) ran the same, 61.4-63.0 us and even in the
-// sweeps: the ~5 us are the partials' round trip through L2 at the end of every unit at once, not
-// the handshake. Not kept.
+// sweeps. Nor did handing over by TMA reduce-add (split 0 stores alpha * acc + beta * C to C and
+// releases a flag, split 1 adds alpha * acc onto C with cp.reduce.async.bulk.tensor .add, split 0
+// running 0, 4 or 8 k tiles fewer than half): 62.0-64.1 us, sweeps even
+// (split-k-reduce-add-probe.txt); none kept. What the schemes share is extra FP32 traffic through
+// L2 (partials out and back, or C written twice) in the last microseconds, when all 128 units
+// finish together: the likely cost, not measured apart.
 // Returns the range of 32-column chunks this CTA stores (empty: none).
 template <class Cfg>
 __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Unit& w, int splits, bool parallel,

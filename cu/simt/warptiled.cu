@@ -32,6 +32,12 @@
 // that (by this arithmetic, not yet by counters) the shared-memory pipe sets the pace;
 // 8x16 lanes issue 6 per 128. Small problems leave SMs idle with these
 // tiles (30% of cuBLAS at 1024^3): `autotuned` picks smaller tiles, split-K or stream-K there.
+// Tried and not kept (issue 14's "grouped tile order"): the data-parallel blocks remapped to
+// groups of 8 or 16 tile rows, as the Hopper persistent kernels walk their tiles. At 8192^3 it cut
+// DRAM reads 3.6x (3.09 GB against 11.26, ncu at base clocks) and still ran slower (29.1 ms
+// against 27.4); in sweeps 4096^3, 8192^3 and 2048^3 lost 5% with 128 x 256 tiles, 4093x4091x4099
+// gained 1.3% with 128 x 128 (fp32-grouped-order-probe.txt). So DRAM does not set the pace here;
+// why the grouped order is slower was not found.
 #include "gemm_common.cuh"
 #include "cp_async.cuh"
 #include "stream_k.cuh"
