@@ -42,6 +42,15 @@ def reason_names(mask: int) -> list[str]:
     return [name for bit, name in sorted(names.items()) if mask & bit]
 
 
+def _why_sagged(sm_min: int | None, reference_sm_mhz: int | None, reasons: Sequence[str]) -> list[str]:
+    """The sag verdict's reasons: the SM clock below SAG_FRACTION of the reference first, then
+    each throttling reason among ``reasons`` (names), in bit order; empty: no sag."""
+    why = [f"throttle reason {name}" for name in THROTTLING.values() if name in reasons]
+    if reference_sm_mhz and sm_min is not None and sm_min < SAG_FRACTION * reference_sm_mhz:
+        why.insert(0, f"SM clock {sm_min} MHz < {SAG_FRACTION:.0%} of {reference_sm_mhz} MHz")
+    return why
+
+
 def assess(reads: Sequence[ClockRead], reference_sm_mhz: int | None) -> dict:
     """Summarise the reads of one case and decide whether its clocks sagged (pure: unit-tested)."""
     if not reads:
@@ -50,9 +59,7 @@ def assess(reads: Sequence[ClockRead], reference_sm_mhz: int | None) -> dict:
     for r in reads:
         mask |= r.reasons
     sm_min = min(r.sm_mhz for r in reads)
-    why = [f"throttle reason {name}" for bit, name in sorted(THROTTLING.items()) if mask & bit]
-    if reference_sm_mhz and sm_min < SAG_FRACTION * reference_sm_mhz:
-        why.insert(0, f"SM clock {sm_min} MHz < {SAG_FRACTION:.0%} of {reference_sm_mhz} MHz")
+    why = _why_sagged(sm_min, reference_sm_mhz, reason_names(mask))
     temps = [r.temperature_c for r in reads if r.temperature_c is not None]
     powers = [r.power_w for r in reads if r.power_w is not None]
     return {
@@ -76,9 +83,7 @@ def merge(assessed: Sequence[dict | None]) -> dict | None:
     extreme = lambda key, pick: pick([a[key] for a in read if a.get(key) is not None], default=None)  # noqa: E731
     reasons = list(dict.fromkeys(r for a in read for r in a.get("reasons", [])))
     sm_min, reference = extreme("sm_mhz_min", min), read[0].get("reference_sm_mhz")
-    why = [f"throttle reason {name}" for name in THROTTLING.values() if name in reasons]
-    if reference and sm_min is not None and sm_min < SAG_FRACTION * reference:
-        why.insert(0, f"SM clock {sm_min} MHz < {SAG_FRACTION:.0%} of {reference} MHz")
+    why = _why_sagged(sm_min, reference, reasons)
     return {
         "available": True, "reads": sum(a["reads"] for a in read),
         "sm_mhz_min": sm_min, "sm_mhz_max": extreme("sm_mhz_max", max),
