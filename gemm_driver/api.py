@@ -17,6 +17,7 @@ import numpy as np
 
 from . import arrays, kernels
 from .case import PreparedCase
+from .cuda.errors import UnsupportedProblem
 from .cuda.driver import ExternalStream, copy_2d_async
 from .kernels.providers import host_gemm
 from .kernels.spec import KernelSpec
@@ -172,7 +173,7 @@ def _host_gemm(A, B, C, alpha, beta, kernel, out, tunables) -> np.ndarray:
     if isinstance(target, KernelSpec):
         target.resolve(tunables)
     elif tunables:
-        raise ValueError(f"{kernel} takes no tunables, got {sorted(tunables)}")
+        raise UnsupportedProblem(f"{kernel} takes no tunables, got {sorted(tunables)}")
     if dtype != "float32" and getattr(target, "host_gemm", None) is None:
         check_precision(kernel, target, dtype)  # float32 data may be rounded to a 2-byte kernel's precision
     # 2-byte inputs as float32 values, exactly: the upload stores them in the kernel's format again.

@@ -11,8 +11,10 @@ is computed on first use, so ``gemm()`` never pays for one.
 on the very operands it passed on; one ``Outcome`` (ok, FAILED or skipped, with the
 verification, the timing and the Launch record) for the bench sweep, the autotune sweep
 and ``verify``. Errors are classified here once: a target that cannot run this problem
-here (wrong architecture, a batch it does not take, a tunable rule) is "skipped" with the
-reason; a wrong answer or a CUDA error during the run is "FAILED" with its first line.
+here (``UnsupportedProblem``: wrong architecture, a batch it does not take, a tunable rule)
+is "skipped" with the reason; any other error while its launcher is made (a bug in a launch
+recipe hides as a skip otherwise), a wrong answer or a CUDA error during the run is
+"FAILED" with its first line.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 
 from . import kernels
 from . import precision as _precision
-from .cuda.errors import CudaError, GemmDriverError
+from .cuda.errors import CudaError, GemmDriverError, NvrtcError, UnsupportedProblem
 from .kernels.launch import Launch
 from .operands import DeviceMatrix, random_operands, upload_operands
 from .problem import GemmProblem
@@ -122,8 +124,12 @@ def run_case(session, name: str, case: PreparedCase, *, tunables: Mapping[str, i
         return _run_on_host(target, case, tunables, timer, budget)
     try:
         launch = session.launcher(name, case.problem, *case.device(), tunables)
-    except ValueError as exc:  # the target cannot run this problem here: say why
+    except UnsupportedProblem as exc:  # the target does not take this problem here: say why
         return Outcome("skipped", str(exc))
+    except NvrtcError:  # the callers name a build failure themselves ("compile failed: ...")
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything else is a bug in the launcher, not a skip
+        return Outcome("FAILED", _first_line(exc))
     record = launch.record()
     try:
         verification = case.check(*case.run(launch))
@@ -131,7 +137,7 @@ def run_case(session, name: str, case: PreparedCase, *, tunables: Mapping[str, i
             return Outcome("FAILED", verification.message, verification, launch=record)
         timing = timer.measure(launch, budget) if timer is not None else None
     except (CudaError, GemmDriverError) as exc:
-        return Outcome("FAILED", str(exc).splitlines()[0], launch=record)
+        return Outcome("FAILED", _first_line(exc), launch=record)
     return Outcome("ok", "", verification, timing, record)
 
 
@@ -145,3 +151,9 @@ def _run_on_host(target, case: PreparedCase, tunables, timer, budget) -> Outcome
         return Outcome("FAILED", verification.message, verification, launch=record)
     timing = timer.measure_host(lambda: target.host_gemm(p, a, b, c), budget) if timer is not None else None
     return Outcome("ok", "", verification, timing, record)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The exception's first line; its type too where it is not one of ours (a bug, named)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text if isinstance(exc, GemmDriverError) and text else f"{type(exc).__name__}: {text}"

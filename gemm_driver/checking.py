@@ -15,6 +15,7 @@ from typing import Callable, Mapping
 from hypothesis import HealthCheck, given, settings
 
 from .case import Outcome, PreparedCase, run_case
+from .cuda.errors import UnsupportedProblem
 from .kernels import precision_of
 from .session import Session
 from .strategies import GemmCase, gemm_cases
@@ -60,7 +61,7 @@ def verify_kernel(session: Session, kernel: str, examples: int = 100, max_dim: i
         on_example()
         outcome = check_case(session, kernel, case, tunables)  # a fault is FAILED, like a wrong answer
         if outcome.status == "skipped":  # not a property failure: the kernel cannot run here
-            raise ValueError(outcome.detail)
+            raise UnsupportedProblem(outcome.detail)
         message = outcome.message
         if message != "ok":
             failures.append((case, message))

@@ -35,6 +35,7 @@ import numpy as np
 from . import arrays, kernels
 from .arrays import DeviceArray
 from .cuda.driver import Event, ExternalStream, copy_2d_async, memset_2d32_async, stream_is_capturing, stream_wait
+from .cuda.errors import UnsupportedProblem
 from .kernels.spec import KernelSpec
 from .problem import GemmProblem
 
@@ -68,10 +69,10 @@ def dtype_name(dtype) -> str:
 
 
 def check_precision(kernel: str, target, dtype: str) -> None:
-    """ValueError when ``kernel`` computes in a precision other than the inputs' dtype."""
+    """UnsupportedProblem when ``kernel`` computes in a precision other than the inputs' dtype."""
     if target.precision not in arrays.PRECISIONS_OF[dtype]:
         wanted = next(d for d, precisions in arrays.PRECISIONS_OF.items() if target.precision in precisions)
-        raise ValueError(f"kernel {kernel!r} computes in {target.precision} but A and B are {dtype}: choose a "
+        raise UnsupportedProblem(f"kernel {kernel!r} computes in {target.precision} but A and B are {dtype}: choose a "
                          f"{'/'.join(arrays.PRECISIONS_OF[dtype])} kernel (e.g. {arrays.DEFAULT_KERNEL[dtype]}), "
                          f"or pass {wanted} A and B to {kernel}")
 
@@ -142,7 +143,7 @@ class Plan:
         self.kernel = kernel or arrays.DEFAULT_KERNEL[self.dtype]
         self.target = target = kernels.get(self.kernel)
         if getattr(target, "host_gemm", None) is not None:
-            raise ValueError(f"{self.kernel} runs on the CPU; a plan launches on the GPU "
+            raise UnsupportedProblem(f"{self.kernel} runs on the CPU; a plan launches on the GPU "
                              "(use gemm() with NumPy arrays)")
         check_precision(self.kernel, target, self.dtype)
         self.layout, self.lds = (bool(trans_a), bool(trans_b), bool(trans_c)), (lda, ldb, ldc)
@@ -165,17 +166,17 @@ class Plan:
         target, session, name = self.target, self.session, self.kernel
         if stored != (False, False) and not getattr(target, "transposes", False):
             which = " and ".join(x for x, t in zip(("A", "B") if not self.swap else ("B", "A"), stored) if t)
-            raise ValueError(f"{name} reads row-major operands only, and here {which} would be read transposed: "
+            raise UnsupportedProblem(f"{name} reads row-major operands only, and here {which} would be read transposed: "
                              "pass contiguous copies, use a transposed out= for transposed A and B, "
                              f"or a kernel that takes transposed operands ({arrays.DEFAULT_KERNEL[self.dtype]})")
         cc = tuple(session.device.compute_capability)
         if not isinstance(target, KernelSpec):
             if tunables:
-                raise ValueError(f"{name} takes no tunables, got {sorted(tunables)}")
+                raise UnsupportedProblem(f"{name} takes no tunables, got {sorted(tunables)}")
             if (reason := target.unavailable()) is not None:
-                raise ValueError(f"{name}: {reason}")
+                raise UnsupportedProblem(f"{name}: {reason}")
             if cc < tuple(target.min_cc):
-                raise ValueError(f"{name} needs {target.min_arch} or newer; this GPU is sm_{cc[0]}{cc[1]}")
+                raise UnsupportedProblem(f"{name} needs {target.min_arch} or newer; this GPU is sm_{cc[0]}{cc[1]}")
             return {}, ""
         target.check_device(cc)
         note = ""

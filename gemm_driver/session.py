@@ -22,6 +22,7 @@ from typing import Mapping
 from . import kernels
 from .cuda import cublas, cublaslt
 from .cuda.driver import Context, DeviceBuffer, Kernel, Module, Stream
+from .cuda.errors import UnsupportedProblem
 from .kernels.build import Build, build
 from .kernels.launch import Launch, Operand, PlanContext, standard_plan
 from .kernels.providers import Provider
@@ -127,9 +128,9 @@ class Session:
         check_operands(target, problem, a, b)
         if isinstance(target, Provider):
             if tunables:
-                raise ValueError(f"{name} takes no tunables, got {sorted(tunables)}")
+                raise UnsupportedProblem(f"{name} takes no tunables, got {sorted(tunables)}")
             if target.launcher is None:
-                raise ValueError(f"{name} runs on the CPU and has no GPU launcher")
+                raise UnsupportedProblem(f"{name} runs on the CPU and has no GPU launcher")
             planned = target.launcher(target, self if stream is self.stream else self.on(stream), problem, a, b, c)
             return Launch(name, planned.enqueue, stream, algorithm=planned.algorithm)
         note = ""
@@ -211,15 +212,15 @@ class SessionOnStream:
 
 
 def check_operands(target: KernelSpec | Provider, problem: GemmProblem, a: Operand, b: Operand) -> None:
-    """ValueError (the runner's "skipped") when operands or problem do not suit ``target``:
+    """UnsupportedProblem (the runner's "skipped") when operands or problem do not suit ``target``:
     A/B stored in another precision's element size, or a batch it does not take."""
     p = get_precision(target.precision)
     if (a.itemsize, b.itemsize) != (p.itemsize, p.itemsize):
-        raise ValueError(f"{target.name} takes {p.name} operands ({p.itemsize}-byte A and B), "
+        raise UnsupportedProblem(f"{target.name} takes {p.name} operands ({p.itemsize}-byte A and B), "
                          f"got {a.itemsize}- and {b.itemsize}-byte ones")
     if not target.takes_batch(problem.batch):
         if problem.batch > 1:
             batched = p if p.batched_baseline else get_precision("fp32")  # FP32 has the one batched baseline
-            raise ValueError(f"{target.name} computes one GEMM per launch; batched shapes run on "
+            raise UnsupportedProblem(f"{target.name} computes one GEMM per launch; batched shapes run on "
                              f"{batched.batched_baseline} ({batched.name.upper()})")
-        raise ValueError(f"{target.name} runs batched shapes only (B x M x N x K)")
+        raise UnsupportedProblem(f"{target.name} runs batched shapes only (B x M x N x K)")

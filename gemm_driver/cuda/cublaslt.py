@@ -41,7 +41,7 @@ from typing import Any
 
 from . import cublas
 from .cublas import ComputeType, DataType, Operation
-from .errors import CublasError, GemmDriverError
+from .errors import CublasError, GemmDriverError, UnsupportedProblem
 
 DEFAULT_WORKSPACE_BYTES = 32 * 2**20  # what PyTorch and the cuBLASLt samples give it on Hopper
 DEFAULT_CANDIDATES = 8
@@ -237,7 +237,7 @@ class LtProblem:
 
 
 def validate(problem: LtProblem) -> LtPrecision:
-    """The problem's precision; ValueError naming the first rule the problem breaks."""
+    """The problem's precision; UnsupportedProblem naming the first rule the problem breaks."""
     if problem.precision not in LT_PRECISIONS:
         raise ValueError(f"unknown precision {problem.precision!r}; choose from {', '.join(LT_PRECISIONS)}")
     p, q = LT_PRECISIONS[problem.precision], problem
@@ -253,7 +253,7 @@ def validate(problem: LtProblem) -> LtPrecision:
     )
     for rule, ok in rules:
         if not ok:
-            raise ValueError(f"cuBLASLt GEMM needs {rule}; got {_describe_problem(q)}")
+            raise UnsupportedProblem(f"cuBLASLt GEMM needs {rule}; got {_describe_problem(q)}")
     _swap(q)  # the row-major rules lda >= k, ldb >= n, ldc >= n
     return p
 

@@ -14,6 +14,15 @@ class GemmDriverError(Exception):
     """Base of every error this package raises on purpose."""
 
 
+class UnsupportedProblem(GemmDriverError, ValueError):
+    """This kernel or provider does not take this problem here: its shape, alignment,
+    layout, batch, precision, tunables, or the GPU's architecture. A sweep records it as
+    "skipped" with the message; every other error from a launcher is a failure.
+
+    Also a ValueError: for a caller of gemm(), plan() or the CLI it is bad input (the CLI
+    exits 2 on ValueError), as it was before it had its own class."""
+
+
 class GpuUnavailableError(GemmDriverError):
     """No usable NVIDIA driver or GPU on this machine."""
 

@@ -20,7 +20,7 @@ import contextlib
 from typing import Any, Callable
 
 from ..cuda.driver import ExternalStream
-from ..cuda.errors import GemmDriverError
+from ..cuda.errors import GemmDriverError, UnsupportedProblem
 from ..problem import GemmProblem
 
 
@@ -119,16 +119,16 @@ def torch_without_tf32(torch):
 
 def torch_enqueue(precision: str, session, problem: GemmProblem, a, b, c) -> Callable[[], None]:
     """What enqueues C = alpha A B + beta C with torch on ``session.stream`` (its handle read
-    at each launch), FP32 C; C is not read when beta == 0. ValueError (the case is
+    at each launch), FP32 C; C is not read when beta == 0. UnsupportedProblem (the case is
     "skipped") where torch cannot run."""
     if (reason := torch_unavailable()) is not None:
-        raise ValueError(reason)
+        raise UnsupportedProblem(reason)
     import torch
 
     m, n, k = problem.m, problem.n, problem.k
     device = session.device.ordinal
     if precision != "fp32" and not mm_takes_out_dtype(torch, device):
-        raise ValueError(f"PyTorch {torch.__version__} has no torch.mm(..., out_dtype=torch.float32) for 2-byte "
+        raise UnsupportedProblem(f"PyTorch {torch.__version__} has no torch.mm(..., out_dtype=torch.float32) for 2-byte "
                          "inputs (it came in PyTorch 2.8): no FP32-C baseline in this precision")
     A, B = torch_view(torch, a, m, k, precision, device), torch_view(torch, b, k, n, precision, device)
     C = torch_view(torch, c, m, n, "fp32", device)

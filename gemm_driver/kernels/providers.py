@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import precision as _precision
 from ..cuda import cublas, cublaslt
-from ..cuda.errors import CublasError, GemmDriverError
+from ..cuda.errors import CublasError, GemmDriverError, UnsupportedProblem
 from ..problem import GemmProblem
 from . import frameworks
 from .frameworks import torch_unavailable
@@ -151,13 +151,13 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c)
     chosen algorithm (id, tile, stages, split-K, cluster, ...) goes into the results JSON.
     """
     q = cublaslt.LtProblem(problem.m, problem.n, problem.k, provider.precision, a.ld, b.ld, c.ld)
-    cublaslt.validate(q)  # ValueError (the case is "skipped") naming the rule
+    cublaslt.validate(q)  # UnsupportedProblem (the case is "skipped") naming the rule
     workspace = session.workspace("cublaslt", cublaslt.DEFAULT_WORKSPACE_BYTES)
     alignment = tuple(cublaslt.pointer_alignment(x.ptr) for x in (a, b, c))
     try:
         matmul = session.cublaslt_plan(q, _Scratch(workspace, cublaslt.DEFAULT_WORKSPACE_BYTES), alignment)
     except CublasError as exc:  # no algorithm for this layout (e.g. C rows not 16-byte aligned): skipped
-        raise ValueError(f"{provider.name}: {exc}") from None
+        raise UnsupportedProblem(f"{provider.name}: {exc}") from None
     if not matmul.timings:  # measured once per Session plan (problem, alignment), not per launcher
         matmul.autotune(a.ptr, b.ptr, c.ptr, session.stream, problem.alpha, problem.beta)
     alpha, beta = problem.alpha, problem.beta
@@ -218,9 +218,9 @@ def _cupy_view(matrix, rows: int, cols: int):
 def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
     """C = alpha A B + beta C with cupy.matmul on our stream; C is not read when beta == 0."""
     if (reason := cupy_unavailable()) is not None:
-        raise ValueError(reason)
+        raise UnsupportedProblem(reason)
     if cupy_tf32_enabled():
-        raise ValueError("CUPY_TF32=1 is set: CuPy would use TF32, which is not an FP32 baseline")
+        raise UnsupportedProblem("CUPY_TF32=1 is set: CuPy would use TF32, which is not an FP32 baseline")
     import cupy
 
     m, n, k = problem.m, problem.n, problem.k

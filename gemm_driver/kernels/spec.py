@@ -3,7 +3,7 @@
 A spec names its source file and entry point, its precision, its tunables with defaults
 and allowed values, the rules a (problem, tunables) pair must satisfy, its launch geometry
 and its minimum architecture. ``validate`` refuses a configuration that cannot work with a
-ValueError naming the broken rule, before anything is compiled.
+UnsupportedProblem (a ValueError) naming the broken rule, before anything is compiled.
 
 Two optional hooks let a kernel family launch more than one kernel with the standard
 arguments (kernels/launch.py): ``extra_entries`` names further entry points of the same
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from .. import precision as _precision
+from ..cuda.errors import UnsupportedProblem
 from ..problem import GemmProblem
 
 Dims = tuple[int, int, int]
@@ -118,10 +119,10 @@ class KernelSpec:
         for name, value in (overrides or {}).items():
             if name not in known:
                 allowed = ", ".join(known) or "none"
-                raise ValueError(f"kernel {self.name!r} has no tunable {name!r}; its tunables: {allowed}")
+                raise UnsupportedProblem(f"kernel {self.name!r} has no tunable {name!r}; its tunables: {allowed}")
             choices = known[name].choices
             if isinstance(value, bool) or not isinstance(value, int) or value not in choices:
-                raise ValueError(f"{self.name}: {name}={value!r} is not allowed; choose one of {list(choices)}")
+                raise UnsupportedProblem(f"{self.name}: {name}={value!r} is not allowed; choose one of {list(choices)}")
             values[name] = value
         return values
 
@@ -140,7 +141,7 @@ class KernelSpec:
         """Whether the rules accept ``tunables`` (on a 256^3 problem: rules about tiles, not sizes)."""
         try:
             self.validate(GemmProblem(256, 256, 256), tunables)
-        except ValueError:
+        except UnsupportedProblem:
             return False
         return True
 
@@ -148,19 +149,19 @@ class KernelSpec:
         return self.entry.format(**tunables)
 
     def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
-        """Resolved tunables for ``problem``, or ValueError naming the broken rule."""
+        """Resolved tunables for ``problem``, or UnsupportedProblem naming the broken rule."""
         tunables = self.resolve(overrides)
         for rule in self.rules:
             if (broken := rule(problem, tunables)) is not None:
-                raise ValueError(f"{self.name}: {broken}")
+                raise UnsupportedProblem(f"{self.name}: {broken}")
         threads = _product(self.block(tunables))
         if not 1 <= threads <= MAX_THREADS_PER_BLOCK:
-            raise ValueError(f"{self.name}: {threads} threads per block; at most {MAX_THREADS_PER_BLOCK}")
+            raise UnsupportedProblem(f"{self.name}: {threads} threads per block; at most {MAX_THREADS_PER_BLOCK}")
         if not problem.is_empty:
             grid = self.grid(problem, tunables)
             for axis, (count, limit) in enumerate(zip(grid, MAX_GRID)):
                 if count > limit:
-                    raise ValueError(
+                    raise UnsupportedProblem(
                         f"{self.name}: problem {problem.label} needs {count} blocks along grid axis "
                         f"{'xyz'[axis]}; the limit is {limit}"
                     )
@@ -178,13 +179,13 @@ class KernelSpec:
         return tuple(compute_capability) >= self.min_cc
 
     def check_runs_on(self, compute_capability: tuple[int, int], where: str) -> None:
-        """ValueError when the kernel cannot run on ``compute_capability`` (too old, or not the
+        """UnsupportedProblem when the kernel cannot run on ``compute_capability`` (too old, or not the
         one architecture an sm_XYa kernel runs on); ``where`` ends the message ("this GPU is
         sm_75", "cannot build it for sm_70")."""
         if not self.runs_on(compute_capability):
             if self.arch_specific:
-                raise ValueError(f"{self.name} runs on {self.min_arch} only (arch-specific wgmma/TMA code); {where}")
-            raise ValueError(f"{self.name} needs {self.min_arch} or newer; {where}")
+                raise UnsupportedProblem(f"{self.name} runs on {self.min_arch} only (arch-specific wgmma/TMA code); {where}")
+            raise UnsupportedProblem(f"{self.name} needs {self.min_arch} or newer; {where}")
 
     def check_device(self, compute_capability: tuple[int, int]) -> None:
         have = f"sm_{compute_capability[0]}{compute_capability[1]}"
