@@ -17,10 +17,8 @@ import numpy as np
 
 from . import arrays, kernels
 from .case import PreparedCase
-from .cuda.errors import UnsupportedProblem
 from .cuda.driver import ExternalStream, copy_2d_async
 from .kernels.providers import host_gemm
-from .kernels.spec import KernelSpec
 from .plans import Plan, check_precision, ensure_current, plan_key
 from .problem import GemmProblem
 from .session import Session
@@ -101,7 +99,7 @@ def _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, tunables):
     if o is not None:
         trans_c = o.trans
     else:  # transposed A and B on a kernel that reads row-major only: the swap needs a transposed out
-        trans_c = a.trans and b.trans and not getattr(kernels.get(kernel), "transposes", False)
+        trans_c = a.trans and b.trans and not kernels.get(kernel).transposes
     session = default_session()
     key = plan_key(session, m, n, k, a.dtype, kernel, alpha, beta, (a.trans, b.trans, trans_c), (), tunables)
     p = _plans.get(key)
@@ -169,12 +167,8 @@ def _host_gemm(A, B, C, alpha, beta, kernel, out, tunables) -> np.ndarray:
     problem = GemmProblem(m, n, k, float(alpha), float(beta))
     kernel = kernel or arrays.DEFAULT_KERNEL[dtype]
     target = kernels.get(kernel)
-    # Refuse bad tunables before anything needs a GPU; the launcher validates for the run.
-    if isinstance(target, KernelSpec):
-        target.resolve(tunables)
-    elif tunables:
-        raise UnsupportedProblem(f"{kernel} takes no tunables, got {sorted(tunables)}")
-    if dtype != "float32" and getattr(target, "host_gemm", None) is None:
+    target.check_tunables(tunables)  # bad tunables refused before anything needs a GPU
+    if dtype != "float32" and not target.runs_on_host:
         check_precision(kernel, target, dtype)  # float32 data may be rounded to a 2-byte kernel's precision
     # 2-byte inputs as float32 values, exactly: the upload stores them in the kernel's format again.
     a, b = (A, B) if dtype == "float32" else (A.astype(np.float32), B.astype(np.float32))
@@ -188,7 +182,7 @@ def _host_gemm(A, B, C, alpha, beta, kernel, out, tunables) -> np.ndarray:
 def _host_result(problem, target, kernel, a, b, c_in, tunables) -> np.ndarray:
     if problem.is_empty:
         return host_gemm(problem, a, b, c_in)
-    if getattr(target, "host_gemm", None) is not None:  # a CPU provider (NumPy)
+    if target.runs_on_host:  # a CPU provider (NumPy)
         return target.host_gemm(problem, a, b, c_in)
     session = default_session()
     with PreparedCase(problem, target.precision, a, b, c_in) as case:

@@ -120,7 +120,7 @@ def run_case(session, name: str, case: PreparedCase, *, tunables: Mapping[str, i
     """Verify ``name`` on ``case``; if it passed and a timer is given, time it on the same
     operands (``budget`` is handed to the timer)."""
     target = kernels.get(name)
-    if getattr(target, "host_gemm", None) is not None:
+    if target.runs_on_host:
         return _run_on_host(target, case, tunables, timer, budget)
     try:
         launch = session.launcher(name, case.problem, *case.device(), tunables)
@@ -142,8 +142,10 @@ def run_case(session, name: str, case: PreparedCase, *, tunables: Mapping[str, i
 
 
 def _run_on_host(target, case: PreparedCase, tunables, timer, budget) -> Outcome:
-    if tunables:
-        return Outcome("skipped", f"{target.name} takes no tunables, got {sorted(tunables)}")
+    try:
+        target.check_tunables(tunables)
+    except UnsupportedProblem as exc:
+        return Outcome("skipped", str(exc))
     p, (a, b, c) = case.problem, (case.a_host, case.b_host, case.c_host)
     record = {"kernel": target.name, "tunables": {}, "note": "", "algorithm": {}}
     verification = case.check(target.host_gemm(p, a, b, c))

@@ -142,7 +142,7 @@ class Plan:
         self.problem = GemmProblem(m, n, k, float(alpha), float(beta))
         self.kernel = kernel or arrays.DEFAULT_KERNEL[self.dtype]
         self.target = target = kernels.get(self.kernel)
-        if getattr(target, "host_gemm", None) is not None:
+        if target.runs_on_host:
             raise UnsupportedProblem(f"{self.kernel} runs on the CPU; a plan launches on the GPU "
                              "(use gemm() with NumPy arrays)")
         check_precision(self.kernel, target, self.dtype)
@@ -157,28 +157,21 @@ class Plan:
         self._stream = ExternalStream(0)  # pointed at each caller's stream in turn
         self._state = _state_of(session)
         self._event: Event | None = None
-        self._uses_scratch = (isinstance(target, KernelSpec) and (target.scratch or target.launch_plan) is not None
-                              or getattr(target, "measures", False))
+        self._uses_scratch = target.uses_scratch
 
     def _resolve(self, tunables: dict, stored: tuple[bool, bool]) -> tuple[dict, str]:
         """Check the target against this GPU and the layout; choose and validate its tunables
         and load it (KernelSpec), once."""
         target, session, name = self.target, self.session, self.kernel
-        if stored != (False, False) and not getattr(target, "transposes", False):
+        if stored != (False, False) and not target.transposes:
             which = " and ".join(x for x, t in zip(("A", "B") if not self.swap else ("B", "A"), stored) if t)
-            raise UnsupportedProblem(f"{name} reads row-major operands only, and here {which} would be read transposed: "
-                             "pass contiguous copies, use a transposed out= for transposed A and B, "
-                             f"or a kernel that takes transposed operands ({arrays.DEFAULT_KERNEL[self.dtype]})")
-        cc = tuple(session.device.compute_capability)
-        if not isinstance(target, KernelSpec):
-            if tunables:
-                raise UnsupportedProblem(f"{name} takes no tunables, got {sorted(tunables)}")
-            if (reason := target.unavailable()) is not None:
-                raise UnsupportedProblem(f"{name}: {reason}")
-            if cc < tuple(target.min_cc):
-                raise UnsupportedProblem(f"{name} needs {target.min_arch} or newer; this GPU is sm_{cc[0]}{cc[1]}")
-            return {}, ""
-        target.check_device(cc)
+            raise UnsupportedProblem(f"{name} reads row-major operands only, and here {which} would be read "
+                                     "transposed: pass contiguous copies, use a transposed out= for transposed A "
+                                     "and B, or a kernel that takes transposed operands "
+                                     f"({arrays.DEFAULT_KERNEL[self.dtype]})")
+        target.check_device(tuple(session.device.compute_capability))
+        if not isinstance(target, KernelSpec):  # a library: it chooses its own algorithm
+            return target.check_tunables(tunables), ""
         note = ""
         if target.choose is not None and not tunables:
             tunables, note = target.choose(self.run_problem, session.device.name)  # the tuned table, read once
@@ -253,8 +246,7 @@ class Plan:
         ops = (Operand(first.ptr, first.ld, first.itemsize, t1), Operand(second.ptr, second.ld, second.itemsize, t2),
                Operand(C.ptr, C.ld, 4))
         session = self.session
-        measures = getattr(self.target, "measures", False)
-        if not measures:
+        if not self.target.measures:
             launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream)
         else:  # it runs the GEMM now: on the Session's stream (capturable), after and before the caller's work
             own = session.stream

@@ -28,6 +28,7 @@ from .kernels.launch import Launch, Operand, PlanContext, standard_plan
 from .kernels.providers import Provider
 from .kernels.sources import read_source
 from .kernels.spec import KernelSpec
+from .kernels.target import GemmTarget
 from .precision import get as get_precision
 from .problem import GemmProblem
 
@@ -126,11 +127,11 @@ class Session:
         stream = self.stream if stream is None else stream
         target = kernels.get(name)
         check_operands(target, problem, a, b)
+        if target.runs_on_host:
+            raise UnsupportedProblem(f"{name} runs on the CPU and has no GPU launcher")
         if isinstance(target, Provider):
-            if tunables:
-                raise UnsupportedProblem(f"{name} takes no tunables, got {sorted(tunables)}")
-            if target.launcher is None:
-                raise UnsupportedProblem(f"{name} runs on the CPU and has no GPU launcher")
+            target.check_tunables(tunables)
+            target.check_device(self.device.compute_capability)
             planned = target.launcher(target, self if stream is self.stream else self.on(stream), problem, a, b, c)
             return Launch(name, planned.enqueue, stream, algorithm=planned.algorithm)
         note = ""
@@ -211,7 +212,7 @@ class SessionOnStream:
         return getattr(self._session, name)
 
 
-def check_operands(target: KernelSpec | Provider, problem: GemmProblem, a: Operand, b: Operand) -> None:
+def check_operands(target: GemmTarget, problem: GemmProblem, a: Operand, b: Operand) -> None:
     """UnsupportedProblem (the runner's "skipped") when operands or problem do not suit ``target``:
     A/B stored in another precision's element size, or a batch it does not take."""
     p = get_precision(target.precision)

@@ -17,6 +17,7 @@ from pathlib import Path
 from . import hopper, providers, simt, tensor
 from .providers import Provider
 from .spec import Entry, KernelSpec, Tunable
+from .target import GemmTarget
 
 EXTRA_KERNELS_VARIABLE = "GEMM_DRIVER_EXTRA_KERNELS"
 
@@ -50,10 +51,10 @@ SPECS: tuple[KernelSpec, ...] = tuple(spec for family in FAMILIES for spec in fa
 # Rungs in registry order; a precision's ladder is its rungs in this order (bench/report.py).
 LADDER = tuple(spec for spec in SPECS if spec.in_ladder)
 KERNELS: dict[str, KernelSpec] = {spec.name: spec for spec in SPECS}
-ALL: dict[str, KernelSpec | Provider] = {**{p.name: p for p in PROVIDERS}, **KERNELS}
+ALL: dict[str, GemmTarget] = {**{p.name: p for p in PROVIDERS}, **KERNELS}
 
 
-def get(name: str) -> KernelSpec | Provider:
+def get(name: str) -> GemmTarget:
     """The kernel or provider called ``name``; ValueError listing the known names."""
     try:
         return ALL[name]
@@ -71,5 +72,5 @@ def absent_baselines() -> dict[str, str]:
     return {p.name: reason for p in PROVIDERS if (reason := p.unavailable()) is not None}
 
 
-__all__ = ["ALL", "Entry", "FAMILIES", "KERNELS", "LADDER", "PROVIDERS", "KernelSpec", "Provider", "SPECS",
-           "Tunable", "absent_baselines", "get", "precision_of"]
+__all__ = ["ALL", "Entry", "FAMILIES", "GemmTarget", "KERNELS", "LADDER", "PROVIDERS", "KernelSpec", "Provider",
+           "SPECS", "Tunable", "absent_baselines", "get", "precision_of"]

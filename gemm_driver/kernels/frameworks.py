@@ -128,8 +128,8 @@ def torch_enqueue(precision: str, session, problem: GemmProblem, a, b, c) -> Cal
     m, n, k = problem.m, problem.n, problem.k
     device = session.device.ordinal
     if precision != "fp32" and not mm_takes_out_dtype(torch, device):
-        raise UnsupportedProblem(f"PyTorch {torch.__version__} has no torch.mm(..., out_dtype=torch.float32) for 2-byte "
-                         "inputs (it came in PyTorch 2.8): no FP32-C baseline in this precision")
+        raise UnsupportedProblem(f"PyTorch {torch.__version__} has no torch.mm(..., out_dtype=torch.float32) for "
+                                 "2-byte inputs (it came in PyTorch 2.8): no FP32-C baseline in this precision")
     A, B = torch_view(torch, a, m, k, precision, device), torch_view(torch, b, k, n, precision, device)
     C = torch_view(torch, c, m, n, "fp32", device)
     stream = StreamCache(session.stream, lambda raw: torch.cuda.ExternalStream(raw, device=device))

@@ -9,7 +9,10 @@ the package never asks which one it holds:
   algorithm; empty where the library does not say) (GPU providers);
   ``host_gemm(problem, a, b, c)`` -> the result array (CPU providers, on the host operands).
 - ``single`` / ``batched``: which shapes it takes (one GEMM, or a stacked batch).
-- ``unavailable()`` -> why it cannot run in this installation, or None.
+- ``unavailable()`` -> why it cannot run in this installation, or None (``check_device``
+  raises it, with the minimum architecture, as UnsupportedProblem).
+- The rest of GemmTarget (kernels/target.py), which KernelSpec shares: ``runs_on_host``,
+  ``check_tunables`` (a provider takes none), ``uses_scratch``.
 - ``transposes``: it also takes operands stored transposed (``trans`` true on the operand:
   column-major, ``ld`` the column stride), as gemm() passes transposed views of the
   caller's arrays; ``measures``: its launcher runs the GEMM on the operands while it is
@@ -67,15 +70,34 @@ class Provider:
     unavailable: Callable[[], str | None] = lambda: None
     transposes: bool = False  # takes operands stored transposed (operand.trans), see above
     measures: bool = False  # runs the GEMM on the operands while its launcher is made
+    uses_scratch: bool = False  # its launches use Session scratch (cuBLASLt's workspace)
+
+    @property
+    def runs_on_host(self) -> bool:
+        return self.launcher is None
 
     @property
     def kind(self) -> str:
         """'library' for GPU providers, 'cpu' for host ones (as `list` prints it)."""
-        return "cpu" if self.launcher is None else "library"
+        return "cpu" if self.runs_on_host else "library"
+
+    def check_tunables(self, tunables: Mapping[str, int] | None) -> dict[str, int]:
+        """A library chooses its own algorithm: any tunable is refused."""
+        if tunables:
+            raise UnsupportedProblem(f"{self.name} takes no tunables, got {sorted(tunables)}")
+        return {}
+
+    def check_device(self, compute_capability: tuple[int, int]) -> None:
+        """UnsupportedProblem when this installation lacks it or the GPU is older than min_cc."""
+        if (reason := self.unavailable()) is not None:
+            raise UnsupportedProblem(f"{self.name}: {reason}")
+        if tuple(compute_capability) < tuple(self.min_cc):
+            cc = compute_capability
+            raise UnsupportedProblem(f"{self.name} needs {self.min_arch} or newer; this GPU is sm_{cc[0]}{cc[1]}")
 
     @property
     def min_arch(self) -> str:
-        return "-" if self.kind == "cpu" else f"sm_{self.min_cc[0]}{self.min_cc[1]}"
+        return "-" if self.runs_on_host else f"sm_{self.min_cc[0]}{self.min_cc[1]}"
 
     def takes_batch(self, batch: int) -> bool:
         """Batched providers run one GEMM too (a batch of 1); ``single`` says whether the
@@ -270,11 +292,11 @@ PROVIDERS = (
     Provider("cublas_fp16", "cuBLAS GemmEx, FP16 A/B, FP32 accumulate and C", _cublas_gemm,
              precision="fp16", min_cc=(7, 0), transposes=True),
     Provider("cublaslt_tf32", "cuBLASLt matmul, TF32, fastest of the heuristic's top 8 measured here",
-             _cublaslt_matmul, precision="tf32", min_cc=(8, 0), measures=True),
+             _cublaslt_matmul, precision="tf32", min_cc=(8, 0), measures=True, uses_scratch=True),
     Provider("cublaslt_bf16", "cuBLASLt matmul, BF16 A/B, FP32 C, fastest of the heuristic's top 8 measured here",
-             _cublaslt_matmul, precision="bf16", min_cc=(8, 0), measures=True),
+             _cublaslt_matmul, precision="bf16", min_cc=(8, 0), measures=True, uses_scratch=True),
     Provider("cublaslt_fp16", "cuBLASLt matmul, FP16 A/B, FP32 C, fastest of the heuristic's top 8 measured here",
-             _cublaslt_matmul, precision="fp16", min_cc=(7, 0), measures=True),
+             _cublaslt_matmul, precision="fp16", min_cc=(7, 0), measures=True, uses_scratch=True),
     Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", _cublas_batched,
              min_cc=(5, 0), single=False, batched=True),
     Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",

@@ -167,7 +167,20 @@ class KernelSpec:
                     )
         return tunables
 
+    # GemmTarget (kernels/target.py): what callers ask of a kernel and a provider alike.
     single = True  # listed for unbatched shapes (as Provider.single)
+    transposes = False  # reads row-major A and B only
+    measures = False
+    runs_on_host = False
+
+    @property
+    def uses_scratch(self) -> bool:
+        """Split-K scratch, or a launch recipe (which may pack operands into scratch)."""
+        return self.scratch is not None or self.launch_plan is not None
+
+    def check_tunables(self, tunables: Mapping[str, int] | None) -> dict[str, int]:
+        """``resolve``: the problem-independent check of the tunables (GemmTarget)."""
+        return self.resolve(tunables)
 
     def takes_batch(self, batch: int) -> bool:
         """A kernel computes one GEMM per launch; batched shapes are for batched baselines."""
@@ -184,7 +197,8 @@ class KernelSpec:
         sm_75", "cannot build it for sm_70")."""
         if not self.runs_on(compute_capability):
             if self.arch_specific:
-                raise UnsupportedProblem(f"{self.name} runs on {self.min_arch} only (arch-specific wgmma/TMA code); {where}")
+                raise UnsupportedProblem(
+                    f"{self.name} runs on {self.min_arch} only (arch-specific wgmma/TMA code); {where}")
             raise UnsupportedProblem(f"{self.name} needs {self.min_arch} or newer; {where}")
 
     def check_device(self, compute_capability: tuple[int, int]) -> None:
