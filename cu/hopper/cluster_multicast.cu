@@ -9,14 +9,9 @@
 // of every CTA (mapa + mbarrier.arrive.shared::cluster). Grid: a multiple of CM*CN CTAs, at most
 // what the GPCs can hold (cuOccupancyMaxActiveClusters: 66 pairs on the H100). Tiles past the
 // matrix edge in a cluster compute on zero fill and store nothing.
-// Kept only where measured to pay (H100, bf16, FP32 C, 128 x 256 tiles, 4 stages, interleaved
-// rounds): 2 x 1 pays a little at 4096^3 (642-664 against 643-650 without clusters) and is even at
-// 8192^3 (658 against 659); 1 x 2 (584-594) and 2 x 2 (559) lose, as do all clusters at 2048^3
-// (541 against 564) and on small grids, where the cluster launch and barrier cost more than the
-// traffic saved. The kernels are clock/power-bound (see persistent.cu), so halving B's L2 reads
-// buys little.
-// A first version arrived with .release.cluster semantics: the compiler put MEMBAR.ALL.GPU before
-// each remote arrive, and the 2 x 1 cluster ran at 341 TFLOP/s.
+// Tunables: BN (128, 256), STAGES, CM (1, 2, 4), CN (1, 2), GROUP_M. The remote arrives carry
+// no .release.cluster qualifier on purpose: with it the compiler put MEMBAR.ALL.GPU before each
+// of them. Measurements (clusters pay only on large grids): docs/hopper.md.
 #include "persistent_body.cuh"
 #include "pack.cuh"
 

@@ -8,11 +8,8 @@
 // (alpha/beta, C read only when beta != 0, float2 stores from registers), the producer is
 // already loading the next tile's first STAGES k tiles. No launch or prologue per tile.
 // The kernel body is shared with rungs 4 and 5 (persistent_body.cuh).
-// Measured (H100, bf16, FP32 C, 128 x 256 tiles, 4 stages, GROUP_M 8), interleaved with
-// torch.mm FP32 output (cuBLAS): 4096^3 643-650 TFLOP/s (0.96-0.97x; 1.02-1.07x rung 2),
-// 8192^3 643-684 (0.95-0.98x), 2048^3 560-594 (0.91x). Under sustained load the SM clock sat at
-// ~1.40 GHz (650-670 W): at that clock this loop issues ~3650 of the 4096 dense bf16 flop/clk/SM
-// (89%); cuBLAS ~3560 at 1.44 GHz. Both are power- and clock-bound, not stalled.
+// Tunables: BN (128, 256), STAGES, GROUP_M. Measurements (clock- and power-bound at the 700 W
+// cap, not stalled): docs/hopper.md.
 #include "persistent_body.cuh"
 #include "pack.cuh"
 

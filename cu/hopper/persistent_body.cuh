@@ -246,23 +246,8 @@ __device__ __forceinline__ void gather_quads(float (&d)[4 * QUADS], const float4
 // Either way the partials are added in split order (a split's own in its place): results do not
 // depend on which CTA was last. The hand-over is one release (the leader's fence after the CTA's
 // barrier covers every thread's stores) and one acquire per split, with the generation read
-// while the partials are still being stored. Before, with a fence per thread and four serial
-// atomics on the last split's path, the reduction took ~5 us of 63.3 at 1024x1024x16384 (H100,
-// base clocks, ncu-deep-k-reduction.txt; cuBLAS's own split-K ~1.4 us). With this hand-over and
-// two-split partials kept in registers (H100, split-k-handover-before-after.txt, two rounds
-// each): BF16 1024x1024x8192 517-521 TFLOP/s against 483-488, FP16 1024x1024x16384 553-570
-// against 526-544, TF32 (4 splits) 328-329 against 303-305; ncu at base clocks, BF16
-// 1024x1024x16384: 64.6-65.0 us against 70.1-70.7.
-// What is left of it (split-k-reduction-probe.txt, ncu at base clocks, same shape, a later visit):
-// 61.5-62.7 us, against 56.2-57.6 with reduce_splits returning at once (a probe: wrong answers).
-// A one-sided hand-over (split 0 stores its whole partial and releases a flag; split 1 acquires,
-// adds, stores the whole tile, so split 0 never waits) ran the same, 61.4-63.0 us and even in the
-// sweeps. Nor did handing over by TMA reduce-add (split 0 stores alpha * acc + beta * C to C and
-// releases a flag, split 1 adds alpha * acc onto C with cp.reduce.async.bulk.tensor .add, split 0
-// running 0, 4 or 8 k tiles fewer than half): 62.0-64.1 us, sweeps even
-// (split-k-reduce-add-probe.txt); none kept. What the schemes share is extra FP32 traffic through
-// L2 (partials out and back, or C written twice) in the last microseconds, when all 128 units
-// finish together: the likely cost, not measured apart.
+// while the partials are still being stored. Measurements, and the hand-overs tried and not
+// kept: docs/hopper.md, docs/findings.md.
 // Returns the range of 32-column chunks this CTA stores (empty: none).
 template <class Cfg>
 __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Unit& w, int splits, bool parallel,

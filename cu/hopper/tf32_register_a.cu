@@ -15,30 +15,17 @@
 // go to the other buffer while the tensor cores still read this one.
 // Tile: 256 (m) x 128 (n), two consumer warpgroups of 64 n; persistent, grouped order, 4 stages
 // of 32 KiB (A) + 16 KiB (B). Epilogue: a thread holds C[m][n], C[m][n+1] pairs: float2 stores.
-// Small grids (BM = 128, CONSUMERS = 1): 128 x 64 tiles, wgmma m64n128k8, two CTAs an SM; 1024^3
-// has 128 of them instead of 32: 139-147 TFLOP/s against 81 (cuBLAS TF32 137 in the same sweep).
+// Small grids: BM = 128, CONSUMERS = 1 gives 128 x 64 tiles (wgmma m64n128k8, two CTAs an SM);
+// BM = 64 gives 64 x 128 tiles (wgmma m64n64k8 in each of two consumers).
 // Clusters of CM x CN CTAs (CM tile rows of m, CN tile columns of n) multicast slices as in
-// persistent_body.cuh: A rows among a cluster row, B k rows among a cluster column.
-// cuBLAS's own kernel at 4096^3 (ncu: sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_
-// warpgroupsize2x1x1, 168 registers) is the same design in its column-major terms: at base clocks it
-// takes 408 us against our 412. Under sustained load both draw 700 W, ours at a 2-5% lower clock.
-// Measured (H100, 4096^3, FP32 C; torch.matmul with TF32 allowed = cuBLAS in the same runs):
-// 338-352 TFLOP/s against 344-353 (0.98-1.00x); 8192^3 337-355 against 358-362. The rungs that
-// transpose B first ran at 290-298 (the transpose alone 48.7 us of ~470). 2 x 1 and 1 x 2
-// clusters: no gain (322-336); 2 x 2 lost (295). Later, sustained (2 s of launches, two rounds):
-// 1 x 2 clusters 345 TFLOP/s at 8192^3 against 315-320 without (cuBLASLt 357-360), even at 4096^3.
-// Why not more: at full tf32 rate an SM needs ~127 B/clk of shared-memory traffic (wgmma reads of
-// A by both consumers, TMA writes, fragment loads) against 128 available, and cuBLAS, with the same
-// design, is as fast per clock. Loading the B^T fragments from global memory instead (no B in
-// shared memory) was tried and ran at 216-229: dropped.
-// Split-K (SPLITS) reuses persistent_body.cuh's reduce_splits on the accumulator registers: at
-// 1024x1024x16384 4 splits of 256 x 128 tiles ran 317 TFLOP/s on the H200 (cuBLAS 294). PDL as in
-// any_shape.cu: on full grids 2048^3 49.7 us against 51.6 (H100, held stream); it lost with
-// split-K and on the small tiles at 16384x128x4096 (104.5 against 101.3).
-// Later: 64 x 128 tiles (BM = 64, wgmma m64n64k8 in each of two consumers, 8 stages, PDL) on
-// small grids: 1024^3 167 TFLOP/s against 135 for the 128 x 64 tiles above (cuBLAS 146),
-// 1024x1024x4096 210 against 181 (cuBLAS 201); 16384x128x4096 even (H100,
-// autotune-hopper-small-grids*.txt).
+// persistent_body.cuh: A rows among a cluster row, B k rows among a cluster column. With one
+// consumer, CM = 2 is refused: its multicast code spills at that register count.
+// Split-K (SPLITS) reuses persistent_body.cuh's reduce_splits on the accumulator registers;
+// PDL as in any_shape.cu.
+// Tunables: BM (64, 128, 256), CONSUMERS, STAGES, CM, CN, GROUP_M, SPLITS, PDL; which runs for a
+// shape is choose_register_a's rule (gemm_driver/kernels/hopper/rungs.py).
+// Measurements (the same design as cuBLAS's TF32 kernel, and as fast per clock), and what was
+// tried and not kept: docs/hopper.md, docs/findings.md.
 #include "persistent_body.cuh"
 #include "pack.cuh"
 

@@ -9,9 +9,7 @@
 // wgmmas in flight (wait_group 1) while it waits for the next: the tensor cores are fed back to
 // back. __launch_bounds__(384, 1) caps registers at entry (168), which setmaxnreg needs.
 // Grid: one CTA per 128 x BN tile (not persistent yet), blockIdx.x along N.
-// Measured (H100, bf16, FP32 C, 4096^3): 607-633 TFLOP/s with 128 x 256 tiles and 3 stages
-// (1.12-1.17x rung 1; torch.mm FP32 output 671-675 in the same runs); 4 stages 572-577,
-// 128 x 128 tiles with 6 stages 501 (each consumer then reads B, 4 KiB, for half the flops).
+// Tunables: BN (128, 256), STAGES. Measurements: docs/hopper.md.
 #include "hopper_common.cuh"
 #include "wgmma.cuh"
 #include "hopper_epilogue.cuh"

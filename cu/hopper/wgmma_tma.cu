@@ -12,10 +12,7 @@
 // (wait_group 0) before the slot is refilled, so the tensor cores idle while a CTA waits; two
 // CTAs per SM (STAGES=3, 96 KiB each) cover part of that.
 // Ragged M, N, K: TMA fills out-of-bounds box elements with zeros; the epilogue predicates.
-// Measured (H100, bf16, FP32 C, 4096^3, CUDA-graph replays): 542 TFLOP/s with BN=128, 3 stages
-// (torch.mm with FP32 output, i.e. cuBLAS, 671-675 in the same runs): 0.81x, still under the
-// 647 TFLOP/s that mma.sync reaches in a register-only loop. 4 stages (1 CTA/SM instead of 2) ran
-// at 438: the second CTA is what hides the waits.
+// Tunables: BN (64, 128), STAGES. Measurements: docs/hopper.md.
 #include "hopper_common.cuh"
 #include "wgmma.cuh"
 #include "hopper_epilogue.cuh"

@@ -24,7 +24,7 @@
 // per resident slot (or at most PER_SM per SM), sized on the launch side from the occupancy,
 // each CTA taking an equal share of all the k steps across tile boundaries, with the
 // "data-parallel waves + one stream-K wave" hybrid for grids of many tiles. It reuses k_loop
-// and store_tile unchanged: a unit of work is a k range of one tile. Measured: see README.
+// and store_tile unchanged: a unit of work is a k range of one tile.
 // Expected: the FMA pipe busy most cycles; close to cuBLAS at large sizes.
 // Measured (H100, default 128x256 tile, 64x64 warps, 8x16 lanes, BK=16, 3 stages): 50.3
 // TFLOP/s at 4096^3, 97% of cuBLAS, 1.09x over double_buffered. With 8x8 lanes it was 92%:
@@ -32,12 +32,8 @@
 // that (by this arithmetic, not yet by counters) the shared-memory pipe sets the pace;
 // 8x16 lanes issue 6 per 128. Small problems leave SMs idle with these
 // tiles (30% of cuBLAS at 1024^3): `autotuned` picks smaller tiles, split-K or stream-K there.
-// Tried and not kept (issue 14's "grouped tile order"): the data-parallel blocks remapped to
-// groups of 8 or 16 tile rows, as the Hopper persistent kernels walk their tiles. At 8192^3 it cut
-// DRAM reads 3.6x (3.09 GB against 11.26, ncu at base clocks) and still ran slower (29.1 ms
-// against 27.4); in sweeps 4096^3, 8192^3 and 2048^3 lost 5% with 128 x 256 tiles, 4093x4091x4099
-// gained 1.3% with 128 x 128 (fp32-grouped-order-probe.txt). So DRAM does not set the pace here;
-// why the grouped order is slower was not found.
+// Measurements, and what was tried and not kept (a grouped tile order among them):
+// docs/fp32-ladder.md, docs/findings.md.
 #include "gemm_common.cuh"
 #include "cp_async.cuh"
 #include "stream_k.cuh"

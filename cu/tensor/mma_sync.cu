@@ -25,20 +25,8 @@
 // slow path is pack_rows (below): copy A and/or B into aligned scratch, then run the ASYNC
 // kernel. Measured at 4093x4091x4099 (tight, odd leading dimensions): packing + ASYNC 322
 // TFLOP/s BF16, the register path 108: the launcher should pack.
-// Measured on the H100 (cuBLAS with FP32 C in the same run; ncu: 0 bank conflicts on
-// shared loads, stores and cp.async, tensor pipe active 76% at 4096^3):
-//   BF16 4096^3 476-478 TFLOP/s (0.63x cuBLAS; 128x256x32, 2x4 warps of 64x64, 4 stages),
-//        8192^3 455-463 (0.58-0.60x; 256x128x64 or 128x128x64, 3 stages),
-//        1024^3 170-172 (0.74-0.75x; 64x64x64, 2x2 warps), 4093x4091x4099 322 with packing
-//        (2.1x cuBLAS's 153); FP16 the same within 3%;
-//   TF32 4096^3 129 (0.32x; 256x128x16, 4x2 warps, 4 stages), 8192^3 136 (0.33x),
-//        4093x4091x4099 110 (0.83x).
-// Missed: BF16/FP16 >= 0.75x and TF32 >= 0.70x. A register-only loop of the same 32
-// independent m16n8k16 per warp reaches 630 TFLOP/s with 8 warps an SM (0.97 of 647), so
-// the occupancy the 64x64 warp tiles force (8 warps, 2 per scheduler) is not the limit by
-// itself; the other ~95 instructions per 128 HMMA of the main loop (ldmatrix, copies,
-// barrier) leave the tensor pipe idle a quarter of the time. TF32 runs twice the HMMA per
-// flop, 32-bit B loads and the rounding (169 TFLOP/s with the rounding skipped).
+// Measurements (ncu: no bank conflicts on shared loads, stores or cp.async), and why the rung
+// stops at ~0.6x cuBLAS: docs/tensor-cores.md.
 //
 // Launch: block = WARPS_M * WARPS_N * 32 threads; grid = (ceil(N / BN), ceil(M / BM)) blocks
 // (the kernel takes the block's place in launch order, y * gridDim.x + x, and maps it to a
