@@ -84,7 +84,7 @@ def cmd_bench(args) -> int:
     budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
                                  args.watchdog, args.rounds).with_seed()
-    steps = request.plan()
+    steps = request.steps()
     bench.check_outputs(args.json, args.csv, args.plot)
     console = Console()
     # Results reach the files as each shape finishes, so a run cut off keeps what it measured.

@@ -24,7 +24,7 @@ from .cuda import cublas, cublaslt
 from .cuda.driver import Context, DeviceBuffer, Kernel, Module, Stream
 from .cuda.errors import UnsupportedProblem
 from .kernels.build import Build, build
-from .kernels.launch import Launch, Operand, PlanContext, standard_plan
+from .kernels.launch import Launch, Operand, LaunchContext, standard_recipe
 from .kernels.providers import Provider
 from .kernels.sources import read_source
 from .kernels.spec import KernelSpec
@@ -61,7 +61,7 @@ class Session:
         self._cublas: cublas.CublasHandle | None = None
         self._cublas_shared: cublas.CublasHandle | None = None  # for launches on callers' streams
         self._cublaslt: cublaslt.LtHandle | None = None
-        self._lt_plans: dict[tuple, cublaslt.LtMatmul] = {}
+        self._lt_matmuls: dict[tuple, cublaslt.LtMatmul] = {}
         self._workspace: dict[str, DeviceBuffer] = {}
         self._retired: list[DeviceBuffer] = []  # every scratch buffer made, freed at close()
 
@@ -88,17 +88,17 @@ class Session:
         """This session as a provider sees it when its work goes on ``stream``."""
         return SessionOnStream(self, stream)
 
-    def cublaslt_plan(self, problem: cublaslt.LtProblem, workspace, alignment: tuple[int, int, int]
+    def cublaslt_matmul(self, problem: cublaslt.LtProblem, workspace, alignment: tuple[int, int, int]
                       ) -> cublaslt.LtMatmul:
         """A cuBLASLt matmul for ``problem`` (its heuristic candidates at ``alignment``),
         made once per (problem, alignment, workspace) and kept until close()."""
         key = (problem, alignment, workspace)
-        if key not in self._lt_plans:
+        if key not in self._lt_matmuls:
             self.context.make_current()
             if self._cublaslt is None:
                 self._cublaslt = cublaslt.LtHandle()
-            self._lt_plans[key] = cublaslt.LtMatmul(self._cublaslt, problem, workspace=workspace, alignment=alignment)
-        return self._lt_plans[key]
+            self._lt_matmuls[key] = cublaslt.LtMatmul(self._cublaslt, problem, workspace=workspace, alignment=alignment)
+        return self._lt_matmuls[key]
 
     def load(self, spec: KernelSpec, tunables: Mapping[str, int]) -> LoadedKernel:
         """Build (through the cache) and load a kernel's entry points once per tunable set."""
@@ -132,16 +132,16 @@ class Session:
         if isinstance(target, Provider):
             target.check_tunables(tunables)
             target.check_device(self.device.compute_capability)
-            planned = target.launcher(target, self if stream is self.stream else self.on(stream), problem, a, b, c)
-            return Launch(name, planned.enqueue, stream, algorithm=planned.algorithm)
+            made = target.launcher(target, self if stream is self.stream else self.on(stream), problem, a, b, c)
+            return Launch(name, made.enqueue, stream, algorithm=made.algorithm)
         note = ""
         if target.choose is not None and not tunables:
             tunables, note = target.choose(problem, self.device.name)
         resolved = target.validate(problem, tunables)
         loaded = self.load(target, resolved)
-        context = PlanContext(target, loaded.kernels, problem, a, b, c, resolved, stream, self.workspace,
+        context = LaunchContext(target, loaded.kernels, problem, a, b, c, resolved, stream, self.workspace,
                               self.device)
-        enqueue = (target.launch_plan or standard_plan)(context)
+        enqueue = (target.launch_recipe or standard_recipe)(context)
         return Launch(name, enqueue, stream, dict(resolved), note)
 
     def workspace(self, name: str, nbytes: int, *, zeroed: bool = False) -> int:
@@ -172,9 +172,9 @@ class Session:
             self._cublas.close()
         if self._cublas_shared is not None:
             self._cublas_shared.close()
-        for plan in self._lt_plans.values():
-            plan.close()
-        self._lt_plans.clear()
+        for matmul in self._lt_matmuls.values():
+            matmul.close()
+        self._lt_matmuls.clear()
         if self._cublaslt is not None:
             self._cublaslt.close()
         for module in self._modules:
@@ -197,7 +197,7 @@ class Session:
 
 class SessionOnStream:
     """A Session whose launches go on another ``stream`` (Session.on): everything else is
-    the session's own (context, loaded kernels, workspace, cuBLASLt plans); ``cublas()`` is
+    the session's own (context, loaded kernels, workspace, cuBLASLt matmuls); ``cublas()`` is
     the handle kept for other streams, which providers bind at each launch."""
 
     stream_per_call = True

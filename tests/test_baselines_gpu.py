@@ -166,11 +166,11 @@ def test_tf32_baseline_really_rounds_to_tf32(session):
 
 def test_sweep_over_every_precision(session):
     names = ["cublas", "naive", "cublas_batched", "numpy", "cublas_tf32", "cublas_bf16", "cublas_fp16"]
-    steps = runner.plan(names, [(200, 136, 72), (64, 48, 40, 3)])
+    steps = runner.sweep_steps(names, [(200, 136, 72), (64, 48, 40, 3)])
     results = runner.run_sweep(session, steps, seed=1, budget=Budget(seconds=0.05))
     by = {(r.kernel, r.problem.batch): r for r in results}
     assert all(r.status == "ok" for r in results), [(r.kernel, r.detail) for r in results if r.status != "ok"]
-    # One-GEMM kernels are not run on the batched shape (the plan records why); cublas_batched
+    # One-GEMM kernels are not run on the batched shape (sweep_steps records why); cublas_batched
     # runs the batched shape only, NumPy both.
     assert len(by) == 6 + 2 and {k for k, batch in by if batch > 1} == {"cublas_batched", "numpy"}
     not_run = {name for step in steps for name, _ in step.not_run}
@@ -191,7 +191,7 @@ def test_sweep_over_every_precision(session):
 
 
 def test_rounds_verify_and_time_every_kernel_again_and_pool_the_samples(session):
-    steps = runner.plan(["cublas", "naive"], [(96, 80, 72)])
+    steps = runner.sweep_steps(["cublas", "naive"], [(96, 80, 72)])
     seen = []
     results = runner.run_sweep(session, steps, seed=2, budget=Budget(seconds=0.02), rounds=2,
                                on_case=lambda r: seen.append(r.kernel))

@@ -222,7 +222,7 @@ def test_table_shows_ladder_noise_flags_and_optional_columns():
 
 # -- rounds (--rounds): alternating order, pooled samples ------------------------------------
 def test_rounds_alternate_the_order_of_each_shapes_kernels():
-    steps = runner.plan(["cublas", "naive", "coalesced"], [(64, 64, 64), (32, 32, 32)])
+    steps = runner.sweep_steps(["cublas", "naive", "coalesced"], [(64, 64, 64), (32, 32, 32)])
     tasks = runner.sweep_tasks(steps, seed=1, budget=Budget(), mode="hot", rounds=3)
     assert runner.case_count(steps, 3) == len(tasks) == 18
     first = [t.kernel for t in tasks if t.step is steps[0]]

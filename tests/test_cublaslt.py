@@ -257,7 +257,7 @@ def test_every_candidate_and_the_choice_are_correct(gpu, precision, shape, beta)
 
 
 @pytest.mark.gpu
-def test_run_refuses_a_pointer_below_the_planned_alignment(gpu):
+def test_run_refuses_a_pointer_below_the_alignment_it_was_made_for(gpu):
     from gemm_driver.cuda.driver import DeviceBuffer
 
     _, stream, handle, workspace = gpu

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 import gemm_driver
 from gemm_driver import kernels
 from gemm_driver import precision as precisions
-from gemm_driver.bench.runner import plan, run_sweep
+from gemm_driver.bench.runner import run_sweep, sweep_steps
 from gemm_driver.case import PreparedCase
 from gemm_driver.bench.timing import Budget, GpuTimer
 from gemm_driver.checking import check_case, verify_kernel
@@ -208,7 +208,7 @@ def test_timer_on_a_small_kernel(session):
 
 
 def test_sweep_verifies_then_times(session):
-    steps = plan(["cublas", "naive", "smem_tiled", "numpy"], [(67, 45, 33)], alpha=0.5, beta=2.0)
+    steps = sweep_steps(["cublas", "naive", "smem_tiled", "numpy"], [(67, 45, 33)], alpha=0.5, beta=2.0)
     results = run_sweep(session, steps, seed=1, budget=Budget(seconds=0.02))
     assert [r.status for r in results] == ["ok"] * 4
     assert all(r.verification["ok"] and r.timing is not None for r in results)

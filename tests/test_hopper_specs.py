@@ -28,9 +28,9 @@ from gemm_driver.inspection.tools import run_on_cubin
 from gemm_driver.kernels import hopper
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.hopper import geometry as geo
-from gemm_driver.kernels.hopper import plans
+from gemm_driver.kernels.hopper import recipe
 from gemm_driver.kernels.hopper.rungs import SELECTORS, entry_geometry
-from gemm_driver.kernels.launch import PlanContext
+from gemm_driver.kernels.launch import LaunchContext
 from gemm_driver.kernels.sources import included_headers
 from gemm_driver.problem import GemmProblem
 
@@ -62,7 +62,7 @@ def test_every_hopper_spec_is_sm_90a_only():
     for spec in hopper.SPECS:
         assert spec.arch_specific and spec.min_cc == (9, 0) and spec.min_arch == "sm_90a"
         assert spec.runs_on((9, 0)) and not spec.runs_on((8, 0)) and not spec.runs_on((10, 0))
-        assert spec.source.startswith("cu/hopper/") and spec.launch_plan is not None
+        assert spec.source.startswith("cu/hopper/") and spec.launch_recipe is not None
         assert 1 <= len(spec.configurations()) <= 4  # each is built by the spill gate and here
 
 
@@ -411,12 +411,12 @@ def _run_plan(monkeypatch, name, problem, tunables=None, lds=None, misalign=(0, 
         scratch[ws_name] = (nbytes, zeroed)
         return 0x7F3000000000 + 0x100000000 * len(scratch)
 
-    monkeypatch.setattr(plans, "encode_tiled_2d", encode)
+    monkeypatch.setattr(recipe, "encode_tiled_2d", encode)
     names = ["main", *(e.name for e in spec.extra_entries)]
-    ctx = PlanContext(spec, {n: FakeKernel(n, launches) for n in names}, problem, a, b, c, t, "stream", workspace,
+    ctx = LaunchContext(spec, {n: FakeKernel(n, launches) for n in names}, problem, a, b, c, t, "stream", workspace,
                       Device())
     resident = resident or (lambda ctx, kernel, g: geo.fallback_resident_clusters(132, g.ctas_per_sm, g.cluster))
-    enqueue = plans.plan(ctx, SELECTORS[name], resident)
+    enqueue = recipe.recipe(ctx, SELECTORS[name], resident)
     enqueue()
     first = list(launches)
     enqueue()
@@ -456,7 +456,7 @@ def test_plan_packs_what_tma_cannot_read_before_every_gemm(monkeypatch):
     assert block == (256, 1, 1) and grid_a == (3, 4093, 1) and grid_b == (2, 4099, 1)
     assert args_a[1:4] == (4099, 4093, 4099) and args_a[5] == 4104  # ld_src, rows, cols; ld_dst
     assert args_b[1:4] == (4091, 4099, 4091) and args_b[5] == 4096
-    assert scratch == {plans.PACKED["a"]: (4093 * 4104 * 2, False), plans.PACKED["b"]: (4099 * 4096 * 2, False)}
+    assert scratch == {recipe.PACKED["a"]: (4093 * 4104 * 2, False), recipe.PACKED["b"]: (4099 * 4096 * 2, False)}
     a_map, b_map = maps
     assert a_map[0] == args_a[4] and a_map[2:] == (4093, 4099, 4104, 128, 64, 128)  # the packed copy
     assert b_map[0] == args_b[4] and b_map[2:] == (4099, 4091, 4096, 64, 64, 128)
@@ -470,7 +470,7 @@ def test_plan_of_split_k_reserves_partials_and_zeroed_counters(monkeypatch):
     assert (entry, grid, block) == ("cluster", (128, 1, 1), (384, 1, 1))  # 64 units of 2x1 clusters, all resident
     assert args[9:11] == (8, 2) and args[11] and args[12]  # group_m, splits, workspace, counters
     assert args[14] == 1  # C stored by TMA (its map is args[13])
-    assert scratch == {plans.PARTIALS: (64 * 2 * 128 * 128 * 4, False), plans.COUNTERS: (64 * 8, True)}
+    assert scratch == {recipe.PARTIALS: (64 * 2 * 128 * 128 * 4, False), recipe.COUNTERS: (64 * 8, True)}
     # A box 128 x 64; B box 64/CM k rows x 64 n; C: FP32, 64 rows x 32 columns a TMA store
     assert [m[5:7] for m in maps] == [(128, 64), (32, 64), (64, 32)]
     assert maps[2][:5] == (0x7F2000000000, "fp32", 1024, 1024, 1024)
@@ -510,7 +510,7 @@ def test_plan_of_tf32_transposes_b_for_the_rungs_and_not_for_register_a(monkeypa
     assert [e for e, *_ in launches] == ["pack_rows", "pack_transpose", "main"]
     assert launches[1][1] == (7, 4, 1)  # 32 x 32 tiles over B (100 x 200)
     assert maps[1][2:7] == (200, 100, 100, 128, 32)  # B^T: N x K, box BN/CM rows x 32
-    assert set(scratch) == set(plans.PACKED.values())
+    assert set(scratch) == set(recipe.PACKED.values())
     _, launches, maps, scratch = _run_plan(monkeypatch, "hopper_tf32", p)
     assert [e for e, *_ in launches] == ["main"] and scratch == {}
     assert [m[2:7] for m in maps] == [(300, 100, 100, 256, 32), (100, 200, 200, 32, 32)]

@@ -1,4 +1,4 @@
-"""bench's --dtype, --batch and shapes on the command line, the sweep plan, and the batched
+"""bench's --dtype, --batch and shapes on the command line, the sweep steps, and the batched
 cuBLAS wrapper against a fake library; no GPU needed (bad input is refused before one is)."""
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def test_default_kernels_cover_every_precision_once():
     assert names.index("cublas") < names.index("naive") and names[-1] == "numpy"
 
 
-def test_plan_runs_each_kernel_in_its_precision_and_batched_shapes_on_the_batched_baseline():
-    steps = runner.plan(["cublas", "naive", "cublas_batched", "cublas_bf16", "numpy"], [(64, 64, 64), (8, 8, 8, 3)])
+def test_sweep_steps_run_each_kernel_in_its_precision_and_batched_shapes_on_the_batched_baseline():
+    steps = runner.sweep_steps(["cublas", "naive", "cublas_batched", "cublas_bf16", "numpy"], [(64, 64, 64), (8, 8, 8, 3)])
     got = [(step.problem.label, step.shape_index, step.precision, step.kernels, [n for n, _ in step.not_run])
            for step in steps]
     assert runner.case_count(steps) == 6

@@ -39,9 +39,9 @@ def test_tunables_are_well_formed():
         names = [t.name for t in spec.tunables]
         assert len(names) == len(set(names))
         placeholders = set(re.findall(r"\{(\w+)\}", spec.entry))
-        if spec.launch_plan is None:
+        if spec.launch_recipe is None:
             assert placeholders == set(names), f"{spec.name}: entry placeholders must be exactly the tunables"
-        else:  # a launch plan may pass tunables as run-time arguments (group size, splits)
+        else:  # a launch recipe may pass tunables as run-time arguments (group size, splits)
             assert placeholders <= set(names), f"{spec.name}: entry placeholders must be tunables"
         for t in spec.tunables:
             assert t.default in t.choices, f"{spec.name}.{t.name} default not allowed"

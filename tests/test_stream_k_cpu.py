@@ -1,4 +1,4 @@
-"""Stream-K on the CPU: the work split, the grid, the launch plan, the tuning space, the builds.
+"""Stream-K on the CPU: the work split, the grid, the launch recipe, the tuning space, the builds.
 
 The kernel computes its split on the device (cu/simt/stream_k.cuh); ``stream_k.Schedule`` is
 the same arithmetic in Python. These tests hold the split to what the kernel relies on:
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from gemm_driver import kernels
 from gemm_driver.kernels.build import build
-from gemm_driver.kernels.launch import PlanContext
+from gemm_driver.kernels.launch import LaunchContext
 from gemm_driver.kernels.simt import stream_k, warptiling
 from gemm_driver.kernels.simt.stream_k import MIN_STEPS, Schedule, Unit, grid_size
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE, schedule_label
@@ -169,7 +169,7 @@ def test_replaying_the_fixup_gives_the_product(shape, grid):
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=0, atol=1e-4 * max(k, 1))
 
 
-# --- the grid and the launch plan ---------------------------------------------------------------
+# --- the grid and the launch recipe ---------------------------------------------------------------
 @settings(max_examples=300, deadline=None)
 @given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(0, 20000), resident=st.integers(1, 2000))
 def test_the_grid_never_exceeds_the_resident_ctas(m, n, k, resident):
@@ -181,7 +181,7 @@ def test_the_grid_never_exceeds_the_resident_ctas(m, n, k, resident):
 
 
 class _Kernel:
-    """Stands in for cuda.driver.Kernel: records what the plan packs and launches."""
+    """Stands in for cuda.driver.Kernel: records what the recipe packs and launches."""
 
     def __init__(self):
         self.entry, self.handle, self.launches = "sgemm_warptiled<...>", None, []
@@ -211,7 +211,7 @@ def _launch(spec_name, problem, tunables, resident_per_sm):
         scratch.append((name, nbytes, zeroed))
         return 0x1000 * len(scratch)
 
-    ctx = PlanContext(spec, {"main": kernel}, problem, _Operand(0xA0, problem.k), _Operand(0xB0, problem.n),
+    ctx = LaunchContext(spec, {"main": kernel}, problem, _Operand(0xA0, problem.k), _Operand(0xB0, problem.n),
                       _Operand(0xC0, problem.n), t, "stream", workspace, _Device())
     asked = []
 
@@ -219,11 +219,11 @@ def _launch(spec_name, problem, tunables, resident_per_sm):
         asked.append((threads, smem, sm_count))
         return resident_per_sm * sm_count
 
-    stream_k.make_plan(resident)(ctx)()
+    stream_k.make_recipe(resident)(ctx)()
     return kernel.launches, scratch, asked, t
 
 
-def test_stream_k_plan_launches_one_cta_per_resident_slot_with_zeroed_flags():
+def test_stream_k_recipe_launches_one_cta_per_resident_slot_with_zeroed_flags():
     launches, scratch, asked, t = _launch("stream_k", GemmProblem(1024, 1024, 1024), {}, resident_per_sm=2)
     ((grid, block, args),) = launches
     assert grid == (264, 1, 1) and block == (256, 1, 1)
@@ -263,11 +263,11 @@ def test_occupancy_query_falls_back_to_one_cta_per_sm(monkeypatch):
 
 
 # --- the specs and the tuning space -------------------------------------------------------------
-def test_stream_k_is_a_rung_between_warptiled_and_autotuned_sharing_their_plan():
+def test_stream_k_is_a_rung_between_warptiled_and_autotuned_sharing_their_recipe():
     ladder = [s.name for s in kernels.LADDER if s.precision == "fp32"]
     assert ladder[ladder.index("warptiled") + 1:ladder.index("warptiled") + 3] == ["stream_k", "autotuned"]
-    plans = {kernels.KERNELS[n].launch_plan for n in ("warptiled", "stream_k", "autotuned")}
-    assert len(plans) == 1 and None not in plans
+    recipes = {kernels.KERNELS[n].launch_recipe for n in ("warptiled", "stream_k", "autotuned")}
+    assert len(recipes) == 1 and None not in recipes
     assert kernels.KERNELS["stream_k"].resolve()["STREAMK"] == 1
 
 

@@ -3,7 +3,7 @@
 Every case goes through the project's traps (checking.check_case / PreparedCase): C poisoned
 with NaN when it is output only, a guard band around every matrix, padded leading dimensions
 and misaligned pointers where given, a float64 reference with the rigorous bound. The grid
-tests hand the launch plan smaller "resident" counts than the GPU's, so the device-side split
+tests hand the launch recipe smaller "resident" counts than the GPU's, so the device-side split
 (all stream-K, the hybrid with data-parallel waves, all data-parallel) runs with grids the
 occupancy alone would never pick; they never exceed the real occupancy (a larger grid could
 deadlock: finishers wait on peers that would never be scheduled).
@@ -19,7 +19,7 @@ from gemm_driver.case import PreparedCase
 from gemm_driver.checking import check_case, verify_kernel
 from gemm_driver.cuda.driver import api
 from gemm_driver.cuda.errors import check
-from gemm_driver.kernels.launch import Launch, PlanContext
+from gemm_driver.kernels.launch import Launch, LaunchContext
 from gemm_driver.kernels.simt import stream_k
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 from gemm_driver.problem import GemmProblem
@@ -59,9 +59,9 @@ def _forced_grid_launch(session, problem, case, tunables, grid: int) -> Launch:
     spec = kernels.KERNELS["stream_k"]
     t = spec.validate(problem, tunables)
     assert grid <= _capacity(session, t), "a grid larger than the resident CTAs could deadlock"
-    ctx = PlanContext(spec, session.load(spec, t).kernels, problem, *case.device(), t, session.stream,
+    ctx = LaunchContext(spec, session.load(spec, t).kernels, problem, *case.device(), t, session.stream,
                       session.workspace, session.device)
-    return Launch("stream_k", stream_k.make_plan(lambda *args: grid)(ctx), session.stream, t)
+    return Launch("stream_k", stream_k.make_recipe(lambda *args: grid)(ctx), session.stream, t)
 
 
 def test_stream_k_gives_the_same_bits_ten_times(session):

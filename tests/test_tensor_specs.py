@@ -27,7 +27,7 @@ from gemm_driver.bench.command import select_kernels
 from gemm_driver.inspection import kernel_stats
 from gemm_driver.kernels import simt, tensor, tuned
 from gemm_driver.kernels.build import build
-from gemm_driver.kernels.launch import PlanContext
+from gemm_driver.kernels.launch import LaunchContext
 from gemm_driver.kernels.tensor import mma_sync, packing, wmma
 from gemm_driver.problem import GemmProblem
 from gemm_driver.verify import check, reference
@@ -112,7 +112,7 @@ def test_bench_dtype_selects_the_precision_ladder_beside_its_cublas(prec):
     assert names[:len(bases) + len(ladder)] == bases + ladder  # then the Hopper family's, on sm_90a
     assert all(kernels.precision_of(n) == prec for n in names)
     assert names == runner.default_kernels([prec])
-    (step,) = runner.plan(names, [(512, 512, 512)])
+    (step,) = runner.sweep_steps(names, [(512, 512, 512)])
     assert step.precision == prec and step.kernels[:len(bases) + len(ladder)] == bases + ladder
 
 
@@ -293,10 +293,10 @@ def _plan(name, problem, a, b, c=(4096, 7, 4), **overrides):
     operand = lambda ptr, ld, size: SimpleNamespace(ptr=ptr, ld=ld, itemsize=size)
     size = precision.get(spec.precision).itemsize
     t = spec.validate(problem, overrides)
-    ctx = PlanContext(spec, fakes, problem, operand(*a, size), operand(*b, size), operand(*c), t, "stream",
+    ctx = LaunchContext(spec, fakes, problem, operand(*a, size), operand(*b, size), operand(*c), t, "stream",
                       workspace)
     assert not log, "a plan is made when the launcher is, and launches nothing before it is called"
-    spec.launch_plan(ctx)()
+    spec.launch_recipe(ctx)()
     return log, asked
 
 

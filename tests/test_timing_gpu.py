@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gemm_driver.bench.clocks import ClockMonitor
-from gemm_driver.bench.runner import plan, run_sweep
+from gemm_driver.bench.runner import run_sweep, sweep_steps
 from gemm_driver.bench.timing import Budget, GpuTimer
 from gemm_driver.operands import random_operands, upload_operands
 from helpers import graph_replay_ms, unheld_event_ms
@@ -183,7 +183,7 @@ def test_clocks_read_through_nvml_during_a_case(session, operands):
 def test_cold_sweep_records_mode_and_clocks(session):
     with ClockMonitor(session.device.pci_bus_id()) as monitor:
         available = monitor.available
-        results = run_sweep(session, plan(["cublas", "smem_tiled"], [(256, 192, 320)], beta=0.5), seed=3,
+        results = run_sweep(session, sweep_steps(["cublas", "smem_tiled"], [(256, 192, 320)], beta=0.5), seed=3,
                             budget=Budget(seconds=0.2), mode="cold", monitor=monitor)
     assert [r.status for r in results] == ["ok", "ok"]
     for r in results:

@@ -22,7 +22,7 @@ from . import plots, report, roofline, writers
 from .environment import collect
 from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
 from .runner import (CaseResult, Step, by_kernel, case_count, default_kernels, default_shapes, failed_case,
-                     fill_baseline_ratio, finish_sweep, not_run_case, plan, run_case_task, sweep_tasks)
+                     fill_baseline_ratio, finish_sweep, not_run_case, run_case_task, sweep_steps, sweep_tasks)
 from .stats import Budget
 
 
@@ -60,9 +60,9 @@ class BenchRequest:
     watchdog_s: float = DEFAULT_WATCHDOG_S
     rounds: int = 1  # passes over each shape's kernels, in alternating order (runner.py)
 
-    def plan(self) -> list[Step]:
+    def steps(self) -> list[Step]:
         """The sweep's steps; ValueError when nothing would run."""
-        steps = plan(self.kernels, self.shapes, alpha=self.alpha, beta=self.beta)
+        steps = sweep_steps(self.kernels, self.shapes, alpha=self.alpha, beta=self.beta)
         if not case_count(steps):
             raise ValueError(f"nothing to run: {', '.join(self.kernels)} on these shapes (batched baselines run "
                              "batched shapes only, e.g. --batch 8 or 8x512x512x512)")

@@ -75,8 +75,8 @@ class Step(NamedTuple):
     not_run: tuple[tuple[str, str], ...] = ()  # (kernel, why): selected, but it cannot take this shape
 
 
-def plan(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *, alpha: float = 1.0,
-         beta: float = 0.0) -> list[Step]:
+def sweep_steps(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *, alpha: float = 1.0,
+                beta: float = 0.0) -> list[Step]:
     """The sweep, in order: per precision, per shape, the kernels that take that shape.
 
     A kernel runs in its own precision only; a baseline that takes only batched shapes is
@@ -120,7 +120,7 @@ class CaseResult:
     precision: str = "fp32"  # precision.py name; the baseline of pct_of_baseline has the same
     mode: str = "hot"  # the sweep's timing mode (timing.py); the CPU baseline is always timed as is
     launch: dict = field(default_factory=dict)  # what ran: Launch.record() (kernel, tunables, note)
-    not_run: bool = False  # skipped by the plan (it cannot take the shape), not by a run
+    not_run: bool = False  # left out by sweep_steps (it cannot take the shape), not by a run
     round_medians_ms: tuple[float, ...] = ()  # with --rounds: each round's median, in round order
 
     @classmethod
@@ -165,7 +165,7 @@ class CaseResult:
 def run_sweep(session: Session, steps: Sequence[Step], *, seed: int = 0, budget: Budget = Budget(),
               mode: str = "hot", monitor: ClockMonitor | None = None, rounds: int = 1,
               on_case: Callable[[CaseResult], None] = lambda r: None) -> list[CaseResult]:
-    """Verify then time every step's kernels on its shape in its precision (``plan``), in this
+    """Verify then time every step's kernels on its shape in its precision (``sweep_steps``), in this
     process and ``session``, through the handler the bench's worker runs (``run_case_task``);
     ``monitor`` reads clocks during each case's batches; ``rounds`` as the bench's --rounds."""
     state = {"monitor": monitor, "timer": GpuTimer(session.stream, session.arch, session.device.l2_bytes,
@@ -283,5 +283,5 @@ def failed_case(task: CaseTask, reason: str) -> CaseResult:
 
 
 def not_run_case(step: Step, name: str, why: str, mode: str) -> CaseResult:
-    """The record of a kernel the plan did not run on ``step``'s shape, saying why."""
+    """The record of a kernel the sweep did not run on ``step``'s shape, saying why."""
     return CaseResult(name, step.problem, "skipped", why, precision=step.precision, mode=mode, not_run=True)

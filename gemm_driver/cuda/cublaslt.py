@@ -440,7 +440,7 @@ class LtMatmul:
         for name, ptr in ptrs.items():
             if pointer_alignment(ptr) < self.alignment[name]:
                 raise ValueError(f"{name.upper()} at {ptr:#x} is {pointer_alignment(ptr)}-byte aligned; this "
-                                 f"LtMatmul was planned for {self.alignment[name]}-byte alignment")
+                                 f"LtMatmul was made for {self.alignment[name]}-byte alignment")
         d = self.descriptors
         result = self.candidates[self.chosen if candidate is None else candidate]
         al, be = cublas.scalars(alpha, beta)

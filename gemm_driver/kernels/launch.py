@@ -1,7 +1,7 @@
-"""How a registered kernel is enqueued: the launch-plan hook, the standard plan, and Launch.
+"""How a registered kernel is enqueued: the launch-recipe hook, the standard recipe, and Launch.
 
-A launch plan is called once per (problem, operands) when the launcher is made, never per
-launch. It receives a ``PlanContext``: the loaded kernels of the spec's module ("main"
+A launch recipe is called once per (problem, operands) when the launcher is made, never per
+launch. It receives a ``LaunchContext``: the loaded kernels of the spec's module ("main"
 plus every ``Entry`` of ``spec.extra_entries``), the problem, the operands' device
 pointers and leading dimensions, the resolved tunables, the stream, and ``workspace``
 (Session-owned scratch by name, grown on demand) and the ``device`` (its SM count sizes a
@@ -9,7 +9,7 @@ persistent grid). It returns the zero-argument callable
 that enqueues the whole GEMM on that stream, for instance a packing pre-pass into aligned
 scratch and then the main kernel with ``"tensormap"`` arguments (cuda/driver.py)::
 
-    def packed_plan(ctx: PlanContext) -> Callable[[], None]:
+    def packed_recipe(ctx: LaunchContext) -> Callable[[], None]:
         a = ctx.problem.m * ctx.problem.k * 2
         packed = ctx.workspace("packed_a", a)            # device pointer, kept by the Session
         pack, main = ctx.kernels["pack_a"], ctx.kernels["main"]
@@ -22,7 +22,7 @@ scratch and then the main kernel with ``"tensormap"`` arguments (cuda/driver.py)
             main.launch(grid, ctx.spec.block(ctx.tunables), main_args, ctx.stream)
         return enqueue
 
-``standard_plan`` is today's path: the main kernel, grid and block from the spec, the
+``standard_recipe`` is today's path: the main kernel, grid and block from the spec, the
 SGEMM arguments (+ the spec's ``scratch`` pointers). The Session builds the context
 (run layer); everything here is pure and testable without a GPU.
 """
@@ -52,7 +52,7 @@ class Workspace(Protocol):
 
 
 @dataclass(frozen=True)
-class PlanContext:
+class LaunchContext:
     spec: KernelSpec
     kernels: Mapping[str, Any]  # "main" and each extra entry's name -> cuda.driver.Kernel
     problem: GemmProblem
@@ -65,10 +65,10 @@ class PlanContext:
     device: Any = None  # cuda.driver.Device: SM count, shared memory limits (persistent grids)
 
 
-LaunchPlan = Callable[[PlanContext], Enqueue]
+LaunchRecipe = Callable[[LaunchContext], Enqueue]
 
 
-def standard_plan(ctx: PlanContext) -> Enqueue:
+def standard_recipe(ctx: LaunchContext) -> Enqueue:
     """One launch of the main kernel with (M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), plus
     a workspace and a zeroed counter buffer when the spec declares ``scratch`` (split-K)."""
     spec, p, t = ctx.spec, ctx.problem, ctx.tunables

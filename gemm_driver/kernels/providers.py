@@ -4,7 +4,7 @@ A Provider is not one of our kernels: a library on the GPU (cuBLAS in each preci
 strided-batched form, CuPy, PyTorch) or the CPU (NumPy). Each carries its behaviour, so the rest of
 the package never asks which one it holds:
 
-- ``launcher(provider, session, problem, a, b, c)`` -> ``Planned``: the callable that enqueues
+- ``launcher(provider, session, problem, a, b, c)`` -> ``ProviderLaunch``: the callable that enqueues
   one GEMM on the session's stream, and what the library chose to run (cuBLASLt's measured
   algorithm; empty where the library does not say) (GPU providers);
   ``host_gemm(problem, a, b, c)`` -> the result array (CPU providers, on the host operands).
@@ -50,7 +50,7 @@ from .frameworks import torch_unavailable
 Enqueue = Callable[[], None]
 
 
-class Planned(NamedTuple):
+class ProviderLaunch(NamedTuple):
     """A provider's launch: what enqueues the GEMM, and what the library chose (for the JSON)."""
 
     enqueue: Enqueue
@@ -61,7 +61,7 @@ class Planned(NamedTuple):
 class Provider:
     name: str
     description: str
-    launcher: Callable[..., Planned] | None = None  # (provider, session, problem, a, b, c); None: on the host
+    launcher: Callable[..., ProviderLaunch] | None = None  # (provider, session, problem, a, b, c); None: on the host
     host_gemm: Callable[[GemmProblem, np.ndarray, np.ndarray, np.ndarray | None], np.ndarray] | None = None
     precision: str = "fp32"
     min_cc: tuple[int, int] = (0, 0)
@@ -106,7 +106,7 @@ class Provider:
 
 
 # --- cuBLAS --------------------------------------------------------------------------------
-def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
+def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
     """cublasGemmEx in the provider's precision: explicit types, compute type and math mode.
     Operands stored transposed (a caller's transposed views) go through cuBLAS's own
     transpose flags (``cublas.gemm_ex_arguments``)."""
@@ -114,7 +114,7 @@ def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
     ops = (bool(getattr(a, "trans", False)), bool(getattr(b, "trans", False)))
     if ops == (False, False) and not session.stream_per_call:
         args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
-        return Planned(lambda: cublas.gemm_ex(handle, *args, types=types))
+        return ProviderLaunch(lambda: cublas.gemm_ex(handle, *args, types=types))
     # C stays row-major: a caller's transposed C is swapped away before this
     rest = cublas.gemm_ex_arguments(problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld,
                                     problem.beta, c.ptr, c.ld, types, *ops)
@@ -124,23 +124,23 @@ def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
             with cublas._math_mode(handle, types.math_mode):
                 gemm_ex(handle.ptr, *rest)
 
-        return Planned(enqueue)
+        return ProviderLaunch(enqueue)
     # The handle kept for callers' streams (Session.on): only these launches use it, so its
     # stream and math mode are set when they change instead of set and restored per call.
     stream, mode = session.stream, int(types.math_mode)
 
     def enqueue_on_callers_stream() -> None:
         want = (int(stream.handle), mode)
-        if getattr(handle, "plan_binding", None) != want:
+        if getattr(handle, "caller_stream_binding", None) != want:
             handle.set_stream(want[0])
             handle.set_math_mode(mode)
-            handle.plan_binding = want
+            handle.caller_stream_binding = want
         gemm_ex(handle.ptr, *rest)
 
-    return Planned(enqueue_on_callers_stream)
+    return ProviderLaunch(enqueue_on_callers_stream)
 
 
-def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
+def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
     """Strided-batched GemmEx walking the stacked operands, one matrix per stride. A batch of
     one is plain GemmEx: cuBLAS 13.1's strided-batched call with alpha = beta = 0 leaves a
     1 x 1 x 1 C unwritten (seen on the H100), where C must become 0."""
@@ -155,21 +155,21 @@ def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) 
     def enqueue() -> None:
         if rebind:
             handle.set_stream(stream)
-            handle.plan_binding = None  # see _cublas_gemm: what it last set no longer holds
+            handle.caller_stream_binding = None  # see _cublas_gemm: what it last set no longer holds
         cublas.gemm_strided_batched_ex(handle, *args, types=types)
 
-    return Planned(enqueue)
+    return ProviderLaunch(enqueue)
 
 
 # --- cuBLASLt ------------------------------------------------------------------------------
-def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
+def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
     """cublasLtMatmul with the fastest of the heuristic's top candidates, measured here.
 
     The heuristic is asked at the operands' real pointer alignment (a misaligned or odd-ld
     operand gets the algorithms that handle it, as cuBLAS would), and every candidate is
     timed from CUDA-graph replays on these operands before the first verified run
     (cublaslt.LtMatmul.autotune), so the choice costs nothing in the timed region; a later
-    launcher for the same plan (a repeated gemm() call) keeps that choice. The
+    launcher for the same problem (a repeated gemm() call) keeps that choice. The
     chosen algorithm (id, tile, stages, split-K, cluster, ...) goes into the results JSON.
     """
     q = cublaslt.LtProblem(problem.m, problem.n, problem.k, provider.precision, a.ld, b.ld, c.ld)
@@ -177,13 +177,13 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c)
     workspace = session.workspace("cublaslt", cublaslt.DEFAULT_WORKSPACE_BYTES)
     alignment = tuple(cublaslt.pointer_alignment(x.ptr) for x in (a, b, c))
     try:
-        matmul = session.cublaslt_plan(q, _Scratch(workspace, cublaslt.DEFAULT_WORKSPACE_BYTES), alignment)
+        matmul = session.cublaslt_matmul(q, _Scratch(workspace, cublaslt.DEFAULT_WORKSPACE_BYTES), alignment)
     except CublasError as exc:  # no algorithm for this layout (e.g. C rows not 16-byte aligned): skipped
         raise UnsupportedProblem(f"{provider.name}: {exc}") from None
-    if not matmul.timings:  # measured once per Session plan (problem, alignment), not per launcher
+    if not matmul.timings:  # measured once per Session matmul (problem, alignment), not per launcher
         matmul.autotune(a.ptr, b.ptr, c.ptr, session.stream, problem.alpha, problem.beta)
     alpha, beta = problem.alpha, problem.beta
-    return Planned(lambda: matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta), matmul.describe())
+    return ProviderLaunch(lambda: matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta), matmul.describe())
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ def _cupy_view(matrix, rows: int, cols: int):
                         strides=(matrix.ld * 4, 4))
 
 
-def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
+def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
     """C = alpha A B + beta C with cupy.matmul on our stream; C is not read when beta == 0."""
     if (reason := cupy_unavailable()) is not None:
         raise UnsupportedProblem(reason)
@@ -264,13 +264,13 @@ def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
         except Exception as exc:  # a CuPy error is this baseline's failure, not the sweep's
             raise GemmDriverError(f"CuPy failed: {type(exc).__name__}: {exc}") from exc
 
-    return Planned(launch)
+    return ProviderLaunch(launch)
 
 
 # --- PyTorch (kernels/frameworks.py: imported there only when used) -------------------------
-def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> Planned:
+def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
     """C = alpha A B + beta C with torch on our stream (frameworks.torch_enqueue)."""
-    return Planned(frameworks.torch_enqueue(provider.precision, session, problem, a, b, c))
+    return ProviderLaunch(frameworks.torch_enqueue(provider.precision, session, problem, a, b, c))
 
 
 # One cuBLAS baseline per precision (precision.py names it), each through cublasGemmEx with

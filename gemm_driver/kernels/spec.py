@@ -7,7 +7,7 @@ UnsupportedProblem (a ValueError) naming the broken rule, before anything is com
 
 Two optional hooks let a kernel family launch more than one kernel with the standard
 arguments (kernels/launch.py): ``extra_entries`` names further entry points of the same
-source (a packing kernel, say), and ``launch_plan`` turns the loaded kernels, the problem,
+source (a packing kernel, say), and ``launch_recipe`` turns the loaded kernels, the problem,
 the operands, the tunables, the stream and Session-owned scratch into the callable that
 enqueues the whole GEMM. Without them a launch is one kernel with the SGEMM arguments.
 """
@@ -44,7 +44,7 @@ class Tunable:
 @dataclass(frozen=True)
 class Entry:
     """A further entry point of a kernel's source (e.g. a packing kernel run before the
-    GEMM), loaded beside the main one and handed to the spec's launch plan by ``name``.
+    GEMM), loaded beside the main one and handed to the spec's launch recipe by ``name``.
     ``expression`` may be a name expression template filled from the tunables."""
 
     name: str
@@ -91,9 +91,9 @@ class KernelSpec:
     scratch: Callable[[GemmProblem, Tunables], tuple[int, int]] | None = None
     # More entry points of the same source, loaded with the main one (kernels/launch.py).
     extra_entries: tuple[Entry, ...] = ()
-    # launch.PlanContext -> the callable that enqueues the whole GEMM; None: launch.standard_plan.
+    # launch.LaunchContext -> the callable that enqueues the whole GEMM; None: launch.standard_recipe.
     # (Typed loosely: launch.py imports this module, and the arrows point one way.)
-    launch_plan: Callable[..., Callable[[], None]] | None = None
+    launch_recipe: Callable[..., Callable[[], None]] | None = None
 
     def __post_init__(self):
         _precision.get(self.precision)  # ValueError naming the precisions there are
@@ -176,7 +176,7 @@ class KernelSpec:
     @property
     def uses_scratch(self) -> bool:
         """Split-K scratch, or a launch recipe (which may pack operands into scratch)."""
-        return self.scratch is not None or self.launch_plan is not None
+        return self.scratch is not None or self.launch_recipe is not None
 
     def check_tunables(self, tunables: Mapping[str, int] | None) -> dict[str, int]:
         """``resolve``: the problem-independent check of the tunables (GemmTarget)."""

@@ -4,7 +4,7 @@ Per precision, in ladder order: ``wgmma_tma`` (rung 1), ``warp_specialized`` (2)
 ``persistent`` (3), ``cluster`` (4) and the last rung, ``hopper_bf16`` / ``hopper_fp16``
 (any_shape.cu: split-K, packing, staged epilogue, swapped roles; tunables chosen per shape)
 or ``hopper_tf32`` (tf32_register_a.cu). ``geometry`` holds the kernels' host contract as
-pure numbers, ``plans`` the launch plan (packing, tensor maps, grid, scratch) they share,
+pure numbers, ``recipe`` the launch recipe (packing, tensor maps, grid, scratch) they share,
 ``rungs`` the specs.
 """
 

@@ -3,7 +3,7 @@
 Each .cu file's header states what its kernel needs from the host: tile shape, threads, dynamic
 shared memory (the Config structs' SMEM_BYTES), the TMA box of each operand, the grid, the
 extra arguments, split-K scratch. ``Geometry`` holds that for one entry point; the functions
-below size grids, scratch and packing passes from it. The launch plans (plans.py) and the
+below size grids, scratch and packing passes from it. The launch recipes (recipe.py) and the
 rules (rungs.py) use only these, so the tests can check every number without a GPU.
 
 Terms: BM x BN is a CTA's tile of C, BK the k extent of one 128-byte swizzle row (64 2-byte

@@ -19,7 +19,7 @@ from typing import Callable, Mapping
 from ...problem import GemmProblem
 from ..spec import Entry, KernelSpec, Tunable, ceil_div
 from . import geometry as geo
-from .plans import make_plan
+from .recipe import make_recipe
 
 SIGNATURE = ("int", "int", "int", "float", "tensormap", "tensormap", "float", "ptr", "int")
 GROUP_SIGNATURE = (*SIGNATURE, "int")  # + group_m
@@ -101,7 +101,7 @@ def _spec(name: str, description: str, source: str, entry: str, precision: str, 
         g = geometry(t)
         if not g.persistent:
             return geo.tile_grid(p, g)
-        # the most CTAs that find work: the plan launches min(this, what can be resident)
+        # the most CTAs that find work: the recipe launches min(this, what can be resident)
         return g.cluster * geo.work_units(p, g, t.get("SPLITS", 1)), 1, 1
 
     main = geometry({tn.name: tn.default for tn in tunables})  # the main entry's arguments and B layout
@@ -112,7 +112,7 @@ def _spec(name: str, description: str, source: str, entry: str, precision: str, 
         block=lambda t: (geometry(t).threads, 1, 1), grid=grid, dynamic_smem=lambda t: geometry(t).smem,
         signature=STORE_SIGNATURE if main.tma_store else
         {"plain": SIGNATURE, "group": GROUP_SIGNATURE, "split": SPLIT_SIGNATURE}[main.arguments],
-        launch_plan=make_plan(select), **ARCH, **more)
+        launch_recipe=make_recipe(select), **ARCH, **more)
 
 
 def wgmma_tma(precision: str) -> KernelSpec:

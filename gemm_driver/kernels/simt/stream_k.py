@@ -1,4 +1,4 @@
-"""Stream-K for the warptiled kernel (STREAMK = 1): the work split, the grid, the launch plan.
+"""Stream-K for the warptiled kernel (STREAMK = 1): the work split, the grid, the launch recipe.
 
 The kernel (cu/simt/stream_k.cuh, ``stream_k::Schedule``) computes its split on the device
 from (M, N, K, tile, gridDim.x); ``Schedule`` here is the same arithmetic, line for line, so
@@ -20,7 +20,7 @@ from typing import Any, Callable
 from ...cuda.driver import api
 from ...cuda.errors import CudaError, check
 from ...problem import GemmProblem
-from ..launch import PlanContext, standard_plan
+from ..launch import LaunchContext, standard_recipe
 from ..spec import ceil_div
 
 MIN_STEPS = 4  # k steps of work per CTA at least (when the problem is that small)
@@ -156,20 +156,20 @@ def resident_ctas(kernel, threads: int, smem: int, sm_count: int) -> int:
 Resident = Callable[[Any, int, int, int], int]
 
 
-def make_plan(resident: Resident = resident_ctas):
-    """The launch plan of warptiled and its variants: the tile grid for STREAMK = 0 (one launch
-    through launch.standard_plan, split-K included); the persistent stream-K grid otherwise.
+def make_recipe(resident: Resident = resident_ctas):
+    """The launch recipe of warptiled and its variants: the tile grid for STREAMK = 0 (one launch
+    through launch.standard_recipe, split-K included); the persistent stream-K grid otherwise.
     ``resident`` is the occupancy query (tests hand in smaller grids)."""
 
-    def warptiled_plan(ctx: PlanContext) -> Callable[[], None]:
+    def warptiled_recipe(ctx: LaunchContext) -> Callable[[], None]:
         if not ctx.tunables.get("STREAMK", 0):
-            return standard_plan(ctx)
-        return stream_k_plan(ctx, resident)
+            return standard_recipe(ctx)
+        return stream_k_recipe(ctx, resident)
 
-    return warptiled_plan
+    return warptiled_recipe
 
 
-def stream_k_plan(ctx: PlanContext, resident: Resident = resident_ctas) -> Callable[[], None]:
+def stream_k_recipe(ctx: LaunchContext, resident: Resident = resident_ctas) -> Callable[[], None]:
     p, t, spec = ctx.problem, ctx.tunables, ctx.spec
     if p.m == 0 or p.n == 0:
         return _nothing

@@ -92,7 +92,7 @@ TUNABLES = (
     Tunable("STREAMK", 0, (0, 1), "1: stream-K, a persistent grid sharing out all k steps; 0: a CTA per C tile"),
     Tunable("MIN_BLOCKS", 0, (0, 1), "CTAs an SM the registers are budgeted for (launch bounds): 0 aims for "
             "16 warps an SM, 1 lets a CTA take up to 255 registers a thread"),
-    # Read by the launch plan only (not a template argument): one build serves every value.
+    # Read by the launch recipe only (not a template argument): one build serves every value.
     Tunable("PER_SM", 0, (0, 1, 2), "stream-K CTAs per SM: 0 as many as are resident at once, else at most this"),
 )
 RULES = (_warp_tiles_fit, _lanes_fill_the_warp, _tiles_split_evenly, _fits_registers, _fits_shared_memory,
@@ -133,7 +133,7 @@ warptiled = KernelSpec(
     dynamic_smem=shared_bytes,
     signature=(*SGEMM_SIGNATURE, "ptr", "ptr"),  # + split-K/stream-K workspace and counters/flags
     scratch=scratch_bytes,
-    launch_plan=stream_k.make_plan(),
+    launch_recipe=stream_k.make_recipe(),
     min_cc=(8, 0),
     # What the CPU tests compile (the spill gate on sm_80 and sm_90): one of each block shape.
     checked=(
@@ -147,7 +147,7 @@ warptiled = KernelSpec(
 # (128x128, 32x64 warps, 8x8 lanes: two CTAs an SM, 64 tiles at 1024^3 for 264 resident slots).
 STREAM_K_TILING = {"BM": 128, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "STAGES": 3}
 
-stream_k_rung = dataclasses.replace(  # the same kernel, build and launch plan as warptiled
+stream_k_rung = dataclasses.replace(  # the same kernel, build and launch recipe as warptiled
     warptiled,
     name="stream_k",
     description="warptiled with stream-K: a persistent grid sharing out all k steps, data-parallel waves first "
@@ -195,7 +195,7 @@ _PRODUCT = (
 )
 TUNE_SPACE = tuple(_PRODUCT)  # tests/test_autotune.py: the rules accept every entry
 
-autotuned = dataclasses.replace(  # the same kernel, build and launch plan as warptiled
+autotuned = dataclasses.replace(  # the same kernel, build and launch recipe as warptiled
     warptiled,
     name="autotuned",
     description="warptiled with the configuration (tiles and schedule) tuned on this GPU for the nearest shape "

@@ -23,7 +23,7 @@ from dataclasses import replace
 from .. import tuned
 from ..spec import KernelSpec, Tunable, ceil_div
 from .common import MIN_CC, STORAGE, fits_shared_memory, itemsize, per_chunk, threads
-from .packing import pack_entry, packing_plan
+from .packing import pack_entry, packing_recipe
 
 MMA_K = {"bf16": 16, "fp16": 16, "tf32": 8}  # k of one mma: m16n8k16, or m16n8k8 for TF32
 MAX_WARP_TILE = 64 * 64  # 128 FP32 accumulators a lane; the next size up spills
@@ -173,7 +173,7 @@ def mma_sync(precision: str, *, name: str | None = None, description: str | None
         min_cc=MIN_CC,
         precision=precision,
         extra_entries=(pack_entry(storage),),
-        launch_plan=packing_plan,
+        launch_recipe=packing_recipe,
         **extra,
     )
 

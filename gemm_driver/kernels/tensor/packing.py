@@ -1,4 +1,4 @@
-"""mma_sync's launch plan: pack A and/or B into aligned scratch when cp.async cannot read them.
+"""mma_sync's launch recipe: pack A and/or B into aligned scratch when cp.async cannot read them.
 
 The ASYNC=1 kernel copies 16-byte chunks with cp.async, which needs every row start
 16-byte aligned: the base pointer 16-byte aligned and the leading dimension a multiple of
@@ -8,7 +8,7 @@ a chunk (zeros in the padding), and the GEMM then reads the copy. Measured on th
 4093x4091x4099 BF16 (odd leading dimensions): packing + ASYNC 322 TFLOP/s, the register
 path (ASYNC=0, any alignment, no copy) 108. ASYNC=0 never packs.
 
-Pure: the plan is decided from the operands' pointers and leading dimensions when the
+Pure: the packing is decided from the operands' pointers and leading dimensions when the
 launcher is made; tests drive it with stand-in kernels and workspace.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..launch import Enqueue, Operand, PlanContext
+from ..launch import Enqueue, Operand, LaunchContext
 from ..spec import Entry, ceil_div
 from .common import CHUNK_BYTES
 
@@ -47,7 +47,7 @@ class Packed:
     args: object  # the pack kernel's packed arguments
 
 
-def pack(ctx: PlanContext, which: str, operand: Operand, rows: int, cols: int) -> Packed:
+def pack(ctx: LaunchContext, which: str, operand: Operand, rows: int, cols: int) -> Packed:
     """Plan the copy of a rows x cols operand into the scratch buffer of ``which`` ('a'/'b')."""
     per_chunk = CHUNK_BYTES // operand.itemsize
     ld = ceil_div(max(cols, 1), per_chunk) * per_chunk
@@ -58,7 +58,7 @@ def pack(ctx: PlanContext, which: str, operand: Operand, rows: int, cols: int) -
     return Packed(dst, ld, grid, args)
 
 
-def packing_plan(ctx: PlanContext) -> Enqueue:
+def packing_recipe(ctx: LaunchContext) -> Enqueue:
     """The GEMM on the stream: with ASYNC=1, first a pack of each operand cp.async cannot
     read (A is M x K, B is K x N), then the kernel on the aligned copies."""
     spec, p, t = ctx.spec, ctx.problem, ctx.tunables

@@ -1,6 +1,6 @@
-"""Launch plans of the Hopper kernels: packing, tensor maps, grid, arguments, once per problem.
+"""Launch recipes of the Hopper kernels: packing, tensor maps, grid, arguments, once per problem.
 
-One plan serves every rung: the spec hands it ``select(tunables) -> (entry name, Geometry)``
+One recipe serves every rung: the spec hands it ``select(tunables) -> (entry name, Geometry)``
 (which loaded entry runs, and its host contract). Called once per (problem, operands), it
 
 1. decides per operand whether TMA can read it in place (``geometry.pack_for``); if not, it
@@ -61,16 +61,16 @@ def _driver_resident(kernel, g: geo.Geometry, stream, sm_count: int) -> int:
                      f"cuOccupancyMaxActiveClusters({kernel.entry})"))
 
 
-def make_plan(select: Select, resident: Resident = resident_clusters):
-    """The ``launch_plan`` of a Hopper spec whose entries ``select`` picks from."""
+def make_recipe(select: Select, resident: Resident = resident_clusters):
+    """The ``launch_recipe`` of a Hopper spec whose entries ``select`` picks from."""
 
-    def hopper_plan(ctx):
-        return plan(ctx, select, resident)
+    def hopper_recipe(ctx):
+        return recipe(ctx, select, resident)
 
-    return hopper_plan
+    return hopper_recipe
 
 
-def plan(ctx, select: Select, resident: Resident = resident_clusters) -> Callable[[], None]:
+def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Callable[[], None]:
     p, t, precision = ctx.problem, ctx.tunables, ctx.spec.precision
     if p.m == 0 or p.n == 0:
         return _nothing
