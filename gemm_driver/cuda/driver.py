@@ -22,12 +22,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import CudaError, GpuUnavailableError, check, error_for
+from .stack import CudaStackMissingError, bindings
 
 def api():
     """The cuda.bindings driver module (imported on first use: it needs no GPU to import)."""
-    from cuda.bindings import driver
-
-    return driver
+    return bindings("driver")
 
 
 @lru_cache(maxsize=1)
@@ -37,6 +36,8 @@ def init() -> None:
         check(api().cuInit(0), "cuInit")
     except CudaError as exc:
         raise GpuUnavailableError(f"no usable NVIDIA GPU: {exc.name} ({exc.message})") from None
+    except CudaStackMissingError:
+        raise
     except Exception as exc:  # pathfinder's DynamicLibNotFoundError when libcuda is absent
         raise GpuUnavailableError(f"no NVIDIA driver found (libcuda could not be loaded: {type(exc).__name__})") from None
 

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 from . import headers as system_headers
 from .errors import LibraryNotFoundError, NvrtcError, check, nvrtc_log
+from .stack import CudaStackMissingError, bindings
 
 ARCH_PATTERN = re.compile(r"^sm_(\d+)(a?)$")
 
@@ -60,10 +61,11 @@ class Compiled:
 
 def _nvrtc():
     try:
-        from cuda.bindings import nvrtc
-
+        nvrtc = bindings("nvrtc")
         nvrtc.nvrtcVersion()
         return nvrtc
+    except CudaStackMissingError:
+        raise
     except Exception as exc:
         raise LibraryNotFoundError(
             f"NVRTC could not be loaded ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
@@ -88,9 +90,9 @@ def library_path(name: str = "nvrtc") -> str:
 def jitlink_version() -> tuple[int, int]:
     """nvJitLink's version (it assembles the hand-written PTX)."""
     try:
-        from cuda.bindings import nvjitlink
-
-        return tuple(int(v) for v in nvjitlink.version())
+        return tuple(int(v) for v in bindings("nvjitlink").version())
+    except CudaStackMissingError:
+        raise
     except Exception as exc:
         raise LibraryNotFoundError(
             f"nvJitLink could not be loaded ({exc}); install it with: pip install nvidia-nvjitlink-cu12"
@@ -184,7 +186,9 @@ def assemble_ptx(ptx: bytes, filename: str, arch: str) -> Compiled:
     """Assemble hand-written PTX to a cubin with nvJitLink (no GPU needed)."""
     check_arch(arch)
     try:
-        from cuda.bindings import nvjitlink
+        nvjitlink = bindings("nvjitlink")
+    except CudaStackMissingError:
+        raise
     except Exception as exc:
         raise LibraryNotFoundError(
             f"nvJitLink could not be loaded ({exc}); install it with: pip install nvidia-nvjitlink-cu12"

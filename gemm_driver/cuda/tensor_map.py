@@ -21,6 +21,7 @@ import ctypes
 import struct
 
 from .errors import check
+from .stack import bindings
 
 TENSOR_MAP_BYTES = 128
 MAX_BOX = 256  # elements per box dimension
@@ -117,8 +118,7 @@ def encode_tiled_2d(
     shared memory with a ``swizzle``-byte swizzle. Out-of-bounds box elements read as zeros.
     Returns the 128 bytes to pass as the kernel's ``__grid_constant__`` argument."""
     validate_tiled_2d(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle)
-    from cuda.bindings import driver
-
+    driver = bindings("driver")
     eb = element_bytes(dtype)
     tensor_map = check(
         driver.cuTensorMapEncodeTiled(
