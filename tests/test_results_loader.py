@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _bench_documents() -> list[Path]:
     found = []
-    for path in sorted((REPO / "results").glob("*/*.json")):
+    for path in sorted([*(REPO / "results").glob("*/*.json"), *(REPO / "results").glob("*/archive/*.json")]):
         doc = json.loads(path.read_text())
         if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("gemm_driver.bench/"):
             found.append(path)
@@ -33,7 +33,7 @@ def _bench_documents() -> list[Path]:
 
 
 COMMITTED = _bench_documents()
-BASE = REPO / "results" / "h100-80gb-hbm3" / "bench-fp32-structure.json"  # bench/3, with clocks and tunables
+BASE = REPO / "results" / "h100-80gb-hbm3" / "archive" / "bench-fp32-structure.json"  # bench/3, with clocks and tunables
 
 
 def test_the_committed_runs_are_there():

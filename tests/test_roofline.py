@@ -126,7 +126,7 @@ def test_failed_case_gets_the_roof_but_no_percentages():
 
 
 def test_annotate_a_committed_run():
-    doc = json.loads((REPO / "results" / "h100-80gb-hbm3" / "bench-foundation.json").read_text())
+    doc = json.loads((REPO / "results" / "h100-80gb-hbm3" / "archive" / "bench-foundation.json").read_text())
     roofline.annotate(doc)
     assert doc["roofline"]["model"] == "H100 SXM" and doc["roofline"]["peaks_tflops"]["bf16"] == 989.4
     cublas = [c for c in doc["results"] if c["kernel"] == "cublas" and c["m"] == 4096][0]

@@ -26,7 +26,7 @@ from conftest import HAVE_GPU
 
 REPO = Path(__file__).resolve().parents[1]
 TOOLS = REPO / "tools"
-BENCH = REPO / "results" / "h100-80gb-hbm3" / "bench-cupy.json"
+BENCH = REPO / "results" / "h100-80gb-hbm3" / "archive" / "bench-cupy.json"
 
 # Every script, and the arguments that reach its option parsing with one unknown option.
 UNKNOWN_OPTION = {
