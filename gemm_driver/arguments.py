@@ -11,6 +11,7 @@ import argparse
 from . import kernels
 from .cuda.nvrtc import check_arch
 from .kernels.spec import parse_tunable
+from .bench.command import EVERY_KERNEL
 from .bench.isolation import DEFAULT_WATCHDOG_S
 from .bench.timing import MODES
 from .problem import parse_batched_shape
@@ -81,6 +82,8 @@ archs = list_of(arch)
 sizes = list_of(positive("--sizes", "takes positive integers (e.g. 256,512,1024)"))
 shapes = list_of(typed(parse_batched_shape, "shape"))
 names = list_of(typed(lambda name: kernels.get(name).name, "kernel"))
+# bench also takes "all" (every kernel: the ladder)
+bench_names = list_of(typed(lambda name: name if name == EVERY_KERNEL else kernels.get(name).name, "kernel"))
 tunable = typed(parse_tunable, "NAME=INTEGER")
 
 
@@ -97,8 +100,11 @@ def isolation_options(p: argparse.ArgumentParser) -> None:
 
 def add_bench_options(p: argparse.ArgumentParser) -> None:
     """The bench command's options: what to run, how to time it, where results go."""
-    p.add_argument("--kernels", action="append", type=names, help="comma-separated (default: every kernel and "
-                   "baseline of the selected precisions)")
+    p.add_argument("--kernels", action="append", type=bench_names, help="comma-separated, or all: every kernel and "
+                   "baseline, as --ladder (default: each selected precision's best kernel for this GPU beside its "
+                   "baselines, on three shapes)")
+    p.add_argument("--ladder", action="store_true", help="the whole ladder: every kernel and baseline of the selected "
+                   "precisions, on the ladder's shapes unless --sizes/--shapes are given")
     p.add_argument("--sizes", action="append", type=sizes, help="square sizes, e.g. 256,512,1024")
     p.add_argument("--shapes", action="append", type=shapes, help="MxNxK or BxMxNxK shapes, e.g. 4093x4091x4099")
     p.add_argument("--alpha", type=float, default=1.0, help="C = alpha A B + beta C: the scale of A B (default 1)")

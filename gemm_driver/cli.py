@@ -79,8 +79,9 @@ def cmd_bench(args) -> int:
 
     from .bench.report import SweepProgress, print_table
 
-    names = bench.select_kernels(_flat(args.kernels), args.dtype)
-    shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch)
+    ladder = bench.wants_ladder(_flat(args.kernels), args.ladder)
+    names = bench.select_kernels(_flat(args.kernels), args.dtype, ladder=ladder)
+    shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch, ladder=ladder)
     budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
                                  args.watchdog, args.rounds).with_seed()

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from gemm_driver import cli, kernels, precision
-from gemm_driver.bench import clocks, report, runner, writers
+from gemm_driver.bench import clocks, command, defaults, report, runner, writers
 from gemm_driver.case import PreparedCase, run_case
 from gemm_driver.bench.environment import collect
 from gemm_driver.bench.timing import Budget, TimingStats, measure_host
@@ -54,10 +54,55 @@ def test_measure_host_caps_samples():
     assert len(s.samples_ms) == 7
 
 
-def test_default_kernels_order():
-    names = runner.default_kernels()
+def test_ladder_kernels_order():
+    names = defaults.ladder_kernels()
     assert names[0] == "cublas" and names[-1] == "numpy"
     assert {"naive", "coalesced", "smem_tiled", "ptx_naive"} <= set(names)
+
+
+@pytest.mark.parametrize("arch,best", [("sm_90", "hopper"), ("sm_89", "mma_sync_tuned"), ("sm_80", "mma_sync_tuned"),
+                                       ("sm_100", "mma_sync_tuned")])
+def test_quick_run_is_each_precisions_best_kernel_for_the_arch_beside_its_baselines(arch, best):
+    names = command.select_kernels([], None, arch=arch)
+    absent = kernels.absent_baselines()
+    framework = {"fp32": ["torch"], "tf32": [], "bf16": ["torch_bf16"], "fp16": ["torch_fp16"]}
+    expected = ["cublas", "autotuned"] + [n for n in framework["fp32"] if n not in absent]
+    for prec in ("tf32", "bf16", "fp16"):
+        expected += [f"cublas_{prec}", f"cublaslt_{prec}", f"{best}_{prec}"] + [n for n in framework[prec] if n not in absent]
+    assert names == expected
+    assert command.select_kernels([], ["bf16"], arch=arch) == [n for n in expected if kernels.precision_of(n) == "bf16"]
+    assert command.select_shapes([], [], None) == [(1024, 1024, 1024, 1), (4096, 4096, 4096, 1), (4093, 4091, 4099, 1)]
+
+
+def bench_selection(*argv):
+    """What cmd_bench hands the sweep for these bench arguments: (kernels, shapes)."""
+    args = cli.build_parser().parse_args(["bench", *argv])
+    flat = lambda values: [x for value in values or () for x in value]  # noqa: E731
+    ladder = command.wants_ladder(flat(args.kernels), args.ladder)
+    return (command.select_kernels(flat(args.kernels), args.dtype, ladder=ladder, arch="sm_90"),
+            command.select_shapes(flat(args.sizes), flat(args.shapes), args.batch, ladder=ladder))
+
+
+@pytest.mark.parametrize("flag", [["--ladder"], ["--kernels", "all"]])
+def test_ladder_flag_and_kernels_all_run_every_kernel_on_the_ladder_shapes(flag):
+    quick_kernels, quick_shapes = bench_selection()
+    names, shapes = bench_selection(*flag)
+    assert names == defaults.ladder_kernels() and shapes == defaults.ladder_shapes()
+    assert len(names) > 3 * len(quick_kernels) and set(quick_kernels) <= set(names)
+    assert len(shapes) > len(quick_shapes) and any(b > 1 for *_, b in shapes)
+    assert bench_selection(*flag, "--dtype", "fp16")[0] == defaults.ladder_kernels(["fp16"])
+    assert bench_selection(*flag, "--sizes", "512")[1] == [(512, 512, 512, 1)]  # given shapes win
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--ladder", "--kernels", "naive"], "--ladder runs every kernel; give --ladder or --kernels naive, not both"),
+    (["--kernels", "all,naive"], "--kernels all names every kernel; give it alone, not with naive"),
+    (["--kernels", "alll"], "unknown kernel 'alll'"),
+])
+def test_ladder_selection_refuses_a_mix_in_one_line(capsys, argv, message):
+    assert main(["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
 
 
 HOST_TIMER = types.SimpleNamespace(measure_host=measure_host)  # run_case times host providers with this

@@ -8,8 +8,8 @@ import ctypes
 import pytest
 
 from gemm_driver import kernels, precision
-from gemm_driver.bench import runner
-from gemm_driver.bench.command import select_kernels, select_shapes
+from gemm_driver.bench import defaults, runner
+from gemm_driver.bench.command import select_kernels, select_shapes, wants_ladder
 from gemm_driver.cli import build_parser, main
 from gemm_driver.cuda import cublas
 
@@ -56,32 +56,32 @@ def parsed(*argv):
 
 def shapes_of(*argv):
     args, flat = parsed(*argv)
-    return select_shapes(flat(args.sizes), flat(args.shapes), args.batch)
+    return select_shapes(flat(args.sizes), flat(args.shapes), args.batch, ladder=args.ladder)
 
 
 def kernels_of(*argv):
     args, flat = parsed(*argv)
-    return select_kernels(flat(args.kernels), args.dtype)
+    return select_kernels(flat(args.kernels), args.dtype, ladder=wants_ladder(flat(args.kernels), args.ladder))
 
 
 def test_shapes_with_batch():
     assert shapes_of("--sizes", "64", "--shapes", "3x4x5", "--shapes", "2x6x7x8", "--batch", "4") == [
         (64, 64, 64, 4), (3, 4, 5, 4), (6, 7, 8, 2)]  # a shape's own B wins over --batch
-    default = shapes_of()
+    default = shapes_of("--ladder")
     assert (4093, 4091, 4099, 1) in default and any(b > 1 for *_, b in default)
     assert any(m >= 8 * n for m, n, k, b in default) and any(k >= 8 * m for m, n, k, b in default)
 
 
 def test_kernel_selection():
     bf16_kernels = [spec.name for spec in kernels.SPECS if spec.precision == "bf16"]
-    assert kernels_of("--dtype", "bf16") == ["cublas_bf16", "cublaslt_bf16", *bf16_kernels]
-    assert kernels_of() == runner.default_kernels()
+    assert kernels_of("--ladder", "--dtype", "bf16") == ["cublas_bf16", "cublaslt_bf16", *bf16_kernels]
+    assert kernels_of("--kernels", "all") == defaults.ladder_kernels()
     assert kernels_of("--kernels", "naive,cublas_fp16") == ["naive", "cublas_fp16"]
     assert kernels_of("--kernels", "naive", "--dtype", "fp32,bf16") == ["naive"]
 
 
 def test_default_kernels_cover_every_precision_once():
-    names = runner.default_kernels()
+    names = defaults.ladder_kernels()
     optional = set(kernels.absent_baselines())  # CuPy joins the defaults only where installed
     assert len(names) == len(set(names)) and set(names) == set(kernels.ALL) - optional
     assert names.index("cublas") < names.index("naive") and names[-1] == "numpy"

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from gemm_driver import cli, kernels, precision
-from gemm_driver.bench import report, runner
+from gemm_driver.bench import defaults, report, runner
 from gemm_driver.bench.command import select_kernels
 from gemm_driver.inspection import kernel_stats
 from gemm_driver.kernels import simt, tensor, tuned
@@ -106,12 +106,12 @@ def test_list_shows_precision_and_min_arch(capsys):
 
 @pytest.mark.parametrize("prec", ["bf16", "fp16", "tf32"])
 def test_bench_dtype_selects_the_precision_ladder_beside_its_cublas(prec):
-    names = select_kernels([], [prec])
+    names = select_kernels([], [prec], ladder=True)
     bases, ladder = list(precision.baselines(prec)), LADDERS[prec]
     assert precision.get(prec).baseline == bases[0] == f"cublas_{prec}"
     assert names[:len(bases) + len(ladder)] == bases + ladder  # then the Hopper family's, on sm_90a
     assert all(kernels.precision_of(n) == prec for n in names)
-    assert names == runner.default_kernels([prec])
+    assert names == defaults.ladder_kernels([prec])
     (step,) = runner.sweep_steps(names, [(512, 512, 512)])
     assert step.precision == prec and step.kernels[:len(bases) + len(ladder)] == bases + ladder
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -18,20 +19,41 @@ from typing import Callable, Sequence
 from .. import kernels
 from .. import precision as _precision
 from ..kernels import precision_of
+from ..cuda.driver import Device, gpu_available
+from ..kernels.build import build, default_arch
 from . import plots, report, roofline, writers
 from .environment import collect
 from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
-from .runner import (CaseResult, Step, by_kernel, case_count, default_kernels, default_shapes, failed_case,
-                     fill_baseline_ratio, finish_sweep, not_run_case, run_case_task, sweep_steps, sweep_tasks)
+from .defaults import default_kernels, default_shapes, ladder_kernels, ladder_shapes
+from .runner import (CaseResult, Step, by_kernel, case_count, failed_case, fill_baseline_ratio, finish_sweep,
+                     not_run_case, run_case_task, sweep_steps, sweep_tasks)
 from .stats import Budget
 
+EVERY_KERNEL = "all"  # --kernels all: the ladder's kernels, as --ladder
 
-def select_kernels(names: Sequence[str], dtypes: Sequence[str] | None) -> list[str]:
+
+def wants_ladder(names: Sequence[str], ladder: bool) -> bool:
+    """Whether the run is the ladder (every kernel; the ladder's shapes unless some are given):
+    asked for by --ladder or by --kernels all, which name every kernel and so take no others."""
+    if EVERY_KERNEL in names and len(names) > 1:
+        raise ValueError(f"--kernels {EVERY_KERNEL} names every kernel; give it alone, not with "
+                         f"{', '.join(n for n in names if n != EVERY_KERNEL)}")
+    if ladder and names and names != [EVERY_KERNEL]:
+        raise ValueError(f"--ladder runs every kernel; give --ladder or --kernels {','.join(names)}, not both")
+    return ladder or names == [EVERY_KERNEL]
+
+
+def select_kernels(names: Sequence[str], dtypes: Sequence[str] | None, *, ladder: bool = False,
+                   arch: str | None = None) -> list[str]:
     """Named kernels run in their own precision, which ``dtypes`` (when given) must select;
-    without names, every kernel and baseline of the selected precisions (default: all)."""
+    without names, the selected precisions' (default: all) quick set (defaults.py) for the
+    GPU's ``arch`` (default: this GPU's, or sm_90), or with ``ladder`` every kernel and
+    baseline of them."""
     selected = _precision.parse_dtypes(dtypes)
+    if ladder:
+        return ladder_kernels(selected)
     if not names:
-        return default_kernels(selected)
+        return default_kernels(selected, arch or default_arch())
     for name in names:
         if dtypes and precision_of(name) not in selected:
             raise ValueError(f"kernel {name} computes in {precision_of(name)}, which --dtype "
@@ -40,10 +62,11 @@ def select_kernels(names: Sequence[str], dtypes: Sequence[str] | None) -> list[s
 
 
 def select_shapes(sizes: Sequence[int], shapes: Sequence[tuple[int, int, int, int]],
-                  batch: int | None) -> list[tuple[int, int, int, int]]:
-    """(M, N, K, batch) per case: the square sizes, then the shapes, else the default sweep;
-    ``batch`` batches every shape that does not name its own B."""
-    chosen = [(s, s, s, 1) for s in sizes] + list(shapes) or default_shapes()
+                  batch: int | None, *, ladder: bool = False) -> list[tuple[int, int, int, int]]:
+    """(M, N, K, batch) per case: the square sizes, then the shapes, else the quick run's
+    shapes (the ladder's with ``ladder``); ``batch`` batches every shape that does not name
+    its own B."""
+    chosen = [(s, s, s, 1) for s in sizes] + list(shapes) or (ladder_shapes() if ladder else default_shapes())
     return [(m, n, k, batch if batch and b == 1 else b) for m, n, k, b in chosen]
 
 
@@ -92,6 +115,36 @@ class BenchRun:
         return any(r.status == "FAILED" for r in self.results)
 
 
+def prebuild(steps: Sequence[Step]) -> int:
+    """Compile, in threads, every configuration of an own kernel that ``steps`` will load on
+    this GPU, into the on-disk cache the bench's worker reads: NVRTC releases the GIL, so a
+    cold cache costs about the longest build instead of the sum of them. Returns how many
+    configurations there were (0 without a GPU: the tuned tables are chosen per GPU).
+
+    Nothing is reported here: a kernel that does not take a shape, or does not build, is
+    skipped or FAILED by the sweep under its own name."""
+    if not gpu_available():
+        return 0
+    device = Device.get(0)
+    configurations = {}
+    for step in steps:
+        for spec in (kernels.get(name) for name in step.kernels):
+            if not isinstance(spec, kernels.KernelSpec) or spec.kind == "ptx" or not spec.runs_on(
+                    device.compute_capability):
+                continue
+            try:  # as Session.launcher resolves it
+                tunables = spec.choose(step.problem, device.name)[0] if spec.choose is not None else {}
+                resolved = spec.validate(step.problem, tunables)
+            except ValueError:
+                continue
+            configurations[(spec.name, tuple(sorted(resolved.items())))] = (spec, resolved)
+    if configurations:
+        with ThreadPoolExecutor(min(len(configurations), os.cpu_count() or 1)) as pool:
+            for done in [pool.submit(build, spec, device.arch, resolved) for spec, resolved in configurations.values()]:
+                done.exception()  # waited for; a failed build is the sweep's to report
+    return len(configurations)
+
+
 def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseResult], None] = lambda r: None,
         on_checkpoint: Callable[[BenchRun], None] = lambda b: None) -> BenchRun:
     """Verify then time every case of ``steps`` in a worker process (isolation.py), so that
@@ -100,6 +153,7 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     ``on_checkpoint`` gets the run so far (``complete`` False) after every finished step,
     for writing results as they come; Ctrl-C ends the sweep and returns what finished.
     ``request.seed`` must be set (with_seed)."""
+    prebuild(steps)
     tasks = sweep_tasks(steps, seed=request.seed, budget=request.budget, mode=request.mode, rounds=request.rounds)
     # A case's GPU phase may take its whole time budget: the watchdog never fires sooner than 3x it.
     watchdog_s = max(request.watchdog_s, 3 * request.budget.wall_limit_s)

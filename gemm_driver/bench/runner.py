@@ -40,33 +40,6 @@ from .clocks import merge as merge_clocks
 from .isolation import kept, release_kept
 from .timing import Budget, GpuTimer, TimingStats
 
-DEFAULT_SIZES = (256, 512, 1024, 2048, 4096)
-# (M, N, K) or (M, N, K, batch): odd sizes (no tile divides them), tall-skinny (N far
-# below a tile row of blocks: few output tiles, the grid barely fills the GPU), deep K
-# (few output tiles, long inner loop: where split-K pays), and a batch of small GEMMs.
-DEFAULT_SHAPES = ((4093, 4091, 4099), (16384, 128, 4096), (1024, 1024, 16384), (256, 256, 256, 64))
-
-
-def default_shapes() -> list[tuple[int, int, int, int]]:
-    return [(s, s, s, 1) for s in DEFAULT_SIZES] + [(*s, 1)[:4] for s in DEFAULT_SHAPES]
-
-
-def default_kernels(dtypes: Sequence[str] | None = None) -> list[str]:
-    """Per selected precision (default: all): its baselines first (cuBLAS, then cuBLASLt where
-    the precision has one), then its kernels in registry order, then its other GPU providers
-    that are usable here (batched, CuPy); the CPU baselines of the selected precisions last."""
-    names: list[str] = []
-    selected = _precision.parse_dtypes(dtypes)
-    absent = kernels.absent_baselines()
-    for prec in selected:
-        bases = _precision.baselines(prec)
-        names += bases
-        names += [spec.name for spec in kernels.SPECS if spec.precision == prec]
-        names += [p.name for p in kernels.PROVIDERS if p.precision == prec and p.kind == "library"
-                  and p.name not in bases and p.name not in absent]
-    return names + [p.name for p in kernels.PROVIDERS if p.kind == "cpu" and p.precision in selected]
-
-
 class Step(NamedTuple):
     problem: GemmProblem
     shape_index: int  # the data seed's second half: one shape's data is the same in every precision
