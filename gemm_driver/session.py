@@ -105,6 +105,7 @@ class Session:
         key = (spec.name, tuple(sorted(tunables.items())))
         if key not in self._loaded:
             spec.check_device(self.device.compute_capability)
+            spec.check_shared_memory(tunables, self.device.max_shared_per_block_optin)
             self.context.make_current()
             if spec.kind == "ptx":
                 # Hand-written PTX goes through the driver's JIT: that is the path it proves.

@@ -92,8 +92,11 @@ def test_grid_covers_c_without_idle_blocks():
 def test_get():
     assert kernels.get("naive") is kernels.KERNELS["naive"]
     assert kernels.get("cublas").kind == "library"
-    with pytest.raises(ValueError, match=r"unknown kernel 'nope'; known: cublas, numpy, cublas_tf32, .*, naive"):
+    with pytest.raises(ValueError, match=r"^unknown kernel 'nope' \(`list` shows all\)$"):
         kernels.get("nope")
+    with pytest.raises(ValueError, match=r"^unknown kernel 'hoper_bf16'; did you mean hopper_bf16, hopper_fp16, "
+                                         r"\w+\? \(`list` shows all\)$"):
+        kernels.get("hoper_bf16")
 
 
 # --- validate / resolve ---------------------------------------------------------------
@@ -269,3 +272,19 @@ def test_cupy_baseline_is_registered_and_says_why_when_absent(monkeypatch):
     cupy = kernels.get("cupy")
     with pytest.raises(ValueError, match="CuPy is not usable here"):
         cupy.launcher(cupy, None, GemmProblem(2, 2, 2), None, None, None)
+
+
+def test_shared_memory_is_checked_against_the_gpus_own_limit():
+    """The rules allow the most any GPU gives a block (the table's sm_90 227 KiB); a GPU that
+    gives less refuses the kernel when it is loaded, as UnsupportedProblem (a skip)."""
+    from gemm_driver.cuda.arch_limits import MAX_SHARED_PER_BLOCK, limits
+    from gemm_driver.cuda.errors import UnsupportedProblem
+
+    assert MAX_SHARED_PER_BLOCK == limits("sm_90a").max_shared_per_block == 227 * 1024
+    spec = kernels.KERNELS["warptiled"]
+    tunables = spec.validate(GemmProblem(256, 256, 256))
+    needs = spec.dynamic_smem(tunables)
+    spec.check_shared_memory(tunables, needs)  # exactly what it needs: taken
+    with pytest.raises(UnsupportedProblem, match=f"warptiled needs {needs} bytes of shared memory per block; "
+                                                 f"this GPU gives at most {needs - 1}"):
+        spec.check_shared_memory(tunables, needs - 1)

@@ -1,8 +1,8 @@
 """Theoretical occupancy: how many blocks of a kernel fit on one SM at once.
 
 The same arithmetic as CUDA's occupancy calculator (cuda_occupancy.h), with the per-arch
-limits from the CUDA C++ Programming Guide's compute-capability table, so it runs with no
-GPU. Blocks per SM is the smallest of four limits:
+limits of cuda/arch_limits.py (the CUDA C++ Programming Guide's compute-capability table),
+so it runs with no GPU. Blocks per SM is the smallest of four limits:
 
 - warps:     max_warps_per_sm // ceil(threads / 32)
 - blocks:    max_blocks_per_sm
@@ -26,40 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cuda.nvrtc import parse_arch
+from ..cuda.arch_limits import WARP, ArchLimits, limits
 
-WARP = 32
-KIB = 1024
-
-
-@dataclass(frozen=True)
-class ArchLimits:
-    max_threads_per_sm: int
-    max_blocks_per_sm: int
-    shared_per_sm: int  # bytes, at the largest shared-memory carveout
-    max_shared_per_block: int  # bytes, with the opt-in attribute
-    reserved_shared_per_block: int
-    shared_granularity: int
-    registers_per_sm: int = 64 * KIB
-    registers_per_block: int = 64 * KIB
-    max_registers_per_thread: int = 255
-    register_granularity: int = 256  # registers, per warp
-    sub_partitions: int = 4
-    barriers_per_sm: int | None = None  # the named-barrier pool; None: not modelled
-
-    @property
-    def max_warps_per_sm(self) -> int:
-        return self.max_threads_per_sm // WARP
-
-
-LIMITS = {
-    75: ArchLimits(1024, 16, 64 * KIB, 64 * KIB, 0, 256),
-    80: ArchLimits(2048, 32, 164 * KIB, 163 * KIB, KIB, 128),
-    86: ArchLimits(1536, 16, 100 * KIB, 99 * KIB, KIB, 128),
-    89: ArchLimits(1536, 24, 100 * KIB, 99 * KIB, KIB, 128),
-    90: ArchLimits(2048, 32, 228 * KIB, 227 * KIB, KIB, 128, barriers_per_sm=64),
-    100: ArchLimits(2048, 32, 228 * KIB, 227 * KIB, KIB, 128),
-}
+__all__ = ["ArchLimits", "Occupancy", "limits", "occupancy"]
 
 
 @dataclass(frozen=True)
@@ -76,15 +45,6 @@ class Occupancy:
     @property
     def fraction(self) -> float:
         return self.warps_per_sm / self.max_warps_per_sm
-
-
-def limits(arch: str) -> ArchLimits:
-    """The table row for ``arch`` ('sm_90a' uses sm_90's); ValueError for one not in it."""
-    number, _ = parse_arch(arch)
-    if number not in LIMITS:
-        known = ", ".join(f"sm_{n}" for n in LIMITS)
-        raise ValueError(f"no occupancy limits known for {arch}; known: {known}")
-    return LIMITS[number]
 
 
 def occupancy(arch: str, threads: int, registers: int, shared_bytes: int, dynamic_shared_bytes: int = 0,

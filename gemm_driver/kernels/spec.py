@@ -205,6 +205,17 @@ class KernelSpec:
         have = f"sm_{compute_capability[0]}{compute_capability[1]}"
         self.check_runs_on(compute_capability, f"this GPU is {have}")
 
+    def check_shared_memory(self, tunables: Tunables, per_block: int) -> None:
+        """UnsupportedProblem when an entry's dynamic shared memory exceeds ``per_block``, the
+        GPU's opt-in limit (Device.max_shared_per_block_optin); the rules only know the largest
+        any GPU gives (cuda/arch_limits.py)."""
+        for entry, needs in (("main", self.dynamic_smem(tunables)),
+                             *((e.name, e.dynamic_smem(tunables)) for e in self.extra_entries)):
+            if needs > per_block:
+                where = "" if entry == "main" else f" (entry {entry})"
+                raise UnsupportedProblem(f"{self.name}{where} needs {needs} bytes of shared memory per block; "
+                                         f"this GPU gives at most {per_block}")
+
     def entry_expressions(self, tunables: Tunables) -> dict[str, str]:
         """Entry name -> name expression: ``"main"`` for ``entry``, then each extra entry."""
         return {"main": self.name_expression(tunables),

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...cuda.arch_limits import limits
 from ...cuda.tensor_map import tma_layout_problem
 from ...problem import GemmProblem
 from ..spec import Dims, ceil_div
 
 BM = 128  # tile rows of rungs 1-4 (two consumer warpgroups of 64)
 SWIZZLE = 128  # bytes: every tensor map, as the wgmma descriptors assume
-SMEM_LIMIT = 227 * 1024  # opt-in dynamic shared memory per block on sm_90
-SMEM_PER_SM = 228 * 1024  # of which the system reserves 1 KiB per resident block
+SM_90 = limits("sm_90")  # these kernels run on sm_90a only
+SMEM_LIMIT = SM_90.max_shared_per_block  # opt-in dynamic shared memory per block (227 KiB)
+SMEM_PER_SM = SM_90.shared_per_sm  # of which the system reserves 1 KiB per resident block
 STAGING_BYTES = 64 * 40 * 4  # one consumer's epilogue staging (store_staged: 64 rows x 40 floats)
 STORE_CHUNK = (64, 32)  # rows x columns of C in one TMA store (store_tma): one 8 KiB staging buffer
 STORE_CHUNK_BYTES = STORE_CHUNK[0] * STORE_CHUNK[1] * 4
@@ -75,7 +77,7 @@ def register_a_smem(stages: int, bm: int = 256, consumers: int = 2) -> int:
 def smem_fits(smem: int, ctas_per_sm: int) -> str | None:
     """Why ``ctas_per_sm`` CTAs of ``smem`` bytes cannot be resident on one SM, or None."""
     if smem > SMEM_LIMIT:
-        return f"{smem} bytes of shared memory per block; sm_90 allows at most {SMEM_LIMIT} (227 KiB)"
+        return f"{smem} bytes of shared memory per block; sm_90 allows at most {SMEM_LIMIT} ({SMEM_LIMIT // 1024} KiB)"
     if ctas_per_sm * (smem + 1024) > SMEM_PER_SM:
         return (f"{ctas_per_sm} CTAs per SM of {smem} bytes (+ 1 KiB reserved each) exceed the "
                 f"{SMEM_PER_SM} bytes of shared memory an SM has")

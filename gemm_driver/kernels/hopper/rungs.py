@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from ...cuda.arch_limits import MEASURED_SM_COUNT
 from ...problem import GemmProblem
 from ..spec import Entry, KernelSpec, Tunable, ceil_div
 from . import geometry as geo
@@ -27,8 +28,8 @@ SPLIT_SIGNATURE = (*GROUP_SIGNATURE, "int", "ptr", "ptr")  # + splits, workspace
 STORE_SIGNATURE = (*SPLIT_SIGNATURE, "tensormap", "int")  # + c_map, c_tma (any_shape: TMA stores of C)
 PACK_SIGNATURE = ("ptr", "long long", "int", "int", "ptr", "long long")  # src, ld_src, rows, cols, dst, ld_dst
 ARCH = dict(min_cc=(9, 0), arch_specific=True)
-H100_SMS = 132  # the GPU the defaults and ``choose`` were measured on
-FULL_GRID = 0.9 * H100_SMS  # ``choose``: enough tiles to call the grid full
+SMS = MEASURED_SM_COUNT  # ``choose`` sees a GPU's name, not its Device (cuda/arch_limits.py)
+FULL_GRID = 0.9 * SMS  # ``choose``: enough tiles to call the grid full
 
 STAGES = lambda default, values=(2, 3, 4, 5, 6): Tunable("STAGES", default, values, "TMA ring depth (k tiles in flight)")
 GROUP_M = Tunable("GROUP_M", 8, (1, 2, 4, 8, 16), "tile rows per group of the persistent raster (L2 reuse)")
@@ -228,7 +229,7 @@ def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:
     """``choose``'s split-K slices for ``units`` tiles (or cluster blocks of ``cluster`` CTAs):
     at most 4, every slice keeping >= 4096 of K, and no more units than clusters resident on
     the H100 (slices meet at a barrier only when all of them run at once); < 2: do not split."""
-    return min(4, H100_SMS // cluster // units, k // 4096)
+    return min(4, SMS // cluster // units, k // 4096)
 
 
 def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
@@ -297,7 +298,7 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     tiles_128 = ceil_div(m, 128) * ceil_div(n, 128)
     if n > 128 and tiles_256 >= FULL_GRID:
         if n % 8 == 0 and k % 8 == 0:
-            cm = 2 if tiles_256 >= 2 * H100_SMS else 1
+            cm = 2 if tiles_256 >= 2 * SMS else 1
             return ({"CM": cm, "PDL": 1} if cm > 1 else {"PDL": 1},
                     f"{tiles_256} tiles of 128x256, TMA stores of C, {cm}x1 cluster, PDL "
                     f"(H200: {'206 us at 4096^3' if cm == 2 else '26.8 us at 2048^3'})")

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...cuda.arch_limits import MAX_SHARED_PER_BLOCK  # sm_90's opt-in; smaller GPUs refuse it at load
 from .. import tuned
 from ..spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
 from . import stream_k
 
-MAX_SHARED_PER_BLOCK = 227 * 1024  # sm_90 opt-in limit; smaller GPUs refuse at load with the driver's error
 MAX_ACCUMULATORS = 128  # TM * TN above this cannot fit in 255 registers
 
 
