@@ -109,3 +109,13 @@ def test_summary_takes_the_best_on_each_side():
     text = "\n".join(corpus_summary.summary_lines(doc))
     assert "measured device-to-device copy" in text and "bf16" in text
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_corpus_plot_draws_a_png_and_nothing_without_ratios(tmp_path):
+    pytest.importorskip("matplotlib")
+    doc = {"corpus": {"name": "llm:validate"},
+           "results": [_case("hopper_bf16", 16, 4096, 4096, 10), _case("cublas_bf16", 16, 4096, 4096, 12.5),
+                       _case("hopper_bf16", 1024, 1024, 1024, 300), _case("cublas_bf16", 1024, 1024, 1024, 290)]}
+    path = corpus_summary.plot(doc, tmp_path / "corpus.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert corpus_summary.plot({"results": [_case("cublas_bf16", 64, 64, 64, 1)]}, tmp_path / "none.png") is None

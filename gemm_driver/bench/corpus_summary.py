@@ -137,3 +137,47 @@ def summary_lines(document: dict) -> list[str]:
     lines.append("BW share: median over small-M shapes (M <= 128) of unavoidable bytes / time,")
     lines.append(f"          as a share of the {source} bandwidth")
     return lines
+
+
+def plot(document: dict, path) -> "Path | None":
+    """corpus.png: per precision, each shape's ratio (own best / best baseline) against its
+    FLOPs, odd shapes hollow, small-M shapes as crosses, with 1.0 and each geometric mean
+    drawn across; None when no shape has a ratio."""
+    from pathlib import Path
+
+    from .plot_style import MARKERS, PRECISION_COLORS
+    from .plots import _pyplot
+
+    summaries = summarize(document)
+    if not summaries:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for summary in summaries:
+        color = PRECISION_COLORS.get(summary.precision, "black")
+        for style, chosen in (("filled", [r for r in summary.ratios if r.kind != "odd" and r.m > 128]),
+                              ("hollow", [r for r in summary.ratios if r.kind == "odd" and r.m > 128]),
+                              ("cross", [r for r in summary.ratios if r.m <= 128])):
+            if not chosen:
+                continue
+            flops = [2 * r.m * r.n * r.k for r in chosen]
+            ratios = [r.ratio for r in chosen]
+            if style == "cross":
+                ax.scatter(flops, ratios, marker="x", color=color, s=28)
+            else:
+                ax.scatter(flops, ratios, marker=MARKERS.get(summary.precision, "o"), s=28,
+                           facecolors=color if style == "filled" else "none", edgecolors=color)
+        geomean = summary.as_dict()["all"]["geomean"]
+        ax.axhline(geomean, color=color, linestyle="--", linewidth=1,
+                   label=f"{summary.precision}: geometric mean {geomean:.3f} over {len(summary.ratios)} shapes")
+    ax.axhline(1.0, color="grey", linewidth=1.5, zorder=0)
+    ax.set_xscale("log")
+    ax.set_xlabel("FLOPs per GEMM (2 M N K), log scale")
+    ax.set_ylabel("own best / best baseline")
+    corpus = (document.get("corpus") or {}).get("name", "")
+    ax.set_title(f"{corpus} corpus: filled model/sized shapes, hollow odd shapes, x small M (<= 128)".strip())
+    ax.legend(fontsize=8, loc="best")
+    out = Path(path)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out
