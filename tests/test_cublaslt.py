@@ -1,4 +1,4 @@
-"""cuBLASLt binding (gemm_driver/cuda/cublaslt.py).
+"""cuBLASLt (gemm_driver/cuda/cublaslt.py, cublaslt_binding.py, cublaslt_layout.py).
 
 Without a GPU: the library loads, the declared symbols and attribute numbers match the
 shipped header, argument rules are refused with their names, and the row-major swap is
@@ -23,6 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemm_driver.cuda import cublaslt as lt
+from gemm_driver.cuda import cublaslt_binding as binding
+from gemm_driver.cuda.cublas import Operation
+from gemm_driver.cuda.cublaslt_layout import CUDA_R_8F_E4M3
 from gemm_driver.cuda.errors import CublasError
 
 
@@ -45,12 +48,12 @@ def test_library_loads_and_reports_a_supported_version():
     assert major in (12, 13), f"cuBLASLt {major}.{minor}.{patch}"
     assert Path(lt.library_path()).name.startswith("libcublasLt")
     # cublasLtGetVersion encodes the same three numbers: major*10000 + minor*100 + patch.
-    assert lt._library().cublasLtGetVersion() == major * 10000 + minor * 100 + patch
+    assert binding._library().cublasLtGetVersion() == major * 10000 + minor * 100 + patch
 
 
 def test_every_declared_symbol_is_declared_in_the_header_with_that_arity():
     text = re.sub(r"/\*.*?\*/|//[^\n]*", "", header_text(), flags=re.S)  # comments out
-    for restype, name, argtypes in lt.SIGNATURES:
+    for restype, name, argtypes in binding.SIGNATURES:
         match = re.search(r"CUBLASWINAPI\s+" + name + r"\s*\(([^)]*)\)\s*;", text)
         assert match, f"{name} is not in cublasLt.h"
         params = [p for p in match.group(1).split(",") if p.strip() and p.strip() != "void"]
@@ -59,11 +62,11 @@ def test_every_declared_symbol_is_declared_in_the_header_with_that_arity():
 
 @pytest.mark.parametrize("prefix,table", [
     ("CUBLASLT_ALGO_CONFIG_", {k.upper().replace("ALGO_ID", "ID").replace("SPLITK", "SPLITK_NUM")
-                               .replace("SWIZZLE", "CTA_SWIZZLING"): v for k, v in lt.ALGO_CONFIG.items()}),
-    ("CUBLASLT_MATRIX_LAYOUT_", {k.upper(): v for k, v in lt._LAYOUT_ATTRIBUTES.items()}),
-    ("CUBLASLT_MATMUL_DESC_", {"TRANSA": lt._DESC_TRANSA, "TRANSB": lt._DESC_TRANSB}),
-    ("CUBLASLT_MATMUL_PREF_", {"MAX_WORKSPACE_BYTES": lt._PREF_MAX_WORKSPACE_BYTES,
-                               **{f"MIN_ALIGNMENT_{k.upper()}_BYTES": v for k, v in lt._PREF_MIN_ALIGNMENT.items()}}),
+                               .replace("SWIZZLE", "CTA_SWIZZLING"): v for k, v in binding.ALGO_CONFIG.items()}),
+    ("CUBLASLT_MATRIX_LAYOUT_", {k.upper(): v for k, v in binding._LAYOUT_ATTRIBUTES.items()}),
+    ("CUBLASLT_MATMUL_DESC_", {"TRANSA": binding._DESC_TRANSA, "TRANSB": binding._DESC_TRANSB}),
+    ("CUBLASLT_MATMUL_PREF_", {"MAX_WORKSPACE_BYTES": binding._PREF_MAX_WORKSPACE_BYTES,
+                               **{f"MIN_ALIGNMENT_{k.upper()}_BYTES": v for k, v in binding._PREF_MIN_ALIGNMENT.items()}}),
 ])
 def test_attribute_numbers_match_the_header(prefix, table):
     header_text()
@@ -73,10 +76,10 @@ def test_attribute_numbers_match_the_header(prefix, table):
 
 
 def test_structures_have_the_header_sizes():
-    assert ctypes.sizeof(lt.Algo) == 64  # uint64_t data[8]
+    assert ctypes.sizeof(binding.Algo) == 64  # uint64_t data[8]
     # algo, size_t workspaceSize, cublasStatus_t state, float wavesCount, int reserved[4]
-    assert ctypes.sizeof(lt.HeuristicResult) == 64 + 8 + 4 + 4 + 16
-    assert lt.HeuristicResult.workspace_size.offset == 64
+    assert ctypes.sizeof(binding.HeuristicResult) == 64 + 8 + 4 + 4 + 16
+    assert binding.HeuristicResult.workspace_size.offset == 64
 
 
 def test_enum_names_reads_tiles_and_stages():
@@ -89,7 +92,7 @@ def test_enum_names_reads_tiles_and_stages():
 def test_a_failing_call_raises_a_named_cublas_error():
     with lt.MatmulDescriptors(lt.LtProblem.packed(4, 4, 4, "fp32")) as d:
         with pytest.raises(CublasError, match="CUBLAS_STATUS_INVALID_VALUE in cublasLtMatmulDescSetAttribute"):
-            d.desc.set(lt._DESC_TRANSA, ctypes.c_int8(1))  # wrong width: cuBLASLt checks the size
+            d.desc.set(binding._DESC_TRANSA, ctypes.c_int8(1))  # wrong width: cuBLASLt checks the size
 
 
 def test_descriptors_close_once_and_refuse_use_after():
@@ -142,7 +145,7 @@ def column_major(layout, buf) -> np.ndarray:
     assert ld >= rows, "a column-major layout needs ld >= rows"
     index = np.arange(rows)[:, None] + np.arange(cols)[None, :] * ld
     matrix = buf[index]  # raises on a read past the buffer
-    return matrix.T if layout.operand.op == lt.Operation.T else matrix
+    return matrix.T if layout.operand.op == Operation.T else matrix
 
 
 def lt_model(d: lt.MatmulDescriptors, buffers: dict) -> np.ndarray:
@@ -190,8 +193,8 @@ def test_the_model_tells_a_wrong_swap_from_the_right_one():
 
 def test_fp8_layout_is_tn():
     with lt.MatmulDescriptors(lt.LtProblem.packed(64, 32, 48, "fp8", b_k_major=True)) as d:
-        assert (d.first.operand.op, d.second.operand.op) == (lt.Operation.T, lt.Operation.N)
-        assert d.first.attribute("type") == d.second.attribute("type") == lt.CUDA_R_8F_E4M3
+        assert (d.first.operand.op, d.second.operand.op) == (Operation.T, Operation.N)
+        assert d.first.attribute("type") == d.second.attribute("type") == CUDA_R_8F_E4M3
         assert d.c.attribute("type") == 0  # FP32 C
 
 

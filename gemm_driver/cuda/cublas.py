@@ -7,8 +7,8 @@ that raises :class:`CublasError`, so no call site inspects a status itself.
 The project stores matrices row-major; cuBLAS is column-major. The translation lives in
 exactly one pure function, :func:`column_major_call`, which the tests check against a
 NumPy model of the BLAS reference semantics. Every public GEMM routes through it.
-The module is one library's binding (its enums, table, handle and calls), a little over
-300 lines; cuBLASLt (cublaslt.py) shares its loader and error check.
+The module is one library's binding (its enums, table, handle and calls); cuBLASLt
+(cublaslt_binding.py) shares its loader and error check.
 """
 
 from __future__ import annotations

@@ -25,351 +25,32 @@ heuristic, which then raises CUBLAS_STATUS_NOT_SUPPORTED.
 Descriptors are host objects (no GPU needed); creating an :class:`LtHandle` needs a
 current CUDA context, which the caller owns (the project's primary context).
 
-Over ~300 lines because it is one library's binding: the table, the owned descriptor
-objects and the measured choice of algorithm change together.
+The binding (the table, the owned objects, the handle) is in :mod:`.cublaslt_binding`; the
+problem, its validation and its descriptors in :mod:`.cublaslt_layout`; this module is the
+heuristic and the measured choice, and the names callers use.
 """
+
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
-import re
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from . import cublas
-from .cublas import ComputeType, DataType, Operation
-from .errors import CublasError, GemmDriverError, UnsupportedProblem
+from .cublaslt_binding import (_PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, ALGO_CONFIG, HeuristicResult, LtHandle,
+                               _get_int, _library, enum_names, library_path, version)
+from .cublaslt_layout import (LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem, MatmulDescriptors, _describe_problem,
+                              _Preference, pointer_alignment, validate)
+from .errors import CublasError
+
+__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_WORKSPACE_BYTES", "LT_PRECISIONS", "CandidateTiming", "LtHandle", "LtMatmul",
+           "LtPrecision", "LtProblem", "MatmulDescriptors", "enum_names", "library_path", "pointer_alignment",
+           "validate", "version"]
 
 DEFAULT_WORKSPACE_BYTES = 32 * 2**20  # what PyTorch and the cuBLASLt samples give it on Hopper
 DEFAULT_CANDIDATES = 8
-CUDA_R_8F_E4M3 = 28  # cudaDataType_t (library_types.h); not in cublas.DataType, which has no FP8
-_MAX_ALIGNMENT = 256  # cuBLASLt's default assumption for every pointer (MIN_ALIGNMENT_*_BYTES)
-_INT32_MAX = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class LtPrecision:
-    """Storage and compute types of one precision; every one computes and scales in FP32."""
-
-    name: str
-    ab_type: int  # cudaDataType_t of A and B
-    compute: int  # cublasComputeType_t
-    ab_bytes: int
-    needs_k_major_b: bool = False  # FP8: cuBLASLt runs only the "TN" layout
-    k_multiple: int = 1  # k, lda and ldb must be multiples of this (elements)
-
-
-LT_PRECISIONS: dict[str, LtPrecision] = {p.name: p for p in (
-    LtPrecision("fp32", DataType.CUDA_R_32F, ComputeType.CUBLAS_COMPUTE_32F, 4),
-    LtPrecision("tf32", DataType.CUDA_R_32F, ComputeType.CUBLAS_COMPUTE_32F_FAST_TF32, 4),
-    LtPrecision("bf16", DataType.CUDA_R_16BF, ComputeType.CUBLAS_COMPUTE_32F, 2),
-    LtPrecision("fp16", DataType.CUDA_R_16F, ComputeType.CUBLAS_COMPUTE_32F, 2),
-    LtPrecision("fp8", CUDA_R_8F_E4M3, ComputeType.CUBLAS_COMPUTE_32F, 1, needs_k_major_b=True, k_multiple=16),
-)}
-
-# Attribute numbers (cublasLt.h); the enums only grow, so 12.x and 13.x agree on these.
-_DESC_TRANSA, _DESC_TRANSB = 3, 4
-_PREF_MAX_WORKSPACE_BYTES = 1
-_PREF_MIN_ALIGNMENT = {"a": 5, "b": 6, "c": 7, "d": 8}
-_LAYOUT_ATTRIBUTES = {"type": 0, "order": 1, "rows": 2, "cols": 3, "ld": 4}
-# CUBLASLT_ALGO_CONFIG_*: what describe() records about an algorithm.
-ALGO_CONFIG = {"algo_id": 0, "tile_id": 1, "splitk": 2, "reduction_scheme": 3, "swizzle": 4,
-               "custom_option": 5, "stages_id": 6, "inner_shape_id": 7, "cluster_shape_id": 8}
-
-
-# --- the binding ---------------------------------------------------------------------
-class Algo(ctypes.Structure):
-    """cublasLtMatmulAlgo_t: 64 opaque bytes, copied by value."""
-    _fields_ = [("data", ctypes.c_uint64 * 8)]
-
-
-class HeuristicResult(ctypes.Structure):
-    """cublasLtMatmulHeuristicResult_t."""
-    _fields_ = [("algo", Algo), ("workspace_size", ctypes.c_size_t), ("state", ctypes.c_int),
-                ("waves_count", ctypes.c_float), ("reserved", ctypes.c_int * 4)]
-
-
-_i, _p, _sz = ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
-_pp, _szp = ctypes.POINTER(_p), ctypes.POINTER(_sz)
-_algo_p = ctypes.POINTER(Algo)
-_SET = (_p, _i, _p, _sz)  # descriptor, attribute, buffer, size
-_GET = (_p, _i, _p, _sz, _szp)  # ... plus bytes written (or needed, when size is 0)
-
-# (restype, name, argtypes). Status-returning (c_int) entries get cublas's errcheck.
-SIGNATURES: tuple[tuple[Any, str, tuple[Any, ...]], ...] = (
-    (_i, "cublasLtCreate", (_pp,)),
-    (_i, "cublasLtDestroy", (_p,)),
-    (_sz, "cublasLtGetVersion", ()),
-    (_i, "cublasLtGetProperty", (_i, ctypes.POINTER(_i))),
-    (ctypes.c_char_p, "cublasLtGetStatusName", (_i,)),
-    (ctypes.c_char_p, "cublasLtGetStatusString", (_i,)),
-    (_i, "cublasLtMatmulDescCreate", (_pp, _i, _i)),
-    (_i, "cublasLtMatmulDescDestroy", (_p,)),
-    (_i, "cublasLtMatmulDescSetAttribute", _SET),
-    (_i, "cublasLtMatmulDescGetAttribute", _GET),
-    (_i, "cublasLtMatrixLayoutCreate", (_pp, _i, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64)),
-    (_i, "cublasLtMatrixLayoutDestroy", (_p,)),
-    (_i, "cublasLtMatrixLayoutGetAttribute", _GET),
-    (_i, "cublasLtMatmulPreferenceCreate", (_pp,)),
-    (_i, "cublasLtMatmulPreferenceDestroy", (_p,)),
-    (_i, "cublasLtMatmulPreferenceSetAttribute", _SET),
-    (_i, "cublasLtMatmulAlgoGetHeuristic",
-     (_p, _p, _p, _p, _p, _p, _p, _i, ctypes.POINTER(HeuristicResult), ctypes.POINTER(_i))),
-    (_i, "cublasLtMatmulAlgoConfigGetAttribute", (_algo_p, _i, _p, _sz, _szp)),
-    (_i, "cublasLtMatmul",
-     (_p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _p, _algo_p, _p, _sz, _p)),
-)
-
-
-@functools.lru_cache(maxsize=None)
-def _library() -> ctypes.CDLL:
-    """cuBLASLt (the same wheel as cuBLAS), opened once and bound."""
-    return cublas.bind_library("cublasLt", "cuBLASLt", SIGNATURES)
-
-
-def library_path() -> str:
-    return _library()._name
-
-
-def version() -> tuple[int, int, int]:
-    """(major, minor, patch) of the loaded cuBLASLt; needs no GPU."""
-    lib, value, parts = _library(), ctypes.c_int(), []
-    for prop in (0, 1, 2):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
-        lib.cublasLtGetProperty(prop, ctypes.byref(value))
-        parts.append(value.value)
-    return tuple(parts)  # type: ignore[return-value]
-
-
-@functools.lru_cache(maxsize=None)
-def enum_names(prefix: str) -> dict[int, str]:
-    """{value: name} of a cublasLt.h enum (e.g. "CUBLASLT_MATMUL_TILE_" -> {23: "128x256"}),
-    read from the header of the installed wheel; {} when no header ships with it. The tile
-    and stage enums have hundreds of irregular entries: reading them beats copying them."""
-    try:
-        from cuda.pathfinder import find_nvidia_header_directory
-
-        directory = find_nvidia_header_directory("cublas")
-        text = open(f"{directory}/cublasLt.h", encoding="utf-8", errors="replace").read() if directory else ""
-    except Exception:  # no header wheel, an older pathfinder: names are a convenience, ids remain
-        return {}
-    pattern = re.compile(re.escape(prefix) + r"(\w+)\s*=\s*(\d+)\s*,")
-    return {int(value): name for name, value in pattern.findall(text)}
-
-
-# --- handle --------------------------------------------------------------------------
-def _destroy_quietly(destroy: Any, raw: int) -> None:
-    """Finalizer for a forgotten handle or descriptor: runs inside GC, where raising helps no one."""
-    try:
-        destroy(raw)
-    except CublasError:
-        pass
-
-
-class _Owned:
-    """A cuBLASLt object destroyed exactly once: by close(), with, or the GC."""
-
-    def _own(self, raw: int, destroy: Any) -> None:
-        self._raw, self._destroy = raw, destroy
-        self._finalizer = weakref.finalize(self, _destroy_quietly, destroy, raw)
-        self._finalizer.atexit = False  # process teardown frees it; the context may be gone
-
-    @property
-    def ptr(self) -> int:
-        if not self._finalizer.alive:
-            raise GemmDriverError(f"{type(self).__name__} is closed")
-        return self._raw
-
-    @property
-    def closed(self) -> bool:
-        return not self._finalizer.alive
-
-    def close(self) -> None:
-        if self._finalizer.detach() is not None:
-            self._destroy(self._raw)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def _create(create: Any, *args: Any) -> int:
-    raw = ctypes.c_void_p()
-    create(ctypes.byref(raw), *args)
-    return int(raw.value or 0)
-
-
-class LtHandle(_Owned):
-    """A cublasLtHandle_t. Needs a current CUDA context (the caller's primary context);
-    cuBLASLt takes the stream per call, so the handle holds none."""
-
-    def __init__(self):
-        lib = _library()
-        self._own(_create(lib.cublasLtCreate), lib.cublasLtDestroy)
-
-
-# --- the problem, validated, and its descriptors (host only) ---------------------------
-@dataclass(frozen=True)
-class LtProblem:
-    """Row-major C (m x n, ldc) = alpha * A (m x k, lda) @ B + beta * C in ``precision``.
-
-    B is k x n row-major (ldb >= n), or with ``b_k_major`` stored transposed: n x k
-    row-major (ldb >= k), i.e. column-major B, the only layout cuBLASLt's FP8 takes.
-    """
-
-    m: int
-    n: int
-    k: int
-    precision: str
-    lda: int
-    ldb: int
-    ldc: int
-    b_k_major: bool = False
-
-    @classmethod
-    def packed(cls, m: int, n: int, k: int, precision: str, b_k_major: bool = False) -> "LtProblem":
-        """The problem with the tightest leading dimensions."""
-        return cls(m, n, k, precision, k, k if b_k_major else n, n, b_k_major)
-
-
-def validate(problem: LtProblem) -> LtPrecision:
-    """The problem's precision; UnsupportedProblem naming the first rule the problem breaks."""
-    if problem.precision not in LT_PRECISIONS:
-        raise ValueError(f"unknown precision {problem.precision!r}; choose from {', '.join(LT_PRECISIONS)}")
-    p, q = LT_PRECISIONS[problem.precision], problem
-    mult = p.k_multiple
-    rules = (
-        ("m, n, k >= 1 (callers short-cut empty problems before cuBLASLt)", min(q.m, q.n, q.k) >= 1),
-        ("sizes < 2**31", max(q.m, q.n, q.k, q.lda, q.ldb, q.ldc) <= _INT32_MAX),
-        (f"{p.name} B stored K-major (b_k_major=True: n x k row-major, cuBLASLt's FP8 'TN' layout)",
-         q.b_k_major or not p.needs_k_major_b),
-        (f"{p.name} k, lda and ldb multiples of {mult} elements (16 bytes)",
-         q.k % mult == 0 and q.lda % mult == 0 and q.ldb % mult == 0),
-        ("ldb >= k for a K-major B", not q.b_k_major or q.ldb >= q.k),
-    )
-    for rule, ok in rules:
-        if not ok:
-            raise UnsupportedProblem(f"cuBLASLt GEMM needs {rule}; got {_describe_problem(q)}")
-    _swap(q)  # the row-major rules lda >= k, ldb >= n, ldc >= n
-    return p
-
-
-def _describe_problem(q: LtProblem) -> str:
-    return (f"{q.precision} m={q.m}, n={q.n}, k={q.k}, lda={q.lda}, ldb={q.ldb}, ldc={q.ldc}, "
-            f"b_k_major={q.b_k_major}")
-
-
-@dataclass(frozen=True)
-class LtOperand:
-    """One column-major layout cuBLASLt sees, and which row-major buffer it is."""
-
-    source: str  # "a", "b" or "c"
-    rows: int
-    cols: int
-    ld: int
-    op: int  # cublasOperation_t applied to it
-
-
-def _swap(q: LtProblem) -> tuple[LtOperand, LtOperand, LtOperand]:
-    """cuBLASLt's (A, B, C) for the row-major problem: C^T = B^T A^T, column-major.
-
-    cublas.column_major_call gives the (n, m, k) call with B first. A row-major K x N B
-    read column-major is N x K (op N); a K-major B (n x k row-major) read column-major is
-    K x N, so cuBLASLt transposes it (op T): that is the "TN" of FP8.
-    """
-    cm = cublas.column_major_call(q.m, q.n, q.k, q.lda, q.ldb, q.ldc, trans_b=q.b_k_major)
-    assert cm.first == "b" and cm.second == "a"
-    first_shape = (cm.k, cm.m) if q.b_k_major else (cm.m, cm.k)  # B as stored, read column-major
-    first = LtOperand("b", *first_shape, cm.ld_first, cm.op_first)
-    second = LtOperand("a", cm.k, cm.n, cm.ld_second, cm.op_second)
-    return first, second, LtOperand("c", cm.m, cm.n, cm.ldc, Operation.N)
-
-
-class _Layout(_Owned):
-    def __init__(self, data_type: int, operand: LtOperand):
-        lib = _library()
-        raw = _create(lib.cublasLtMatrixLayoutCreate, data_type, operand.rows, operand.cols, operand.ld)
-        self._own(raw, lib.cublasLtMatrixLayoutDestroy)
-        self.operand = operand
-
-    def attribute(self, name: str) -> int:
-        """A layout attribute read back from cuBLASLt (type, order, rows, cols, ld)."""
-        return _get_int(_library().cublasLtMatrixLayoutGetAttribute, self.ptr, _LAYOUT_ATTRIBUTES[name])
-
-
-class _Desc(_Owned):
-    def __init__(self, compute: int):
-        lib = _library()
-        self._own(_create(lib.cublasLtMatmulDescCreate, compute, DataType.CUDA_R_32F), lib.cublasLtMatmulDescDestroy)
-
-    def set(self, attribute: int, value: ctypes._SimpleCData) -> None:
-        _library().cublasLtMatmulDescSetAttribute(self.ptr, attribute, ctypes.byref(value), ctypes.sizeof(value))
-
-
-class _Preference(_Owned):
-    def __init__(self):
-        lib = _library()
-        self._own(_create(lib.cublasLtMatmulPreferenceCreate), lib.cublasLtMatmulPreferenceDestroy)
-
-    def set(self, attribute: int, value: ctypes._SimpleCData) -> None:
-        _library().cublasLtMatmulPreferenceSetAttribute(self.ptr, attribute, ctypes.byref(value),
-                                                         ctypes.sizeof(value))
-
-
-class MatmulDescriptors:
-    """The matmul descriptor and the three layouts of one problem (C's serves D too).
-
-    Host objects only: they can be built and read back without a GPU."""
-
-    def __init__(self, problem: LtProblem):
-        self.problem, self.precision = problem, validate(problem)
-        first, second, c = _swap(problem)
-        p = self.precision
-        self._parts: list[_Owned] = []
-        try:
-            self.desc = self._keep(_Desc(p.compute))
-            self.desc.set(_DESC_TRANSA, ctypes.c_int32(first.op))
-            self.desc.set(_DESC_TRANSB, ctypes.c_int32(second.op))
-            self.first = self._keep(_Layout(p.ab_type, first))
-            self.second = self._keep(_Layout(p.ab_type, second))
-            self.c = self._keep(_Layout(DataType.CUDA_R_32F, c))
-        except BaseException:
-            self.close()
-            raise
-
-    def _keep(self, part):
-        self._parts.append(part)
-        return part
-
-    def close(self) -> None:
-        for part in reversed(self._parts):
-            part.close()
-
-    def __enter__(self) -> "MatmulDescriptors":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def _get_int(getter: Any, obj: Any, attribute: int) -> int:
-    """An integer attribute whose width may differ between cuBLASLt versions: ask for the
-    size first (size 0 returns the bytes needed), then read that many bytes."""
-    needed = ctypes.c_size_t()
-    getter(obj, attribute, None, 0, ctypes.byref(needed))
-    buf = ctypes.create_string_buffer(max(needed.value, 1))
-    getter(obj, attribute, buf, needed.value, ctypes.byref(needed))
-    return int.from_bytes(buf.raw[: needed.value], "little", signed=True)
-
-
-def pointer_alignment(ptr: int) -> int:
-    """The largest power of two (up to 256 bytes) dividing a device address."""
-    ptr = int(ptr)
-    return _MAX_ALIGNMENT if ptr % _MAX_ALIGNMENT == 0 else ptr & -ptr
 
 
 # --- the matmul ----------------------------------------------------------------------
@@ -391,14 +72,14 @@ class LtMatmul:
     """
 
     def __init__(self, handle: LtHandle, problem: LtProblem, *, workspace: Any = None,
-                 alignment: int | tuple[int, int, int] = _MAX_ALIGNMENT, candidates: int = DEFAULT_CANDIDATES):
+                 alignment: int | tuple[int, int, int] = MAX_ALIGNMENT, candidates: int = DEFAULT_CANDIDATES):
         if candidates < 1:
             raise ValueError(f"ask the heuristic for at least 1 candidate, got {candidates}")
         align = tuple(alignment) if isinstance(alignment, tuple) else (alignment,) * 3
         if len(align) != 3 or any(x < 1 or x & (x - 1) for x in align):
             raise ValueError(f"alignment must be a power of two bytes, or three of them (A, B, C); got {alignment}")
         self.handle, self.problem = handle, problem
-        self.alignment = dict(zip("abc", (min(x, _MAX_ALIGNMENT) for x in align)))
+        self.alignment = dict(zip("abc", (min(x, MAX_ALIGNMENT) for x in align)))
         self.workspace = workspace
         self.workspace_bytes = int(workspace.nbytes) if workspace is not None else 0
         self.descriptors = MatmulDescriptors(problem)
