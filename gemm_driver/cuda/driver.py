@@ -6,9 +6,8 @@ The context is the device's *primary* context, retained explicitly: cuBLAS (whic
 the runtime API) shares it, and it behaves the same on cuda-bindings 12.x and 13.x,
 unlike ``cuCtxCreate`` whose signature changed between them.
 
-Longer than most modules (~470 lines) on purpose: these seven objects are the whole of the
-driver API the package touches, each short, and they share the lazily imported bindings
-and the primary context; apart, each would import the others.
+These objects are the whole of the driver API the package touches, each short; they share
+the lazily imported bindings and the primary context.
 """
 
 from __future__ import annotations
