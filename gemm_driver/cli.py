@@ -32,13 +32,43 @@ def _flat(values) -> list:
 
 
 # --- the commands -----------------------------------------------------------------------
+LIST_WIDTH = 120  # columns of `list` off a terminal; on one, the terminal's
+
+
+def _listed(args) -> list:
+    """The registry's entries of the precisions ``--dtype`` names that run on ``--arch``."""
+    from .precision import parse_dtypes
+
+    chosen = parse_dtypes([args.dtype] if args.dtype else None)
+    cc = cc_of(parse_arch(args.arch)[0]) if args.arch else None
+    return [e for e in kernels.ALL.values() if e.precision in chosen and (cc is None or (
+        e.runs_on(cc) if isinstance(e, kernels.KernelSpec) else tuple(cc) >= tuple(e.min_cc)))]
+
+
 def cmd_list(args) -> int:
-    rows = [("name", "source or kind", "precision", "min arch", "what it is")]
-    rows += [(e.name, e.source if isinstance(e, kernels.KernelSpec) else e.kind, e.precision, e.min_arch,
-              e.description) for e in kernels.ALL.values()]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    import shutil
+    import textwrap
+
+    entries = _listed(args)
+    if args.json:
+        print(json.dumps([{"name": e.name, "kind": "kernel" if isinstance(e, kernels.KernelSpec) else e.kind,
+                           "source": getattr(e, "source", None), "precision": e.precision, "min_arch": e.min_arch,
+                           "description": e.description} for e in entries], indent=2))
+        return EXIT_OK
+    if not entries:
+        print(f"no kernel or provider{' in ' + args.dtype if args.dtype else ''} runs on {args.arch}")
+        return EXIT_OK
+    rows = [("name", "precision", "min arch", *(("source or kind",) if args.wide else ()), "what it is")]
+    rows += [(e.name, e.precision, e.min_arch, *((getattr(e, "source", e.kind),) if args.wide else ()), e.description)
+             for e in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    indent = sum(widths) + 2 * len(widths)
+    # --wide: one line per entry, as long as it takes; else the descriptions wrap under their column
+    width = shutil.get_terminal_size((LIST_WIDTH, 24)).columns if sys.stdout.isatty() else LIST_WIDTH
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4])
+        text = row[-1] if args.wide else "\n".join(textwrap.wrap(row[-1], max(width - indent, 20), break_on_hyphens=False)) or row[-1]
+        lead = "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  "
+        print(lead + text.replace("\n", "\n" + " " * indent))
     return EXIT_OK
 
 
@@ -163,7 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gemm-driver", description="GEMM kernels on NVIDIA GPUs, measured.")
     parser.add_argument("--version", action="version", version=f"gemm_driver {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    sub.add_parser("list", help="kernels and baseline providers").set_defaults(func=cmd_list)
+    p = sub.add_parser("list", help="kernels and baseline providers")
+    p.add_argument("--dtype", type=nonempty("a precision (e.g. bf16, or a comma list)"),
+                   help="only these precisions: fp32, tf32, bf16, fp16 (comma list)")
+    p.add_argument("--arch", type=arch, help="only what runs on a GPU of this architecture, e.g. sm_80 or sm_90")
+    p.add_argument("--wide", action="store_true", help="one line per entry, with the source file, however wide")
+    p.add_argument("--json", action="store_true", help="print a JSON list with every field")
+    p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("info", help="GPU, driver and library versions (works without a GPU)")
     p.add_argument("--json", action="store_true", help="print the environment record as JSON")

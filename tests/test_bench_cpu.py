@@ -256,7 +256,7 @@ def test_table_shows_ladder_noise_flags_and_optional_columns():
     text = out.getvalue()
     assert "title here" in text and "64x48x32" in text and "7x7x7" in text
     assert "FAILED: 3 of 3072 elements wrong" in text and "skipped: needs sm_90" in text
-    assert "x prev rung" in text and "2.00" in text  # naive 4 ms -> smem_tiled 2 ms
+    assert "x prev" in text and "2.00" in text  # naive 4 ms -> smem_tiled 2 ms
     assert "not converged (max-time, noise -)" in text and "clocks sagged: SM clock 1500 MHz" in text
     assert "3x4" in text  # samples x launches per sample
     assert "dtype" not in text and "% peak" not in text  # only when some case has them
@@ -298,7 +298,7 @@ def test_rounds_of_a_kernel_pool_their_samples_and_keep_each_median():
     assert c["reasons"] == ["sw_power_cap"] and c["why"] == hot["why"]
     rec = merged.as_dict()
     assert rec["round_medians_ms"] == [1.1, 2.05] and rec["timing"]["samples"] == 5
-    assert "rounds differ by 86.4%" in report._status(rec)
+    assert "rounds differ by 86.4%" in report.notes(rec)
     failed = runner.CaseResult("naive", problem, "FAILED", "2 of 4096 elements wrong")
     assert runner.merge_rounds([rounds[0], failed]) is failed  # a kernel is as good as its worst round
     assert runner.merge_rounds(rounds[:1]) is rounds[0] and "round_medians_ms" not in rounds[0].as_dict()

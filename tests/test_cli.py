@@ -48,11 +48,16 @@ def test_list_prints_every_kernel_and_provider(capsys):
     code, out, err = run(capsys, "list")
     assert code == 0 and err == ""
     header, *lines = out.strip().splitlines()
-    assert header.split()[:2] == ["name", "source"] and "min arch" in header
-    assert len(lines) == len(kernels.ALL)
+    assert header.split()[:3] == ["name", "precision", "min"] and "what it is" in header
+    firsts = [line for line in lines if not line.startswith(" ")]  # a long description wraps under its column
+    assert len(firsts) == len(kernels.ALL)
+    for line, entry in zip(firsts, kernels.ALL.values()):
+        assert line.split()[:3] == [entry.name, entry.precision, entry.min_arch]
+    code, out, err = run(capsys, "list", "--wide")
+    header, *lines = out.strip().splitlines()
+    assert "source or kind" in header and len(lines) == len(kernels.ALL)
     for line, entry in zip(lines, kernels.ALL.values()):
-        assert line.split()[0] == entry.name
-        assert entry.description in line and entry.min_arch in line
+        assert line.split()[0] == entry.name and line.endswith(entry.description)
     assert any("ptx/naive.ptx" in line for line in lines)
 
 
@@ -126,7 +131,8 @@ def test_compile_table(capsys):
     (["compile", "smem_tiled", "--set", "NOPE=1"], ["no tunable 'NOPE'; its tunables: TILE, PAD"]),
     (["compile", "smem_tiled", "--set", "TILE"], ["--set takes NAME=INTEGER"]),
     (["compile", "smem_tiled", "--set", "TILE=big"], ["--set takes NAME=INTEGER"]),
-    (["compile", "nope"], ["unknown kernel 'nope'; known: cublas, numpy"]),
+    (["compile", "nope"], ["unknown kernel 'nope' (`list` shows all)"]),
+    (["compile", "hoper_bf16"], ["unknown kernel 'hoper_bf16'; did you mean hopper_bf16, hopper_fp16"]),
     (["compile", "numpy"], ["numpy is a cpu provider, not a kernel this tool compiles"]),
     (["compile", "naive", "--arch", "sm90"], ["not of the form sm_XY or sm_XYa"]),
     (["compile", "naive", "--arch", "sm_99"], ["cannot target sm_99"]),
@@ -224,7 +230,7 @@ def gemm_driver_process(*argv, cache_dir):
 def test_subprocess_list_and_compile(private_cache):
     listed = gemm_driver_process("list", cache_dir=private_cache)
     assert listed.returncode == 0 and listed.stderr == ""
-    assert {line.split()[0] for line in listed.stdout.splitlines()[1:]} == set(kernels.ALL)
+    assert {line.split()[0] for line in listed.stdout.splitlines()[1:] if not line.startswith(" ")} == set(kernels.ALL)
     compiled = gemm_driver_process("compile", "--json", "--arch", "sm_90", "smem_tiled", cache_dir=private_cache)
     assert compiled.returncode == 0, compiled.stderr
     (row,) = json.loads(compiled.stdout)

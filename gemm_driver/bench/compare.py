@@ -15,6 +15,8 @@ then lies in [old_low / new_high, old_high / new_low], and with threshold t:
           larger than t. Measure longer (--max-time) or on a quieter machine.
 
 A case that did not run OK in one of the files gets that status instead of a verdict.
+Where both files measured a case's energy (the record's ``energy`` field, absent from
+older files), the table adds the change of its joules per GEMM, new against old.
 """
 
 from __future__ import annotations
@@ -79,6 +81,13 @@ class Row:
     new_ms: float | None = None
     ratio: float | None = None
     ratio_range: tuple[float, float] | None = None
+    old_energy: dict | None = None  # the records' energy fields, where they have one
+    new_energy: dict | None = None
+
+    def energy_change(self) -> float | None:
+        """new / old joules per GEMM - 1, when both files have a reading."""
+        old, new = ((e or {}).get("joules_per_gemm") for e in (self.old_energy, self.new_energy))
+        return new / old - 1 if old and new is not None else None
 
 
 @dataclass
@@ -116,6 +125,7 @@ def compare_records(old: Sequence[dict], new: Sequence[dict], threshold: float =
         if row is None:
             word, ratio, span = verdict(o["timing"], n["timing"], threshold)
             row = Row(key, word, o["timing"]["median_ms"], n["timing"]["median_ms"], ratio, span)
+        row.old_energy, row.new_energy = o.get("energy"), n.get("energy")
         rows.append(row)
     return Comparison(rows, [k for k in old_by if k not in new_by], [k for k in new_by if k not in old_by])
 
@@ -127,31 +137,54 @@ def compare_files(old_path: str, new_path: str, threshold: float = DEFAULT_THRES
 STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "", "NOISY": "yellow"}
 
 
+def _notes(row: Row) -> list[str]:
+    """The row's long parts, as footnotes: its tunables, an energy reading not to trust."""
+    tunables = row.key[-1]
+    out = ["tunables " + ",".join(f"{name}={value}" for name, value in tunables)] if tunables else []
+    if row.energy_change() is not None:
+        for which, energy in (("old", row.old_energy), ("new", row.new_energy)):
+            if not energy.get("trusted"):
+                out.append(f"energy in {which} not trusted" + (f": {energy['note']}" if energy.get("note") else ""))
+    return out
+
+
 def print_comparison(result: Comparison, console, old_name: str, new_name: str, threshold: float) -> None:
-    """One table row, on one line, per case in both files; then the one-sided cases and the
-    count of each verdict. Off a terminal the table is printed whole (bench/tables.py)."""
-    from rich.table import Table
+    """One table row, on one line, per case in both files (kernel, shape and precision in
+    columns of their own, tunables as numbered notes below); then the one-sided cases and
+    the count of each verdict. Fitted to a terminal, at most tables.LOG_WIDTH columns
+    elsewhere (bench/tables.py)."""
+    from rich.text import Text
 
-    from .tables import print_table
+    from .tables import Column, Footnotes, print_fitted, print_text
 
-    t = Table(title=f"{new_name} against {old_name} (threshold {threshold:.1%}; speed-up = old / new median)",
-              header_style="bold")
-    for header, justify in (("case", "left"), ("old ms", "right"), ("new ms", "right"), ("speed-up", "right"),
-                            ("plausible range", "right"), ("verdict", "left")):
-        t.add_column(header, justify=justify, no_wrap=True)  # a case is one line, even on a narrow terminal
+    modes = {row.key[6] for row in result.rows}
+    energy = any(row.energy_change() is not None for row in result.rows)
+    footnotes = Footnotes()
+    rows = []
     for row in result.rows:
+        kernel, m, n, k, batch, dtype, mode, _ = row.key
         style = STYLE.get(row.verdict, "red")
-        t.add_row(describe_key(row.key), _ms(row.old_ms), _ms(row.new_ms),
-                  f"{row.ratio:.3f}" if row.ratio is not None else "-",
-                  f"{row.ratio_range[0]:.3f}-{row.ratio_range[1]:.3f}" if row.ratio_range else "-",
-                  f"[{style}]{row.verdict}[/{style}]" if style else row.verdict)
-    print_table(console, t)
+        change = row.energy_change()
+        rows.append([kernel, shape_label(m, n, k, batch), dtype, mode, _ms(row.old_ms), _ms(row.new_ms),
+                     f"{row.ratio:.3f}" if row.ratio is not None else "-",
+                     f"{row.ratio_range[0]:.3f}-{row.ratio_range[1]:.3f}" if row.ratio_range else "-",
+                     Text(row.verdict, style=style), f"{change:+.1%}" if change is not None else "-",
+                     footnotes.mark(_notes(row))])
+    columns = [Column("kernel"), Column("shape MxNxK"), Column("dtype"), Column("mode"), Column("old ms", "right"),
+               Column("new ms", "right"), Column("speed-up", "right"), Column("plausible\nrange", "right", drop=1),
+               Column("verdict"), Column("J/GEMM\nchange", "right", drop=2), Column("notes")]
+    # a mode every case shares goes to the title; energy and notes only where some case has them
+    optional = {3: len(modes) > 1, 9: energy, 10: bool(footnotes.numbers)}
+    shown = [i for i in range(len(columns)) if optional.get(i, True)]
+    mode_note = f"{next(iter(modes))} mode; " if len(modes) == 1 else ""
+    print_fitted(console, [columns[i] for i in shown], [[row[i] for i in shown] for row in rows],
+                 title=f"{new_name} against {old_name} ({mode_note}threshold {threshold:.1%}; "
+                       "speed-up = old / new median)", notes=footnotes)
     for label, keys in ((f"only in {old_name}", result.only_old), (f"only in {new_name}", result.only_new)):
         for key in keys:
-            console.print(f"{label}: {describe_key(key)}", markup=False, highlight=False, soft_wrap=True)
+            print_text(console, f"{label}: {describe_key(key)}")
     counts = result.counts()
-    console.print(", ".join(f"{counts[v]} {v}" for v in sorted(counts)) or "no case in both files",
-                  markup=False, highlight=False, soft_wrap=True)
+    print_text(console, ", ".join(f"{counts[v]} {v}" for v in sorted(counts)) or "no case in both files")
 
 
 def _ms(value: float | None) -> str:

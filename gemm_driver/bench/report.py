@@ -3,8 +3,8 @@
 Everything here works on *records*, the JSON-ready dicts of ``CaseResult.as_dict()``
 (plus the ladder fields ``add_ladder`` derives), so the table shows exactly what the
 JSON and CSV files hold, and can be rebuilt from a saved file. Fields other parts of the
-harness may add (``dtype``, ``batch``, ``pct_of_peak``) are read with ``.get`` and shown
-when present.
+harness may add (``dtype``, ``batch``, ``pct_of_peak``, ``energy``) are read with ``.get``
+and shown when present. Long notes are numbered footnotes under the table (tables.py).
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Iterable, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from .. import kernels
 from ..kernels.simt.warptiling import schedule_label
 from ..problem import shape_label as problem_shape_label
 from . import tables
+from .tables import Column
 from .runner import CaseResult
 
 
@@ -79,13 +80,20 @@ def _flags(rec: dict) -> list[str]:
     return flags
 
 
-def _status(rec: dict) -> str:
-    if rec["status"] == "FAILED":
-        return f"[red]FAILED[/red]: {rec['detail']}"
-    if rec["status"] != "ok":
-        return f"[yellow]{rec['status']}[/yellow]: {rec['detail']}"
-    flags = _flags(rec)
-    return "ok" + ("  [yellow]" + "; ".join(flags) + "[/yellow]" if flags else "")
+def notes(rec: dict) -> list[str]:
+    """The record's notes, each in full: why it did not run OK, its timing flags, the
+    roofline's and the launch's notes, an energy reading not to trust."""
+    out = [f"{rec['status']}: {rec['detail']}"] if rec["status"] != "ok" else []
+    out += _flags(rec)
+    out += [rec.get("roofline_note"), (rec.get("launch") or {}).get("note")]
+    energy = _energy(rec)
+    if energy.get("joules_per_gemm") is not None and not energy.get("trusted"):
+        out.append("energy reading not trusted" + (f": {energy['note']}" if energy.get("note") else ""))
+    return [note for note in out if note]
+
+
+def _status(rec: dict) -> Text:
+    return Text(rec["status"], style={"ok": "", "FAILED": "red"}.get(rec["status"], "yellow"))
 
 
 def _num(value, fmt: str) -> str:
@@ -96,53 +104,75 @@ def _percent(fraction: float | None) -> str:
     return f"{100 * fraction:.2f}%" if fraction is not None else "-"
 
 
-COLUMNS = (  # header, justify, cell(record)
-    ("kernel", "left", lambda r: r["kernel"]),
-    # data-parallel, split-K or stream-K: what the tuned table (or the rung) chose
-    ("schedule", "left", lambda r: schedule_label((r.get("launch") or {}).get("tunables") or {}) or "-"),
-    ("dtype", "left", lambda r: r.get("dtype") or "-"),
-    ("shape MxNxK", "left", shape_label),
-    ("median ms", "right", lambda r: _num((r.get("timing") or {}).get("median_ms"), ".4f")),
-    ("noise", "right", lambda r: _percent((r.get("timing") or {}).get("noise"))),
-    ("samples", "right", lambda r: f"{t['samples']}x{t['launches_per_sample']}" if (t := r.get("timing")) else "-"),
-    ("GFLOP/s", "right", lambda r: _num(r["tflops"] * 1e3 if r.get("tflops") else None, ",.0f")),
-    ("x prev rung", "right", lambda r: _num(r.get("speedup_vs_previous"), ".2f")),
-    ("% cuBLAS", "right", lambda r: _num(r.get("pct_of_cublas"), ".1f")),
-    ("% peak", "right", lambda r: _num(r.get("pct_of_peak"), ".1f")),
-    ("err/bound", "right", lambda r: _num((r.get("verification") or {}).get("max_error_ratio")
-                                          if (r.get("verification") or {}).get("ok") else None, ".3f")),
-    ("status", "left", _status),
+def _joules(value: float | None) -> str:
+    """'3.12 mJ', '1.05 J': the energy of one GEMM."""
+    if value is None:
+        return "-"
+    return f"{value:.3g} J" if value >= 1 else f"{value * 1e3:.3g} mJ"
+
+
+def _energy(rec: dict) -> dict:
+    return rec.get("energy") or {}
+
+
+def _kernel(rec: dict) -> str:
+    """The kernel, and for a split-K or stream-K family how the tuned table (or the rung)
+    splits the work: 'warptiled split-K 4'."""
+    schedule = schedule_label((rec.get("launch") or {}).get("tunables") or {})
+    return f"{rec['kernel']} {schedule}" if schedule else rec["kernel"]
+
+
+def _any(field):
+    return lambda recs: any(field(r) is not None for r in recs)
+
+
+# Column, cell(record), shown(records): None shows it always. Ranks say what a narrow
+# terminal leaves out first; the kernel, the shape, the time, the speed and the status stay.
+COLUMNS = (
+    (Column("kernel"), _kernel, None),
+    (Column("dtype"), lambda r: r.get("dtype") or "-", _any(lambda r: r.get("dtype"))),
+    (Column("shape MxNxK"), shape_label, None),
+    (Column("median\nms", "right"), lambda r: _num((r.get("timing") or {}).get("median_ms"), ".4f"), None),
+    (Column("noise", "right", drop=2), lambda r: _percent((r.get("timing") or {}).get("noise")), None),
+    (Column("samples", "right", drop=1),
+     lambda r: f"{t['samples']}x{t['launches_per_sample']}" if (t := r.get("timing")) else "-", None),
+    (Column("GFLOP/s", "right"), lambda r: _num(r["tflops"] * 1e3 if r.get("tflops") else None, ",.0f"), None),
+    (Column("x prev\nrung", "right", drop=5), lambda r: _num(r.get("speedup_vs_previous"), ".2f"), None),
+    (Column("%\ncuBLAS", "right"), lambda r: _num(r.get("pct_of_cublas"), ".1f"), None),
+    (Column("%\npeak", "right", drop=3), lambda r: _num(r.get("pct_of_peak"), ".1f"), _any(lambda r: r.get("pct_of_peak"))),
+    (Column("err/\nbound", "right", drop=6), lambda r: _num((r.get("verification") or {}).get("max_error_ratio")
+                                                             if (r.get("verification") or {}).get("ok") else None, ".3f"),
+     None),
+    (Column("energy\nper GEMM", "right"), lambda r: _joules(_energy(r).get("joules_per_gemm")),
+     _any(lambda r: _energy(r).get("joules_per_gemm"))),
+    (Column("TFLOP/s\nper W", "right", drop=4), lambda r: _num(_energy(r).get("tflops_per_watt"), ".2f"),
+     _any(lambda r: _energy(r).get("tflops_per_watt"))),
+    (Column("status"), _status, None),
 )
 
 
 def shown_columns(recs: Sequence[dict]) -> list[tuple]:
-    """COLUMNS less dtype, schedule and % peak when no record has them."""
-    has = {"dtype": any(r.get("dtype") for r in recs),
-           "% peak": any(r.get("pct_of_peak") is not None for r in recs),
-           "schedule": any(schedule_label((r.get("launch") or {}).get("tunables") or {}) for r in recs)}
-    return [c for c in COLUMNS if has.get(c[0], True)]
-
-
-def table(recs: Sequence[dict], title: str = "") -> Table:
-    shown = shown_columns(recs)
-    t = Table(title=title or None, header_style="bold")
-    for header, justify, _ in shown:
-        t.add_column(header, justify=justify, no_wrap=header != "status")
-    previous = None
-    for rec in recs:
-        section = group_key(rec)[:5]
-        if previous is not None and section != previous:
-            t.add_section()
-        previous = section
-        t.add_row(*(cell(rec) for _, _, cell in shown))
-    return t
+    """(Column, cell) of the COLUMNS some record has a value for (dtype, % peak and energy
+    are absent from older files)."""
+    return [(column, cell) for column, cell, shown in COLUMNS if shown is None or shown(recs)]
 
 
 def print_table(results: Sequence[CaseResult | dict], console: Console | None = None, title: str = "") -> None:
-    """The table, fitted to a terminal, or whole (natural width, one row per line) in a
-    file, a pipe or a CI log."""
+    """One row per case, a section per shape, precision and mode, the notes numbered below;
+    fitted to a terminal, at most ``tables.LOG_WIDTH`` columns in a file, a pipe or a log."""
     recs = [r for r in results if isinstance(r, dict)] or records(results)
-    tables.print_table(console or Console(), table(recs, title))
+    shown = shown_columns(recs)
+    footnotes = tables.Footnotes()
+    rows: list[list | None] = []
+    for rec in recs:
+        if rows and group_key(rec)[:5] != group_key(previous)[:5]:
+            rows.append(None)
+        rows.append([cell(rec) for _, cell in shown] + [footnotes.mark(notes(rec))])
+        previous = rec
+    columns = [column for column, _ in shown] + [Column("notes")]
+    if not footnotes.numbers:  # no record has a note: no column for them
+        columns, rows = columns[:-1], [row[:-1] if row else row for row in rows]
+    tables.print_fitted(console or Console(), columns, rows, title=title, notes=footnotes)
 
 
 class SweepProgress:

@@ -83,11 +83,13 @@ def cmd_stats(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
-    for title, fields in (("resources", report.RESOURCE_FIELDS), ("instruction mix (static SASS)", mix.FIELDS)):
+    tables, notes = report.stats_tables(rows, {f: _HEADERS.get(f, f.upper()) for f in report.FIELDS}, _cell)
+    for title, header, cells in tables:
         print(f"{title}:")
-        header = ["kernel", *(_HEADERS.get(f, f.upper()) for f in fields)]
-        print_table(header, [[report.label(r), *(_cell(f, r[f]) for f in fields)] for r in rows])
+        print_table(header, cells)
         print()
+    if notes:
+        print("tunables:", *notes, sep="\n")
     return EXIT_OK
 
 

@@ -14,6 +14,7 @@ group of columns.
 
 from __future__ import annotations
 
+import textwrap
 from math import prod
 from typing import Any, Mapping, Sequence
 
@@ -101,3 +102,38 @@ def label(stats: Mapping[str, Any]) -> str:
 def diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """Field -> (a's value, b's value) for every report field that differs."""
     return {name: (a[name], b[name]) for name in FIELDS if a[name] != b[name]}
+
+
+STATS_WIDTH = 120  # columns of each stats table: a field group too wide for it is split
+
+
+def stats_tables(rows: Sequence[Mapping[str, Any]], headers: Mapping[str, str], cell
+                 ) -> tuple[list[tuple[str, list[str], list[list[str]]]], list[str]]:
+    """(tables, notes) for ``inspect stats``: each table (title, header, cells) starts with
+    kernel, arch and a tunables mark ("[1]", the settings in the notes below), then as many
+    of a field group's columns as fit ``STATS_WIDTH``; the rest follow in the next table.
+    ``headers`` names each field's column, ``cell(field, value)`` writes a value."""
+    numbers: dict[str, int] = {}
+    keys = []
+    for r in rows:
+        settings = " ".join(f"{k}={v}" for k, v in r["tunables"].items())
+        keys.append([r["kernel"], r["arch"], f"[{numbers.setdefault(settings, len(numbers) + 1)}]" if settings else "-"])
+    key_header = ["kernel", "arch", "tunables"]
+    width = lambda column: max(len(str(c)) for c in column)  # noqa: E731
+    used = sum(width([h, *(k[i] for k in keys)]) + 2 for i, h in enumerate(key_header))
+    tables = []
+    for title, fields in (("resources", RESOURCE_FIELDS), ("instruction mix (static SASS)", mix.FIELDS)):
+        groups, total = [[]], used
+        for field in fields:
+            cells = [headers[field], *(cell(field, r[field]) for r in rows)]
+            if groups[-1] and total + width(cells) > STATS_WIDTH:
+                groups.append([])
+                total = used
+            groups[-1].append(field)
+            total += width(cells) + 2
+        for n, group in enumerate(groups, 1):
+            part = f" ({n} of {len(groups)})" if len(groups) > 1 else ""
+            tables.append((title + part, key_header + [headers[f] for f in group],
+                           [key + [cell(f, r[f]) for f in group] for key, r in zip(keys, rows)]))
+    return tables, [textwrap.fill(f"[{number}] {settings}", STATS_WIDTH, subsequent_indent="    ")
+                    for settings, number in numbers.items()]

@@ -10,6 +10,7 @@ kernel is enqueued. Everything here is pure: no GPU is needed to import or query
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import os
 from pathlib import Path
@@ -55,11 +56,13 @@ ALL: dict[str, GemmTarget] = {**{p.name: p for p in PROVIDERS}, **KERNELS}
 
 
 def get(name: str) -> GemmTarget:
-    """The kernel or provider called ``name``; ValueError listing the known names."""
+    """The kernel or provider called ``name``; ValueError naming the closest known names."""
     try:
         return ALL[name]
     except KeyError:
-        raise ValueError(f"unknown kernel {name!r}; known: {', '.join(ALL)}") from None
+        close = difflib.get_close_matches(name, ALL, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"unknown kernel {name!r}{hint} (`list` shows all)") from None
 
 
 def precision_of(name: str) -> str:
