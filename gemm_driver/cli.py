@@ -66,7 +66,8 @@ def cmd_list(args) -> int:
     # --wide: one line per entry, as long as it takes; else the descriptions wrap under their column
     width = shutil.get_terminal_size((LIST_WIDTH, 24)).columns if sys.stdout.isatty() else LIST_WIDTH
     for row in rows:
-        text = row[-1] if args.wide else "\n".join(textwrap.wrap(row[-1], max(width - indent, 20), break_on_hyphens=False)) or row[-1]
+        lines = [row[-1]] if args.wide else textwrap.wrap(row[-1], max(width - indent, 20), break_on_hyphens=False)
+        text = "\n".join(lines) or row[-1]
         lead = "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  "
         print(lead + text.replace("\n", "\n" + " " * indent))
     return EXIT_OK

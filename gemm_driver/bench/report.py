@@ -122,6 +122,11 @@ def _kernel(rec: dict) -> str:
     return f"{rec['kernel']} {schedule}" if schedule else rec["kernel"]
 
 
+def _error_ratio(rec: dict) -> str:
+    verification = rec.get("verification") or {}
+    return _num(verification.get("max_error_ratio") if verification.get("ok") else None, ".3f")
+
+
 def _any(field):
     return lambda recs: any(field(r) is not None for r in recs)
 
@@ -139,10 +144,9 @@ COLUMNS = (
     (Column("GFLOP/s", "right"), lambda r: _num(r["tflops"] * 1e3 if r.get("tflops") else None, ",.0f"), None),
     (Column("x prev\nrung", "right", drop=5), lambda r: _num(r.get("speedup_vs_previous"), ".2f"), None),
     (Column("%\ncuBLAS", "right"), lambda r: _num(r.get("pct_of_cublas"), ".1f"), None),
-    (Column("%\npeak", "right", drop=3), lambda r: _num(r.get("pct_of_peak"), ".1f"), _any(lambda r: r.get("pct_of_peak"))),
-    (Column("err/\nbound", "right", drop=6), lambda r: _num((r.get("verification") or {}).get("max_error_ratio")
-                                                             if (r.get("verification") or {}).get("ok") else None, ".3f"),
-     None),
+    (Column("%\npeak", "right", drop=3), lambda r: _num(r.get("pct_of_peak"), ".1f"),
+     _any(lambda r: r.get("pct_of_peak"))),
+    (Column("err/\nbound", "right", drop=6), _error_ratio, None),
     (Column("energy\nper GEMM", "right"), lambda r: _joules(_energy(r).get("joules_per_gemm")),
      _any(lambda r: _energy(r).get("joules_per_gemm"))),
     (Column("TFLOP/s\nper W", "right", drop=4), lambda r: _num(_energy(r).get("tflops_per_watt"), ".2f"),

@@ -117,7 +117,8 @@ def stats_tables(rows: Sequence[Mapping[str, Any]], headers: Mapping[str, str], 
     keys = []
     for r in rows:
         settings = " ".join(f"{k}={v}" for k, v in r["tunables"].items())
-        keys.append([r["kernel"], r["arch"], f"[{numbers.setdefault(settings, len(numbers) + 1)}]" if settings else "-"])
+        mark = f"[{numbers.setdefault(settings, len(numbers) + 1)}]" if settings else "-"
+        keys.append([r["kernel"], r["arch"], mark])
     key_header = ["kernel", "arch", "tunables"]
     width = lambda column: max(len(str(c)) for c in column)  # noqa: E731
     used = sum(width([h, *(k[i] for k in keys)]) + 2 for i, h in enumerate(key_header))
