@@ -1,0 +1,190 @@
+"""Loaded code: Module (a cubin, or PTX through the driver's JIT), Kernel (one entry point with
+its declared C signature) and the packing of typed launch arguments, tensor maps included."""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from .base import Resource, api
+from .errors import check, error_for
+from .streams import Stream
+
+
+# C type names a kernel may declare -> the ctypes type that packs them.
+C_TYPES: dict[str, type] = {
+    "int": ctypes.c_int32,
+    "unsigned": ctypes.c_uint32,
+    "long long": ctypes.c_int64,
+    "unsigned long long": ctypes.c_uint64,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
+    "ptr": ctypes.c_uint64,  # any device pointer
+}
+
+
+# A ``const __grid_constant__ CUtensorMap`` parameter: the 128 opaque bytes of an encoded
+# tensor map, passed by value. cuLaunchKernel's kernelParams hold a pointer to each argument
+# and the driver copies the argument's bytes to the offset the cubin declares; the host copy
+# is kept 128-byte aligned, the alignment CUtensorMap has in CUDA 13 headers (64 in CUDA 12).
+TENSOR_MAP = "tensormap"
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGN = 128
+ARGUMENT_TYPES = (*C_TYPES, TENSOR_MAP)
+
+
+class TensorMapArgument:
+    """A 128-byte-aligned host copy of an encoded tensor map, for one kernel argument."""
+
+    def __init__(self, value: Any):
+        try:
+            view = memoryview(value).cast("B")
+        except TypeError:
+            raise TypeError(f"a {TENSOR_MAP} argument takes the {TENSOR_MAP_BYTES} bytes of an encoded "
+                            f"CUtensorMap (bytes-like), got {type(value).__name__}") from None
+        if view.nbytes != TENSOR_MAP_BYTES:
+            raise TypeError(f"a {TENSOR_MAP} argument is the {TENSOR_MAP_BYTES} bytes of an encoded CUtensorMap; "
+                            f"got {view.nbytes} bytes")
+        self._storage = (ctypes.c_uint8 * (TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN))()
+        start = ctypes.addressof(self._storage)
+        self.address = start + (-start) % TENSOR_MAP_ALIGN
+        ctypes.memmove(self.address, view.tobytes(), TENSOR_MAP_BYTES)
+
+
+class PackedArgs:
+    """Kernel arguments packed once into a ``void*[]``, reusable for many launches."""
+
+    def __init__(self, signature: Sequence[str], values: Sequence[Any]):
+        if len(signature) != len(values):
+            raise TypeError(f"kernel takes {len(signature)} arguments, {len(values)} given")
+        self._values = [TensorMapArgument(v) if t == TENSOR_MAP else C_TYPES[t](_as_c_value(t, v))
+                        for t, v in zip(signature, values)]
+        self._pointers = (ctypes.c_void_p * len(values))(
+            *[v.address if isinstance(v, TensorMapArgument) else ctypes.addressof(v) for v in self._values]
+        )
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self._pointers)
+
+
+def _as_c_value(ctype: str, value: Any) -> Any:
+    if ctype == "ptr":
+        return int(getattr(value, "ptr", value))
+    if ctype in ("float", "double"):
+        return float(value)
+    if isinstance(value, (float, np.floating)):
+        raise TypeError(f"argument of C type {ctype} got a float ({value!r})")
+    return int(value)
+
+
+class Module(Resource):
+    """A loaded cubin, or PTX compiled by the driver's JIT with its logs captured."""
+
+    LOG_BYTES = 1 << 16
+
+    def __init__(self, image: bytes, *, is_ptx: bool = False, name: str = "module"):
+        d = api()
+        self.name = name
+        self.jit_log = ""
+        if is_ptx:
+            self.handle = self._load_ptx(image, name)
+        else:
+            self.handle = check(d.cuModuleLoadData(image), f"cuModuleLoadData({name})")
+        self._finalizer = weakref.finalize(self, api().cuModuleUnload, self.handle)
+
+    def _load_ptx(self, ptx: bytes, name: str):
+        d = api()
+        opt = d.CUjit_option
+        info, error = bytearray(self.LOG_BYTES), bytearray(self.LOG_BYTES)
+        options = [
+            opt.CU_JIT_INFO_LOG_BUFFER,
+            opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            opt.CU_JIT_ERROR_LOG_BUFFER,
+            opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            opt.CU_JIT_LOG_VERBOSE,
+        ]
+        values = [info, self.LOG_BYTES, error, self.LOG_BYTES, 1]
+        image = ptx if ptx.endswith(b"\x00") else ptx + b"\x00"
+        status, handle = d.cuModuleLoadDataEx(image, len(options), options, values)
+        self.jit_log = _c_string(info)
+        if int(status) != 0:
+            raise error_for(status, f"PTX JIT of {name}", _c_string(error))
+        return handle
+
+    def kernel(self, entry: str, signature: Sequence[str], dynamic_smem: int = 0) -> "Kernel":
+        return Kernel(self, entry, signature, dynamic_smem)
+
+
+def _c_string(buf: bytearray) -> str:
+    return bytes(buf).split(b"\x00", 1)[0].decode(errors="replace").strip()
+
+
+class Kernel:
+    """One entry point of a Module with its declared C signature.
+
+    Dynamic shared memory above the 48 KiB default is opted into once, here at load.
+    """
+
+    def __init__(self, module: Module, entry: str, signature: Sequence[str], dynamic_smem: int = 0):
+        d = api()
+        unknown = [t for t in signature if t not in ARGUMENT_TYPES]
+        if unknown:
+            raise TypeError(f"unknown C types {unknown}; allowed: {sorted(ARGUMENT_TYPES)}")
+        self.module, self.entry, self.signature = module, entry, tuple(signature)
+        self.handle = check(d.cuModuleGetFunction(module.handle, entry.encode()), f"cuModuleGetFunction({entry})")
+        self.dynamic_smem = dynamic_smem
+        self._configs: dict = {}  # (grid, block) -> CUlaunchConfig of a PDL launch
+        if dynamic_smem > 48 * 1024:
+            attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(d.cuFuncSetAttribute(self.handle, attr, dynamic_smem), "cuFuncSetAttribute")
+
+    def attribute(self, name: str) -> int:
+        """A CU_FUNC_ATTRIBUTE_* value, e.g. attribute('NUM_REGS')."""
+        d = api()
+        attr = getattr(d.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}")
+        return check(d.cuFuncGetAttribute(attr, self.handle), "cuFuncGetAttribute")
+
+    def pack(self, *args: Any) -> PackedArgs:
+        return PackedArgs(self.signature, args)
+
+    def launch(self, grid: Sequence[int], block: Sequence[int], args: PackedArgs | Sequence[Any], stream: Stream,
+               *, programmatic: bool = False) -> None:
+        """Enqueue the kernel on ``stream``. ``programmatic``: with programmatic stream
+        serialization (PDL, sm_90+), so it may start before the grid ahead of it in the stream
+        has finished; the kernel must wait for that grid (griddepcontrol.wait) before it
+        touches global memory."""
+        packed = args if isinstance(args, PackedArgs) else self.pack(*args)
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+        bx, by, bz = (tuple(block) + (1, 1))[:3]
+        if programmatic:
+            config = self._programmatic_config((gx, gy, gz), (bx, by, bz))
+            config.hStream = stream.handle
+            check(api().cuLaunchKernelEx(config, self.handle, packed.address, 0), f"cuLaunchKernelEx({self.entry})")
+            return
+        check(
+            api().cuLaunchKernel(
+                self.handle, gx, gy, gz, bx, by, bz, self.dynamic_smem, stream.handle, packed.address, 0
+            ),
+            f"cuLaunchKernel({self.entry})",
+        )
+
+    def _programmatic_config(self, grid: tuple[int, int, int], block: tuple[int, int, int]):
+        """The CUlaunchConfig of a PDL launch of this grid and block, made once: a launch
+        only sets its stream."""
+        configs = self._configs
+        config = configs.get((grid, block))
+        if config is None:
+            d = api()
+            attribute = d.CUlaunchAttribute()
+            attribute.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attribute.value.programmaticStreamSerializationAllowed = 1
+            config = configs[(grid, block)] = d.CUlaunchConfig()
+            config.gridDimX, config.gridDimY, config.gridDimZ = grid
+            config.blockDimX, config.blockDimY, config.blockDimZ = block
+            config.sharedMemBytes = self.dynamic_smem
+            config.attrs, config.numAttrs = [attribute], 1
+        return config
