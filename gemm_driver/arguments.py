@@ -14,6 +14,7 @@ from .kernels.spec import parse_tunable
 from .bench.command import EVERY_KERNEL
 from .bench.isolation import DEFAULT_WATCHDOG_S
 from .bench.timing import MODES
+from .corpus import corpus as _corpus
 from .problem import parse_batched_shape
 
 
@@ -106,6 +107,9 @@ def add_bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ladder", action="store_true", help="the whole ladder: every kernel and baseline of the selected "
                    "precisions, on the ladder's shapes unless --sizes/--shapes are given")
     p.add_argument("--sizes", action="append", type=sizes, help="square sizes, e.g. 256,512,1024")
+    p.add_argument("--corpus", metavar="NAME[:SET]", type=typed(lambda t: (_corpus(t), t)[1], "--corpus"),
+                   help="the shapes of a corpus instead of --sizes/--shapes: llm (model layers), sized, odd or all, "
+                   "optionally :tune or :validate (docs/corpus.md); prints the own-best/best-baseline summary")
     p.add_argument("--shapes", action="append", type=shapes, help="MxNxK or BxMxNxK shapes, e.g. 4093x4091x4099")
     p.add_argument("--alpha", type=float, default=1.0, help="C = alpha A B + beta C: the scale of A B (default 1)")
     p.add_argument("--beta", type=float, default=0.0, help="the scale of the C read in; 0 (default) means C is "

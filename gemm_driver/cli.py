@@ -112,10 +112,10 @@ def cmd_bench(args) -> int:
 
     ladder = bench.wants_ladder(_flat(args.kernels), args.ladder)
     names = bench.select_kernels(_flat(args.kernels), args.dtype, ladder=ladder)
-    shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch, ladder=ladder)
+    shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch, ladder=ladder, corpus=args.corpus)
     budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
-                                 args.watchdog, args.rounds).with_seed()
+                                 args.watchdog, args.rounds, corpus=args.corpus).with_seed()
     steps = request.steps()
     bench.check_outputs(args.json, args.csv, args.plot)
     console = Console()
@@ -124,6 +124,8 @@ def cmd_bench(args) -> int:
     with SweepProgress(console, bench.case_count(steps, request.rounds)) as progress:
         run = bench.run(request, steps, on_case=progress.advance, on_checkpoint=checkpoint)
     print_table(run.shown, console, run.title)
+    if args.corpus:
+        console.print("\n".join(bench.corpus_summary.summary_lines(run.document)), highlight=False)
     for path in bench.write_outputs(run, args.json, args.csv, args.plot if run.complete else None):
         console.print(f"wrote {path}")
     if not run.complete:

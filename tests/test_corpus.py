@@ -119,3 +119,22 @@ def test_corpus_plot_draws_a_png_and_nothing_without_ratios(tmp_path):
     path = corpus_summary.plot(doc, tmp_path / "corpus.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert corpus_summary.plot({"results": [_case("cublas_bf16", 64, 64, 64, 1)]}, tmp_path / "none.png") is None
+
+
+def test_bench_takes_a_corpus_alone():
+    from gemm_driver.bench import command
+
+    shapes = command.select_shapes([], [], None, corpus="odd:validate")
+    assert shapes == [(s.m, s.n, s.k, 1) for s in corpus.corpus("odd:validate")]
+    with pytest.raises(ValueError, match="leave out --sizes"):
+        command.select_shapes([512], [], None, corpus="llm")
+
+
+@pytest.mark.parametrize("argv, message", [(["--corpus", "llama"], "unknown corpus 'llama'"),
+                                           (["--corpus", "llm:all"], "tune or validate")])
+def test_bench_refuses_a_bad_corpus_in_one_line(argv, message, capsys):
+    from gemm_driver import cli
+
+    assert cli.main(["bench", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

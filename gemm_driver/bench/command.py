@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from .. import corpus as _corpus
 from .. import kernels
 from .. import precision as _precision
 from ..kernels import precision_of
 from ..cuda.driver import Device, gpu_available
 from ..kernels.build import build, default_arch
-from . import plots, report, roofline, writers
+from . import corpus_summary, plots, report, roofline, writers
+from ..cuda.errors import GemmDriverError
+from .bandwidth import copy_bandwidth_tbs
 from .environment import collect
 from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
 from .defaults import default_kernels, default_shapes, ladder_kernels, ladder_shapes
@@ -62,10 +65,14 @@ def select_kernels(names: Sequence[str], dtypes: Sequence[str] | None, *, ladder
 
 
 def select_shapes(sizes: Sequence[int], shapes: Sequence[tuple[int, int, int, int]],
-                  batch: int | None, *, ladder: bool = False) -> list[tuple[int, int, int, int]]:
+                  batch: int | None, *, ladder: bool = False, corpus: str | None = None) -> list[tuple[int, int, int, int]]:
     """(M, N, K, batch) per case: the square sizes, then the shapes, else the quick run's
-    shapes (the ladder's with ``ladder``); ``batch`` batches every shape that does not name
-    its own B."""
+    shapes (the ladder's with ``ladder``), or a corpus's (``corpus``, alone); ``batch``
+    batches every shape that does not name its own B."""
+    if corpus:
+        if sizes or shapes or batch:
+            raise ValueError("--corpus takes its shapes from the corpus: leave out --sizes, --shapes and --batch")
+        return [(s.m, s.n, s.k, 1) for s in _corpus.corpus(corpus)]
     chosen = [(s, s, s, 1) for s in sizes] + list(shapes) or (ladder_shapes() if ladder else default_shapes())
     return [(m, n, k, batch if batch and b == 1 else b) for m, n, k, b in chosen]
 
@@ -82,6 +89,7 @@ class BenchRequest:
     isolation: str = "process"  # RUNNERS: a worker process the parent replaces, or "off"
     watchdog_s: float = DEFAULT_WATCHDOG_S
     rounds: int = 1  # passes over each shape's kernels, in alternating order (runner.py)
+    corpus: str | None = None  # the corpus the shapes came from: its summary goes into the document
 
     def steps(self) -> list[Step]:
         """The sweep's steps; ValueError when nothing would run."""
@@ -160,6 +168,12 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     runner = RUNNERS[request.isolation](run_case_task, finish_sweep, watchdog_s=watchdog_s)
     env = collect()
     env["isolation"] = request.isolation
+    if request.corpus:  # small-M shapes are judged against the bandwidth a copy reaches
+        try:
+            env["copy_bandwidth_tbs"] = copy_bandwidth_tbs()
+        except GemmDriverError as exc:
+            env["copy_bandwidth_tbs"] = None
+            env["copy_bandwidth_unavailable"] = str(exc).splitlines()[0]
     results: list[CaseResult] = []
     ran = iter(runner.run(tasks))
     complete = False
@@ -203,6 +217,9 @@ def _assemble(request: BenchRequest, results: list[CaseResult], env: dict, *, co
                 "watchdog_s": request.watchdog_s, "rounds": request.rounds}
     document = writers.document(recs, env, settings)
     document["complete"] = complete
+    if request.corpus:
+        document["corpus"] = {"name": request.corpus,
+                              "summary": [s.as_dict() for s in corpus_summary.summarize(document)]}
     document["roofline"] = roofline.device_summary(gpu_name)
     return BenchRun(list(results), recs, document, title, complete)
 
@@ -243,6 +260,9 @@ def write_outputs(bench: BenchRun, json_path: str | None, csv_path: str | None, 
         written.append(json_path)
     if plot_dir and plots_too:
         written += [str(path) for path in plots.write_plots(bench.document, plot_dir)]
+        if bench.document.get("corpus"):
+            drawn = corpus_summary.plot(bench.document, Path(plot_dir) / "corpus.png")
+            written += [str(drawn)] if drawn else []
     if csv_path:
         _replace(csv_path, lambda tmp: writers.write_csv(tmp, bench.records))
         written.append(csv_path)
