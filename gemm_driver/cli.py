@@ -1,4 +1,4 @@
-"""Command line: ``python -m gemm_driver {list,info,compile,bench,plot,compare,verify,inspect}``.
+"""Command line: ``python -m gemm_driver {list,info,compile,bench,plot,compare,verify,inspect,profile}``.
 
 Thin by design: parse (argparse types and choices refuse bad input), make one call into
 the layers below, print, return an exit code. Nothing in the package imports this module.
@@ -19,6 +19,7 @@ from .arguments import add_bench_options, arch, archs, isolation_options, names,
 from .bench import command as bench
 from .cuda.errors import GemmDriverError, GpuUnavailableError, NvrtcError
 from .inspection import command as inspection
+from .profile import command as profiling
 from .cuda.nvrtc import parse_arch
 from .kernels.build import default_arch
 from .kernels.spec import cc_of
@@ -240,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest M, N or K drawn (default 300)")
     isolation_options(p)
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("profile", help="one verified case under Nsight Compute (ncu) beside its baseline, "
+                       "clocks locked to base (needs a GPU and ncu)")
+    profiling.add_arguments(p)
+    p.set_defaults(func=profiling.cmd_profile)
 
     p = sub.add_parser("inspect", help="PTX, SASS, resources and instruction mix of a kernel (no GPU needed)")
     inspection.add_subcommands(p, arch=arch, tunable=tunable)

@@ -1,4 +1,5 @@
-"""SM and memory clocks, temperature, power and clock-event (throttle) reasons, via NVML.
+"""SM and memory clocks, temperature, power, clock-event (throttle) reasons and the energy
+counter, via NVML.
 
 Read, never set: this module only queries. NVML comes from nvidia-ml-py (``pynvml``),
 an optional import: without it, or without a driver, every record says why clocks are
@@ -10,6 +11,9 @@ cases would see an idle GPU whose clocks have legitimately dropped. A case is fl
 ``sagged`` when, during its batches, the SM clock fell below ``SAG_FRACTION`` of the
 reference clock (the application clock the driver targets under load, else the maximum
 SM clock), or a power, thermal or hardware-slowdown reason was active.
+
+The energy counter (``energy_mj``) is read by the timer's energy window (energy.py);
+``energy_unavailable`` says why it cannot be, on a GPU or driver without it.
 """
 
 from __future__ import annotations
@@ -131,6 +135,7 @@ class ClockMonitor:
         self.unavailable: str | None = None
         self.reference_sm_mhz: int | None = None
         self._nvml = self._handle = None
+        self._energy_unavailable: str | None = None
         self._reads: list[ClockRead] = []
         self._last = 0.0
         try:
@@ -151,10 +156,23 @@ class ClockMonitor:
             self.close()
             return
         self.reference_sm_mhz = self._reference_clock()
+        try:
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
+        except Exception as exc:  # Volta and later have it; a driver or board may still refuse
+            self._energy_unavailable = f"this GPU does not report its energy counter (NVML: {exc})"
 
     @property
     def available(self) -> bool:
         return self._handle is not None
+
+    @property
+    def energy_unavailable(self) -> str | None:
+        """Why ``energy_mj`` cannot be read here; None when it can."""
+        return self.unavailable if not self.available else self._energy_unavailable
+
+    def energy_mj(self) -> int:
+        """NVML's total energy counter of this GPU: millijoules since the driver loaded."""
+        return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
 
     def _reference_clock(self) -> int | None:
         n, h = self._nvml, self._handle

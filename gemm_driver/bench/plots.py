@@ -11,6 +11,9 @@ objects: ``python -m gemm_driver plot RUN.json DIR`` redraws any committed run.
 - ``ladder.png`` (FP32) and ``ladder_<dtype>.png`` (other precisions with kernels in the
   run): each rung as % of that precision's cuBLAS on the largest square shape and the
   largest other shape.
+- ``energy_<dtype>.png`` (precisions whose cases have an energy reading): joules per GEMM
+  (log scale) and TFLOP/s per watt of every kernel on every shape, as grouped bars;
+  readings not trusted (bench/energy.py) hatched and pale.
 
 How series and axes look (so that kernels running close together stay apart on the page)
 is bench/plot_style.py's.
@@ -96,19 +99,7 @@ def throughput(plt, document: dict, dtype: str, path: Path) -> Path:
         ax.grid(True, which="major", alpha=0.3)
     if other:
         ax = axes.pop(0)
-        labels = list(dict.fromkeys(_label(c) for c in other))
-        present = [n for n in names if any(c["kernel"] == n for c in other)]
-        width = 0.8 / max(len(present), 1)
-        for j, name in enumerate(present):
-            xs, ys = [], []
-            for i, label in enumerate(labels):
-                hit = next((c for c in other if c["kernel"] == name and _label(c) == label), None)
-                if hit:
-                    xs.append(i - 0.4 + width * (j + 0.5))
-                    ys.append(hit["tflops"])
-            ax.bar(xs, ys, width, color=styles[name]["color"], alpha=styles[name].get("alpha", 1.0), label=name,
-                   edgecolor="white", linewidth=0.3)
-        ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
+        _grouped_bars(ax, other, names, lambda c: c["tflops"], styles)
         y_log(ax, [c["tflops"] for c in other])
         ax.set_xlabel("shape M x N x K (batched: B x M x N x K)")
         ax.set_title("rectangular, odd and batched shapes")
@@ -122,6 +113,55 @@ def throughput(plt, document: dict, dtype: str, path: Path) -> Path:
     shown = sorted({provider_name(n) for n in names if n in baselines})
     note = f" ({' and '.join(shown)} in grey)" if shown else ""
     fig.suptitle(_title(document, f"{dtype.upper()} GEMM throughput{note}"))
+    fig.tight_layout()
+    return _save(plt, fig, path)
+
+
+def _grouped_bars(ax, cases, names, value, styles, pale=lambda case: False) -> None:
+    """One group of bars per shape, one bar per kernel of ``names`` that has the shape;
+    ``value(case)`` is the bar's height (None: no bar), ``pale(case)`` hatches it."""
+    labels = list(dict.fromkeys(_label(c) for c in cases))
+    present = [n for n in names if any(c["kernel"] == n and value(c) is not None for c in cases)]
+    width = 0.8 / max(len(present), 1)
+    for j, name in enumerate(present):
+        for i, label in enumerate(labels):
+            hit = next((c for c in cases if c["kernel"] == name and _label(c) == label), None)
+            if hit is None or value(hit) is None:
+                continue
+            faint = pale(hit)
+            ax.bar(i - 0.4 + width * (j + 0.5), value(hit), width, color=styles[name]["color"],
+                   alpha=0.4 if faint else styles[name].get("alpha", 1.0), hatch="//" if faint else None,
+                   label=name, edgecolor="white", linewidth=0.3)
+    ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right")
+
+
+def _energy_of(case: dict) -> dict:
+    energy = case.get("energy")
+    return energy if isinstance(energy, dict) else {}
+
+
+def energy_plot(plt, document: dict, dtype: str, path: Path) -> Path:
+    """Joules per GEMM and TFLOP/s per watt of one precision's cases, side by side."""
+    cases = [c for c in _ok(document["results"]) if roofline.case_precision(c) == dtype
+             and _energy_of(c).get("joules_per_gemm")]
+    names = _kernel_order(cases)
+    styles = series_styles(names, {*_precision.baselines(dtype), _precision.get(dtype).batched_baseline})
+    untrusted = lambda c: not _energy_of(c).get("trusted")  # noqa: E731
+    fig, (left, right) = plt.subplots(1, 2, figsize=(15, 5.8))
+    _grouped_bars(left, cases, names, lambda c: _energy_of(c)["joules_per_gemm"], styles, untrusted)
+    y_log(left, [_energy_of(c)["joules_per_gemm"] for c in cases], "energy per GEMM (J")
+    left.set_title("joules per GEMM (lower is better)")
+    _grouped_bars(right, cases, names, lambda c: _energy_of(c).get("tflops_per_watt"), styles, untrusted)
+    right.set_ylabel("TFLOP/s per watt (= TFLOP per joule)")
+    right.set_title("TFLOP/s per watt (higher is better)")
+    for ax in (left, right):
+        ax.set_xlabel("shape M x N x K")
+        ax.grid(True, axis="y", which="major", alpha=0.3)
+    handles = dict(zip(*reversed(left.get_legend_handles_labels())))
+    right.legend(handles.values(), handles.keys(), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8,
+                 frameon=False, title="kernel", title_fontsize=8)
+    note = " (hatched: reading not trusted)" if any(untrusted(c) for c in cases) else ""
+    fig.suptitle(_title(document, f"{dtype.upper()} energy per GEMM, NVML energy counter{note}"))
     fig.tight_layout()
     return _save(plt, fig, path)
 
@@ -291,4 +331,6 @@ def write_plots(document: dict, out_dir: str | Path) -> list[Path]:
             paths.append(ladder(plt, document, out / name, dtype))
         except PlotError:
             pass  # a precision with no ladder kernels in the run (only its cuBLAS) has none to draw
+    for dtype in dict.fromkeys(roofline.case_precision(c) for c in ok if _energy_of(c).get("joules_per_gemm")):
+        paths.append(energy_plot(plt, document, dtype, out / f"energy_{dtype}.png"))
     return paths

@@ -7,10 +7,11 @@ surface as a traceback deep in one of them, after some of their output was writt
 wrong field and its path, e.g. ``results[3].tflops is a string, expected a number or null``.
 
 The specs cover the fields the readers use (bench/compare.py, bench/plots.py,
-bench/report.py, bench/roofline.py, tools/results_table.py), with the types the writer
-gives them (bench/1 to bench/3). Fields not listed are not examined, so a later schema
-may add fields without older readers refusing the file. Only the record's identity
-(kernel, m, n, k, status) is required; the rest may be absent, as in older files.
+bench/report.py, bench/roofline.py, tools/results_table.py; ``energy`` is bench/energy.py's),
+with the types the writer gives them (bench/1 to bench/3). Fields not listed are not
+examined, so a later schema may add fields without older readers refusing the file. Only
+the record's identity (kernel, m, n, k, status) is required; the rest may be absent, as
+in older files.
 """
 
 from __future__ import annotations
@@ -147,8 +148,16 @@ TIMING = Obj(
         "noise": Nullable(NON_NEGATIVE), "samples": INT, "launches_per_sample": POSITIVE_INT,
         "converged": Nullable(BOOL), "stop_reason": Nullable(STRING), "elapsed_s": Nullable(NON_NEGATIVE),
         "mode": Nullable(STRING), "clock": Nullable(STRING), "clocks": Nullable(CLOCKS),
-        "samples_ms": ListOf(NUMBER, "numbers"),
+        "samples_ms": ListOf(NUMBER, "numbers"), "energy_windows": ListOf(OBJECT, "objects"),
     },
+)
+
+# bench/energy.py: every number null when no reading was taken, ``trusted`` false then.
+ENERGY = Obj(
+    required={"trusted": BOOL},
+    optional={"joules_per_gemm": Nullable(NON_NEGATIVE), "avg_power_w": Nullable(NON_NEGATIVE),
+              "tflops_per_watt": Nullable(NON_NEGATIVE), "window_s": Nullable(NON_NEGATIVE), "note": Nullable(STRING)},
+    what="an object (the case's energy reading)",
 )
 
 VERIFICATION = Obj(optional={"ok": BOOL, "max_error_ratio": Nullable(NUMBER), "message": Nullable(STRING)})
@@ -166,6 +175,7 @@ RECORD = Obj(
                                                "speedup_vs_previous")},
         "intensity": NON_NEGATIVE, "previous_rung": Nullable(STRING), "roofline_note": Nullable(STRING),
         "clocks_sagged": Nullable(BOOL), "round_medians_ms": ListOf(NON_NEGATIVE, "numbers"),
+        "energy": Nullable(ENERGY),
     },
     what="an object (one case)",
 )

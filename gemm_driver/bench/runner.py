@@ -35,6 +35,7 @@ from ..cuda.errors import NvrtcError
 from ..kernels import precision_of
 from ..problem import GemmProblem
 from ..session import Session
+from . import energy
 from .clocks import ClockMonitor
 from .clocks import merge as merge_clocks
 from .isolation import kept, release_kept
@@ -130,6 +131,7 @@ class CaseResult:
             "baseline": self.baseline,
             "mode": self.timing.mode if self.timing is not None and self.timing.clock != "host" else self.mode,
             "clocks_sagged": (self.timing.clocks or {}).get("sagged") if self.timing else None,
+            "energy": energy.case_energy(self.timing, self.problem.flops),
             **({"not_run": True} if self.not_run else {}),
             **({"round_medians_ms": list(self.round_medians_ms)} if self.round_medians_ms else {}),
         }
@@ -180,7 +182,8 @@ def merge_rounds(rounds: Sequence[CaseResult]) -> CaseResult:
         timings[0], samples_ms=tuple(x for t in timings for x in t.samples_ms),
         converged=None if any(t.converged is None for t in timings) else all(t.converged for t in timings),
         stop_reason=", ".join(stops), elapsed_s=sum(t.elapsed_s for t in timings),
-        clocks=merge_clocks([t.clocks for t in timings]))
+        clocks=merge_clocks([t.clocks for t in timings]),
+        energy_windows=tuple(w for t in timings for w in t.energy_windows))
     return dataclasses.replace(first, timing=pooled, round_medians_ms=tuple(t.median_ms for t in timings))
 
 

@@ -1,0 +1,166 @@
+"""The profile command without a GPU: its arguments, the line it prints without ncu, and the
+reading of ncu's output (a raw-page CSV and a --query-metrics excerpt captured on an H100)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from gemm_driver import cli
+from gemm_driver.cuda.driver import gpu_available
+from gemm_driver.profile import command, metrics, ncu
+
+DATA = Path(__file__).parent / "data"
+RAW_CSV = DATA / "ncu-raw-hopper-bf16-1024.csv"  # profile hopper_bf16 --shape 1024x1024x1024, H100
+QUERY = DATA / "ncu-query-metrics-h100-excerpt.txt"  # lines of `ncu --query-metrics` on that H100
+
+
+@pytest.fixture
+def no_ncu(monkeypatch, tmp_path):
+    """A machine where ncu is nowhere: empty PATH, no CUDA_HOME, no toolkit, no pathfinder."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(ncu, "TOOLKIT_DIRS", ())
+    monkeypatch.setattr(ncu, "_from_pathfinder", lambda: None)
+
+
+def fake_ncu(directory: Path) -> Path:
+    path = directory / "ncu"
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["profile", "no_such_kernel", "--shape", "64x64x64"], "unknown kernel 'no_such_kernel'"),
+    (["profile", "hopper_bf16", "--shape", "64x64"], "is not of the form MxNxK"),
+    (["profile", "hopper_bf16"], "--shape"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--dtype", "fp32"], "computes in bf16, not fp32"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--dtype", "fp64"], "unknown precision 'fp64'"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--baseline", "cublas_tf32"], "computes in tf32"),
+    (["profile", "numpy", "--shape", "64x64x64"], "runs on the CPU"),
+    (["profile", "cublas_bf16", "--shape", "64x64x64", "--set", "BN=64"], "takes no tunables"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--set", "NOPE=1"], "NOPE"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--set", "BN"], "NAME=INTEGER"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--json", "."], "--json takes a file path"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_without_ncu_one_line_says_what_to_install(no_ncu, capsys):
+    assert cli.main(["profile", "hopper_bf16", "--shape", "1024x1024x1024"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "ncu was not found" in err and "install the CUDA toolkit or Nsight Compute" in err
+
+
+def test_ncu_found_under_cuda_home(no_ncu, monkeypatch, tmp_path):
+    (tmp_path / "cuda" / "bin").mkdir(parents=True)
+    tool = fake_ncu(tmp_path / "cuda" / "bin")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    assert ncu.find_ncu() == str(tool)
+
+
+def test_ncu_on_path_comes_first(no_ncu, monkeypatch, tmp_path):
+    tool = fake_ncu(tmp_path)
+    assert ncu.find_ncu() == str(tool)
+    assert os.access(tool, os.X_OK)
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the message of a machine without a GPU")
+def test_with_ncu_but_no_gpu_says_a_gpu_is_needed(no_ncu, tmp_path, capsys):
+    fake_ncu(tmp_path)
+    assert cli.main(["profile", "hopper_bf16", "--shape", "1024x1024x1024"]) == 2
+    assert "needs an NVIDIA GPU" in capsys.readouterr().err
+
+
+def test_query_gives_the_metric_base_names():
+    names = ncu.parse_query(QUERY.read_text())
+    assert {"gpu__time_duration", "sm__inst_executed_pipe_tensor_op_gmma",
+            "smsp__average_warps_issue_stalled_barrier_per_issue_active"} <= names
+    assert not any(" " in n or n.startswith("FBSP") for n in names)
+
+
+def test_requested_metrics_keep_what_the_gpu_has():
+    wanted, missing = metrics.requested(ncu.parse_query(QUERY.read_text()))
+    assert "gpu__time_duration.sum" in wanted and "sm__inst_executed_pipe_tensor_op_gmma.sum" in wanted
+    assert "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio" in wanted
+    assert not any("stalled_selected" in name for name in wanted)  # the issuing warp: not a stall
+    assert "lts__t_sector_hit_rate.pct" in [m.name for m in missing]  # not in the excerpt
+
+
+def test_raw_csv_is_read_in_launch_order():
+    launches = ncu.parse_raw_csv(RAW_CSV.read_text())
+    assert [k.id for k in launches] == [0, 1, 2]
+    assert launches[0].name.startswith("void hopper_any_shape<hopper::bf16_t")
+    assert launches[1].name == "hold_stream"
+    assert launches[2].name.startswith("nvjet_sm90")
+    ours = launches[0]
+    assert ours.number("sm__inst_executed_pipe_tensor_op_gmma.sum") == 65536.0  # "65,536" in the file
+    assert ours.units["gpu__time_duration.sum"] == "ns"
+    assert ours.grid == "(128, 1, 1)" and ours.block == "(384, 1, 1)"
+
+
+def test_raw_csv_skips_what_comes_before_the_table():
+    text = "==PROF== Connected to process 1\nsome program output\n" + RAW_CSV.read_text()
+    assert len(ncu.parse_raw_csv(text)) == 3
+    with pytest.raises(ValueError, match="no raw-page table"):
+        ncu.parse_raw_csv("==ERROR== nothing profiled\n")
+
+
+def test_first_error_is_ncus_own_words():
+    out = "==PROF== Connected\n==ERROR== Failed to find metric foo__bar\n==ERROR== second\n"
+    assert ncu.first_error(out, 1) == "Failed to find metric foo__bar"
+    assert ncu.first_error("", 3) == "exit status 3"
+
+
+def _result(baseline: str | None = "cublas_bf16"):
+    request = {"kernel": "hopper_bf16", "baseline": baseline, "m": 1024, "n": 1024, "k": 1024, "precision": "bf16",
+               "tunables": {}, "seed": 0}
+    report = {"status": "ok", "marker": "hold_stream", "gpu": "NVIDIA H100 80GB HBM3", "launch": {}}
+    launches = ncu.parse_raw_csv(RAW_CSV.read_text())
+    if baseline is None:
+        launches = launches[:1]
+    tool = {"path": "ncu", "version": "2025.3.1.0", "command": []}
+    return command.assemble(request, report, launches, tool, [m.name for m in metrics.CURATED], [])
+
+
+def test_sides_split_at_the_marker_and_the_table_fits_120_columns():
+    result = _result()
+    assert list(result["sides"]) == ["hopper_bf16", "cublas_bf16"]
+    assert [k["name"] for k in result["sides"]["cublas_bf16"]["launches"]][0].startswith("nvjet")
+    rows = {row["metric"]: row for row in result["rows"]}
+    duration = rows["gpu__time_duration.sum"]
+    assert duration["unit"] == "us" and 1 < duration["hopper_bf16"] < 1000  # ns shown as us
+    assert duration["ratio"] == pytest.approx(duration["hopper_bf16"] / duration["cublas_bf16"])
+    stalls = [row for row in result["rows"] if row["label"].startswith("stall: ")]
+    assert 0 < len(stalls) <= metrics.TOP_STALLS
+    text = command.render(result)
+    assert "clocks locked to base" in text and "ratio" in text
+    assert max(len(line) for line in text.splitlines()) <= command.WIDTH
+
+
+def test_a_kernel_alone_has_no_ratio_column():
+    result = _result(baseline=None)
+    assert list(result["sides"]) == ["hopper_bf16"]
+    assert "ratio" not in command.render(result).splitlines()[-len(result["rows"]) - 2]
+
+
+def test_a_missing_marker_is_an_error():
+    launches = [k for k in ncu.parse_raw_csv(RAW_CSV.read_text()) if k.name != "hold_stream"]
+    with pytest.raises(ncu.NcuError, match="marker"):
+        command.split_sides(launches, "hold_stream", "cublas_bf16")
+
+
+def test_shown_converts_ncu_units():
+    assert metrics.shown(11392.0, "ns", "us") == pytest.approx(11.392)
+    assert metrics.shown(1.4e9, "hz", "MHz") == pytest.approx(1400.0)
+    assert metrics.shown(4.2e6, "byte", "MB") == pytest.approx(4.2)
+    assert metrics.shown(80.0, "%", "%") == 80.0
