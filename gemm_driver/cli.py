@@ -116,7 +116,8 @@ def cmd_bench(args) -> int:
     shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch, ladder=ladder, corpus=args.corpus)
     budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
-                                 args.watchdog, args.rounds, corpus=args.corpus).with_seed()
+                                 args.watchdog, args.rounds, corpus=args.corpus,
+                                 gpus=bench.select_gpus(args.gpus)).with_seed()
     steps = request.steps()
     bench.check_outputs(args.json, args.csv, args.plot)
     console = Console()

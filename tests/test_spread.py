@@ -68,3 +68,44 @@ def test_journal_resumes_and_ignores_a_torn_line(tmp_path):
         f.write('{"key": "torn')  # a crash mid-write
     assert journal.load() == {"bf16 4096x4096x4096 hopper_bf16": {"tflops": 700.0},
                               "bf16 1024x1024x1024 hopper_bf16": {"tflops": 300.0}}
+
+
+def test_a_group_runs_on_one_gpu_and_goes_back_whole_when_its_gpu_cannot_start():
+    groups = [[0, 1, 2], [3, 4, 5], [6, 7]]
+    spread = Spread(fakes.handler, devices=[0, 1], watchdog_s=30.0, session_factory=fakes.gpu_session)
+    done = list(spread.run([("ok", i) for i in range(8)], groups))
+    assert sorted(d.index for d in done) == list(range(8))
+    for group in groups:
+        assert len({d.device for d in done if d.index in group}) == 1
+    spread = Spread(fakes.handler, devices=[1, 0], watchdog_s=30.0, session_factory=fakes.gpu_one_absent)
+    done = list(spread.run([("ok", i) for i in range(8)], groups))
+    assert sorted(d.index for d in done) == list(range(8)) and {d.device for d in done} == {0}
+
+
+class _Reversed(Spread):
+    """A spread whose GPUs finish the groups last first."""
+
+    def run(self, payloads, groups=None):
+        from gemm_driver.bench.spread import Done
+
+        for group in reversed(groups):
+            for index in group:
+                yield Done(index, payloads[index] * 10, device=index % 2)
+
+
+def test_bench_reads_spread_results_in_task_order():
+    from gemm_driver.bench import command
+
+    runner = _Reversed(fakes.handler, devices=[0, 1])
+    got = list(command._in_order(runner, [1, 2, 3, 4, 5], [range(0, 2), range(2, 5)], gpu=0))
+    assert got == [(0, 10, 0), (1, 20, 1), (2, 30, 0), (3, 40, 1), (4, 50, 0)]
+
+
+def test_bench_gpus_must_exist(monkeypatch):
+    from gemm_driver.bench import command
+
+    monkeypatch.setattr(command, "device_count", lambda: 2)
+    assert command.select_gpus("all") == (0, 1)
+    assert command.select_gpus("1") == (1,)
+    with pytest.raises(ValueError, match="no GPU 2; this machine has 2"):
+        command.select_gpus("0,2")

@@ -9,6 +9,7 @@ the environment and the settings; ``write_outputs`` writes the JSON, CSV and plo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ from .. import corpus as _corpus
 from .. import kernels
 from .. import precision as _precision
 from ..kernels import precision_of
-from ..cuda.driver import Device, gpu_available
+from ..cuda.driver import Device, device_count, gpu_available
 from ..kernels.build import build, default_arch
 from . import corpus_summary, plots, report, roofline, writers
 from ..cuda.errors import GemmDriverError
@@ -28,6 +29,7 @@ from .bandwidth import copy_bandwidth_tbs
 from .environment import collect
 from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
 from .defaults import default_kernels, default_shapes, ladder_kernels, ladder_shapes
+from .spread import Spread, session_on
 from .runner import (CaseResult, Step, by_kernel, case_count, failed_case, fill_baseline_ratio, finish_sweep,
                      not_run_case, run_case_task, sweep_steps, sweep_tasks)
 from .stats import Budget
@@ -90,6 +92,7 @@ class BenchRequest:
     watchdog_s: float = DEFAULT_WATCHDOG_S
     rounds: int = 1  # passes over each shape's kernels, in alternating order (runner.py)
     corpus: str | None = None  # the corpus the shapes came from: its summary goes into the document
+    gpus: tuple[int, ...] = (0,)  # GPU ordinals; several: one worker each, shapes shared out (spread.py)
 
     def steps(self) -> list[Step]:
         """The sweep's steps; ValueError when nothing would run."""
@@ -153,6 +156,41 @@ def prebuild(steps: Sequence[Step]) -> int:
     return len(configurations)
 
 
+def select_gpus(text: str) -> tuple[int, ...]:
+    """``--gpus``: 'all' (every visible GPU) or ordinals '0,2'; each must exist."""
+    count = device_count()
+    gpus = tuple(range(count)) if text == "all" else tuple(int(g) for g in text.split(","))
+    missing = [g for g in gpus if not 0 <= g < count]
+    if missing:
+        raise ValueError(f"--gpus {text}: no GPU {', '.join(map(str, missing))}; this machine has {count} "
+                         f"(ordinals 0-{count - 1})")
+    return gpus
+
+
+def _sweep_runner(request: BenchRequest, watchdog_s: float):
+    """One worker on the request's GPU, or one per GPU (Spread) when it names several."""
+    if len(request.gpus) > 1:
+        if request.isolation != "process":
+            raise ValueError("--gpus with several GPUs runs one worker process per GPU: it needs --isolation process")
+        return Spread(run_case_task, finish_sweep, devices=request.gpus, watchdog_s=watchdog_s)
+    return RUNNERS[request.isolation](run_case_task, finish_sweep, watchdog_s=watchdog_s,
+                                      session_factory=functools.partial(session_on, request.gpus[0]))
+
+
+def _in_order(runner, tasks: Sequence, groups: Sequence[range], gpu: int):
+    """(index, result, GPU ordinal) in task order, whatever order several GPUs finish in."""
+    if not isinstance(runner, Spread):
+        for index, result in runner.run(tasks):
+            yield index, result, gpu
+        return
+    arrived, upcoming = {}, 0
+    for done in runner.run(tasks, [list(g) for g in groups]):
+        arrived[done.index] = (done.result, done.device)
+        while upcoming in arrived:
+            yield (upcoming, *arrived.pop(upcoming))
+            upcoming += 1
+
+
 def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseResult], None] = lambda r: None,
         on_checkpoint: Callable[[BenchRun], None] = lambda b: None) -> BenchRun:
     """Verify then time every case of ``steps`` in a worker process (isolation.py), so that
@@ -165,7 +203,7 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     tasks = sweep_tasks(steps, seed=request.seed, budget=request.budget, mode=request.mode, rounds=request.rounds)
     # A case's GPU phase may take its whole time budget: the watchdog never fires sooner than 3x it.
     watchdog_s = max(request.watchdog_s, 3 * request.budget.wall_limit_s)
-    runner = RUNNERS[request.isolation](run_case_task, finish_sweep, watchdog_s=watchdog_s)
+    runner = _sweep_runner(request, watchdog_s)
     env = collect()
     env["isolation"] = request.isolation
     if request.corpus:  # small-M shapes are judged against the bandwidth a copy reaches
@@ -175,15 +213,21 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
             env["copy_bandwidth_tbs"] = None
             env["copy_bandwidth_unavailable"] = str(exc).splitlines()[0]
     results: list[CaseResult] = []
-    ran = iter(runner.run(tasks))
+    groups, start = [], 0  # a shape's cases run on one GPU: they share its operands and reference
+    for step in steps:
+        groups.append(range(start, start + case_count([step], request.rounds)))
+        start = groups[-1].stop
+    ran = _in_order(runner, tasks, groups, request.gpus[0])
     complete = False
     try:
         for step in steps:
             step_results = []
             for _ in range(case_count([step], request.rounds)):
-                index, result = next(ran)
+                index, result, gpu = next(ran)
                 if isinstance(result, TaskFailure):
                     result = failed_case(tasks[index], result.reason)
+                if len(request.gpus) > 1:
+                    result.launch = {**result.launch, "gpu": gpu}
                 step_results.append(result)
                 on_case(result)
             step_results = by_kernel(step, step_results)
@@ -197,8 +241,15 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
         pass
     finally:
         ran.close()  # stops the worker if the sweep ended early
+    if isinstance(runner, Spread):
+        words = {gpu: word for gpu, word in runner.last_words.items() if word}
+        runner.last_word = words.get(min(words)) if words else None
+        env["clocks_per_gpu"], env["gpus_lost"] = words, runner.lost
+        env["workers_started"] = sum(runner.workers_started.values())
+    else:
+        env["workers_started"] = runner.workers_started
     env["clocks"] = runner.last_word or {"available": False, "unavailable": "the sweep did not finish"}
-    env["workers_started"] = runner.workers_started
+    env["gpus_used"] = list(request.gpus)
     return _assemble(request, results, env, complete=complete)
 
 

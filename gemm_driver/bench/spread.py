@@ -66,11 +66,13 @@ class Spread:
         self._in_flight = 0  # tasks taken and not yet answered or given back
         self._lock = threading.Lock()
 
-    def run(self, payloads: Sequence[Any]) -> Iterator[Done]:
+    def run(self, payloads: Sequence[Any], groups: Sequence[Sequence[int]] | None = None) -> Iterator[Done]:
+        """``groups``: task indices that must run on one GPU, in order (a shape's kernels share
+        its prepared operands and reference); default, each task alone."""
         self._in_flight = 0
         tasks: queue.Queue = queue.Queue()
-        for index in range(len(payloads)):
-            tasks.put(index)
+        for group in groups if groups is not None else [[i] for i in range(len(payloads))]:
+            tasks.put(list(group))
         results: queue.Queue = queue.Queue()
         threads = [threading.Thread(target=self._serve, args=(device, payloads, tasks, results), daemon=True)
                    for device in self.devices]
@@ -85,44 +87,47 @@ class Spread:
                 yield item
         reason = "; ".join(f"GPU {d}: {why}" for d, why in sorted(self.lost.items())) or "no GPU took it"
         while not tasks.empty():
-            yield Done(tasks.get(), TaskFailure(f"no GPU left to run it ({reason})"), -1)
+            for index in tasks.get():
+                yield Done(index, TaskFailure(f"no GPU left to run it ({reason})"), -1)
 
     def _serve(self, device: int, payloads: Sequence[Any], tasks: queue.Queue, results: queue.Queue) -> None:
         """One GPU's thread: its worker takes tasks from the shared queue until it is empty."""
         runner = Isolated(self.handler, self.finish, watchdog_s=self.watchdog_s,
                           session_factory=functools.partial(self.session_factory, device))
-        taken: list[int] = []  # global index of each task handed to this runner, in order
+        handed: list[int] = []  # global index of each task taken by this runner, in order
 
         def take() -> Iterable[Any]:
             while True:
                 with self._lock:
                     try:
-                        index = tasks.get_nowait()
-                        self._in_flight += 1
+                        group = tasks.get_nowait()
+                        self._in_flight += len(group)
                     except queue.Empty:
                         if not self._in_flight:
                             return  # nothing queued, and no GPU can give a task back
-                        index = None
-                if index is None:
-                    time.sleep(0.05)  # another GPU may yet leave and give its task back
+                        group = None
+                if group is None:
+                    time.sleep(0.05)  # another GPU may yet leave and give its tasks back
                     continue
-                taken.append(index)
-                yield payloads[index]
+                handed.extend(group)  # the whole group: what is not yet run goes back with it
+                for index in group:
+                    yield payloads[index]
 
         answered = 0
         try:
             for local, result in runner.run(take()):
                 answered = local + 1
-                results.put(Done(taken[local], result, device))
+                results.put(Done(handed[local], result, device))
                 with self._lock:
                     self._in_flight -= 1
             self.last_words[device] = runner.last_word
         except Exception as exc:  # noqa: BLE001 - this GPU leaves; the others go on
             self.lost[device] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             with self._lock:
-                for index in taken[answered:]:
-                    tasks.put(index)  # taken but never run: another GPU takes it
-                    self._in_flight -= 1
+                unanswered = handed[answered:]  # taken (with the rest of its group), never run
+                if unanswered:
+                    tasks.put(unanswered)  # another GPU takes them
+                self._in_flight -= len(unanswered)
         finally:
             self.workers_started[device] = runner.workers_started
             results.put(_STOP)
