@@ -148,7 +148,8 @@ class Plan:
         check_precision(self.kernel, target, self.dtype)
         self.layout, self.lds = (bool(trans_a), bool(trans_b), bool(trans_c)), (lda, ldb, ldc)
         self.swap, stored = swapped_layout(*self.layout)
-        self.run_problem = GemmProblem(n, m, k, float(alpha), float(beta)) if self.swap else self.problem
+        self.run_problem = GemmProblem(*((n, m, k) if self.swap else (m, n, k)), float(alpha), float(beta),
+                                       trans_a=stored[0], trans_b=stored[1])
         self.tunables, self.note = self._resolve(dict(tunables or {}), stored)
         self.stored = stored
         self._expect = {"A": (m, k, self.layout[0], self.dtype, lda), "B": (k, n, self.layout[1], self.dtype, ldb),

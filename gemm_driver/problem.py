@@ -1,7 +1,19 @@
-"""GemmProblem: the shape and scalars of one C = alpha * A @ B + beta * C.
+"""GemmProblem: the shape, scalars, layout, output type and epilogue of one GEMM,
+
+    D = epilogue(alpha * op(A) @ op(B) + beta * C)     (M x N, K the inner dimension)
 
 Pure data with no CUDA import, so the registry, the CLI and the tests can use it on
 machines without a GPU.
+
+- ``trans_a`` / ``trans_b``: the operand is stored transposed, row-major: A as K x M
+  (ld >= M), B as N x K (ld >= K, a torch ``W`` of shape [out, in] for ``x @ W.t()``), and
+  op(X) = stored^T. ``layout`` spells the pair: "nn", "nt", "tn", "tt" (A first).
+- ``out_dtype``: the storage of D and of C (read when beta != 0): "fp32", "bf16" or "fp16".
+  Accumulation and alpha/beta stay FP32; D is rounded once (nearest even) when stored.
+- ``epilogue``: what is applied to v = alpha*acc + beta*C before the store: "none",
+  "bias" (v += bias[col], a vector of N in out_dtype), "bias_relu" (then max(v, 0)),
+  "bias_gelu" (then GELU in its tanh form, 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))),
+  the form cuBLASLt's GELU epilogue computes).
 """
 
 from __future__ import annotations
@@ -11,6 +23,11 @@ from dataclasses import dataclass
 
 # Kernels index with 32-bit ints; a matrix this large would overflow them.
 MAX_ELEMENTS = 2**31 - 1
+
+LAYOUTS = ("nn", "nt", "tn", "tt")  # op(A), op(B): n = as stored (row-major), t = stored transposed
+OUT_DTYPES = ("fp32", "bf16", "fp16")
+EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
+DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, DEFAULT_EPILOGUE = "nn", "fp32", "none"
 
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
 
@@ -23,6 +40,10 @@ class GemmProblem:
     alpha: float = 1.0
     beta: float = 0.0
     batch: int = 1  # independent GEMMs of this shape (strided-batched); 1 for a plain GEMM
+    trans_a: bool = False  # A stored transposed: K x M row-major, op(A) = stored^T
+    trans_b: bool = False  # B stored transposed: N x K row-major, op(B) = stored^T
+    out_dtype: str = DEFAULT_OUT_DTYPE  # storage of D and C: fp32, bf16, fp16
+    epilogue: str = DEFAULT_EPILOGUE  # none, bias, bias_relu, bias_gelu
 
     def __post_init__(self):
         for dim in ("m", "n", "k"):
@@ -35,6 +56,13 @@ class GemmProblem:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
                 raise ValueError(f"{name} must be a finite number, got {value!r}")
+        for name in ("trans_a", "trans_b"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.out_dtype not in OUT_DTYPES:
+            raise ValueError(f"out_dtype {self.out_dtype!r} is not one of {', '.join(OUT_DTYPES)}")
+        if self.epilogue not in EPILOGUES:
+            raise ValueError(f"epilogue {self.epilogue!r} is not one of {', '.join(EPILOGUES)}")
         # A batch is stored as one stacked matrix per operand, indexed with 32-bit ints too.
         b = self.batch
         sizes = {"A (M x K)": b * self.m * self.k, "B (K x N)": b * self.k * self.n, "C (M x N)": b * self.m * self.n}
@@ -48,6 +76,20 @@ class GemmProblem:
         return 2 * self.m * self.n * self.k * self.batch
 
     @property
+    def layout(self) -> str:
+        """'nn', 'nt', 'tn' or 'tt': how op(A) and op(B) are stored (t: transposed)."""
+        return "nt"[self.trans_a] + "nt"[self.trans_b]
+
+    @property
+    def has_bias(self) -> bool:
+        return self.epilogue != "none"
+
+    @property
+    def is_default_variant(self) -> bool:
+        """Row-major operands, FP32 out, no epilogue: the GEMM every kernel computes."""
+        return (self.layout, self.out_dtype, self.epilogue) == (DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, DEFAULT_EPILOGUE)
+
+    @property
     def label(self) -> str:
         return shape_label(self.m, self.n, self.k, self.batch)
 
@@ -55,6 +97,14 @@ class GemmProblem:
     def is_empty(self) -> bool:
         """No output (M or N is 0) or no product (K is 0): nothing for a kernel to do."""
         return self.m == 0 or self.n == 0 or self.k == 0
+
+
+def layout_flags(layout: str) -> tuple[bool, bool]:
+    """'nt' -> (False, True): (trans_a, trans_b); ValueError naming the layouts there are."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)} (first letter A, second B; "
+                         "t = stored transposed)")
+    return layout[0] == "t", layout[1] == "t"
 
 
 def parse_batched_shape(text: str) -> tuple[int, int, int, int]:

@@ -28,7 +28,7 @@ from .kernels.launch import Launch, Operand, LaunchContext, standard_recipe
 from .kernels.providers import Provider
 from .kernels.sources import read_source
 from .kernels.spec import KernelSpec
-from .kernels.target import GemmTarget
+from .kernels.target import GemmTarget, check_capabilities
 from .precision import get as get_precision
 from .problem import GemmProblem
 
@@ -122,18 +122,22 @@ class Session:
         return self._loaded[key]
 
     def launcher(self, name: str, problem: GemmProblem, a: Operand, b: Operand, c: Operand,
-                 tunables: Mapping[str, int] | None = None, *, stream=None) -> Launch:
-        """A Launch that enqueues one C = alpha A B + beta C on this session's stream, or on
-        ``stream`` when one is given (anything with ``handle``; read at each launch)."""
+                 tunables: Mapping[str, int] | None = None, *, stream=None, bias: Operand | None = None) -> Launch:
+        """A Launch that enqueues one D = epilogue(alpha op(A) op(B) + beta C) on this
+        session's stream, or on ``stream`` when one is given (anything with ``handle``; read
+        at each launch). ``bias``: the N-vector in the problem's out_dtype, needed exactly
+        when the problem has an epilogue."""
         stream = self.stream if stream is None else stream
         target = kernels.get(name)
         check_operands(target, problem, a, b)
+        bias_ptr = bias_pointer(problem, bias)
         if target.runs_on_host:
             raise UnsupportedProblem(f"{name} runs on the CPU and has no GPU launcher")
         if isinstance(target, Provider):
             target.check_tunables(tunables)
             target.check_device(self.device.compute_capability)
-            made = target.launcher(target, self if stream is self.stream else self.on(stream), problem, a, b, c)
+            made = target.launcher(target, self if stream is self.stream else self.on(stream), problem, a, b, c,
+                                   bias=bias_ptr)
             return Launch(name, made.enqueue, stream, algorithm=made.algorithm)
         note = ""
         if target.choose is not None and not tunables:
@@ -141,7 +145,7 @@ class Session:
         resolved = target.validate(problem, tunables)
         loaded = self.load(target, resolved)
         context = LaunchContext(target, loaded.kernels, problem, a, b, c, resolved, stream, self.workspace,
-                              self.device)
+                                self.device, bias_ptr)
         enqueue = (target.launch_recipe or standard_recipe)(context)
         return Launch(name, enqueue, stream, dict(resolved), note)
 
@@ -213,9 +217,20 @@ class SessionOnStream:
         return getattr(self._session, name)
 
 
+def bias_pointer(problem: GemmProblem, bias: Operand | None) -> int:
+    """The bias vector's device pointer: 0 without an epilogue; ValueError when an epilogue
+    has no bias or a bias comes without one (it would be silently ignored)."""
+    if problem.has_bias != (bias is not None):
+        raise ValueError(f"epilogue {problem.epilogue!r} " + ("needs a bias vector of N elements"
+                         if problem.has_bias else "reads no bias; pass bias only with bias, bias_relu or bias_gelu"))
+    return 0 if bias is None else bias.ptr
+
+
 def check_operands(target: GemmTarget, problem: GemmProblem, a: Operand, b: Operand) -> None:
     """UnsupportedProblem (the runner's "skipped") when operands or problem do not suit ``target``:
-    A/B stored in another precision's element size, or a batch it does not take."""
+    A/B stored in another precision's element size, a batch it does not take, or a layout,
+    output type or epilogue it does not declare."""
+    check_capabilities(target, problem)
     p = get_precision(target.precision)
     if (a.itemsize, b.itemsize) != (p.itemsize, p.itemsize):
         raise UnsupportedProblem(f"{target.name} takes {p.name} operands ({p.itemsize}-byte A and B), "

@@ -235,7 +235,8 @@ def test_transposed_operands_run_on_kernels_that_read_them(on_gpu):
     a, bt, c = CudaArray(4, 2), CudaArray(3, 2), CudaArray(4, 3)
     p(a, bt.T, c, stream=1)
     _, problem, opa, opb, opc, _ = s.launchers[0]
-    assert problem == GemmProblem(4, 3, 2) and not opa.trans and opb.trans and (opb.ptr, opb.ld) == (bt.ptr, 2)
+    assert problem == GemmProblem(4, 3, 2, trans_b=True)
+    assert not opa.trans and opb.trans and (opb.ptr, opb.ld) == (bt.ptr, 2)
 
 
 def test_transposed_everything_is_the_operand_swap_on_any_kernel(on_gpu):
@@ -463,8 +464,8 @@ def test_cublas_transposed_operands_compute_the_product(trans_a, trans_b):
     handle = ModelHandle()
     session = types.SimpleNamespace(cublas=lambda: handle, stream=types.SimpleNamespace(handle=77),
                                     stream_per_call=True)
-    planned = providers.PROVIDERS[0].launcher(providers.PROVIDERS[0], session, GemmProblem(m, n, k, 0.5, -2.0),
-                                              a_op, b_op, c_op)
+    problem = GemmProblem(m, n, k, 0.5, -2.0, trans_a=trans_a, trans_b=trans_b)
+    planned = providers.PROVIDERS[0].launcher(providers.PROVIDERS[0], session, problem, a_op, b_op, c_op)
     planned.enqueue()
     np.testing.assert_allclose(c_mem[:, :n], 0.5 * (a.astype(np.float64) @ b) - 2.0 * c, rtol=1e-6, atol=1e-6)
     assert np.isnan(c_mem[:, n:]).all()  # nothing past the row written

@@ -66,12 +66,13 @@ def torch_unavailable() -> str | None:
 
 
 class CudaArrayView:
-    """The CUDA array interface over one of our matrices (row-major, or stored transposed
-    when ``matrix.trans``), for torch.as_tensor: no copy."""
+    """The CUDA array interface over one of our rows x cols matrices (row-major, or stored
+    transposed when ``trans``: cols x rows row-major, ``ld`` its row stride), for
+    torch.as_tensor: no copy."""
 
-    def __init__(self, matrix, rows: int, cols: int, typestr: str, itemsize: int):
+    def __init__(self, matrix, rows: int, cols: int, typestr: str, itemsize: int, trans: bool = False):
         ld = matrix.ld * itemsize
-        strides = (itemsize, ld) if getattr(matrix, "trans", False) else (ld, itemsize)
+        strides = (itemsize, ld) if trans else (ld, itemsize)
         self.matrix = matrix  # the device matrix lives as long as the tensor
         self.__cuda_array_interface__ = {"shape": (rows, cols), "typestr": typestr, "data": (int(matrix.ptr), False),
                                          "strides": strides, "version": 2}
@@ -82,10 +83,11 @@ class CudaArrayView:
 _TYPESTR = {"fp32": ("<f4", 4), "tf32": ("<f4", 4), "fp16": ("<f2", 2), "bf16": ("<i2", 2)}
 
 
-def torch_view(torch, matrix, rows: int, cols: int, precision: str, device: int):
-    """A torch tensor over our rows x cols matrix stored in ``precision``'s format."""
+def torch_view(torch, matrix, rows: int, cols: int, precision: str, device: int, trans: bool = False):
+    """A torch tensor over our rows x cols matrix stored in ``precision``'s format
+    (transposed when ``trans``)."""
     typestr, itemsize = _TYPESTR[precision]
-    tensor = torch.as_tensor(CudaArrayView(matrix, rows, cols, typestr, itemsize), device=f"cuda:{device}")
+    tensor = torch.as_tensor(CudaArrayView(matrix, rows, cols, typestr, itemsize, trans), device=f"cuda:{device}")
     return tensor.view(torch.bfloat16) if precision == "bf16" else tensor
 
 
@@ -130,7 +132,8 @@ def torch_enqueue(precision: str, session, problem: GemmProblem, a, b, c) -> Cal
     if precision != "fp32" and not mm_takes_out_dtype(torch, device):
         raise UnsupportedProblem(f"PyTorch {torch.__version__} has no torch.mm(..., out_dtype=torch.float32) for "
                                  "2-byte inputs (it came in PyTorch 2.8): no FP32-C baseline in this precision")
-    A, B = torch_view(torch, a, m, k, precision, device), torch_view(torch, b, k, n, precision, device)
+    A = torch_view(torch, a, m, k, precision, device, problem.trans_a)
+    B = torch_view(torch, b, k, n, precision, device, problem.trans_b)
     C = torch_view(torch, c, m, n, "fp32", device)
     stream = StreamCache(session.stream, lambda raw: torch.cuda.ExternalStream(raw, device=device))
     alpha, beta = problem.alpha, problem.beta

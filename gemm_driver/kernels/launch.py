@@ -42,8 +42,8 @@ class Operand(Protocol):
     """What a launch needs of a device matrix (operands.DeviceMatrix has it)."""
 
     ptr: int  # device address of the first element
-    ld: int  # leading dimension, in elements
-    itemsize: int  # bytes per element
+    ld: int  # row stride as stored, in elements (a transposed A is stored K x M: ld >= M)
+    itemsize: int  # bytes per element (C: the problem's out_dtype)
 
 
 class Workspace(Protocol):
@@ -63,6 +63,7 @@ class LaunchContext:
     stream: Any  # cuda.driver.Stream
     workspace: Workspace
     device: Any = None  # cuda.driver.Device: SM count, shared memory limits (persistent grids)
+    bias: int = 0  # device pointer to the N-vector bias in problem.out_dtype; 0 when problem.epilogue is "none"
 
 
 LaunchRecipe = Callable[[LaunchContext], Enqueue]

@@ -4,7 +4,7 @@ A Provider is not one of our kernels: a library on the GPU (cuBLAS in each preci
 strided-batched form, CuPy, PyTorch) or the CPU (NumPy). Each carries its behaviour, so the rest of
 the package never asks which one it holds:
 
-- ``launcher(provider, session, problem, a, b, c)`` -> ``ProviderLaunch``: the callable that enqueues
+- ``launcher(provider, session, problem, a, b, c, bias=pointer)`` -> ``ProviderLaunch``: the callable that enqueues
   one GEMM on the session's stream, and what the library chose to run (cuBLASLt's measured
   algorithm; empty where the library does not say) (GPU providers);
   ``host_gemm(problem, a, b, c)`` -> the result array (CPU providers, on the host operands).
@@ -13,9 +13,10 @@ the package never asks which one it holds:
   raises it, with the minimum architecture, as UnsupportedProblem).
 - The rest of GemmTarget (kernels/target.py), which KernelSpec shares: ``runs_on_host``,
   ``check_tunables`` (a provider takes none), ``uses_scratch``.
-- ``transposes``: it also takes operands stored transposed (``trans`` true on the operand:
-  column-major, ``ld`` the column stride), as gemm() passes transposed views of the
-  caller's arrays; ``measures``: its launcher runs the GEMM on the operands while it is
+- ``layouts`` / ``out_dtypes`` / ``epilogues``: what it computes beyond row-major operands,
+  FP32 D and no epilogue (the problem's ``trans_a``/``trans_b``, ``out_dtype``, ``epilogue``;
+  problem.py); ``transposes`` is whether a layout other than "nn" is among them (gemm()'s
+  transposed views); ``measures``: its launcher runs the GEMM on the operands while it is
   made (cuBLASLt times its candidates), so a caller whose C holds data saves it around.
 - The session a launcher gets may be a view whose stream changes between launches
   (``session.stream_per_call``, a Plan's caller streams): a launch reads
@@ -43,9 +44,10 @@ import numpy as np
 from .. import precision as _precision
 from ..cuda import cublas, cublaslt
 from ..cuda.errors import CublasError, GemmDriverError, UnsupportedProblem
-from ..problem import GemmProblem
+from ..problem import LAYOUTS, GemmProblem
 from . import frameworks
 from .frameworks import torch_unavailable
+from .target import check_declared, declared_transposes
 
 Enqueue = Callable[[], None]
 
@@ -61,20 +63,29 @@ class ProviderLaunch(NamedTuple):
 class Provider:
     name: str
     description: str
-    launcher: Callable[..., ProviderLaunch] | None = None  # (provider, session, problem, a, b, c); None: on the host
+    launcher: Callable[..., ProviderLaunch] | None = None  # (provider, session, problem, a, b, c, bias=ptr); None: host
     host_gemm: Callable[[GemmProblem, np.ndarray, np.ndarray, np.ndarray | None], np.ndarray] | None = None
     precision: str = "fp32"
     min_cc: tuple[int, int] = (0, 0)
     single: bool = True  # takes one GEMM per call
     batched: bool = False  # takes a stacked batch of GEMMs per call
     unavailable: Callable[[], str | None] = lambda: None
-    transposes: bool = False  # takes operands stored transposed (operand.trans), see above
+    layouts: tuple[str, ...] = ("nn",)  # see above and kernels/target.py
+    out_dtypes: tuple[str, ...] = ("fp32",)
+    epilogues: tuple[str, ...] = ("none",)
     measures: bool = False  # runs the GEMM on the operands while its launcher is made
     uses_scratch: bool = False  # its launches use Session scratch (cuBLASLt's workspace)
+
+    def __post_init__(self):
+        check_declared(self.name, self.layouts, self.out_dtypes, self.epilogues)
 
     @property
     def runs_on_host(self) -> bool:
         return self.launcher is None
+
+    @property
+    def transposes(self) -> bool:
+        return declared_transposes(self.layouts)
 
     @property
     def kind(self) -> str:
@@ -106,12 +117,12 @@ class Provider:
 
 
 # --- cuBLAS --------------------------------------------------------------------------------
-def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
+def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
     """cublasGemmEx in the provider's precision: explicit types, compute type and math mode.
     Operands stored transposed (a caller's transposed views) go through cuBLAS's own
     transpose flags (``cublas.gemm_ex_arguments``)."""
     handle, types = session.cublas(), _precision.get(provider.precision).cublas
-    ops = (bool(getattr(a, "trans", False)), bool(getattr(b, "trans", False)))
+    ops = (problem.trans_a, problem.trans_b)
     if ops == (False, False) and not session.stream_per_call:
         args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
         return ProviderLaunch(lambda: cublas.gemm_ex(handle, *args, types=types))
@@ -140,12 +151,12 @@ def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
     return ProviderLaunch(enqueue_on_callers_stream)
 
 
-def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
+def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
     """Strided-batched GemmEx walking the stacked operands, one matrix per stride. A batch of
     one is plain GemmEx: cuBLAS 13.1's strided-batched call with alpha = beta = 0 leaves a
     1 x 1 x 1 C unwritten (seen on the H100), where C must become 0."""
     if problem.batch == 1:
-        return _cublas_gemm(provider, session, problem, a, b, c)
+        return _cublas_gemm(provider, session, problem, a, b, c, bias)
     handle, types = session.cublas(), _precision.get(provider.precision).cublas
     m, n, k = problem.m, problem.n, problem.k
     args = (m, n, k, problem.alpha, a.ptr, a.ld, m * a.ld, b.ptr, b.ld, k * b.ld,
@@ -162,7 +173,7 @@ def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c) 
 
 
 # --- cuBLASLt ------------------------------------------------------------------------------
-def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
+def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
     """cublasLtMatmul with the fastest of the heuristic's top candidates, measured here.
 
     The heuristic is asked at the operands' real pointer alignment (a misaligned or odd-ld
@@ -237,7 +248,7 @@ def _cupy_view(matrix, rows: int, cols: int):
                         strides=(matrix.ld * 4, 4))
 
 
-def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
+def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
     """C = alpha A B + beta C with cupy.matmul on our stream; C is not read when beta == 0."""
     if (reason := cupy_unavailable()) is not None:
         raise UnsupportedProblem(reason)
@@ -268,7 +279,7 @@ def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> 
 
 
 # --- PyTorch (kernels/frameworks.py: imported there only when used) -------------------------
-def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) -> ProviderLaunch:
+def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
     """C = alpha A B + beta C with torch on our stream (frameworks.torch_enqueue)."""
     return ProviderLaunch(frameworks.torch_enqueue(provider.precision, session, problem, a, b, c))
 
@@ -283,14 +294,14 @@ def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c) ->
 # PyTorch baselines also take transposed operands (gemm() on transposed views).
 PROVIDERS = (
     Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", _cublas_gemm, min_cc=(5, 0),
-             transposes=True),
+             layouts=LAYOUTS),
     Provider("numpy", "NumPy float32 matmul on the CPU", host_gemm=host_gemm, batched=True),
     Provider("cublas_tf32", "cuBLAS GemmEx, FP32 in memory, TF32 tensor cores, FP32 accumulate", _cublas_gemm,
-             precision="tf32", min_cc=(8, 0), transposes=True),
+             precision="tf32", min_cc=(8, 0), layouts=LAYOUTS),
     Provider("cublas_bf16", "cuBLAS GemmEx, BF16 A/B, FP32 accumulate and C", _cublas_gemm,
-             precision="bf16", min_cc=(8, 0), transposes=True),
+             precision="bf16", min_cc=(8, 0), layouts=LAYOUTS),
     Provider("cublas_fp16", "cuBLAS GemmEx, FP16 A/B, FP32 accumulate and C", _cublas_gemm,
-             precision="fp16", min_cc=(7, 0), transposes=True),
+             precision="fp16", min_cc=(7, 0), layouts=LAYOUTS),
     Provider("cublaslt_tf32", "cuBLASLt matmul, TF32, fastest of the heuristic's top 8 measured here",
              _cublaslt_matmul, precision="tf32", min_cc=(8, 0), measures=True, uses_scratch=True),
     Provider("cublaslt_bf16", "cuBLASLt matmul, BF16 A/B, FP32 C, fastest of the heuristic's top 8 measured here",
@@ -302,9 +313,9 @@ PROVIDERS = (
     Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",
              _cupy_matmul, min_cc=(5, 0), unavailable=cupy_unavailable),
     Provider("torch", "PyTorch addmm on the same operands and stream, FP32 (TF32 off), when torch is installed",
-             _torch_matmul, min_cc=(5, 0), unavailable=torch_unavailable, transposes=True),
+             _torch_matmul, min_cc=(5, 0), unavailable=torch_unavailable, layouts=LAYOUTS),
     Provider("torch_bf16", "PyTorch mm, BF16 A/B, FP32 out_dtype and C, on the same operands and stream",
-             _torch_matmul, precision="bf16", min_cc=(8, 0), unavailable=torch_unavailable, transposes=True),
+             _torch_matmul, precision="bf16", min_cc=(8, 0), unavailable=torch_unavailable, layouts=LAYOUTS),
     Provider("torch_fp16", "PyTorch mm, FP16 A/B, FP32 out_dtype and C, on the same operands and stream",
-             _torch_matmul, precision="fp16", min_cc=(7, 0), unavailable=torch_unavailable, transposes=True),
+             _torch_matmul, precision="fp16", min_cc=(7, 0), unavailable=torch_unavailable, layouts=LAYOUTS),
 )

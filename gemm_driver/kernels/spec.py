@@ -21,6 +21,7 @@ from typing import Callable, Mapping
 from .. import precision as _precision
 from ..cuda.errors import UnsupportedProblem
 from ..problem import GemmProblem
+from .target import check_capabilities, check_declared, declared_transposes
 
 Dims = tuple[int, int, int]
 Tunables = Mapping[str, int]
@@ -94,9 +95,17 @@ class KernelSpec:
     # launch.LaunchContext -> the callable that enqueues the whole GEMM; None: launch.standard_recipe.
     # (Typed loosely: launch.py imports this module, and the arrows point one way.)
     launch_recipe: Callable[..., Callable[[], None]] | None = None
+    # What it computes beyond row-major operands, FP32 D and no epilogue (problem.py spells
+    # the values; validate() refuses the rest). A layout other than "nn" reads the operand
+    # stored transposed with LaunchContext's ld its stored row stride; an out_dtype other
+    # than "fp32" stores D and reads C in it (c.itemsize); an epilogue reads ctx.bias.
+    layouts: tuple[str, ...] = ("nn",)
+    out_dtypes: tuple[str, ...] = ("fp32",)
+    epilogues: tuple[str, ...] = ("none",)
 
     def __post_init__(self):
         _precision.get(self.precision)  # ValueError naming the precisions there are
+        check_declared(self.name, self.layouts, self.out_dtypes, self.epilogues)
 
     @property
     def kind(self) -> str:
@@ -151,6 +160,7 @@ class KernelSpec:
     def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
         """Resolved tunables for ``problem``, or UnsupportedProblem naming the broken rule."""
         tunables = self.resolve(overrides)
+        check_capabilities(self, problem)
         for rule in self.rules:
             if (broken := rule(problem, tunables)) is not None:
                 raise UnsupportedProblem(f"{self.name}: {broken}")
@@ -169,9 +179,13 @@ class KernelSpec:
 
     # GemmTarget (kernels/target.py): what callers ask of a kernel and a provider alike.
     single = True  # listed for unbatched shapes (as Provider.single)
-    transposes = False  # reads row-major A and B only
     measures = False
     runs_on_host = False
+
+    @property
+    def transposes(self) -> bool:
+        """Reads some layout with a transposed operand (``layouts``)."""
+        return declared_transposes(self.layouts)
 
     @property
     def uses_scratch(self) -> bool:

@@ -11,14 +11,24 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol
 
+from ..cuda.errors import UnsupportedProblem
+from ..problem import EPILOGUES, LAYOUTS, OUT_DTYPES, GemmProblem
+
 
 class GemmTarget(Protocol):
     name: str
     description: str
     precision: str  # precision.py's spelling: fp32, tf32, bf16, fp16
     single: bool  # listed for unbatched shapes
-    transposes: bool  # also reads operands stored transposed (operand.trans; gemm()'s transposed views)
+    # What it computes beyond the row-major FP32-out GEMM (problem.py spells each value):
+    layouts: tuple[str, ...]  # "nn", "nt", "tn", "tt" it reads
+    out_dtypes: tuple[str, ...]  # "fp32", "bf16", "fp16" it writes D (and reads C) in
+    epilogues: tuple[str, ...]  # "none", "bias", "bias_relu", "bias_gelu" it applies
     measures: bool  # its launcher runs the GEMM on the operands while it is made (a caller saves C around it)
+
+    @property
+    def transposes(self) -> bool:
+        """Takes some layout other than "nn" (gemm()'s transposed views)."""
 
     @property
     def min_arch(self) -> str:
@@ -42,3 +52,27 @@ class GemmTarget(Protocol):
 
     def check_device(self, compute_capability: tuple[int, int]) -> None:
         """UnsupportedProblem when it cannot run on a GPU of ``compute_capability`` here."""
+
+
+def check_capabilities(target: GemmTarget, problem: GemmProblem) -> None:
+    """UnsupportedProblem naming what ``target`` takes when ``problem``'s layout, output type
+    or epilogue is not among those it declares."""
+    for what, value, allowed in (("layout", problem.layout, target.layouts),
+                                 ("output type", problem.out_dtype, target.out_dtypes),
+                                 ("epilogue", problem.epilogue, target.epilogues)):
+        if value not in allowed:
+            raise UnsupportedProblem(f"{target.name} does not take {what} {value!r}; it takes {', '.join(allowed)}")
+
+
+def declared_transposes(layouts: tuple[str, ...]) -> bool:
+    """Whether ``layouts`` holds one with a transposed operand."""
+    return any(layout != "nn" for layout in layouts)
+
+
+def check_declared(name: str, layouts, out_dtypes, epilogues) -> None:
+    """ValueError at registration when a target declares a value problem.py does not spell
+    (a typo would otherwise make every such case silently not run)."""
+    for what, values, allowed in (("layouts", layouts, LAYOUTS), ("out_dtypes", out_dtypes, OUT_DTYPES),
+                                  ("epilogues", epilogues, EPILOGUES)):
+        if not isinstance(values, tuple) or not values or any(v not in allowed for v in values):
+            raise ValueError(f"{name}: {what} must be a non-empty tuple of {', '.join(allowed)}; got {values!r}")
