@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -113,21 +114,51 @@ def device_array(name: str, x, stream: int = 0, kind: str | None = None) -> Devi
     """``x`` as a DeviceArray (2-D, on a GPU, in an allowed layout); TypeError/ValueError
     in one line otherwise. ``stream`` is where the caller will use it (DLPack producers
     order their pending work before it)."""
+    reader = _READERS.get(type(x))  # torch and CuPy arrays: one dict lookup, no isinstance chain
+    if reader is not None:
+        return reader(name, x)
     kind = kind or kind_of(x)
     if kind == "torch":
+        _READERS[type(x)] = _from_torch  # torch.Tensor, nn.Parameter, ...
         return _from_torch(name, x)
     if kind == "cupy":
+        _READERS[type(x)] = _from_cupy
         return _from_cupy(name, x)
     if kind == "array":
-        cai = getattr(x, "__cuda_array_interface__", None)
-        if cai is not None and (cai.get("typestr") in _CAI_DTYPES or not hasattr(x, "__dlpack__")):
-            return _from_cai(name, x, cai)
-        return _from_dlpack(name, x, stream)
+        return _from_interface(name, x, stream)
     if kind == "numpy":
         raise TypeError(f"{name} is a NumPy array (host memory); this call takes device arrays "
                         "(use gemm_driver.gemm() for NumPy arrays)")
     raise TypeError(f"{name} must be a NumPy array or a device array with __cuda_array_interface__ or "
                     f"__dlpack__ (torch, CuPy, JAX, Numba), got {type(x).__name__}")
+
+
+_READERS: dict[type, Any] = {}  # exact type -> reader, learnt on first sight (torch, CuPy)
+# Arrays read through the CUDA array interface, by identity: building the interface's dict and
+# asking the driver which device holds the pointer cost more than the launch. Kept while the
+# object lives (a weak reference) for producers whose arrays never change layout in place
+# (JAX, Numba, ours); torch and CuPy arrays (whose shape and strides can be reassigned) and
+# DLPack producers (whose __dlpack__ call orders their pending work) are read at every call.
+_INTERFACE_SEEN: dict[int, tuple[Any, DeviceArray]] = {}
+_INTERFACE_KEPT = 64
+
+
+def _from_interface(name: str, x, stream: int) -> DeviceArray:
+    seen = _INTERFACE_SEEN.get(id(x))
+    if seen is not None and seen[0]() is x:
+        return seen[1]
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None and (cai.get("typestr") in _CAI_DTYPES or not hasattr(x, "__dlpack__")):
+        array = _from_cai(name, x, cai)
+        try:
+            ref = weakref.ref(x)
+        except TypeError:  # not weakly referable: read it each time
+            return array
+        if len(_INTERFACE_SEEN) >= _INTERFACE_KEPT:
+            _INTERFACE_SEEN.pop(next(iter(_INTERFACE_SEEN)))
+        _INTERFACE_SEEN[id(x)] = (ref, array)
+        return array
+    return _from_dlpack(name, x, stream)
 
 
 def _two_d(name: str, shape) -> tuple[int, int]:
@@ -147,14 +178,21 @@ def _torch_dtype_name(dtype) -> str:
 
 
 def _from_torch(name: str, x) -> DeviceArray:
+    shape = x.shape
+    if len(shape) != 2:
+        _two_d(name, shape)
+    rows, cols = shape
+    row_stride, col_stride = x.stride()
+    if col_stride == 1 and row_stride >= cols > 1 and rows > 1 and (rows - 1) * row_stride + cols <= _INT32_MAX:
+        ld, trans = row_stride, False  # row-major with a leading dimension: the common case, checked inline
+    else:
+        ld, trans = layout_of(name, rows, cols, row_stride, col_stride)
     device = x.get_device()
     if device < 0:
         raise ValueError(f"{name} is a torch tensor on {x.device}; a device array must be on a CUDA GPU "
                          "(move it with .cuda(), or pass x.numpy() for the host path)")
-    rows, cols = _two_d(name, x.shape)
-    row_stride, col_stride = x.stride()
-    ld, trans = layout_of(name, rows, cols, row_stride, col_stride)
-    return DeviceArray(x, "torch", x.data_ptr(), rows, cols, ld, trans, _torch_dtype_name(x.dtype), device)
+    dtype = _TORCH_DTYPES.get(x.dtype) or _torch_dtype_name(x.dtype)
+    return DeviceArray(x, "torch", x.data_ptr(), rows, cols, ld, trans, dtype, device)
 
 
 def _from_cupy(name: str, x) -> DeviceArray:
@@ -268,10 +306,10 @@ def stream_handle(stream, like: DeviceArray | None = None) -> int:
 def current_stream(like: DeviceArray) -> int:
     """The stream ``like``'s library queues work on now (torch's or CuPy's current stream)."""
     if like.kind == "torch":
-        import torch
-
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the cheap spelling, where it exists
-        return int(raw(like.device)) if raw is not None else int(torch.cuda.current_stream(like.device).cuda_stream)
+        raw = _TORCH_CURRENT_STREAM.get("raw")
+        if raw is None:
+            raw = _TORCH_CURRENT_STREAM["raw"] = _torch_current_stream_reader()
+        return raw(like.device)
     if like.kind == "cupy":
         import cupy
 
@@ -279,26 +317,70 @@ def current_stream(like: DeviceArray) -> int:
     return 0
 
 
-def allocate(like: DeviceArray, rows: int, cols: int, *, trans: bool, stream: int):
-    """A float32 rows x cols array of ``like``'s kind on its device (a transposed view of a
+_TORCH_CURRENT_STREAM: dict[str, Any] = {}  # "raw" -> device ordinal -> raw stream, found once
+
+
+def _torch_current_stream_reader():
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the cheap spelling, where it exists
+    if raw is not None:
+        return raw  # returns the handle as an int
+    return lambda device: int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def allocate(like: DeviceArray, rows: int, cols: int, *, trans: bool, stream: int, dtype: str = "float32"):
+    """A ``dtype`` rows x cols array of ``like``'s kind on its device (a transposed view of a
     cols x rows one when ``trans``), safe to use on ``stream``; TypeError for other kinds."""
     if like.kind == "torch":
         import torch
 
-        out = torch.empty((cols, rows) if trans else (rows, cols), dtype=torch.float32, device=like.obj.device)
+        out = torch.empty((cols, rows) if trans else (rows, cols), dtype=getattr(torch, dtype),
+                          device=like.obj.device)
         if stream != current_stream(like):  # torch's allocator must not reuse it before ``stream`` is done
             out.record_stream(torch.cuda.ExternalStream(stream, device=like.obj.device))
         return out.t() if trans else out
-    if like.kind == "cupy":
+    if like.kind == "cupy" and dtype != "bfloat16":
         import cupy
 
         shape = (cols, rows) if trans else (rows, cols)
         with cupy.cuda.Device(like.device):
             if stream == current_stream(like):
-                out = cupy.empty(shape, dtype=cupy.float32)
+                out = cupy.empty(shape, dtype=dtype)
             else:
                 with cupy_stream(stream):  # CuPy's pool hands out memory per stream
-                    out = cupy.empty(shape, dtype=cupy.float32)
+                    out = cupy.empty(shape, dtype=dtype)
         return out.T if trans else out
-    raise TypeError(f"out= is needed: results are allocated for torch and CuPy arrays only, and A is a "
-                    f"{type(like.obj).__name__}; pass a float32 {rows}x{cols} device array as out=")
+    what = "CuPy has no bfloat16" if like.kind == "cupy" else f"A is a {type(like.obj).__name__}"
+    raise TypeError(f"out= is needed: results are allocated for torch and CuPy arrays only, and {what}; pass a "
+                    f"{dtype} {rows}x{cols} device array as out=")
+
+
+class DeviceVector(NamedTuple):
+    """A contiguous vector on the GPU (a bias), read in place."""
+
+    ptr: int
+    length: int
+    dtype: str
+    device: int
+
+
+def device_vector(name: str, x, stream: int = 0) -> DeviceVector:
+    """``x`` (1-D, unit stride, on a GPU) as a DeviceVector; one-line errors otherwise. Read
+    as a 1 x n matrix of the same memory."""
+    if _READERS.get(type(x)) is _from_torch or kind_of(x) == "torch":
+        if x.dim() != 1 or (x.shape[0] > 1 and x.stride(0) != 1):
+            raise ValueError(f"{name} must be a contiguous vector (1-D, unit stride), got shape {tuple(x.shape)} "
+                             f"and strides {x.stride()}")
+        device = x.get_device()
+        if device < 0:
+            raise ValueError(f"{name} is a torch tensor on {x.device}; a device array must be on a CUDA GPU")
+        return DeviceVector(x.data_ptr(), x.shape[0], _TORCH_DTYPES.get(x.dtype) or _torch_dtype_name(x.dtype), device)
+    else:
+        shape = getattr(x, "shape", None)
+        if shape is None or len(shape) != 1:
+            raise ValueError(f"{name} must be a 1-D device array, got {type(x).__name__} of shape {shape}")
+        row = device_array(name, x.reshape(1, -1), stream)
+        if row.rows == 1 and row.cols > 1 and row.trans:
+            raise ValueError(f"{name} must be a contiguous vector (unit stride)")
+    return DeviceVector(row.ptr, row.cols, row.dtype, row.device)

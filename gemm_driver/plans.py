@@ -37,6 +37,7 @@ from .arrays import DeviceArray
 from .cuda.driver import Event, ExternalStream, copy_2d_async, memset_2d32_async, stream_is_capturing, stream_wait
 from .cuda.errors import UnsupportedProblem
 from .kernels.spec import KernelSpec
+from .kernels.target import check_capabilities
 from .problem import GemmProblem
 
 LAUNCHES_KEPT = 16  # Launches per plan, one per (A, B, C) addresses and leading dimensions
@@ -126,34 +127,91 @@ def ensure_current(session) -> None:
         _current.context = session.context
 
 
-class Plan:
-    """alpha * A @ B + beta * out for (m, n, k) in ``dtype`` with ``kernel``, resolved once.
+ACTIVATIONS = (None, "relu", "gelu")
+_OUT_CODES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # dtype name -> problem.out_dtype
 
-    ``plan(A, B, out=None, stream=None)`` launches on device arrays and returns out (made of
-    A's kind when not given; beta != 0 reads out as C). ``trans_a``/``trans_b``/``trans_c``
-    say which operands are transposed views; ``lda``/``ldb``/``ldc`` (None: any) pin their
-    leading dimensions."""
+
+def epilogue_of(has_bias: bool, activation) -> str:
+    """problem.epilogue for a bias (or none) and an activation: "none", "bias", "bias_relu",
+    "bias_gelu"; an activation without a bias runs as its bias epilogue on a zero vector."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be None, 'relu' or 'gelu' (the tanh form), got {activation!r}")
+    if not has_bias and activation is None:
+        return "none"
+    return "bias" if activation is None else f"bias_{activation}"
+
+
+def default_kernel(dtype: str, problem: GemmProblem, compute_capability) -> str:
+    """The dtype's cuBLAS for what it computes; else (an output type or epilogue it does
+    not take) the first baseline of the dtype's precision that declares the problem's
+    layout, output type and epilogue and runs here (cuBLASLt with its epilogue first)."""
+    first = arrays.DEFAULT_KERNEL[dtype]
+    candidates = [first] + [f"{family}_{precision}" for precision in arrays.PRECISIONS_OF[dtype]
+                            for family in ("cublaslt", "cublas", "torch")]
+    candidates += ["torch"] if dtype == "float32" else []
+    wanted = (problem.layout, problem.out_dtype, problem.epilogue)
+
+    def declares(target) -> bool:
+        return wanted[0] in target.layouts and wanted[1] in target.out_dtypes and wanted[2] in target.epilogues
+
+    if declares(kernels.get(first)):
+        return first  # what it always was (its own refusal, if the GPU lacks it)
+    for name in dict.fromkeys(candidates[1:]):
+        target = kernels.ALL.get(name)
+        if target is None or target.runs_on_host or not declares(target):
+            continue
+        try:
+            target.check_device(tuple(compute_capability))
+        except UnsupportedProblem:
+            continue
+        return name
+    raise UnsupportedProblem(f"no baseline here computes {dtype} layout {wanted[0]} with output type {wanted[1]} "
+                             f"and epilogue {wanted[2]}; name a kernel that declares them (`list`)")
+
+
+class Plan:
+    """D = act(alpha * A @ B + beta * out + bias) for (m, n, k) in ``dtype`` with ``kernel``,
+    resolved once.
+
+    ``plan(A, B, out=None, bias=None, stream=None)`` launches on device arrays and returns
+    out (made of A's kind when not given; beta != 0 reads out as C). ``trans_a``/``trans_b``/
+    ``trans_c`` say which operands are transposed views; ``lda``/``ldb``/``ldc`` (None: any)
+    pin their leading dimensions. ``out_dtype`` (float32, bfloat16, float16) is out's type,
+    ``bias`` whether a vector of n in out_dtype is added (True, or the vector itself, then
+    used when a call passes none) and ``activation`` None, "relu" or "gelu" (tanh form)."""
 
     def __init__(self, session, m: int, n: int, k: int, *, dtype="float32", kernel: str | None = None,
                  alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False, trans_b: bool = False,
                  trans_c: bool = False, lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
-                 tunables: dict | None = None):
+                 out_dtype="float32", bias=False, activation: str | None = None, tunables: dict | None = None):
         self.session, self.dtype = session, dtype_name(dtype)
-        self.problem = GemmProblem(m, n, k, float(alpha), float(beta))
-        self.kernel = kernel or arrays.DEFAULT_KERNEL[self.dtype]
+        self.out_dtype = dtype_name(out_dtype)
+        self._bias_default = None if isinstance(bias, bool) or bias is None else bias
+        epilogue = epilogue_of(self._bias_default is not None or bool(bias), activation)
+        self.activation, self._zero_bias = activation, epilogue != "none" and not bias
+        if epilogue != "none" and k == 0:
+            raise UnsupportedProblem("K = 0 with a bias or activation: nothing to multiply; compute it outside")
+        if epilogue != "none" and trans_c:
+            raise UnsupportedProblem("a bias or activation adds along out's rows: pass a row-major out "
+                                     "(trans_c=False)")
+        self.layout, self.lds = (bool(trans_a), bool(trans_b), bool(trans_c)), (lda, ldb, ldc)
+        self.swap, stored = swapped_layout(*self.layout)
+        code = _OUT_CODES[self.out_dtype]
+        self.problem = GemmProblem(m, n, k, float(alpha), float(beta), trans_a=self.layout[0],
+                                   trans_b=self.layout[1], out_dtype=code, epilogue=epilogue)
+        self.run_problem = GemmProblem(*((n, m, k) if self.swap else (m, n, k)), float(alpha), float(beta),
+                                       trans_a=stored[0], trans_b=stored[1], out_dtype=code, epilogue=epilogue)
+        self.kernel = kernel or default_kernel(self.dtype, self.run_problem, session.device.compute_capability)
         self.target = target = kernels.get(self.kernel)
         if target.runs_on_host:
             raise UnsupportedProblem(f"{self.kernel} runs on the CPU; a plan launches on the GPU "
-                             "(use gemm() with NumPy arrays)")
+                                     "(use gemm() with NumPy arrays)")
         check_precision(self.kernel, target, self.dtype)
-        self.layout, self.lds = (bool(trans_a), bool(trans_b), bool(trans_c)), (lda, ldb, ldc)
-        self.swap, stored = swapped_layout(*self.layout)
-        self.run_problem = GemmProblem(*((n, m, k) if self.swap else (m, n, k)), float(alpha), float(beta),
-                                       trans_a=stored[0], trans_b=stored[1])
-        self.tunables, self.note = self._resolve(dict(tunables or {}), stored)
         self.stored = stored
-        self._expect = {"A": (m, k, self.layout[0], self.dtype, lda), "B": (k, n, self.layout[1], self.dtype, ldb),
-                        "out": (m, n, self.layout[2], "float32", ldc)}
+        self.tunables, self.note = self._resolve(dict(tunables or {}), stored)
+        self._want = {"A": (m, k, self.layout[0], self.dtype), "B": (k, n, self.layout[1], self.dtype),
+                      "out": (m, n, self.layout[2], self.out_dtype)}
+        self._out_itemsize = arrays.ITEMSIZE[self.out_dtype]
         self._launches: OrderedDict[tuple, Any] = OrderedDict()
         self._stream = ExternalStream(0)  # pointed at each caller's stream in turn
         self._state = _state_of(session)
@@ -161,102 +219,140 @@ class Plan:
         self._uses_scratch = target.uses_scratch
 
     def _resolve(self, tunables: dict, stored: tuple[bool, bool]) -> tuple[dict, str]:
-        """Check the target against this GPU and the layout; choose and validate its tunables
-        and load it (KernelSpec), once."""
-        target, session, name = self.target, self.session, self.kernel
+        """Check the target against this GPU, the layout, output type and epilogue; choose
+        and validate its tunables and load it (KernelSpec), once."""
+        target, session, name, problem = self.target, self.session, self.kernel, self.run_problem
         if stored != (False, False) and not target.transposes:
             which = " and ".join(x for x, t in zip(("A", "B") if not self.swap else ("B", "A"), stored) if t)
             raise UnsupportedProblem(f"{name} reads row-major operands only, and here {which} would be read "
                                      "transposed: pass contiguous copies, use a transposed out= for transposed A "
                                      "and B, or a kernel that takes transposed operands "
                                      f"({arrays.DEFAULT_KERNEL[self.dtype]})")
+        check_capabilities(target, problem)
         target.check_device(tuple(session.device.compute_capability))
         if not isinstance(target, KernelSpec):  # a library: it chooses its own algorithm
             return target.check_tunables(tunables), ""
         note = ""
         if target.choose is not None and not tunables:
-            tunables, note = target.choose(self.run_problem, session.device.name)  # the tuned table, read once
-        resolved = target.validate(self.run_problem, tunables)
-        if not self.run_problem.is_empty:
+            tunables, note = target.choose(problem, session.device.name)  # the tuned table, read once
+        resolved = target.validate(problem, tunables)
+        if not problem.is_empty:
             session.load(target, resolved)
         return resolved, note
 
     # --- calls ---------------------------------------------------------------------------
-    def __call__(self, a, b, out=None, *, stream=None):
-        """Launch on device arrays ``a`` (m x k), ``b`` (k x n) into ``out`` (m x n, float32;
-        made of a's kind when None) on ``stream`` (None: the current stream of a's library)."""
+    def __call__(self, a, b, out=None, *, bias=None, stream=None):
+        """Launch on device arrays ``a`` (m x k), ``b`` (k x n) into ``out`` (m x n in
+        out_dtype; made of a's kind when None), adding ``bias`` (n, out_dtype) when the plan
+        has one, on ``stream`` (None: the current stream of a's library)."""
         raw = arrays.stream_handle(stream) if stream is not None else None
         A = arrays.device_array("A", a, raw or 0)
-        raw = arrays.current_stream(A) if raw is None else raw
-        return self.run(A, arrays.device_array("B", b, raw), out, raw)
+        if raw is None:
+            raw = arrays.current_stream(A)
+        return self.run(A, arrays.device_array("B", b, raw), out, raw, bias=bias)
 
-    def run(self, A: DeviceArray, B: DeviceArray, out, raw: int, C: DeviceArray | None = None):
+    def run(self, A: DeviceArray, B: DeviceArray, out, raw: int, C: DeviceArray | None = None, bias=None):
         """Launch on parsed operands (gemm() parses once); ``C``: out parsed, if it was."""
-        self._check("A", A)
-        self._check("B", B)
+        lda, ldb, ldc = self.lds
+        if (A.rows, A.cols, A.trans, A.dtype) != self._want["A"] or (lda is not None and A.ld != lda):
+            self._refuse("A", A)
+        if (B.rows, B.cols, B.trans, B.dtype) != self._want["B"] or (ldb is not None and B.ld != ldb):
+            self._refuse("B", B)
         if out is None:
             if self.problem.beta != 0:
                 raise ValueError(f"beta={self.problem.beta} reads C from out=, but no out was given")
-            out = arrays.allocate(A, self.problem.m, self.problem.n, trans=self.layout[2], stream=raw)
-        C = C if C is not None else arrays.device_array("out", out, raw)
-        self._check("out", C)
-        if A.device != B.device or A.device != C.device or A.device != self.session.device.ordinal:
+            out = arrays.allocate(A, self.problem.m, self.problem.n, trans=self.layout[2], stream=raw,
+                                  dtype=self.out_dtype)
+        if C is None:
+            C = arrays.device_array("out", out, raw)
+        if (C.rows, C.cols, C.trans, C.dtype) != self._want["out"] or (ldc is not None and C.ld != ldc):
+            self._refuse("out", C)
+        ordinal = self.session.device.ordinal
+        if not A.device == B.device == C.device == ordinal:
             raise ValueError(f"A, B and out are on GPUs {A.device}, {B.device} and {C.device}; this plan's session "
-                             f"runs on GPU {self.session.device.ordinal}")
+                             f"runs on GPU {ordinal}")
+        bias_ptr = self._bias_pointer(bias, raw) if self.run_problem.has_bias else self._no_bias(bias)
         ensure_current(self.session)
         if self.problem.is_empty:
             self._empty(C, raw)
             return out
         first, second = (B, A) if self.swap else (A, B)
-        key = (first.ptr, first.ld, second.ptr, second.ld, C.ptr, C.ld)
+        key = (first.ptr, first.ld, second.ptr, second.ld, C.ptr, C.ld, bias_ptr)
         with self._state.lock:
             launch = self._launches.get(key)
             if launch is None:
-                launch = self._make(key, first, second, C, raw)
+                launch = self._make(key, first, second, C, raw, bias_ptr)
             else:
                 self._launches.move_to_end(key)
-            for producer in (A.producer_stream, B.producer_stream, C.producer_stream):
-                if producer is not None and producer != raw:  # array interface v3: still being written there
-                    self._order(producer, raw)
+            if A.producer_stream is not None or B.producer_stream is not None or C.producer_stream is not None:
+                for producer in (A.producer_stream, B.producer_stream, C.producer_stream):
+                    if producer is not None and producer != raw:  # array interface v3: still being written there
+                        self._order(producer, raw)
             if self._uses_scratch:
                 self._order_scratch(raw)
             self._stream.handle = raw
             launch()
         return out
 
-    def _check(self, name: str, x: DeviceArray) -> None:
-        rows, cols, trans, want_dtype, ld = self._expect[name]
-        if x.rows == rows and x.cols == cols and x.trans == trans and x.dtype == want_dtype:
-            if ld is None or ld == x.ld:
-                return
-            raise ValueError(f"{name} has leading dimension {x.ld}; this plan was made for {ld}")
+    def _no_bias(self, bias) -> int:
+        if bias is not None:
+            raise ValueError("bias= was given to a plan made without one: make it with plan(..., bias=True)")
+        return 0
+
+    def _bias_pointer(self, bias, raw: int) -> int:
+        """The device address of the n-vector added to each row of out (zeros for an
+        activation without a bias)."""
+        n, itemsize = self.run_problem.n, self._out_itemsize
+        if bias is None:
+            bias = self._bias_default
+        if bias is None:
+            if not self._zero_bias:
+                raise ValueError(f"this plan adds a bias: pass bias= (a vector of {n} {self.out_dtype} elements)")
+            return self.session.workspace(f"zero_bias_{itemsize}", max(n, 1) * itemsize, zeroed=True)
+        vector = bias if isinstance(bias, arrays.DeviceVector) else arrays.device_vector("bias", bias, raw)
+        if vector.length != n or vector.dtype != self.out_dtype:
+            raise ValueError(f"bias must be a vector of {n} {self.out_dtype} elements (out's type), got "
+                             f"{vector.length} {vector.dtype}")
+        if vector.device != self.session.device.ordinal:
+            raise ValueError(f"bias is on GPU {vector.device}; this plan's session runs on GPU "
+                             f"{self.session.device.ordinal}")
+        return vector.ptr
+
+    def _refuse(self, name: str, x: DeviceArray) -> None:
+        """The one-line error for an operand that does not fit this plan."""
+        rows, cols, trans, want_dtype = self._want[name]
+        ld = self.lds[("A", "B", "out").index(name)]
         if x.dtype != want_dtype:
-            if name == "out" and x.dtype in ("bfloat16", "float16"):
-                raise TypeError(f"out has dtype {x.dtype}; every kernel here writes an FP32 C: pass a float32 out "
-                                "(and cast the result if you need 2-byte values)")
+            if name == "out":
+                raise TypeError(f"out has dtype {x.dtype}; this plan writes {want_dtype} (plan(..., "
+                                f"out_dtype={x.dtype!r}) where the kernel declares it)")
             raise TypeError(f"{name} has dtype {x.dtype}; this call takes {want_dtype}")
         if (x.rows, x.cols) != (rows, cols):
             raise ValueError(f"{name} must be {rows}x{cols}, got {x.rows}x{x.cols}")
-        layouts = {False: "row-major", True: "a transposed view"}
-        flag = {"A": "trans_a", "B": "trans_b", "out": "trans_c"}[name]
-        raise ValueError(f"{name} is {layouts[x.trans]}; this plan was made for {layouts[trans]} ({flag}={trans})")
+        if x.trans != trans:
+            layouts = {False: "row-major", True: "a transposed view"}
+            flag = {"A": "trans_a", "B": "trans_b", "out": "trans_c"}[name]
+            raise ValueError(f"{name} is {layouts[x.trans]}; this plan was made for {layouts[trans]} ({flag}={trans})")
+        raise ValueError(f"{name} has leading dimension {x.ld}; this plan was made for {ld}")
 
-    def _make(self, key: tuple, first: DeviceArray, second: DeviceArray, C: DeviceArray, raw: int):
+    def _make(self, key: tuple, first: DeviceArray, second: DeviceArray, C: DeviceArray, raw: int, bias_ptr: int):
         """The Launch for these addresses, made once and kept (LRU)."""
         t1, t2 = self.stored
         ops = (Operand(first.ptr, first.ld, first.itemsize, t1), Operand(second.ptr, second.ld, second.itemsize, t2),
-               Operand(C.ptr, C.ld, 4))
-        session = self.session
+               Operand(C.ptr, C.ld, self._out_itemsize))
+        bias = Operand(bias_ptr, 1, self._out_itemsize) if bias_ptr else None
+        session, extra = self.session, ({"bias": bias} if bias is not None else {})
         if not self.target.measures:
-            launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream)
+            launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream, **extra)
         else:  # it runs the GEMM now: on the Session's stream (capturable), after and before the caller's work
             own = session.stream
             self._order(raw, int(own.handle))
             saved = self._save_c(C, own) if self.problem.beta != 0 else None
             self._stream.handle = int(own.handle)
-            launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream)
+            launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream, **extra)
             if saved is not None:
-                copy_2d_async(C.ptr, C.ld * 4, saved, self._c_width(C), self._c_width(C), self._c_height(C), own)
+                copy_2d_async(C.ptr, C.ld * self._out_itemsize, saved, self._c_width(C), self._c_width(C),
+                              self._c_height(C), own)
             self._order(int(own.handle), raw)
         self._launches[key] = launch
         if len(self._launches) > LAUNCHES_KEPT:
@@ -264,14 +360,16 @@ class Plan:
         return launch
 
     def _c_width(self, C: DeviceArray) -> int:
-        return (C.rows if C.trans else C.cols) * 4
+        """Bytes of one stored row of out."""
+        return (C.rows if C.trans else C.cols) * self._out_itemsize
 
     def _c_height(self, C: DeviceArray) -> int:
         return C.cols if C.trans else C.rows
 
     def _save_c(self, C: DeviceArray, stream) -> int:
         saved = self.session.workspace("plan_saved_c", self._c_width(C) * self._c_height(C))
-        copy_2d_async(saved, self._c_width(C), C.ptr, C.ld * 4, self._c_width(C), self._c_height(C), stream)
+        copy_2d_async(saved, self._c_width(C), C.ptr, C.ld * self._out_itemsize, self._c_width(C), self._c_height(C),
+                      stream)
         return saved
 
     def _order(self, before: int, after: int) -> None:
@@ -301,18 +399,22 @@ class Plan:
         if p.m == 0 or p.n == 0 or p.beta == 1:
             return
         stream = ExternalStream(raw)
-        if p.beta == 0:
+        if p.beta == 0 and self._out_itemsize == 4:
             memset_2d32_async(C.ptr, C.ld * 4, 0, self._c_width(C) // 4, self._c_height(C), stream)
         elif C.kind == "torch":
             import torch
 
             with torch.cuda.stream(torch.cuda.ExternalStream(raw, device=C.obj.device)):
-                C.obj.mul_(p.beta)
+                C.obj.mul_(p.beta)  # 0 * out is not 0 for NaN or inf: zero it outright then
+                if p.beta == 0:
+                    C.obj.zero_()
         elif C.kind == "cupy":
             import cupy
 
             with cupy.cuda.ExternalStream(raw):
                 cupy.multiply(C.obj, p.beta, out=C.obj)
+                if p.beta == 0:
+                    C.obj.fill(0)
         else:
             raise ValueError(f"K = 0 with beta={p.beta} scales out, which is done for torch and CuPy arrays only")
 
@@ -320,4 +422,4 @@ class Plan:
         p, (ta, tb, tc) = self.problem, self.layout
         flags = "".join(f", trans_{x}=True" for x, t in zip("abc", (ta, tb, tc)) if t)
         return (f"Plan({p.m}x{p.n}x{p.k}, {self.dtype}, kernel={self.kernel!r}, alpha={p.alpha}, beta={p.beta}"
-                f"{flags}, tunables={self.tunables})")
+                f"{flags}, out_dtype={self.out_dtype!r}, epilogue={p.epilogue!r}, tunables={self.tunables})")

@@ -60,14 +60,19 @@ class FakeSession:
         self.device = types.SimpleNamespace(compute_capability=cc, name="NVIDIA H100 80GB HBM3", ordinal=0)
         self.context = types.SimpleNamespace(make_current=lambda: None)
         self.stream = types.SimpleNamespace(handle=0x5E55)
-        self.loads, self.launchers, self.runs = [], [], []
+        self.loads, self.launchers, self.runs, self.biases, self.workspaces = [], [], [], [], []
 
     def load(self, spec, tunables):
         self.loads.append((spec.name, dict(tunables)))
 
-    def launcher(self, name, problem, a, b, c, tunables=None, *, stream=None):
+    def launcher(self, name, problem, a, b, c, tunables=None, *, stream=None, bias=None):
         self.launchers.append((name, problem, a, b, c, dict(tunables or {})))
+        self.biases.append(bias)
         return FakeLaunch(self.runs, stream)
+
+    def workspace(self, name, nbytes, zeroed=False):
+        self.workspaces.append((name, nbytes, zeroed))
+        return 0xB1A5
 
 
 @pytest.fixture
@@ -270,8 +275,8 @@ def test_calls_check_shape_dtype_layout_and_leading_dimension(on_gpu):
         ((CudaArray(4, 3), b, c), ValueError, "A must be 4x2, got 4x3"),
         ((CudaArray(4, 2, "<f2"), b, c), TypeError, "A has dtype float16; this call takes float32"),
         ((a, CudaArray(2, 3), c), ValueError, "B has leading dimension 3; this plan was made for 8"),
-        ((a, b, CudaArray(4, 3, "<f2")), TypeError, "out has dtype float16; every kernel here writes an FP32 C: "
-                                                    "pass a float32 out (and cast the result if you need 2-byte values)"),
+        ((a, b, CudaArray(4, 3, "<f2")), TypeError, "out has dtype float16; this plan writes float32 "
+                                                        "(plan(..., out_dtype='float16') where the kernel declares it)"),
         ((a, b, CudaArray(3, 4).T), ValueError, "out is a transposed view; this plan was made for row-major "
                                                 "(trans_c=False)"),
         ((np.zeros((4, 2), np.float32), b, c), TypeError, None),
@@ -474,3 +479,85 @@ def test_cublas_transposed_operands_compute_the_product(trans_a, trans_b):
     planned.enqueue()
     mode = int(precision.get("fp32").cublas.math_mode)
     assert handle.settings == [("stream", 77), ("mode", mode), ("stream", 78), ("mode", mode)]  # set on change only
+
+
+# --- the linear layer: layouts, output type, bias and activation ------------------------------
+@pytest.fixture
+def epilogue_baseline(monkeypatch):
+    """cublas_fp16 as it was (FP32 out, no epilogue) and cublaslt_fp16 declaring every layout,
+    FP16 out and the epilogues: what the default-kernel choice sees once cuBLASLt's epilogue
+    baseline lands, whatever the registry declares today."""
+    import dataclasses
+
+    from gemm_driver.problem import EPILOGUES, LAYOUTS
+
+    plain = dataclasses.replace(kernels.get("cublas_fp16"), out_dtypes=("fp32",), epilogues=("none",))
+    fused = dataclasses.replace(kernels.get("cublaslt_fp16"), layouts=LAYOUTS, out_dtypes=("fp32", "fp16"),
+                                epilogues=EPILOGUES, measures=False, uses_scratch=False)
+    monkeypatch.setitem(kernels.ALL, "cublas_fp16", plain)
+    monkeypatch.setitem(kernels.ALL, "cublaslt_fp16", fused)
+
+
+class CudaVector:
+    def __init__(self, n, typestr="<f2"):
+        CudaArray.next_ptr += 0x10000
+        self.ptr = CudaArray.next_ptr
+        self.shape = (n,)
+
+    def reshape(self, rows, cols):
+        view = CudaArray(1, self.shape[0], "<f2")
+        view.__cuda_array_interface__["data"] = (self.ptr, False)
+        view.ptr = self.ptr
+        return view
+
+
+def test_linear_call_maps_to_the_problem_and_the_fused_baseline(on_gpu, epilogue_baseline):
+    """x @ W.t() + bias, GELU, FP16 out: layout nt, out bf16, epilogue bias_gelu, default kernel
+    the first baseline declaring them; the bias pointer reaches the launcher."""
+    s = FakeSession()
+    p = Plan(s, 4, 3, 2, dtype="float16", trans_b=True, out_dtype="float16", bias=True, activation="gelu")
+    assert p.kernel == "cublaslt_fp16"
+    x, w, y, bias = CudaArray(4, 2, "<f2"), CudaArray(3, 2, "<f2"), CudaArray(4, 3, "<f2"), CudaVector(3)
+    p(x, w.T, y, bias=bias, stream=1)
+    _, problem, _, opb, opc, _ = s.launchers[0]
+    assert (problem.layout, problem.out_dtype, problem.epilogue) == ("nt", "fp16", "bias_gelu")
+    assert opb.trans and (opb.ptr, opb.ld) == (w.ptr, 2) and opc.itemsize == 2
+    assert s.biases[0].ptr == bias.ptr
+    p(x, w.T, y, bias=bias, stream=1)
+    assert len(s.launchers) == 1 and len(s.runs) == 2  # packed once for these addresses
+
+
+def test_activation_without_bias_adds_a_zero_vector(on_gpu, epilogue_baseline):
+    s = FakeSession()
+    p = Plan(s, 4, 3, 2, dtype="float16", out_dtype="float16", activation="relu")
+    p(CudaArray(4, 2, "<f2"), CudaArray(2, 3, "<f2"), CudaArray(4, 3, "<f2"), stream=1)
+    assert s.launchers[0][1].epilogue == "bias_relu" and s.biases[0].ptr == 0xB1A5
+    assert s.workspaces == [("zero_bias_2", 6, True)]
+
+
+def test_linear_refusals_are_one_line(on_gpu, epilogue_baseline):
+    s = FakeSession()
+    x, w, y = CudaArray(4, 2, "<f2"), CudaArray(2, 3, "<f2"), CudaArray(4, 3, "<f2")
+    with pytest.raises(ValueError, match=r"^activation must be None, 'relu' or 'gelu' \(the tanh form\), got 'tanh'$"):
+        Plan(s, 4, 3, 2, dtype="float16", activation="tanh")
+    with pytest.raises(ValueError, match="pass a row-major out"):
+        Plan(s, 4, 3, 2, dtype="float16", out_dtype="float16", bias=True, trans_c=True)
+    plain = Plan(s, 4, 3, 2, dtype="float16")
+    with pytest.raises(ValueError, match=r"^bias= was given to a plan made without one"):
+        plain(x, w, CudaArray(4, 3), bias=CudaVector(3), stream=1)
+    fused = Plan(s, 4, 3, 2, dtype="float16", out_dtype="float16", bias=True)
+    with pytest.raises(ValueError, match=r"^this plan adds a bias: pass bias="):
+        fused(x, w, y, stream=1)
+    with pytest.raises(ValueError, match=r"^bias must be a vector of 3 float16 elements \(out's type\), got 4"):
+        fused(x, w, y, bias=CudaVector(4), stream=1)
+
+
+def test_no_baseline_for_the_epilogue_says_so(on_gpu, monkeypatch):
+    import dataclasses
+
+    for name in ("cublas_fp16", "cublaslt_fp16", "torch_fp16"):
+        monkeypatch.setitem(kernels.ALL, name, dataclasses.replace(kernels.get(name), out_dtypes=("fp32",),
+                                                                    epilogues=("none",)))
+    with pytest.raises(ValueError, match=r"^no baseline here computes float16 layout nn with output type fp16 and "
+                                         r"epilogue bias_gelu"):
+        Plan(FakeSession(), 4, 3, 2, dtype="float16", out_dtype="float16", bias=True, activation="gelu")
