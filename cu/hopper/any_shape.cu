@@ -22,7 +22,9 @@
 // PDL (the host launches with programmatic stream serialization; persistent_body.cuh waits for
 // the grid ahead after the prologue): the next launch's set-up overlaps this one's tail.
 // Tunables: BN (64, 128, 256), STAGES, CONSUMERS, CM x CN clusters, SPLITS, GROUP_M, PDL,
-// SWAPPED (wgmma's A = the B tile, 128 x 256, no split), STORE. Constraints: SPLITS > 1 needs
+// SWAPPED (wgmma's A = the B tile, 128 x 256, no split), STORE; and, set by the problem, the
+// output type, the epilogue and the layout (OUT, EPI, TRANS_A, TRANS_B: template arguments below).
+// Constraints: SPLITS > 1 needs
 // the Session's workspace and zeroed counters (left zeroed at the end); the rules in
 // gemm_driver/kernels/hopper/rungs.py refuse the rest, and choose_any_shape picks the
 // configuration for a shape.
@@ -33,30 +35,36 @@
 // As hopper_persistent, plus: splits (1 = none); workspace: tiles * splits * 64 * CONSUMERS * BN
 // floats (unused when splits = 1);
 // counters: two ints per tile (including a cluster's tiles past the edge), zero before the first
-// launch, left zero by every launch. c_map: C as FP32 rows (box 32 columns x 64 rows, 128-byte
-// swizzle), read only when c_tma != 0 and EPILOGUE == 3 (TMA stores; else any valid map will do).
+// launch, left zero by every launch. c_map: C's rows in the output type (box 32 columns x 64 rows;
+// 128-byte swizzle for FP32, 64-byte for 16-bit), read only when c_tma != 0 and EPILOGUE == 3 (TMA
+// stores; else any valid map will do). bias: N elements of the output type (read when EPI != 0).
 // CONSUMERS = 1: 64 x BN tiles, 256 threads, two CTAs per SM.
-template <class Elem, int BN, int STAGES, int CONSUMERS, int EPILOGUE>
+// OUT (0 FP32, 1 BF16, 2 FP16): the type of C, D and bias; EPI (0 none, 1 bias, 2 bias + ReLU,
+// 3 bias + GELU); TA = 1: A stored K x M (a_map over it, boxes {64 m, BK/CN k}); TB = 1: B stored
+// N x K (b_map over it, box {BK, BN/CM}). See hopper_epilogue.cuh and persistent_body.cuh.
+template <class Elem, int BN, int STAGES, int CONSUMERS, int EPILOGUE, int OUT, int EPI, int TA, int TB>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
-                     const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C, int ldc,
-                     int group_m, int splits, float* __restrict__ workspace, int* __restrict__ counters,
-                     const __grid_constant__ hopper::TensorMap c_map, int c_tma) {
-    hopper_pws::run<Elem, BN, STAGES, 1, 1, true, EPILOGUE, CONSUMERS>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc,
-                                                                       group_m, splits, workspace, counters, &c_map,
-                                                                       c_tma);
+                     const __grid_constant__ hopper::TensorMap b_map, float beta,
+                     typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
+                     float* __restrict__ workspace, int* __restrict__ counters,
+                     const __grid_constant__ hopper::TensorMap c_map, int c_tma,
+                     const typename hopper::OutType<OUT>::T* __restrict__ bias) {
+    hopper_pws::run<Elem, BN, STAGES, 1, 1, true, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB>(
+        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, workspace, counters, &c_map, c_tma, bias);
 }
 
 // The same with CM x CN clusters (boxes sliced as for hopper_cluster_multicast).
-template <class Elem, int BN, int STAGES, int CONSUMERS, int CM, int CN, int EPILOGUE>
+template <class Elem, int BN, int STAGES, int CONSUMERS, int CM, int CN, int EPILOGUE, int OUT, int EPI, int TA, int TB>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
-                             const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
-                             int ldc, int group_m, int splits, float* __restrict__ workspace,
-                             int* __restrict__ counters, const __grid_constant__ hopper::TensorMap c_map, int c_tma) {
-    hopper_pws::run<Elem, BN, STAGES, CM, CN, true, EPILOGUE, CONSUMERS>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc,
-                                                                         group_m, splits, workspace, counters, &c_map,
-                                                                         c_tma);
+                             const __grid_constant__ hopper::TensorMap b_map, float beta,
+                             typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
+                             float* __restrict__ workspace, int* __restrict__ counters,
+                             const __grid_constant__ hopper::TensorMap c_map, int c_tma,
+                             const typename hopper::OutType<OUT>::T* __restrict__ bias) {
+    hopper_pws::run<Elem, BN, STAGES, CM, CN, true, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB>(
+        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, workspace, counters, &c_map, c_tma, bias);
 }
 
 // The last rung (kernels/hopper/rungs.py, hopper_bf16 / hopper_fp16) launches these kernels, or,

@@ -1,84 +1,218 @@
-// hopper_epilogue.cuh -- C = alpha * acc + beta * C from a warpgroup's wgmma accumulators.
+// hopper_epilogue.cuh -- D = act(alpha * acc + beta * C + bias) from a warpgroup's wgmma accumulators.
 //
 // A thread holds, for each 8-column block j of its warpgroup's 64 x BN tile, two adjacent
 // columns in two rows 8 apart: d[4j + 2h + e] is row row0 + 8h, column col0 + 8j + e, with
 // row0 = tile row + 16*warp + lane/4 and col0 = tile column + 2*(lane%4). Stores go straight
-// from registers as float2 (4 lanes write one 32-byte sector per row, so no sector is written
-// twice). C is read only when beta != 0: with beta == 0 it may hold NaN.
-// store_staged takes the long way for C that float2 stores cannot serve (rows not 8-byte
-// aligned, e.g. ldc odd, or the ragged last tile column): the fragment goes to shared memory
-// 32 columns at a time, and the warpgroup writes it back row by row, a warp covering 128
-// contiguous bytes of a row per instruction. store_tma (any_shape's EPILOGUE 3) hands the staged
-// chunks to the TMA engine instead and goes on without waiting for them.
+// from registers as pairs (4 lanes write one 32-byte sector per row of FP32, so no sector is
+// written twice). C is read only when beta != 0: with beta == 0 it may hold NaN.
+// store_staged takes the long way for C that pair stores cannot serve (rows not pair-aligned,
+// e.g. ldc odd, or the ragged last tile column): the fragment goes to shared memory 32 columns
+// at a time, and the warpgroup writes it back row by row, a warp covering 32 contiguous elements
+// of a row per instruction. store_tma (any_shape's EPILOGUE 3) hands the staged chunks to the
+// TMA engine instead and goes on without waiting for them.
+//
+// The output type (OUT: FP32, BF16 or FP16; D, C and the bias share it) and the epilogue (EPI:
+// none, + bias, + bias then ReLU, + bias then GELU) are template arguments, so each combination is
+// its own build and the FP32, no-bias path compiles to what it was. Values stay FP32 until the
+// store, which rounds once to nearest even. Split-K partials stay FP32 in the workspace: the
+// epilogue runs once, on the reduced tile.
 #pragma once
 #include "hopper_common.cuh"
 
 namespace hopper {
 
-// Whether C's rows can take float2 stores: the base 8-byte aligned and ldc even.
-__device__ __forceinline__ bool c_pairs_aligned(const float* C, int ldc) {
-    return (ldc & 1) == 0 && (reinterpret_cast<unsigned long long>(C) & 7ull) == 0;
+// ---------------------------------------------------------------- output types
+enum OutId { OUT_FP32 = 0, OUT_BF16 = 1, OUT_FP16 = 2 };
+
+// 16-bit conversions in PTX (cvt.rn: round to nearest even, what __float2bfloat16_rn and
+// __float2half_rn do; hopper_common.cuh says why no CUDA header is included).
+struct Bf16Cvt {
+    static __device__ __forceinline__ float to_float(unsigned short h) {
+        return __uint_as_float(static_cast<unsigned>(h) << 16);
+    }
+    static __device__ __forceinline__ unsigned short round(float v) {
+        unsigned short h;
+        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        return h;
+    }
+    // x in the low half (the lower address), y in the high half
+    static __device__ __forceinline__ unsigned round2(float x, float y) {
+        unsigned r;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
+        return r;
+    }
+};
+struct Fp16Cvt {
+    static __device__ __forceinline__ float to_float(unsigned short h) {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+        return f;
+    }
+    static __device__ __forceinline__ unsigned short round(float v) {
+        unsigned short h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        return h;
+    }
+    static __device__ __forceinline__ unsigned round2(float x, float y) {
+        unsigned r;
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(y), "f"(x));
+        return r;
+    }
+};
+
+// Loads and stores of 1, 2 and 4 consecutive elements of the output type, as FP32 values.
+// Callers align pairs to 2 and quads to 4 elements.
+template <int OUT> struct OutType {
+    using T = float;
+    static __device__ __forceinline__ float load(const T* p) { return *p; }
+    static __device__ __forceinline__ float2 load2(const T* p) { return *reinterpret_cast<const float2*>(p); }
+    static __device__ __forceinline__ float4 load4(const T* p) { return *reinterpret_cast<const float4*>(p); }
+    static __device__ __forceinline__ void store(T* p, float v) { *p = v; }
+    static __device__ __forceinline__ void store2(T* p, float x, float y) {
+        *reinterpret_cast<float2*>(p) = make_float2(x, y);
+    }
+    static __device__ __forceinline__ void store4(T* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+};
+
+template <class Cvt> struct Out16 {
+    using T = unsigned short;
+    static __device__ __forceinline__ float load(const T* p) { return Cvt::to_float(*p); }
+    static __device__ __forceinline__ float2 unpack(unsigned w) {
+        return make_float2(Cvt::to_float(static_cast<unsigned short>(w & 0xFFFFu)),
+                           Cvt::to_float(static_cast<unsigned short>(w >> 16)));
+    }
+    static __device__ __forceinline__ float2 load2(const T* p) { return unpack(*reinterpret_cast<const unsigned*>(p)); }
+    static __device__ __forceinline__ float4 load4(const T* p) {
+        const uint2 w = *reinterpret_cast<const uint2*>(p);
+        const float2 lo = unpack(w.x), hi = unpack(w.y);
+        return make_float4(lo.x, lo.y, hi.x, hi.y);
+    }
+    static __device__ __forceinline__ void store(T* p, float v) { *p = Cvt::round(v); }
+    static __device__ __forceinline__ void store2(T* p, float x, float y) {
+        *reinterpret_cast<unsigned*>(p) = Cvt::round2(x, y);
+    }
+    static __device__ __forceinline__ void store4(T* p, float4 v) {
+        *reinterpret_cast<uint2*>(p) = make_uint2(Cvt::round2(v.x, v.y), Cvt::round2(v.z, v.w));
+    }
+};
+template <> struct OutType<OUT_BF16> : Out16<Bf16Cvt> {};
+template <> struct OutType<OUT_FP16> : Out16<Fp16Cvt> {};
+
+// ---------------------------------------------------------------- the epilogue
+enum EpiId { EPI_NONE = 0, EPI_BIAS = 1, EPI_BIAS_RELU = 2, EPI_BIAS_GELU = 3 };
+
+// GELU, tanh form: 0.5 v (1 + tanh(u)) with u = sqrt(2/pi) (v + 0.044715 v^3), computed as the
+// equal v / (1 + exp(-2u)): one exp and one reciprocal (MUFU), within a few FP32 ulps of the tanh
+// form. For large negative v, exp overflows and the result is v * 0 = -0, the limit.
+__device__ __forceinline__ float gelu_tanh(float v) {
+    const float two_u = v * fmaf(0.0713548162726f * v, v, 1.5957691216057f);
+    return v * __fdividef(1.0f, 1.0f + __expf(-two_u));
+}
+
+// v = alpha * acc + beta * C (the caller's), then + bias[col], then the activation; the store
+// rounds to the output type. bias holds N elements of the output type (read when EPI != NONE).
+template <int OUT, int EPI>
+struct Epilogue {
+    using Out = OutType<OUT>;
+    using T = typename Out::T;
+    float alpha, beta;
+    const T* __restrict__ bias;
+    int N;
+
+    // bias[col], 0 past N (columns a TMA store clips are computed all the same); no load for EPI_NONE
+    __device__ __forceinline__ float bias_at(int col) const {
+        if constexpr (EPI == EPI_NONE) return 0.0f;
+        else return col < N ? Out::load(bias + col) : 0.0f;
+    }
+    __device__ __forceinline__ float finish(float v, float b) const {
+        if constexpr (EPI != EPI_NONE) v += b;
+        if constexpr (EPI == EPI_BIAS_RELU) v = fmaxf(v, 0.0f);
+        if constexpr (EPI == EPI_BIAS_GELU) v = gelu_tanh(v);
+        return v;
+    }
+};
+
+// Whether C's rows can take pair stores: the base aligned to two elements and ldc even.
+template <class T>
+__device__ __forceinline__ bool c_pairs_aligned(const T* C, int ldc) {
+    return (ldc & 1) == 0 && (reinterpret_cast<unsigned long long>(C) & (2 * sizeof(T) - 1)) == 0;
+}
+
+// A thread's pairs of rows row0 and row0 + 8, with whole pairs inside N and aligned: no
+// per-element test. READ_C: beta != 0.
+template <int BN, bool READ_C, class Epi>
+__device__ __forceinline__ void store_pairs(const float (&d)[BN / 2], int M, int row0, int col0, const Epi& epi,
+                                            typename Epi::T* __restrict__ C, int ldc, int j_begin, int j_end) {
+    using Out = typename Epi::Out;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        if (j < j_begin || j >= j_end) continue;
+        const int col = col0 + 8 * j;
+        const float b0 = epi.bias_at(col), b1 = epi.bias_at(col + 1);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = row0 + 8 * h;
+            if (row >= M) continue;
+            typename Epi::T* out = C + static_cast<long long>(row) * ldc + col;
+            float x = epi.alpha * d[4 * j + 2 * h], y = epi.alpha * d[4 * j + 2 * h + 1];
+            if (READ_C) {
+                const float2 old = Out::load2(out);
+                x = fmaf(epi.beta, old.x, x), y = fmaf(epi.beta, old.y, y);
+            }
+            Out::store2(out, epi.finish(x, b0), epi.finish(y, b1));
+        }
+    }
 }
 
 // Only the 8-column blocks j in [j_begin, j_end) are stored (split-K slices); all by default.
-template <int BN>
-__device__ __forceinline__ void store_accumulators(const float (&d)[BN / 2], int M, int N, int tile_col, int row0,
-                                                   int col0, float alpha, float beta, float* __restrict__ C, int ldc,
+template <int BN, class Epi>
+__device__ __forceinline__ void store_accumulators(const float (&d)[BN / 2], int M, int tile_col, int row0, int col0,
+                                                   const Epi& epi, typename Epi::T* __restrict__ C, int ldc,
                                                    int j_begin = 0, int j_end = BN / 8) {
-    // The whole tile's columns are inside C and pairs are aligned: no per-element test.
-    const bool fast = c_pairs_aligned(C, ldc) && tile_col + BN <= N;
+    using Out = typename Epi::Out;
+    // The whole tile's columns are inside C and pairs are aligned: pair stores, no per-element test.
+    if (c_pairs_aligned(C, ldc) && tile_col + BN <= epi.N) {
+        if (epi.beta == 0.0f) store_pairs<BN, false>(d, M, row0, col0, epi, C, ldc, j_begin, j_end);
+        else store_pairs<BN, true>(d, M, row0, col0, epi, C, ldc, j_begin, j_end);
+        return;
+    }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        if (row >= M) continue;
-        float* out = C + static_cast<long long>(row) * ldc + col0;
-        if (fast) {
-            if (beta == 0.0f) {
+    for (int j = 0; j < BN / 8; ++j) {
+        if (j < j_begin || j >= j_end) continue;
 #pragma unroll
-                for (int j = 0; j < BN / 8; ++j)
-                    if (j >= j_begin && j < j_end)
-                        *reinterpret_cast<float2*>(out + 8 * j) =
-                        make_float2(alpha * d[4 * j + 2 * h], alpha * d[4 * j + 2 * h + 1]);
-            } else {
+        for (int e = 0; e < 2; ++e) {
+            const int col = col0 + 8 * j + e;
+            if (col >= epi.N) continue;
+            const float b = epi.bias_at(col);
 #pragma unroll
-                for (int j = 0; j < BN / 8; ++j) {
-                    if (j < j_begin || j >= j_end) continue;
-                    const float2 old = *reinterpret_cast<const float2*>(out + 8 * j);
-                    *reinterpret_cast<float2*>(out + 8 * j) =
-                        make_float2(fmaf(beta, old.x, alpha * d[4 * j + 2 * h]),
-                                    fmaf(beta, old.y, alpha * d[4 * j + 2 * h + 1]));
-                }
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                if (j < j_begin || j >= j_end) continue;
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    if (col0 + 8 * j + e < N) {
-                        float v = alpha * d[4 * j + 2 * h + e];
-                        if (beta != 0.0f) v = fmaf(beta, out[8 * j + e], v);
-                        out[8 * j + e] = v;
-                    }
-                }
+            for (int h = 0; h < 2; ++h) {
+                const int row = row0 + 8 * h;
+                if (row >= M) continue;
+                typename Epi::T* out = C + static_cast<long long>(row) * ldc + col;
+                float v = epi.alpha * d[4 * j + 2 * h + e];
+                if (epi.beta != 0.0f) v = fmaf(epi.beta, Out::load(out), v);
+                Out::store(out, epi.finish(v, b));
             }
         }
     }
 }
 
-
 // A warpgroup's 64 x BN tile through `staging` (64 x 40 floats: 32 columns + 8 of padding, so the
 // float2 writes of a half warp, 4 rows x 8 columns, hit 32 different banks). `bar` is a named
-// barrier id private to this warpgroup. float4 global accesses when C's rows are 16-byte
-// aligned, else one float per lane (a warp = 32 consecutive floats of one row). Only the 32-column
-// chunks in [chunk_begin, chunk_end) are stored (the same for the whole warpgroup).
-template <int BN>
-__device__ __forceinline__ void store_staged(const float (&d)[BN / 2], float* staging, int M, int N, int row0,
-                                             int col0, float alpha, float beta, float* __restrict__ C, int ldc,
-                                             int bar, int chunk_begin = 0, int chunk_end = BN / 32) {
+// barrier id private to this warpgroup. Four-element vector accesses to C when its rows are
+// aligned to 4 elements, else one element per lane (a warp = 32 consecutive elements of one
+// row). Only the 32-column chunks in [chunk_begin, chunk_end) are stored (the same for the whole
+// warpgroup).
+template <int BN, class Epi>
+__device__ __forceinline__ void store_staged(const float (&d)[BN / 2], float* staging, int M, int row0, int col0,
+                                             const Epi& epi, typename Epi::T* __restrict__ C, int ldc, int bar,
+                                             int chunk_begin = 0, int chunk_end = BN / 32) {
+    using Out = typename Epi::Out;
+    using T = typename Epi::T;
     constexpr int CHUNK = 32, STRIDE = 40;
+    const int N = epi.N;
     const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-    const bool quads = (ldc & 3) == 0 && (reinterpret_cast<unsigned long long>(C) & 15ull) == 0;
+    const bool quads = (ldc & 3) == 0 && (reinterpret_cast<unsigned long long>(C) & (4 * sizeof(T) - 1)) == 0;
 #pragma unroll
     for (int chunk = 0; chunk < BN / CHUNK; ++chunk) {
         if (chunk < chunk_begin || chunk >= chunk_end) continue;
@@ -100,20 +234,26 @@ __device__ __forceinline__ void store_staged(const float (&d)[BN / 2], float* st
                 const int row = row0 + r, col = c0 + c;
                 if (row >= M || col >= N) continue;
                 const float4 v = *reinterpret_cast<const float4*>(staging + r * STRIDE + c);
-                float* out = C + static_cast<long long>(row) * ldc + col;
+                T* out = C + static_cast<long long>(row) * ldc + col;
                 if (col + 3 < N) {
-                    float4 o = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
-                    if (beta != 0.0f) {
-                        const float4 old = *reinterpret_cast<const float4*>(out);
-                        o.x = fmaf(beta, old.x, o.x), o.y = fmaf(beta, old.y, o.y);
-                        o.z = fmaf(beta, old.z, o.z), o.w = fmaf(beta, old.w, o.w);
+                    float4 o = make_float4(epi.alpha * v.x, epi.alpha * v.y, epi.alpha * v.z, epi.alpha * v.w);
+                    if (epi.beta != 0.0f) {
+                        const float4 old = Out::load4(out);
+                        o.x = fmaf(epi.beta, old.x, o.x), o.y = fmaf(epi.beta, old.y, o.y);
+                        o.z = fmaf(epi.beta, old.z, o.z), o.w = fmaf(epi.beta, old.w, o.w);
                     }
-                    *reinterpret_cast<float4*>(out) = o;
+                    o.x = epi.finish(o.x, epi.bias_at(col)), o.y = epi.finish(o.y, epi.bias_at(col + 1));
+                    o.z = epi.finish(o.z, epi.bias_at(col + 2)), o.w = epi.finish(o.w, epi.bias_at(col + 3));
+                    Out::store4(out, o);
                 } else {
                     const float vs[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        if (col + e < N) out[e] = beta != 0.0f ? fmaf(beta, out[e], alpha * vs[e]) : alpha * vs[e];
+                    for (int e = 0; e < 4; ++e) {
+                        if (col + e >= N) continue;
+                        float o = epi.alpha * vs[e];
+                        if (epi.beta != 0.0f) o = fmaf(epi.beta, Out::load(out + e), o);
+                        Out::store(out + e, epi.finish(o, epi.bias_at(col + e)));
+                    }
                 }
             }
         } else {
@@ -121,9 +261,10 @@ __device__ __forceinline__ void store_staged(const float (&d)[BN / 2], float* st
             for (int i = 0; i < 64 * CHUNK / 128; ++i) {
                 const int r = i * 4 + warp, row = row0 + r, col = c0 + lane;
                 if (row >= M || col >= N) continue;
-                float* out = C + static_cast<long long>(row) * ldc + col;
-                const float v = alpha * staging[r * STRIDE + lane];
-                *out = beta != 0.0f ? fmaf(beta, *out, v) : v;
+                T* out = C + static_cast<long long>(row) * ldc + col;
+                float v = epi.alpha * staging[r * STRIDE + lane];
+                if (epi.beta != 0.0f) v = fmaf(epi.beta, Out::load(out), v);
+                Out::store(out, epi.finish(v, epi.bias_at(col)));
             }
         }
     }
@@ -151,42 +292,58 @@ __device__ __forceinline__ void bulk_wait_read() {
 // Wait until all of this thread's bulk groups are complete (their writes performed).
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
-// A warpgroup's 64 x BN tile by TMA stores of 64 x 32 chunks (8 KiB, one 128-byte row of 32
-// floats per tile row) through BUFFERS staging buffers in turn (each 1024-byte aligned, in the
-// 128-byte swizzle of the C map: the 16-byte unit u of row r sits at unit u ^ (r % 8), so the
-// float2 writes of a warp, 8 rows x 32 bytes, spread over all 32 banks). Thread 0 of the
-// warpgroup issues and waits for the stores; `issued` counts its stores across tiles, so a
-// buffer is rewritten only after the store that last read it has finished reading. The stores
-// run on while the warpgroup goes on to its next tile; the copy engine writes whole 128-byte
-// lines and clips rows >= M and columns >= N. C is read (in the fragment layout) only when
-// beta != 0. Only the chunks in [chunk_begin, chunk_end) are stored (split-K slices).
-template <int BN, int BUFFERS>
-__device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* staging, int M, int N, int row0, int col0,
-                                          float alpha, float beta, const float* __restrict__ C, int ldc,
+// Byte offset of element (r, c) in a staged 64 x 32 chunk of BYTES-byte elements, laid out as
+// C's map swizzles it: rows of 32 * BYTES bytes (128 for FP32, with the 128-byte swizzle; 64 for
+// 16-bit types, with the 64-byte swizzle), the 16-byte unit u of row r at u ^ (the row's phase:
+// address bits 7-9 for 128 bytes, 7-8 for 64). A warp's pair writes (8 rows x 16 or 32 bytes)
+// then spread over all 32 banks.
+template <int BYTES>
+__device__ __forceinline__ int chunk_offset(int r, int c) {
+    constexpr int ROW = 32 * BYTES, PER_UNIT = 16 / BYTES;
+    const int phase = (r * ROW / 128) % (ROW / 16);
+    return r * ROW + ((c / PER_UNIT) ^ phase) * 16 + (c % PER_UNIT) * BYTES;
+}
+
+// A warpgroup's 64 x BN tile by TMA stores of 64 x 32 chunks (one 8 KiB staging buffer each,
+// half of it used by a 16-bit C) through BUFFERS staging buffers in turn (each 1024-byte
+// aligned, in the swizzle of the C map, chunk_offset). Thread 0 of the warpgroup issues and waits
+// for the stores; `issued` counts its stores across tiles, so a buffer is rewritten only after
+// the store that last read it has finished reading. The stores run on while the warpgroup goes
+// on to its next tile; the copy engine writes whole 16-byte granules and clips rows >= M and
+// columns >= N. C is read (in the fragment layout) only when beta != 0. Only the chunks in
+// [chunk_begin, chunk_end) are stored (split-K slices).
+template <int BN, int BUFFERS, class Epi>
+__device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* staging, int M, int row0, int col0,
+                                          const Epi& epi, const typename Epi::T* __restrict__ C, int ldc,
                                           const TensorMap* c_map, int bar, int chunk_begin, int chunk_end,
                                           int& issued) {
+    using Out = typename Epi::Out;
+    using T = typename Epi::T;
     constexpr int CHUNK = 32;
     const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
 #pragma unroll
     for (int chunk = 0; chunk < BN / CHUNK; ++chunk) {
         if (chunk < chunk_begin || chunk >= chunk_end) continue;
-        float* buffer = staging + (issued % BUFFERS) * (64 * CHUNK);
+        unsigned char* buffer = reinterpret_cast<unsigned char*>(staging + (issued % BUFFERS) * (64 * CHUNK));
         if (t == 0) bulk_wait_read<BUFFERS - 1>();
         named_barrier(bar, 128);  // the buffer's last store has read it
 #pragma unroll
         for (int jj = 0; jj < CHUNK / 8; ++jj) {
             const int j = chunk * (CHUNK / 8) + jj;
+            const int c = 8 * jj + 2 * (lane % 4), col = col0 + chunk * CHUNK + c;
+            const float b0 = epi.bias_at(col), b1 = epi.bias_at(col + 1);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int r = 16 * warp + lane / 4 + 8 * h, c = 8 * jj + 2 * (lane % 4);
-                float2 v = make_float2(alpha * d[4 * j + 2 * h], alpha * d[4 * j + 2 * h + 1]);
-                if (beta != 0.0f) {
-                    const int row = row0 + r, col = col0 + chunk * CHUNK + c;
-                    const float* old = C + static_cast<long long>(row) * ldc + col;
-                    if (row < M && col < N) v.x = fmaf(beta, old[0], v.x);
-                    if (row < M && col + 1 < N) v.y = fmaf(beta, old[1], v.y);
+                const int r = 16 * warp + lane / 4 + 8 * h;
+                float x = epi.alpha * d[4 * j + 2 * h], y = epi.alpha * d[4 * j + 2 * h + 1];
+                if (epi.beta != 0.0f) {
+                    const int row = row0 + r;
+                    const T* old = C + static_cast<long long>(row) * ldc + col;
+                    if (row < M && col < epi.N) x = fmaf(epi.beta, Out::load(old), x);
+                    if (row < M && col + 1 < epi.N) y = fmaf(epi.beta, Out::load(old + 1), y);
                 }
-                *reinterpret_cast<float2*>(buffer + r * CHUNK + (((c / 4) ^ (r % 8)) * 4) + c % 4) = v;
+                Out::store2(reinterpret_cast<T*>(buffer + chunk_offset<sizeof(T)>(r, c)), epi.finish(x, b0),
+                            epi.finish(y, b1));
             }
         }
         fence_async_shared();

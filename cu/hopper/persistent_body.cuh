@@ -26,7 +26,8 @@
 namespace hopper_pws {
 using namespace hopper;
 
-template <class Elem, int BN_, int STAGES_, int CM_, int CN_, int CONSUMERS_ = 2, bool TMA_STORE_ = false>
+template <class Elem, int BN_, int STAGES_, int CM_, int CN_, int CONSUMERS_ = 2, bool TMA_STORE_ = false,
+          int TA_ = 0, int TB_ = 0>
 struct Config {
     // CONSUMERS = 2: a 128 x BN tile, one CTA per SM. CONSUMERS = 1: a 64 x BN tile and two CTAs
     // per SM (half the registers and at most half the shared memory each), for grids that would
@@ -35,9 +36,17 @@ struct Config {
     static constexpr int CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
     static constexpr int THREADS = 128 * (CONSUMERS + 1), CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
     static constexpr int BK = KTile<Elem>::BK;
-    static constexpr bool B_N_MAJOR = Elem::bytes == 2;  // tf32: B arrives transposed (K-major)
+    // Operand majors in shared memory, as stored in global memory (TA, TB: the operand is stored
+    // transposed). A: K-major (rows of m, 128 bytes of k each), or M-major when stored K x M
+    // (BM/64 blocks of 64 m, one 128-byte row per k). B: N-major when stored K x N (16-bit), or
+    // K-major when stored N x K, and for tf32, which arrives transposed (B^T).
+    static constexpr bool A_M_MAJOR = TA_ != 0;
+    static constexpr bool B_N_MAJOR = Elem::bytes == 2 && TB_ == 0;
+    static_assert(!A_M_MAJOR || Elem::bytes == 2, "wgmma reads 32-bit A only K-major");
     static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int A_SLICE_ROWS = BM / CN;  // rows of A this CTA loads (TMA box rows)
+    // Rows of 128 bytes of A this CTA loads: m rows of the K-major tile, or k rows of each 64-wide
+    // m box (M-major). This is the A map's box extent in its outer dimension.
+    static constexpr int A_SLICE_ROWS = (A_M_MAJOR ? BK : BM) / CN;
     // Rows of 128 bytes of B this CTA loads: k rows of each 64-wide n box (N-major), or n rows
     // of the K-major tile. This is the B map's box extent in its outer dimension.
     static constexpr int B_SLICE_ROWS = (B_N_MAJOR ? BK : BN) / CM;
@@ -125,8 +134,18 @@ __device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, 
     barrier_arrive_expect_tx(full, Cfg::STAGE_BYTES);  // the whole tiles: our slices and the peers'
     const int k = kt * Cfg::BK;
     unsigned char* a = stage + rn * Cfg::A_SLICE_ROWS * 128;
-    if constexpr (Cfg::CN == 1) tma_load_2d(a, a_map, full, k, m0);
-    else tma_load_2d_multicast(a, a_map, full, k, m0 + rn * Cfg::A_SLICE_ROWS, row_mask<Cfg>(rm));
+    if constexpr (Cfg::A_M_MAJOR) {
+#pragma unroll
+        for (int i = 0; i < Cfg::BM / 64; ++i) {
+            if constexpr (Cfg::CN == 1) tma_load_2d(a + i * 64 * 128, a_map, full, m0 + 64 * i, k);
+            else
+                tma_load_2d_multicast(a + i * 64 * 128, a_map, full, m0 + 64 * i, k + rn * Cfg::A_SLICE_ROWS,
+                                      row_mask<Cfg>(rm));
+        }
+    } else {
+        if constexpr (Cfg::CN == 1) tma_load_2d(a, a_map, full, k, m0);
+        else tma_load_2d_multicast(a, a_map, full, k, m0 + rn * Cfg::A_SLICE_ROWS, row_mask<Cfg>(rm));
+    }
     unsigned char* b = stage + Cfg::A_BYTES + rm * Cfg::B_SLICE_ROWS * 128;
     if constexpr (Cfg::B_N_MAJOR) {
 #pragma unroll
@@ -146,15 +165,21 @@ __device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, 
 // instructions executed by 17% (ncu, 2048x1024x8192: 10.4 M against 12.5 M, same time at base
 // clocks), but 4096^3 ran 675-677 TFLOP/s against 749 (H100, alternating runs,
 // descriptor-stepping-before-after.txt): not kept.
+// Descriptors (smem_desc in hopper_common.cuh), per k step of 16 (32 bytes of a 128-byte row):
+//   K-major: the step moves 32 bytes along the row; SBO = 1024 (the next 8 rows of m or n).
+//   M- or N-major: the step moves 16 k rows (16 x 128 bytes); SBO = 1024 (the next 8 k rows),
+//     LBO = 8 KiB (the next 64-wide block of m or n); transpose bit set.
+// A consumer's 64 rows of m are one 8 KiB block in either major.
 template <class Elem, class Cfg>
 __device__ __forceinline__ void mma_stage(float (&d)[Cfg::BN / 2], unsigned stage, int consumer, bool first) {
     const unsigned a = stage + consumer * 64 * 128, b = stage + Cfg::A_BYTES;
 #pragma unroll
     for (int step = 0; step < KTile<Elem>::STEPS; ++step) {
+        const unsigned long long ad = Cfg::A_M_MAJOR ? smem_desc(a + step * 16 * 128, 64 * 128, 1024)
+                                                     : smem_desc(a + step * 32, 16, 1024);
         const unsigned long long bd = Cfg::B_N_MAJOR ? smem_desc(b + step * 16 * 128, 64 * 128, 1024)
                                                      : smem_desc(b + step * 32, 16, 1024);
-        mma_ss<Elem, Cfg::BN, Cfg::B_N_MAJOR ? 1 : 0>(d, smem_desc(a + step * 32, 16, 1024), bd,
-                                                      first && step == 0 ? 0 : 1);
+        mma_ss<Elem, Cfg::BN, Cfg::B_N_MAJOR ? 1 : 0, Cfg::A_M_MAJOR ? 1 : 0>(d, ad, bd, first && step == 0 ? 0 : 1);
     }
 }
 
@@ -296,17 +321,20 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     return make_int2(c0, c1);
 }
 
-// EPILOGUE: 0 = float2 stores straight from registers (slow when C's rows are not 8-byte aligned:
+// EPILOGUE: 0 = pair stores straight from registers (slow when C's rows are not pair-aligned:
 // scalar, scattered stores); 1 = that where C allows it and the tile is whole, else through
 // shared memory (store_staged); 2 = always through shared memory; 3 = TMA stores of staged
 // chunks (store_tma) when the host could describe C (c_tma != 0: 16-byte aligned rows), else 1.
+// OUT, EPI: D's type and the epilogue (hopper_epilogue.cuh); C and bias are of the output type.
+// TA, TB: A stored K x M, B stored N x K (Config says what that changes in shared memory).
 template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE, int CONSUMERS = 2,
-          bool SWAPPED = false>
+          bool SWAPPED = false, int OUT = OUT_FP32, int EPI = EPI_NONE, int TA = 0, int TB = 0>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
-                                    float beta, float* __restrict__ C, int ldc, int group_m, int splits,
-                                    float* __restrict__ workspace, int* __restrict__ counters,
-                                    const TensorMap* c_map = nullptr, int c_tma = 0) {
-    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3>;
+                                    float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
+                                    int splits, float* __restrict__ workspace, int* __restrict__ counters,
+                                    const TensorMap* c_map = nullptr, int c_tma = 0,
+                                    const typename OutType<OUT>::T* __restrict__ bias = nullptr) {
+    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3, TA, TB>;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
@@ -378,6 +406,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             if (t == 0) release_slot<Cfg>(&empty[prev]);
             if constexpr (SWAPPED) {
                 static_assert(!SPLIT_K, "split-K slices follow the unswapped fragment layout");
+                static_assert(OUT == OUT_FP32 && EPI == EPI_NONE && TA == 0 && TB == 0,
+                              "swapped roles: FP32 C, no epilogue, row-major operands");
                 store_swapped(d, M, N, w.m0, w.n0 + 128 * consumer + 16 * warp + lane / 4, lane, alpha, beta, C, ldc);
                 continue;
             }
@@ -390,20 +420,21 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                 }
             }
             const int row0 = w.m0 + 64 * consumer;
+            const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
             if constexpr (EPILOGUE == 3) {
                 if (c_tma) {
-                    store_tma<BN, Cfg::STORE_BUFFERS>(d, staging, M, N, row0, w.n0, alpha, beta, C, ldc, c_map,
-                                                      2 + consumer, chunks.x, chunks.y, stores);
+                    store_tma<BN, Cfg::STORE_BUFFERS>(d, staging, M, row0, w.n0, epi, C, ldc, c_map, 2 + consumer,
+                                                      chunks.x, chunks.y, stores);
                     continue;
                 }
             }
             const bool direct = EPILOGUE == 0 || ((EPILOGUE == 1 || EPILOGUE == 3) && c_pairs_aligned(C, ldc) &&
                                                   w.n0 + BN <= N);
             if (direct)
-                store_accumulators<BN>(d, M, N, w.n0, row0 + 16 * warp + lane / 4, w.n0 + 2 * (lane % 4), alpha, beta,
-                                       C, ldc, 4 * chunks.x, 4 * chunks.y);
+                store_accumulators<BN>(d, M, w.n0, row0 + 16 * warp + lane / 4, w.n0 + 2 * (lane % 4), epi, C, ldc,
+                                       4 * chunks.x, 4 * chunks.y);
             else
-                store_staged<BN>(d, staging, M, N, row0, w.n0, alpha, beta, C, ldc, 2 + consumer, chunks.x, chunks.y);
+                store_staged<BN>(d, staging, M, row0, w.n0, epi, C, ldc, 2 + consumer, chunks.x, chunks.y);
         }
         // The staging buffers must outlive the stores reading them; the writes finish before exit.
         if constexpr (EPILOGUE == 3)

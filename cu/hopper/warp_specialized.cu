@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<0>();
         fence_accumulators(d);
         const int warp = t / 32, lane = t % 32;
-        store_accumulators<BN>(d, M, N, n0, m0 + 64 * consumer + 16 * warp + lane / 4, n0 + 2 * (lane % 4), alpha,
-                               beta, C, ldc);
+        store_accumulators<BN>(d, M, n0, m0 + 64 * consumer + 16 * warp + lane / 4, n0 + 2 * (lane % 4),
+                               Epilogue<OUT_FP32, EPI_NONE>{alpha, beta, nullptr, N}, C, ldc);
     }
 }

@@ -120,6 +120,6 @@ __global__ void __launch_bounds__(128) hopper_wgmma_tma(int M, int N, int K, flo
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
     for (int half = 0; half < 2; ++half)
-        store_accumulators<BN>(d[half], M, N, n0, m0 + 64 * half + 16 * warp + lane / 4, n0 + 2 * (lane % 4), alpha,
-                               beta, C, ldc);
+        store_accumulators<BN>(d[half], M, n0, m0 + 64 * half + 16 * warp + lane / 4, n0 + 2 * (lane % 4),
+                               Epilogue<OUT_FP32, EPI_NONE>{alpha, beta, nullptr, N}, C, ldc);
 }

@@ -28,7 +28,7 @@ SMEM_LIMIT = SM_90.max_shared_per_block  # opt-in dynamic shared memory per bloc
 SMEM_PER_SM = SM_90.shared_per_sm  # of which the system reserves 1 KiB per resident block
 STAGING_BYTES = 64 * 40 * 4  # one consumer's epilogue staging (store_staged: 64 rows x 40 floats)
 STORE_CHUNK = (64, 32)  # rows x columns of C in one TMA store (store_tma): one 8 KiB staging buffer
-STORE_CHUNK_BYTES = STORE_CHUNK[0] * STORE_CHUNK[1] * 4
+STORE_CHUNK_BYTES = STORE_CHUNK[0] * STORE_CHUNK[1] * 4  # FP32; a 16-bit C uses half of it
 MAX_GRID_Y = 65535
 PACK_THREADS = 256  # pack_rows and pack_transpose are __launch_bounds__(256)
 TRANSPOSE_TILE = 32
@@ -36,6 +36,21 @@ TRANSPOSE_TILE = 32
 ITEMSIZE = {"bf16": 2, "fp16": 2, "tf32": 4}  # A and B in memory (tf32 is FP32 storage)
 ELEMENT = {"bf16": "hopper::bf16_t", "fp16": "hopper::fp16_t", "tf32": "hopper::tf32_t"}  # hopper_common.cuh
 STORAGE = {"bf16": "unsigned short", "fp16": "unsigned short", "tf32": "float"}  # pack kernels' T
+
+
+# any_shape's template arguments for the output type and the epilogue (hopper_epilogue.cuh's
+# OutId and EpiId), by problem.py's spelling.
+OUT_CODE = {"fp32": 0, "bf16": 1, "fp16": 2}
+EPILOGUE_CODE = {"none": 0, "bias": 1, "bias_relu": 2, "bias_gelu": 3}
+OUT_DTYPE = {code: name for name, code in OUT_CODE.items()}
+OUT_ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def store_swizzle(out_dtype: str) -> int:
+    """The swizzle of C's TMA-store map: a 64 x 32 chunk's rows are 32 elements, 128 bytes of
+    FP32 (128-byte swizzle) or 64 bytes of a 16-bit type (64-byte swizzle; chunk_offset in
+    hopper_epilogue.cuh writes the staging buffer in the same pattern)."""
+    return 32 * OUT_ITEMSIZE[out_dtype]
 
 
 def k_tile(precision: str) -> int:
@@ -89,7 +104,9 @@ def smem_fits(smem: int, ctas_per_sm: int) -> str | None:
 class Geometry:
     """What the host must know of one entry point. Boxes are (rows, cols) in elements of the
     operand's tensor map: A is M x K; B is K x N, or N x K when ``b_transposed`` (tf32 rungs
-    1-4, whose wgmma reads 32-bit B only K-major, take B^T from a transposed scratch copy)."""
+    1-4, whose wgmma reads 32-bit B only K-major, take B^T from a transposed scratch copy).
+    ``trans_a`` / ``trans_b`` (any_shape's layouts): the operand is stored transposed and its
+    map is over the stored matrix, A as K x M, B as N x K. ``out_dtype``: C's element type."""
 
     bm: int
     bn: int
@@ -104,7 +121,10 @@ class Geometry:
     persistent: bool = False
     ctas_per_sm: int = 1
     arguments: str = "plain"  # "plain", "group" (+ group_m) or "split" (+ group_m, splits, workspace, counters)
-    tma_store: bool = False  # + c_map, c_tma: C stored by TMA where its rows allow (any_shape's EPILOGUE 3)
+    tma_store: bool = False  # + c_map, c_tma, bias: C stored by TMA where its rows allow (any_shape's EPILOGUE 3)
+    trans_a: bool = False
+    trans_b: bool = False
+    out_dtype: str = "fp32"
 
     @property
     def cluster(self) -> int:
@@ -121,16 +141,20 @@ def tiled(precision: str, bn: int, stages: int, *, warp_specialized: bool) -> Ge
 
 
 def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, consumers: int = 2,
-               arguments: str = "group", tma_store: bool = False) -> Geometry:
+               arguments: str = "group", tma_store: bool = False, *, trans_a: bool = False,
+               trans_b: bool = False, out_dtype: str = "fp32") -> Geometry:
     """Rungs 3-5 (persistent_body.cuh): 64*CONSUMERS x BN tiles; with a CM x CN cluster each CTA
-    loads 1/CN of the A tile (box rows BM/CN) and 1/CM of the B tile (box rows BK/CM, or BN/CM
-    of B^T) and multicasts them."""
+    loads 1/CN of the A tile and 1/CM of the B tile and multicasts them. Boxes, as (rows, cols)
+    of the stored matrix: A {BM/CN m, BK} K-major, or {BK/CN k, 64 m} (BM/64 of them) when A is
+    stored K x M; B {BK/CM k, 64 n} (BN/64 of them) N-major, or {BN/CM n, BK} when B is stored
+    N x K (B^T for tf32, which wgmma reads only K-major)."""
     bk, tf32, bm = k_tile(precision), precision == "tf32", 64 * consumers
     return Geometry(bm=bm, bn=bn, bk=bk, threads=128 * (consumers + 1),
-                    smem=persistent_smem(stages, bn, consumers, tma_store), a_box=(bm // cn, bk),
-                    b_box=(bn // cm, bk) if tf32 else (bk // cm, 64), cm=cm, cn=cn, b_transposed=tf32,
+                    smem=persistent_smem(stages, bn, consumers, tma_store),
+                    a_box=(bk // cn, 64) if trans_a else (bm // cn, bk),
+                    b_box=(bn // cm, bk) if tf32 or trans_b else (bk // cm, 64), cm=cm, cn=cn, b_transposed=tf32,
                     persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments=arguments,
-                    tma_store=tma_store)
+                    tma_store=tma_store, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype)
 
 
 def register_a(stages: int, cm: int = 1, cn: int = 1, bm: int = 256, consumers: int = 2) -> Geometry:

@@ -6,13 +6,14 @@ One recipe serves every rung: the spec hands it ``select(tunables) -> (entry nam
 1. decides per operand whether TMA can read it in place (``geometry.pack_for``); if not, it
    reserves Session scratch and queues a packing pass (pack.cuh) that runs before the GEMM
    on *every* launch, since the operands' contents change between launches;
-2. encodes the two tensor maps (128-byte swizzle, zero fill outside the matrix);
+2. encodes the two tensor maps (128-byte swizzle, zero fill outside the matrix) over the
+   operands as stored: A as M x K, or K x M when stored transposed; B as K x N, or N x K;
 3. sizes the grid: one CTA per tile for rungs 1-2; for persistent kernels whole clusters, at
    most what can be resident at once (asked of the driver: cuOccupancyMaxActiveClusters /
    ...BlocksPerMultiprocessor) and at most the work units;
 4. reserves split-K scratch (partials, and counters zeroed once: the kernel leaves them zero);
-5. for any_shape's TMA-store epilogue, encodes C's map where TMA can write C (else the kernel
-   stores from registers, told so by c_tma = 0).
+5. for any_shape's TMA-store epilogue, encodes C's map in the output type where TMA can write
+   C (else the kernel stores from registers, told so by c_tma = 0), and passes the bias.
 
 M = 0 or N = 0 writes nothing, so it enqueues nothing.
 """
@@ -77,14 +78,15 @@ def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Calla
     entry, g = select(precision, t)
     kernel = ctx.kernels[entry]
     passes: list[Callable[[], None]] = []
-    a_ptr, a_ld = _readable(ctx, passes, "a", ctx.a, p.m, p.k, precision, transpose=False)
+    a_rows, a_cols = (p.k, p.m) if g.trans_a else (p.m, p.k)  # as stored
+    a_ptr, a_ld = _readable(ctx, passes, "a", ctx.a, a_rows, a_cols, precision, transpose=False)
     if g.b_transposed:  # B^T: N x K
         b_ptr, b_ld = _readable(ctx, passes, "b", ctx.b, p.k, p.n, precision, transpose=True)
         b_rows, b_cols = p.n, p.k
     else:
-        b_ptr, b_ld = _readable(ctx, passes, "b", ctx.b, p.k, p.n, precision, transpose=False)
-        b_rows, b_cols = p.k, p.n
-    a_map = encode_tiled_2d(a_ptr, precision, p.m, p.k, a_ld, *g.a_box, geo.SWIZZLE)
+        b_rows, b_cols = (p.n, p.k) if g.trans_b else (p.k, p.n)  # as stored
+        b_ptr, b_ld = _readable(ctx, passes, "b", ctx.b, b_rows, b_cols, precision, transpose=False)
+    a_map = encode_tiled_2d(a_ptr, precision, a_rows, a_cols, a_ld, *g.a_box, geo.SWIZZLE)
     b_map = encode_tiled_2d(b_ptr, precision, b_rows, b_cols, b_ld, *g.b_box, geo.SWIZZLE)
     args: list[Any] = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, ctx.c.ptr, ctx.c.ld]
     splits = t.get("SPLITS", 1) if g.arguments == "split" else 1
@@ -95,7 +97,8 @@ def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Calla
         args += [splits, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
                  ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
     if g.tma_store:
-        args += c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map, enabled=bool(t.get("STORE", 1)))
+        args += c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map, g.out_dtype, enabled=bool(t.get("STORE", 1)))
+        args.append(ctx.bias)
     if g.persistent:
         grid = (geo.persistent_grid(geo.work_units(p, g, splits), resident(ctx, kernel, g), g.cluster), 1, 1)
     else:
@@ -111,19 +114,21 @@ def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Calla
     return enqueue
 
 
-def c_store_arguments(address: int, ldc: int, m: int, n: int, spare_map: bytes, *, enabled: bool = True) -> list:
-    """(c_map, c_tma) of any_shape's TMA-store epilogue: C's map (FP32, 64 x 32 boxes, 128-byte
-    swizzle) and 1 where TMA can write C's rows and ``enabled`` (tunable STORE); else
-    ``spare_map`` (never read) and 0, and the kernel stores from registers or through
+def c_store_arguments(address: int, ldc: int, m: int, n: int, spare_map: bytes, out_dtype: str = "fp32", *,
+                      enabled: bool = True) -> list:
+    """(c_map, c_tma) of any_shape's TMA-store epilogue: C's map (``out_dtype`` elements, 64 x 32
+    boxes, geo.store_swizzle) and 1 where TMA can write C's rows and ``enabled`` (tunable STORE);
+    else ``spare_map`` (never read) and 0, and the kernel stores from registers or through
     store_staged, as before.
 
     TMA's rules for the address and row stride are not enough: a store clips the row at a
     16-byte granule, not at the element. Measured on the H200 (any_shape, N = 3, 7, 127, ldc a
     multiple of 4): every row's element N was written too. So N must be whole 16 bytes."""
-    if not enabled or tma_layout_problem(address, ldc, "fp32") is not None or n * 4 % 16:
+    if (not enabled or tma_layout_problem(address, ldc, out_dtype) is not None
+            or n * geo.OUT_ITEMSIZE[out_dtype] % 16):
         return [spare_map, 0]
     rows, cols = geo.STORE_CHUNK
-    return [encode_tiled_2d(address, "fp32", m, n, ldc, rows, cols, geo.SWIZZLE), 1]
+    return [encode_tiled_2d(address, out_dtype, m, n, ldc, rows, cols, geo.store_swizzle(out_dtype)), 1]
 
 
 def _readable(ctx, passes: list, name: str, operand, rows: int, cols: int, precision: str, *,

@@ -10,13 +10,20 @@ cluster per shape (``choose_any_shape``).
 
 Runtime arguments that are tunables (GROUP_M, SPLITS, STORE, PDL, and SWAPPED, which picks the
 entry) do not appear in the name expression: they change no code, so they share one build.
+
+The last BF16/FP16 rung also computes a linear layer: either operand stored transposed, D in
+FP32 or the inputs' 16-bit type, bias then ReLU or GELU in the epilogue. Each of those changes
+the kernel's code, so each is a template argument, carried as a tunable (OUT, EPI, TRANS_A,
+TRANS_B) that the problem sets (``LinearSpec.validate``): a build per combination that runs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ...cuda.arch_limits import MEASURED_SM_COUNT
+from ...cuda.errors import UnsupportedProblem
 from ...problem import GemmProblem
 from ..spec import Entry, KernelSpec, Tunable, ceil_div
 from . import geometry as geo
@@ -25,7 +32,7 @@ from .recipe import make_recipe
 SIGNATURE = ("int", "int", "int", "float", "tensormap", "tensormap", "float", "ptr", "int")
 GROUP_SIGNATURE = (*SIGNATURE, "int")  # + group_m
 SPLIT_SIGNATURE = (*GROUP_SIGNATURE, "int", "ptr", "ptr")  # + splits, workspace, counters
-STORE_SIGNATURE = (*SPLIT_SIGNATURE, "tensormap", "int")  # + c_map, c_tma (any_shape: TMA stores of C)
+STORE_SIGNATURE = (*SPLIT_SIGNATURE, "tensormap", "int", "ptr")  # + c_map, c_tma, bias (any_shape)
 PACK_SIGNATURE = ("ptr", "long long", "int", "int", "ptr", "long long")  # src, ld_src, rows, cols, dst, ld_dst
 ARCH = dict(min_cc=(9, 0), arch_specific=True)
 SMS = MEASURED_SM_COUNT  # ``choose`` sees a GPU's name, not its Device (cuda/arch_limits.py)
@@ -63,6 +70,8 @@ def _swapped_shape(p: GemmProblem, t) -> str | None:
     if t["SWAPPED"] and (t["BN"], t["CONSUMERS"], t["STAGES"], t["SPLITS"]) != (256, 2, 4, 1):
         return ("SWAPPED=1 runs hopper_cluster_swapped: 128 x 256 tiles (BN=256, CONSUMERS=2), STAGES=4, "
                 "no split-K (SPLITS=1)")
+    if t["SWAPPED"] and any(t[name] for name in LINEAR):
+        return "SWAPPED=1 (hopper_cluster_swapped) writes FP32 D from row-major A and B, with no epilogue"
     return None
 
 
@@ -93,7 +102,7 @@ def entry_geometry(spec: KernelSpec, tunables: Mapping[str, int]) -> tuple[str, 
 
 
 def _spec(name: str, description: str, source: str, entry: str, precision: str, tunables, select, rules=(),
-          **more) -> KernelSpec:
+          spec_class: type[KernelSpec] = KernelSpec, **more) -> KernelSpec:
     """A Hopper spec: geometry, block, grid and shared memory all come from ``select``."""
     SELECTORS[name] = select
     geometry = lambda t: select(precision, t)[1]
@@ -106,7 +115,7 @@ def _spec(name: str, description: str, source: str, entry: str, precision: str, 
         return g.cluster * geo.work_units(p, g, t.get("SPLITS", 1)), 1, 1
 
     main = geometry({tn.name: tn.default for tn in tunables})  # the main entry's arguments and B layout
-    return KernelSpec(
+    return spec_class(
         name=name, description=description, source=source, entry=entry, precision=precision,
         tunables=tuple(tunables),
         rules=(_k_at_least_one, _fits(geometry), *rules, *((_transpose_grid,) if main.b_transposed else ())),
@@ -166,6 +175,39 @@ def cluster(precision: str) -> KernelSpec:
 
 
 # ---------------------------------------------------------------- the last rung
+# The linear-layer template arguments: set from the problem, never chosen.
+LINEAR = ("OUT", "EPI", "TRANS_A", "TRANS_B")
+LINEAR_TUNABLES = (
+    Tunable("OUT", 0, (0, 1, 2), "D's type, set by the problem's out_dtype: 0 FP32, 1 BF16, 2 FP16"),
+    Tunable("EPI", 0, (0, 1, 2, 3), "epilogue, set by the problem: 0 none, 1 bias, 2 bias + ReLU, 3 bias + GELU"),
+    Tunable("TRANS_A", 0, (0, 1), "1: A stored K x M (set by the problem's layout: tn, tt)"),
+    Tunable("TRANS_B", 0, (0, 1), "1: B stored N x K (set by the problem's layout: nt, tt)"),
+)
+
+
+def linear_tunables(problem: GemmProblem) -> dict[str, int]:
+    """The template arguments ``problem`` fixes: output type, epilogue, which operands are stored
+    transposed."""
+    return {"OUT": geo.OUT_CODE[problem.out_dtype], "EPI": geo.EPILOGUE_CODE[problem.epilogue],
+            "TRANS_A": int(problem.trans_a), "TRANS_B": int(problem.trans_b)}
+
+
+@dataclass(frozen=True)
+class LinearSpec(KernelSpec):
+    """A KernelSpec whose output type, epilogue and layout are template arguments: ``validate``
+    sets them from the problem (a given value that differs is refused), so the resolved tunables
+    name the build that computes this problem."""
+
+    def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        fixed = linear_tunables(problem)
+        for name, value in (overrides or {}).items():
+            if name in fixed and value != fixed[name]:
+                raise UnsupportedProblem(
+                    f"{self.name}: {name} is set by the problem (layout {problem.layout}, out {problem.out_dtype}, "
+                    f"epilogue {problem.epilogue}): {fixed[name]}, not {value}")
+        return super().validate(problem, {**(overrides or {}), **fixed})
+
+
 def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     """SWAPPED=1: hopper_cluster_swapped (128 x 256, 4 stages); else any_shape, its cluster form
     when CM x CN > 1."""
@@ -173,15 +215,18 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
     entry = "cluster" if t["CM"] * t["CN"] > 1 else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
-                                 tma_store=True)
+                                 tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
+                                 out_dtype=geo.OUT_DTYPE[t["OUT"]])
 
 
 def any_shape(precision: str) -> KernelSpec:
     elem = geo.ELEMENT[precision]
     any_geometry = lambda t: _any_shape_select(precision, {**t, "SWAPPED": 0})[1]
     swapped_smem = geo.persistent_smem(4, 256, 2)
+    linear = "{OUT}, {EPI}, {TRANS_A}, {TRANS_B}"
     entries = (
-        Entry("cluster", f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3>",
+        Entry("cluster",
+              f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, {linear}>",
               STORE_SIGNATURE, lambda t: any_geometry(t).smem),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem),
         *_pack_entries(precision),
@@ -190,7 +235,8 @@ def any_shape(precision: str) -> KernelSpec:
         f"hopper_{precision}",
         "rung 5, any shape: TMA stores of C, split-K on small grids, packing where TMA cannot read an operand, "
         "2x1 clusters on large grids (tunables chosen per shape; SWAPPED=1: swapped wgmma roles)",
-        "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3>", precision,
+        "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3, {linear}>",
+        precision,
         (Tunable("BN", 256, (64, 128, 256), "tile columns (wgmma N)"), STAGES(4, (2, 3, 4, 5, 6, 8)),
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
@@ -200,9 +246,12 @@ def any_shape(precision: str) -> KernelSpec:
          PDL,
          Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
-                 "registers as the earlier rungs (the swapped entry always stores from registers)")),
+                 "registers as the earlier rungs (the swapped entry always stores from registers)"),
+         *LINEAR_TUNABLES),
         _any_shape_select, rules=(_swapped_shape,), extra_entries=entries,
-        choose=choose_any_shape,
+        choose=choose_any_shape, spec_class=LinearSpec,
+        layouts=("nn", "nt", "tn", "tt"), out_dtypes=("fp32", precision),
+        epilogues=tuple(geo.EPILOGUE_CODE),
         # BF16 and FP16 are one template: bf16 builds the 128 x 64 tiles choose() takes on small
         # grids, fp16 the one-consumer tiles, so the spill gate sees both without more builds
         checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
@@ -297,7 +346,9 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     tiles_256 = ceil_div(m, 128) * ceil_div(n, 256)
     tiles_128 = ceil_div(m, 128) * ceil_div(n, 128)
     if n > 128 and tiles_256 >= FULL_GRID:
-        if n % 8 == 0 and k % 8 == 0:
+        # the rows as stored: A's are K long (M when stored transposed), B's N (K when transposed)
+        a_row, b_row = (m if problem.trans_a else k), (k if problem.trans_b else n)
+        if a_row % 8 == 0 and b_row % 8 == 0:
             cm = 2 if tiles_256 >= 2 * SMS else 1
             return ({"CM": cm, "PDL": 1} if cm > 1 else {"PDL": 1},
                     f"{tiles_256} tiles of 128x256, TMA stores of C, {cm}x1 cluster, PDL "

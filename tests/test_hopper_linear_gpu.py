@@ -1,0 +1,156 @@
+"""hopper_bf16 / hopper_fp16 as a linear layer on the GPU: layouts x output types x epilogues,
+on odd shapes and aligned ones, against a float64 reference computed here.
+
+Each case uploads the operands as stored (A as K x M when transposed, B as N x K) inside a
+guard band, poisons D (NaN) when beta = 0, and checks every element against
+|D - ref| <= 2 K 2^-24 (|alpha| |A||B| + |beta C| + |bias|) * 1.2 + half an ulp of the output
+type * |ref| (+ the smallest normal, for values that round to subnormals): FP32 accumulation of
+exact products, one rounding at the store, and GELU's slope (at most 1.13) on the accumulated
+error. Guard elements must be unchanged. One build per (layout, output, epilogue) serves every
+shape and store path of it (TMA stores, staged, pair stores, split-K are runtime choices);
+the builds are compiled first in parallel processes.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pytest
+
+from gemm_driver import precision as prec
+from gemm_driver.kernels.build import build
+from gemm_driver.kernels.hopper import rungs
+from gemm_driver.operands import DeviceMatrix
+from gemm_driver.problem import GemmProblem, layout_flags
+
+pytestmark = pytest.mark.gpu
+
+SPECS = {s.name: s for s in rungs.SPECS}
+HALF_ULP = {"fp32": 2.0**-24, "bf16": 2.0**-8, "fp16": 2.0**-11}
+TINY = {"fp32": 2.0**-126, "bf16": 2.0**-126, "fp16": 2.0**-14}
+BASE = {"BN": 128, "STAGES": 4}  # the tunables every case of a combination shares: one build
+
+# (spec, layout, out, epilogue): every layout with each output type, with and without GELU;
+# the other epilogues on x @ W^T
+COMBOS = [("hopper_bf16", layout, out, epi) for layout in ("nn", "nt", "tn", "tt") for out in ("fp32", "bf16")
+          for epi in ("none", "bias_gelu")]
+COMBOS += [("hopper_bf16", "nt", "bf16", epi) for epi in ("bias", "bias_relu")]
+COMBOS += [("hopper_fp16", "nt", "fp16", epi) for epi in ("none", "bias", "bias_relu", "bias_gelu")]
+COMBOS += [("hopper_fp16", "tn", "fp32", "bias"), ("hopper_fp16", "tt", "fp16", "none")]
+
+# (M, N, K, beta, extra tunables, ld padding, C misaligned by one element)
+SHAPES = [
+    (512, 768, 1024, 0.0, {}, 0, 0),  # aligned: TMA stores of C
+    (333, 517, 999, 0.5, {}, 0, 0),  # odd: packed operands, staged stores, C read
+    (200, 264, 4096, 0.0, {"SPLITS": 3}, 8, 0),  # split-K (3 slices), padded rows
+    (130, 136, 200, 1.0, {}, 0, 1),  # C misaligned: no TMA store; the epilogue's scalar paths
+]
+# Other tile configurations (each its own build), on one combination each
+CONFIGS = [
+    ("hopper_bf16", "nt", "bf16", "bias_gelu", {"BN": 256, "STAGES": 4, "CM": 2}),
+    ("hopper_bf16", "tt", "bf16", "bias", {"BN": 128, "STAGES": 6, "CN": 2}),
+    ("hopper_bf16", "tn", "bf16", "bias_relu", {"BN": 64, "STAGES": 8}),
+    ("hopper_fp16", "nt", "fp16", "bias_gelu", {"BN": 128, "CONSUMERS": 1}),
+]
+
+
+def problem_of(m, n, k, layout, out, epilogue, beta=0.0):
+    trans_a, trans_b = layout_flags(layout)
+    return GemmProblem(m, n, k, alpha=1.0, beta=beta, trans_a=trans_a, trans_b=trans_b, out_dtype=out,
+                       epilogue=epilogue)
+
+
+def _build_one(job):
+    name, layout, out, epi, tunables = job
+    spec = SPECS[name]
+    resolved = spec.validate(problem_of(256, 256, 256, layout, out, epi), tunables)
+    build(spec, "sm_90", resolved)
+    return job
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prebuilt():
+    """Every build the module uses, compiled into the on-disk cache by parallel processes."""
+    jobs = [(*combo, BASE) for combo in COMBOS] + list(CONFIGS)
+    with ProcessPoolExecutor(min(len(jobs), os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_build_one, jobs))
+
+
+def reference(a, b, c, bias, p: GemmProblem):
+    """float64 D of the problem from op(A), op(B) (M x K, K x N), C and bias (float32 values)."""
+    v = p.alpha * (a.astype(np.float64) @ b.astype(np.float64))
+    scale = abs(p.alpha) * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))
+    if p.beta != 0:
+        v += p.beta * c.astype(np.float64)
+        scale += abs(p.beta) * np.abs(c)
+    if p.has_bias:
+        v += bias.astype(np.float64)[None, :]
+        scale += np.abs(bias)[None, :]
+    if p.epilogue == "bias_relu":
+        v = np.maximum(v, 0.0)
+    elif p.epilogue == "bias_gelu":
+        v = 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
+    return v, scale
+
+
+def _decode(values, out):
+    return values if out == "fp32" else (prec.bf16_to_float32 if out == "bf16" else prec.fp16_to_float32)(values)
+
+
+def _upload(values, precision, ld_pad, misalign=0):
+    rows, cols = values.shape
+    m = DeviceMatrix(rows, cols, ld=cols + ld_pad, guard=2, misalign=misalign,
+                     itemsize=4 if precision == "fp32" else 2)
+    m.fill(values if precision == "fp32" else prec.to_storage(values, precision))
+    return m
+
+
+def run_case(session, name, layout, out, epi, m, n, k, beta, tunables, pad, c_misalign, seed):
+    spec = SPECS[name]
+    p = problem_of(m, n, k, layout, out, epi, beta)
+    rng = np.random.default_rng(seed)
+    a = prec.representable(rng.uniform(-1, 1, (m, k)).astype(np.float32), spec.precision)
+    b = prec.representable(rng.uniform(-1, 1, (k, n)).astype(np.float32), spec.precision)
+    c = prec.representable(rng.uniform(-1, 1, (m, n)).astype(np.float32), out)
+    bias = prec.representable(rng.uniform(-1, 1, (1, n)).astype(np.float32), out)
+    da = _upload(a.T.copy() if p.trans_a else a, spec.precision, pad)
+    db = _upload(b.T.copy() if p.trans_b else b, spec.precision, pad)
+    dc = DeviceMatrix(m, n, ld=n + pad, guard=2, misalign=c_misalign, itemsize=4 if out == "fp32" else 2)
+    dc.fill(None if beta == 0 else (c if out == "fp32" else prec.to_storage(c, out)))
+    dbias = _upload(bias, out, 0) if p.has_bias else None
+    try:
+        launch = session.launcher(name, p, da, db, dc, tunables, bias=dbias)
+        launch()
+        session.synchronize()
+        values, touched = dc.read()
+        for operand in (da, db, *((dbias,) if dbias else ())):
+            assert operand.read()[1] == 0, "an input's guard band changed"
+    finally:
+        for x in (da, db, dc, *((dbias,) if dbias else ())):
+            x.close()
+    d = _decode(values, out).astype(np.float64)
+    ref, scale = reference(a, b, c, bias[0], p)
+    bound = 2 * k * 2.0**-24 * scale * 1.2 + HALF_ULP[out] * np.abs(ref) + TINY[out]
+    err = np.abs(d - ref)
+    bad = ~(err <= bound)  # NaN (an unwritten element) fails too
+    where = tuple(int(x[0]) for x in np.nonzero(bad)) if bad.any() else None
+    assert touched == 0, f"{touched} guard elements of C changed"
+    assert not bad.any(), (f"{bad.sum()} of {d.size} elements out of bound; first at {where}: got "
+                           f"{d[where]}, want {ref[where]} (bound {bound[where]})")
+
+
+@pytest.mark.parametrize("name, layout, out, epi", COMBOS)
+@pytest.mark.parametrize("m, n, k, beta, tunables, pad, c_misalign", SHAPES)
+def test_linear_layer_matches_the_float64_reference(session, name, layout, out, epi, m, n, k, beta, tunables, pad,
+                                                    c_misalign):
+    run_case(session, name, layout, out, epi, m, n, k, beta, {**BASE, **tunables}, pad, c_misalign, seed=m * n + k)
+
+
+@pytest.mark.parametrize("name, layout, out, epi, tunables", CONFIGS)
+@pytest.mark.parametrize("m, n, k, beta", [(1024, 1024, 512, 0.0), (777, 1000, 1001, 0.25)])
+def test_other_tile_configurations(session, name, layout, out, epi, tunables, m, n, k, beta):
+    run_case(session, name, layout, out, epi, m, n, k, beta, tunables, 0, 0, seed=k)
