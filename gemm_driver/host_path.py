@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from . import api, arrays, kernels
+from . import api, kernels
 from .arrays import DeviceArray, DeviceVector
 from .cuda.driver import api as cuda_api
 from .cuda.errors import check

@@ -44,6 +44,11 @@ def parse(argv):
     parser.add_argument("--kernel", default=None, help="gemm_driver kernel of the FP32 rows (default: cublas)")
     parser.add_argument("--kernel-bf16", default=None,
                         help="gemm_driver kernel of the BF16 rows (default: cublas_bf16)")
+    parser.add_argument("--also", nargs="*", default=[], help="own kernels timed beside (plan and gemm rows)")
+    parser.add_argument("--numpy", action="store_true",
+                        help="also NumPy 300x300 gemm() against CuPy's asarray + matmul + asnumpy")
+    parser.add_argument("--graphs", action="store_true",
+                        help="also a CUDA graph of 100 plan launches: replay time per GEMM against eager")
     args = parser.parse_args(argv)
     if args.warmup < 0:
         parser.error(f"--warmup must be 0 or more, got {args.warmup}")
@@ -79,6 +84,16 @@ def rows_for(torch, gemm_driver, dtype, kernel, args) -> list[tuple[str, str, fl
     ]
     if dtype != torch.float32:
         ways.append(("torch.mm(a, b, out_dtype=float32)", lambda: torch.mm(a, b, out_dtype=torch.float32)))
+        same = torch.empty(n, n, device="cuda", dtype=dtype)
+        ways.append(("torch.mm(a, b, out=c) (bf16 c)", lambda: torch.mm(a, b, out=same)))
+    else:
+        ways.append(("torch.mm(a, b, out=out)", lambda: torch.mm(a, b, out=out)))
+    for other in args.also:
+        if gemm_driver.kernels.get(other).precision == ("fp32" if dtype == torch.float32 else "bf16"):
+            other_plan = gemm_driver.plan(n, n, n, dtype=dtype, kernel=other)
+            ways.append((f"plan(a, b, out) {other}", lambda p=other_plan: p(a, b, out)))
+            ways.append((f"gemm(a, b, out=out) {other}",
+                         lambda k=other: gemm_driver.gemm(a, b, out=out, kernel=k)))
     name = str(dtype).removeprefix("torch.")
     return [(name, label, *time_calls(torch, call, args.calls, args.warmup)) for label, call in ways]
 
@@ -94,6 +109,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         raise GpuUnavailableError("PyTorch sees none (torch.cuda.is_available() is False)")
     import gemm_driver
+    import gemm_driver.kernels
 
     # FP32 rows compare IEEE FP32 with IEEE FP32: no TF32 in torch.matmul either.
     matmul = torch.backends.cuda.matmul
@@ -110,7 +126,75 @@ def main(argv=None) -> int:
     print(f"{'dtype':9} {'call':{width}} {'host':>8} {'total':>8}")
     for dtype, label, host, total in rows:
         print(f"{dtype:9} {label:{width}} {host:8.1f} {total:8.1f}")
+    if args.numpy:
+        numpy_rows(gemm_driver)
+    if args.graphs:
+        graph_rows(torch, gemm_driver, args)
     return 0
+
+
+def numpy_rows(gemm_driver) -> None:
+    """gemm() on NumPy 300x300 (copies in, kernel, copy out) beside CuPy's round trip."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((300, 300), dtype=np.float32) for _ in range(2))
+
+    def per_call(call, calls=300) -> float:
+        for _ in range(20):
+            call()
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        return (time.perf_counter() - start) / calls * 1e6
+
+    print("NumPy 300x300 float32, us per call (each call synchronous: copies in, GEMM, copy out)")
+    print(f"  gemm_driver.gemm(a, b) cublas      {per_call(lambda: gemm_driver.gemm(a, b)):8.1f}")
+    try:
+        import cupy
+    except ImportError:
+        print("  CuPy round trip: CuPy is not installed")
+        return
+    print(f"  cp.asnumpy(cp.asarray(a) @ cp.asarray(b)) {per_call(lambda: cupy.asnumpy(cupy.asarray(a) @ cupy.asarray(b))):8.1f}")
+
+
+def graph_rows(torch, gemm_driver, args, launches: int = 100) -> None:
+    """Per GEMM: eager calls (host-bound at small sizes), a torch CUDA graph of ``launches``
+    plan calls replayed, and the same graph of torch.mm, timed with events."""
+    print(f"CUDA graphs of {launches} GEMMs, us per GEMM (events around 20 replays; eager: {launches} calls)")
+    for n, dtype, kernel in [(256, torch.bfloat16, args.kernel_bf16 or "cublas_bf16"),
+                             (256, torch.bfloat16, "hopper_bf16"), (2048, torch.bfloat16, "hopper_bf16"),
+                             (2048, torch.bfloat16, "cublas_bf16")]:
+        a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
+        out = torch.empty(n, n, device="cuda")
+        p = gemm_driver.plan(n, n, n, dtype=dtype, kernel=kernel)
+        rows = {}
+        for label, call in ((f"plan {kernel}", lambda: p(a, b, out)),
+                            ("torch.mm(out_dtype=f32)", lambda: torch.mm(a, b, out_dtype=torch.float32))):
+            side = torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                call()
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(launches):
+                    call()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            graph.replay()
+            start.record()
+            for _ in range(20):
+                graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            replay = start.elapsed_time(end) * 1e3 / (20 * launches)
+            start.record()
+            for _ in range(launches):
+                call()
+            end.record()
+            torch.cuda.synchronize()
+            rows[label] = (replay, start.elapsed_time(end) * 1e3 / launches)
+        for label, (replay, eager) in rows.items():
+            print(f"  {n}^3 {label:28s} graph replay {replay:7.2f}   eager {eager:7.2f}")
 
 
 if __name__ == "__main__":

@@ -96,8 +96,6 @@ def _gemm_cuda(step: str, a, b, bias, activation: str, out_dtype, kernel: Option
 
 def _gemm_cpu(a, b, bias, activation: str) -> torch.Tensor:
     """The same function through gemm()'s NumPy path (FP32 arithmetic, one rounding)."""
-    import ml_dtypes  # noqa: F401  (gemm()'s bfloat16 NumPy type)
-
     A, B = _readable(a.detach().float()).numpy(), _readable(b.detach().float()).numpy()
     v = api.gemm(A, B, bias=None if bias is None else bias.detach().float().numpy(),
                  activation=None if activation == "none" else activation, kernel="numpy")

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Train one small MLP twice, with torch's nn.Linear and with gemm_driver.torch.Linear, in BF16.
+
+The task is generated here from fixed seeds: a random teacher MLP (IN -> 512 -> CLASSES,
+tanh) labels Gaussian inputs by its argmax, and a student MLP (IN -> HIDDEN -> HIDDEN ->
+CLASSES, GELU tanh form) learns it with cross-entropy and AdamW. Both runs start from the
+same weights and see the same batches; every parameter and activation is BF16. Printed:
+both loss curves, the samples per second of each (steps after the first WARMUP, timed
+with a synchronise at each end), the largest loss difference, and which kernels ran.
+
+    python tools/train_mlp.py [--steps 300] [--batch 4096] [--hidden 2048] [--json FILE] [--check]
+
+``--check`` exits 1 unless the two curves agree (mean loss of the last tenth within 5% of
+each other) and both losses fell; a GPU and torch are needed (exit 2 otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)  # the repository, not tools/ (tools/inspect.py would shadow the standard library's)
+IN, CLASSES, WARMUP = 512, 16, 10
+
+
+def parse(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="train_mlp.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--batch", type=int, default=4096)
+    parser.add_argument("--hidden", type=int, default=2048)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    if args.steps <= WARMUP or args.batch < 1 or args.hidden < 1:
+        parser.error(f"--steps must exceed {WARMUP}; --batch and --hidden must be positive")
+    return args
+
+
+def batches(torch, steps: int, batch: int):
+    """(inputs, labels) per step from the teacher, on the GPU, fixed seeds."""
+    g = torch.Generator(device="cuda").manual_seed(1234)
+    w1 = torch.randn(IN, 512, device="cuda", generator=g) / IN ** 0.5
+    w2 = torch.randn(512, CLASSES, device="cuda", generator=g) / 512 ** 0.5
+    data = []
+    for _ in range(steps):
+        x = torch.randn(batch, IN, device="cuda", generator=g)
+        data.append((x.bfloat16(), torch.tanh(x @ w1).matmul(w2).argmax(1)))
+    return data
+
+
+def student(torch, linear, hidden: int, gelu_inside: bool):
+    """IN -> hidden -> hidden -> CLASSES with GELU (tanh form); ``gelu_inside``: the layer
+    applies it (gemm_driver.torch.Linear(activation="gelu")), else an nn.GELU after it."""
+    def layer(i, o, act):
+        if act and gelu_inside:
+            return [linear(i, o, activation="gelu")]
+        return [linear(i, o)] + ([torch.nn.GELU(approximate="tanh")] if act else [])
+
+    return torch.nn.Sequential(*layer(IN, hidden, True), *layer(hidden, hidden, True), *layer(hidden, CLASSES, False))
+
+
+def train(torch, model, data) -> tuple[list[float], float]:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    losses, start = [], None
+    for step, (x, labels) in enumerate(data):
+        if step == WARMUP:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+        loss = torch.nn.functional.cross_entropy(model(x).float(), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return [float(v) for v in losses], (len(data) - WARMUP) * data[0][0].shape[0] / seconds
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    try:
+        import torch
+    except ImportError:
+        print("train_mlp.py: needs torch", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("train_mlp.py: needs a CUDA GPU torch sees", file=sys.stderr)
+        return 2
+    import gemm_driver.torch as gt
+
+    data = batches(torch, args.steps, args.batch)
+    torch.manual_seed(0)
+    reference = student(torch, torch.nn.Linear, args.hidden, False).cuda().bfloat16()
+    ours = student(torch, gt.Linear, args.hidden, True).cuda().bfloat16()
+    with torch.no_grad():
+        for mine, theirs in zip(ours.parameters(), reference.parameters()):
+            mine.copy_(theirs)
+    curves, rates = {}, {}
+    for name, model in (("torch nn.Linear", reference), ("gemm_driver.torch.Linear", ours)):
+        curves[name], rates[name] = train(torch, model, data)
+    (a, ca), (b, cb) = curves.items()
+    tail = max(args.steps // 10, 1)
+    mean_a, mean_b = sum(ca[-tail:]) / tail, sum(cb[-tail:]) / tail
+    print(f"{torch.cuda.get_device_name()}, BF16, batch {args.batch}, MLP {IN}-{args.hidden}-{args.hidden}-{CLASSES}, "
+          f"{args.steps} steps (teacher-labelled Gaussian inputs, seed 1234)")
+    print(f"{'step':>5} {a:>16} {b:>26}")
+    for step in list(range(0, args.steps, max(args.steps // 15, 1))) + [args.steps - 1]:
+        print(f"{step:5d} {ca[step]:16.4f} {cb[step]:26.4f}")
+    print(f"mean loss of the last {tail} steps: {mean_a:.4f} vs {mean_b:.4f} ({(mean_b / mean_a - 1) * 100:+.2f}%)")
+    print(f"largest step difference: {max(abs(x - y) for x, y in zip(ca, cb)):.4f}")
+    print(f"samples/s: {a} {rates[a]:.0f}, {b} {rates[b]:.0f} ({rates[b] / rates[a]:.3f}x)")
+    print(f"kernels ran: {dict(sorted(gt.ran.items()))}")
+    if args.json:
+        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "steps": args.steps,
+                                         "batch": args.batch, "hidden": args.hidden, "curves": curves,
+                                         "samples_per_s": rates, "kernels": gt.ran}, indent=1))
+    if args.check:
+        agree = abs(mean_b / mean_a - 1) < 0.05 and ca[-1] < ca[0] and cb[-1] < cb[0]
+        print("check:", "curves agree" if agree else "curves DIFFER")
+        return 0 if agree else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
