@@ -2,7 +2,8 @@
 
 ``PreparedCase``: (problem, precision, host operands) -> the float64 reference and the
 guarded device operands in that precision's storage (2-byte A and B for bf16/fp16, FP32
-for fp32/tf32, FP32 C everywhere), released as a context manager. ``PreparedCase.random``
+for fp32/tf32; A and B in their stored shapes for a transposed layout; C, D and the
+epilogue's bias vector in the problem's out_dtype), released as a context manager. ``PreparedCase.random``
 draws fresh uniform data from a seed. The device operands are made on first use, so a
 case that only runs on the host (NumPy, empty problems) needs no GPU, and the reference
 is computed on first use, so ``gemm()`` never pays for one.
@@ -29,7 +30,8 @@ from . import kernels
 from . import precision as _precision
 from .cuda.errors import CudaError, GemmDriverError, NvrtcError, UnsupportedProblem
 from .kernels.launch import Launch
-from .operands import DeviceMatrix, random_operands, upload_operands
+from .kernels.target import check_capabilities
+from .operands import DeviceMatrix, fill_output, random_bias, random_operands, read_output, upload_bias, upload_operands
 from .problem import GemmProblem
 from .verify import Reference, Verification, check, reference
 
@@ -37,25 +39,29 @@ from .verify import Reference, Verification, check, reference
 class PreparedCase:
     """Host operands, their reference and (on first use) guarded device operands of one
     problem in one precision. ``guard`` rows around each matrix, leading dimensions
-    ``lds`` (None: the row length) and ``misalign`` elements off a 16-byte boundary."""
+    ``lds`` (the stored row strides; None: the stored row length) and ``misalign``
+    elements off a 16-byte boundary (A, B, C; the bias vector takes C's)."""
 
     def __init__(self, problem: GemmProblem, precision: str, a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
-                 *, guard: int = 0, lds=(None, None, None), misalign=(0, 0, 0)):
+                 *, bias: np.ndarray | None = None, guard: int = 0, lds=(None, None, None), misalign=(0, 0, 0)):
         self.problem, self.precision = problem, _precision.get(precision)
-        self.a_host, self.b_host, self.c_host = a, b, c
+        self.a_host, self.b_host, self.c_host, self.bias_host = a, b, c, bias
         self._layout = {"guard": guard, "lds": tuple(lds), "misalign": tuple(misalign)}
         self._device: tuple[DeviceMatrix, DeviceMatrix, DeviceMatrix] | None = None
+        self._bias: DeviceMatrix | None = None
 
     @classmethod
     def random(cls, problem: GemmProblem, precision: str, seed, **layout) -> "PreparedCase":
         """Fresh uniform(-1, 1) data from ``seed`` (anything numpy.random.default_rng takes),
-        A and B rounded once to what the precision stores; C only when beta != 0."""
-        a, b, c = random_operands(problem, np.random.default_rng(seed), _precision.get(precision).name)
-        return cls(problem, precision, a, b, c, **layout)
+        A and B rounded once to what the precision stores; C only when beta != 0, the bias
+        only with an epilogue (both in the out_dtype's values)."""
+        rng = np.random.default_rng(seed)
+        a, b, c = random_operands(problem, rng, _precision.get(precision).name)
+        return cls(problem, precision, a, b, c, bias=random_bias(problem, rng), **layout)
 
     @cached_property
     def reference(self) -> Reference:
-        return reference(self.problem, self.a_host, self.b_host, self.c_host)
+        return reference(self.problem, self.a_host, self.b_host, self.c_host, self.bias_host)
 
     def device(self) -> tuple[DeviceMatrix, DeviceMatrix, DeviceMatrix]:
         """Device A, B, C (made on the first call); C is NaN-poisoned when it is output only."""
@@ -64,22 +70,37 @@ class PreparedCase:
                                            precision=self.precision.name, **self._layout)
         return self._device
 
+    def device_bias(self) -> DeviceMatrix | None:
+        """The guarded device bias vector (made on the first call); None without an epilogue."""
+        if self._bias is None and self.bias_host is not None:
+            self._bias = upload_bias(self.problem, self.bias_host, guard=self._layout["guard"],
+                                     misalign=self._layout["misalign"][2])
+        return self._bias
+
+    def launcher(self, session, name: str, tunables: Mapping[str, int] | None = None) -> Launch:
+        """``session.launcher`` on this case's device operands and bias."""
+        return session.launcher(name, self.problem, *self.device(), tunables, bias=self.device_bias())
+
     def run(self, launch: Launch) -> tuple[np.ndarray, int]:
-        """Poison C (or restore its input values), run ``launch`` once, and read C back with
-        the number of guard elements around it that changed."""
+        """Poison C (or restore its input values), run ``launch`` once, and read D back (as
+        float32 values decoded from the out_dtype) with the number of guard elements around
+        it that changed."""
         c = self.device()[2]
-        c.fill(self.c_host)
+        fill_output(c, self.problem, self.c_host)
         launch()
         launch.synchronize()
-        return c.read()
+        return read_output(c, self.problem)
 
     def check(self, out: np.ndarray, guard_violations: int = 0) -> Verification:
-        return check(self.problem, out, self.reference, guard_violations, self.precision.name)
+        """The verdict on D; guard elements changed around the bias vector (read, never
+        written) count as violations too."""
+        bias_changed = self._bias.read()[1] if self._bias is not None else 0
+        return check(self.problem, out, self.reference, guard_violations + bias_changed, self.precision.name)
 
     def close(self) -> None:
-        for matrix in self._device or ():
+        for matrix in (*(self._device or ()), *((self._bias,) if self._bias is not None else ())):
             matrix.close()
-        self._device = None
+        self._device = self._bias = None
 
     def __enter__(self) -> "PreparedCase":
         return self
@@ -123,7 +144,7 @@ def run_case(session, name: str, case: PreparedCase, *, tunables: Mapping[str, i
     if target.runs_on_host:
         return _run_on_host(target, case, tunables, timer, budget)
     try:
-        launch = session.launcher(name, case.problem, *case.device(), tunables)
+        launch = case.launcher(session, name, tunables)
     except UnsupportedProblem as exc:  # the target does not take this problem here: say why
         return Outcome("skipped", str(exc))
     except NvrtcError:  # the callers name a build failure themselves ("compile failed: ...")
@@ -144,6 +165,7 @@ def run_case(session, name: str, case: PreparedCase, *, tunables: Mapping[str, i
 def _run_on_host(target, case: PreparedCase, tunables, timer, budget) -> Outcome:
     try:
         target.check_tunables(tunables)
+        check_capabilities(target, case.problem)
     except UnsupportedProblem as exc:
         return Outcome("skipped", str(exc))
     p, (a, b, c) = case.problem, (case.a_host, case.b_host, case.c_host)

@@ -1,8 +1,9 @@
 """Property-based correctness runs: a kernel against the float64 reference on drawn cases.
 
 ``check_case`` runs one drawn case with every trap set (NaN-poisoned output, guard band,
-padded leading dimensions, misaligned pointers, fresh random data) through the one
-prepared case and ``run_case`` (case.py). ``verify_kernel`` lets Hypothesis draw and
+padded leading dimensions, misaligned pointers, fresh random data; a guarded bias vector
+with an epilogue) through the one prepared case and ``run_case`` (case.py). Cases are drawn
+in every layout, output type and epilogue the kernel declares. ``verify_kernel`` lets Hypothesis draw and
 shrink cases and reports the smallest failing one; the tests and the ``verify`` command
 both use them.
 """
@@ -16,17 +17,19 @@ from hypothesis import HealthCheck, given, settings
 
 from .case import Outcome, PreparedCase, run_case
 from .cuda.errors import UnsupportedProblem
+from . import kernels
 from .kernels import precision_of
+from .operands import stored_shapes
 from .session import Session
-from .strategies import GemmCase, gemm_cases
+from .strategies import GemmCase, gemm_cases, variants_of
 
 GUARD_ROWS = 2
 
 
 def check_case(session: Session, kernel: str, case: GemmCase, tunables: Mapping[str, int] | None = None) -> Outcome:
-    """One drawn case in the kernel's precision (its operands' storage and its bound)."""
-    p = case.problem
-    lds = (p.k + case.pads[0], p.n + case.pads[1], p.n + case.pads[2])
+    """One drawn case in the kernel's precision (its operands' storage and its bound); each
+    stored row (a transposed operand's too) padded by the case's ``pads``."""
+    lds = tuple(cols + pad for (_, cols), pad in zip(stored_shapes(case.problem), case.pads))
     with PreparedCase.random(p, precision_of(kernel), case.data_seed, guard=GUARD_ROWS, lds=lds,
                              misalign=case.misalign) as prepared:
         return run_case(session, kernel, prepared, tunables=tunables)
@@ -54,7 +57,7 @@ def verify_kernel(session: Session, kernel: str, examples: int = 100, max_dim: i
 
     @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
               suppress_health_check=list(HealthCheck))
-    @given(case=gemm_cases(max_dim))
+    @given(case=gemm_cases(max_dim, variants_of(kernels.get(kernel))))
     def property_holds(case: GemmCase) -> None:
         nonlocal seen
         seen += 1

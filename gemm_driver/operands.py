@@ -6,10 +6,13 @@ the matrix is filled with a bit pattern that no arithmetic produces, so a stray 
 is caught bit-exactly, and since the pattern is a NaN, a stray *read* poisons the result.
 The matrix itself is filled with data, or poisoned with NaN when it is output only.
 
-A and B may hold 2-byte elements (BF16/FP16, see precision.py); their guard and poison
-patterns are 16-bit NaNs in *both* formats, so the same traps work for either. C is
-always FP32. A batched problem stores each operand's matrices stacked one above the other in one
-DeviceMatrix (matrix i starts ``rows * ld`` elements after matrix i - 1).
+A and B may hold 2-byte elements (BF16/FP16, see precision.py), and so may C and the bias
+vector (the problem's ``out_dtype``); 16-bit guard and poison patterns are NaNs in *both*
+formats, so the same traps work for either. An operand stored transposed (``trans_a``:
+A is K x M, ``trans_b``: B is N x K) is generated, stored and guarded in that stored shape,
+with its own leading-dimension padding. A batched problem stores each operand's matrices
+stacked one above the other in one DeviceMatrix (matrix i starts ``rows * ld`` elements
+after matrix i - 1).
 """
 
 from __future__ import annotations
@@ -33,18 +36,36 @@ ALIGN_BYTES = 16
 ALIGN_ELEMENTS = ALIGN_BYTES // 4  # for FP32 elements
 
 
+def stored_shapes(problem: GemmProblem) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """(rows, cols) of A, B and C as stored, one matrix of a batch: A is M x K, or K x M
+    when ``trans_a``; B is K x N, or N x K when ``trans_b``; C is M x N."""
+    m, n, k = problem.m, problem.n, problem.k
+    return (k, m) if problem.trans_a else (m, k), (n, k) if problem.trans_b else (k, n), (m, n)
+
+
 def random_operands(problem: GemmProblem, rng: np.random.Generator, precision="fp32"):
-    """Fresh uniform(-1, 1) A, B and, when beta != 0, C (else None), as float32 arrays.
+    """Fresh uniform(-1, 1) A, B and, when beta != 0, C (else None), as float32 arrays in
+    their stored shapes (``stored_shapes``).
 
     A and B hold values the precision stores exactly (BF16/FP16 are rounded here, once),
-    so a reference computed from them is the reference of what the GPU multiplies. A
-    batched problem's matrices are stacked: A is (batch*M) x K, B (batch*K) x N.
+    and C values the problem's out_dtype stores exactly, so a reference computed from them
+    is the reference of what the GPU reads. A batched problem's matrices are stacked: A is
+    (batch*M) x K, B (batch*K) x N (their stored shapes when transposed).
     """
-    batch = problem.batch
-    a = rng.uniform(-1.0, 1.0, (batch * problem.m, problem.k)).astype(np.float32)
-    b = rng.uniform(-1.0, 1.0, (batch * problem.k, problem.n)).astype(np.float32)
-    c = rng.uniform(-1.0, 1.0, (batch * problem.m, problem.n)).astype(np.float32) if problem.beta != 0 else None
+    batch, ((ar, ac), (br, bc), (cr, cc)) = problem.batch, stored_shapes(problem)
+    a = rng.uniform(-1.0, 1.0, (batch * ar, ac)).astype(np.float32)
+    b = rng.uniform(-1.0, 1.0, (batch * br, bc)).astype(np.float32)
+    c = rng.uniform(-1.0, 1.0, (batch * cr, cc)).astype(np.float32) if problem.beta != 0 else None
+    c = None if c is None else _precision.representable(c, problem.out_dtype)
     return _precision.representable(a, precision), _precision.representable(b, precision), c
+
+
+def random_bias(problem: GemmProblem, rng: np.random.Generator) -> np.ndarray | None:
+    """The bias vector of an epilogue: N uniform(-1, 1) values the out_dtype stores exactly;
+    None without an epilogue (drawn after the operands, so their data does not change)."""
+    if not problem.has_bias:
+        return None
+    return _precision.representable(rng.uniform(-1.0, 1.0, problem.n).astype(np.float32), problem.out_dtype)
 
 
 class DeviceMatrix:
@@ -127,16 +148,45 @@ def upload_operands(problem: GemmProblem, a, b, c, *, guard: int = 0, lds=(None,
                     precision="fp32"):
     """Device A, B, C for ``problem``; C is NaN-poisoned when it is output only (c is None).
 
-    ``a`` and ``b`` are float32 arrays stored in ``precision``'s format (exactly, when they
-    come from random_operands); C is FP32 in every precision. Batched problems stack
-    their matrices (see random_operands)."""
+    ``a`` and ``b`` are float32 arrays in their stored shapes (``stored_shapes``) holding
+    values of ``precision``'s format (exactly, when they come from random_operands); ``lds``
+    are the stored row strides. C is stored in the problem's out_dtype. Batched problems
+    stack their matrices (see random_operands)."""
     lda, ldb, ldc = lds
-    p, batch = _precision.get(precision), problem.batch
-    dev_a = DeviceMatrix(batch * problem.m, problem.k, ld=lda, guard=guard, misalign=misalign[0], itemsize=p.itemsize)
-    dev_b = DeviceMatrix(batch * problem.k, problem.n, ld=ldb, guard=guard, misalign=misalign[1], itemsize=p.itemsize)
-    dev_c = DeviceMatrix(batch * problem.m, problem.n, ld=ldc, guard=guard, misalign=misalign[2])
+    p, batch, shapes = _precision.get(precision), problem.batch, stored_shapes(problem)
+    dev_a, dev_b = (DeviceMatrix(batch * rows, cols, ld=ld, guard=guard, misalign=off, itemsize=p.itemsize)
+                    for (rows, cols), ld, off in zip(shapes[:2], (lda, ldb), misalign[:2]))
+    dev_c = DeviceMatrix(batch * problem.m, problem.n, ld=ldc, guard=guard, misalign=misalign[2],
+                         itemsize=out_itemsize(problem))
     # A and B's surroundings are quiet NaN: reading outside the matrix shows up in C.
     dev_a.fill(_precision.to_storage(a, p), guard_bits=_BITS[p.itemsize][1])
     dev_b.fill(_precision.to_storage(b, p), guard_bits=_BITS[p.itemsize][1])
-    dev_c.fill(c)
+    fill_output(dev_c, problem, c)
     return dev_a, dev_b, dev_c
+
+
+def out_itemsize(problem: GemmProblem) -> int:
+    """Bytes per element of C, D and the bias: the out_dtype's."""
+    return _precision.get(problem.out_dtype).itemsize
+
+
+def fill_output(matrix: DeviceMatrix, problem: GemmProblem, c: np.ndarray | None, stream: Stream | None = None) -> None:
+    """C's values in the out_dtype's storage, or NaN poison when it is output only (None)."""
+    matrix.fill(None if c is None else _precision.to_storage(c, problem.out_dtype), stream=stream)
+
+
+def read_output(matrix: DeviceMatrix, problem: GemmProblem) -> tuple[np.ndarray, int]:
+    """(D as float32 values, decoded from the out_dtype's storage; changed guard elements)."""
+    stored, changed = matrix.read()
+    return _precision.from_storage(stored, problem.out_dtype), changed
+
+
+def upload_bias(problem: GemmProblem, bias: np.ndarray | None, *, guard: int = 0, misalign: int = 0
+                ) -> DeviceMatrix | None:
+    """The bias vector (1 x N, out_dtype) in its own guarded buffer: ``guard`` rows of N
+    elements of NaN on each side, so a read past either end poisons D; None without one."""
+    if bias is None:
+        return None
+    vector = DeviceMatrix(1, problem.n, guard=guard, misalign=misalign, itemsize=out_itemsize(problem))
+    vector.fill(_precision.to_storage(bias.reshape(1, -1), problem.out_dtype), guard_bits=_BITS[vector.itemsize][1])
+    return vector

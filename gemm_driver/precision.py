@@ -1,7 +1,7 @@
 """Precisions: the one table of what each stores, how cuBLAS computes it, and its error model.
 
-Four precisions, all with FP32 accumulation and an FP32 C (so verification, guard bands
-and NaN poison of C stay exactly as for FP32):
+Four precisions, all with FP32 accumulation; D (and C) are FP32 unless the problem asks for
+BF16/FP16 output (``out_dtype``, whose storage and rounding are the bf16/fp16 rows here):
 
 - ``fp32``: FP32 inputs, FP32 products (no TF32 anywhere).
 - ``tf32``: FP32 inputs in memory, rounded to TF32 (10-bit mantissa) *inside* the GEMM by
@@ -40,6 +40,21 @@ U_TENSOR = 4 * U32
 # up to 2^-10 if truncated, which is what an mma fed raw FP32 bits does. The bound must
 # hold for both, so it takes 2^-10.
 TF32_INPUT_ROUNDING = 2.0**-10
+
+# Storing D in the output type (one rounding to nearest even) errs by half an ulp, relative:
+# BF16 keeps 8 significant bits (2^-8), FP16 11 (2^-11). FP32 output's own rounding is already
+# in the accumulation bound's (K + 3) u.
+OUTPUT_ROUNDING = {"fp32": 0.0, "bf16": 2.0**-8, "fp16": 2.0**-11}
+# Below FP16's normal range (2^-14) its spacing is fixed at 2^-24, so rounding there errs by up
+# to 2^-25 absolute, whatever the value; BF16 shares FP32's range (the float32 floor covers it).
+OUTPUT_FLOOR = {"fp32": 0.0, "bf16": 0.0, "fp16": 2.0**-25}
+# GELU (tanh form) changes by at most 1.13 |dv| for a change dv of its argument: its steepest
+# slope is 1.1289 (near v = 1.5), so the error before the activation grows by that factor.
+GELU_SLOPE = 1.13
+# A kernel evaluates GELU in FP32 with a fast tanh or exp (tanh.approx.f32, __expf): the tanh
+# term 0.5 v tanh(.) is charged a tanh relative error of 2^-10, i.e. 2^-11 |v| in all, which
+# covers tanh.approx.f32 (about 2^-11 relative) and __expf's few ulps with FP32's roundings.
+GELU_EVALUATION = 2.0**-11
 
 
 @dataclass(frozen=True)
@@ -184,11 +199,19 @@ def to_storage(x, precision: str | Precision) -> np.ndarray:
     return bf16_bits(x) if p.name == "bf16" else fp16_bits(x)
 
 
+def from_storage(stored, precision: str | Precision) -> np.ndarray:
+    """float32 values of an array as a device buffer holds it: float32 as is, 16-bit
+    patterns decoded (exact) for BF16/FP16."""
+    p = get(precision)
+    if p.itemsize == 4:
+        return _as_float32(stored)
+    return bf16_to_float32(stored) if p.name == "bf16" else fp16_to_float32(stored)
+
+
 def representable(x, precision: str | Precision) -> np.ndarray:
     """float32 values of ``x`` as the GEMM's memory holds them: rounded to BF16/FP16 for
     those precisions, unchanged for FP32 and TF32 (TF32 rounds inside the GEMM)."""
     p = get(precision)
     if p.itemsize == 4:
         return _as_float32(x)
-    bits = to_storage(x, p)
-    return bf16_to_float32(bits) if p.name == "bf16" else fp16_to_float32(bits)
+    return from_storage(to_storage(x, p), p)

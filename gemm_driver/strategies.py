@@ -2,7 +2,10 @@
 
 Shapes are biased towards the values that break kernels: 1, primes, and tile edges
 plus or minus one; leading dimensions get random padding and pointers random
-misalignment, so every edge path and every non-vectorisable layout is exercised.
+misalignment, so every edge path and every non-vectorisable layout is exercised. The
+layout (which operands are stored transposed), the output type and the epilogue are drawn
+from those a target declares (``variants_of``): row-major, FP32 and none where it declares
+nothing more.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from .problem import GemmProblem
+from .problem import DEFAULT_EPILOGUE, DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, GemmProblem, layout_flags
 
 TILE_EDGES = tuple(sorted({edge + d for edge in (8, 16, 32, 64, 128, 256) for d in (-1, 0, 1)}))
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 61, 67, 127, 131, 251, 257, 293)
@@ -27,8 +30,23 @@ class GemmCase:
 
     def describe(self) -> str:
         p = self.problem
-        return (f"M={p.m} N={p.n} K={p.k} alpha={p.alpha:g} beta={p.beta:g} "
+        variant = "" if p.is_default_variant else f" layout={p.layout} out={p.out_dtype} epilogue={p.epilogue}"
+        return (f"M={p.m} N={p.n} K={p.k} alpha={p.alpha:g} beta={p.beta:g}{variant} "
                 f"ld pads={self.pads} misalign={self.misalign} seed={self.data_seed}")
+
+
+@dataclass(frozen=True)
+class Variants:
+    """The layouts, output types and epilogues cases are drawn from."""
+
+    layouts: tuple[str, ...] = (DEFAULT_LAYOUT,)
+    out_dtypes: tuple[str, ...] = (DEFAULT_OUT_DTYPE,)
+    epilogues: tuple[str, ...] = (DEFAULT_EPILOGUE,)
+
+
+def variants_of(target) -> Variants:
+    """Everything a kernel or provider declares (kernels/target.py)."""
+    return Variants(tuple(target.layouts), tuple(target.out_dtypes), tuple(target.epilogues))
 
 
 def dims(max_value: int = 300) -> st.SearchStrategy[int]:
@@ -44,9 +62,13 @@ def scalars() -> st.SearchStrategy[float]:
 
 
 @st.composite
-def gemm_cases(draw, max_dim: int = 300) -> GemmCase:
-    problem = GemmProblem(draw(dims(max_dim)), draw(dims(max_dim)), draw(dims(max_dim)),
-                          float(draw(scalars())), float(draw(scalars())))
+def gemm_cases(draw, max_dim: int = 300, variants: Variants = Variants()) -> GemmCase:
+    m, n, k = draw(dims(max_dim)), draw(dims(max_dim)), draw(dims(max_dim))
+    alpha, beta = float(draw(scalars())), float(draw(scalars()))
+    trans_a, trans_b = layout_flags(draw(st.sampled_from(variants.layouts)))
+    problem = GemmProblem(m, n, k, alpha, beta, trans_a=trans_a, trans_b=trans_b,
+                          out_dtype=draw(st.sampled_from(variants.out_dtypes)),
+                          epilogue=draw(st.sampled_from(variants.epilogues)))
     pads = tuple(draw(st.sampled_from((0, 0, 1, 3, 4, 5))) for _ in range(3))
     misalign = tuple(draw(st.sampled_from((0, 0, 1, 2, 3))) for _ in range(3))
     return GemmCase(problem, pads, misalign, draw(st.integers(0, 2**32 - 1)))

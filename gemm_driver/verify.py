@@ -15,6 +15,19 @@ Other precisions (precision.py) keep this shape: the reference is computed from 
 inputs as stored (BF16/FP16 already rounded, so exact), and ``Precision.bound_factor``
 replaces (K + 3) u: tensor-core accumulation is charged 4u per add (it may truncate),
 and TF32, which rounds its FP32 inputs inside the GEMM, adds 2 * 2^-10 for that rounding.
+
+The linear-layer variants (problem.py) extend it, all in float64 from the values as stored
+(transposed operands read as op(X) = stored^T, C and bias in the out_dtype's values):
+
+- bias: v = alpha op(A) op(B) + beta C + bias, one more add: the sum is charged K + 1
+  terms and |bias| joins the magnitude.
+- ReLU is exact and 1-Lipschitz: the bound before it holds after it.
+- GELU (tanh form): the error before it grows by its steepest slope (GELU_SLOPE, 1.13),
+  plus the kernel's FP32 evaluation (GELU_EVALUATION |v|); with a 2-byte output the
+  pre-activation may also be rounded to it once first (torch's linear then gelu does),
+  charged as that rounding times the slope.
+- BF16/FP16 output: the store rounds once, half an ulp relative (OUTPUT_ROUNDING: 2^-8,
+  2^-11) of the value plus the error so far, and FP16 adds its subnormal floor (2^-25).
 """
 
 from __future__ import annotations
@@ -31,26 +44,50 @@ SLACK = 1.05
 
 @dataclass(frozen=True)
 class Reference:
-    value: np.ndarray  # float64 alpha * A @ B + beta * C
-    magnitude: np.ndarray  # float64 |alpha| |A| @ |B| + |beta| |C|, the scale of each element's error
+    value: np.ndarray  # float64 D: epilogue(alpha * op(A) @ op(B) + beta * C)
+    magnitude: np.ndarray  # float64 |alpha| |op(A)| @ |op(B)| + |beta| |C| (+ |bias|), the scale of its error
+    pre: np.ndarray | None = None  # float64 value before the activation (None: no activation, = value)
 
 
-def reference(problem: GemmProblem, a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> Reference:
-    """float64 reference; a batched problem's stacked operands give a stacked result."""
-    a64, b64 = _batched(a, problem.batch), _batched(b, problem.batch)
+def reference(problem: GemmProblem, a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
+              bias: np.ndarray | None = None) -> Reference:
+    """float64 reference from the operands as stored (``a``/``b`` in their stored shapes,
+    transposed per the problem); a batched problem's stacked operands give a stacked result."""
+    a64 = _batched(a, problem.batch, problem.trans_a)
+    b64 = _batched(b, problem.batch, problem.trans_b)
     rows = problem.batch * problem.m
     value = problem.alpha * (a64 @ b64).reshape(rows, problem.n)
     magnitude = abs(problem.alpha) * (np.abs(a64) @ np.abs(b64)).reshape(rows, problem.n)
     if problem.beta != 0 and c is not None:
         value += problem.beta * c.astype(np.float64)
         magnitude += abs(problem.beta) * np.abs(c.astype(np.float64))
+    if problem.has_bias:
+        if bias is None or bias.shape != (problem.n,):
+            raise ValueError(f"epilogue {problem.epilogue!r} needs a bias of shape ({problem.n},), "
+                             f"got {None if bias is None else bias.shape}")
+        value += bias.astype(np.float64)
+        magnitude += np.abs(bias.astype(np.float64))
+    if problem.epilogue in ("bias_relu", "bias_gelu"):
+        return Reference(activation(problem.epilogue, value), magnitude, value)
     return Reference(value, magnitude)
 
 
-def _batched(x: np.ndarray, batch: int) -> np.ndarray:
-    """Stacked (batch*rows) x cols float32 -> batch x rows x cols float64 (a 2-D view for batch 1)."""
+def activation(epilogue: str, v: np.ndarray) -> np.ndarray:
+    """The epilogue's activation in float64: ReLU, or GELU's tanh form
+    0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))); identity otherwise."""
+    if epilogue == "bias_relu":
+        return np.maximum(v, 0.0)
+    if epilogue == "bias_gelu":
+        return 0.5 * v * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (v + 0.044715 * v**3)))
+    return v
+
+
+def _batched(x: np.ndarray, batch: int, trans: bool = False) -> np.ndarray:
+    """Stacked (batch*rows) x cols float32 -> batch x rows x cols float64 (a 2-D view for batch 1),
+    each matrix transposed when it is stored transposed."""
     x64 = x.astype(np.float64)
-    return x64 if batch == 1 else x64.reshape(batch, x.shape[0] // batch, x.shape[1])
+    x64 = x64 if batch == 1 else x64.reshape(batch, x.shape[0] // batch, x.shape[1])
+    return np.swapaxes(x64, -1, -2) if trans else x64
 
 
 @dataclass(frozen=True)
@@ -77,11 +114,12 @@ class Verification:
 
 def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violations: int = 0,
           precision: str = "fp32") -> Verification:
-    """Compare ``out`` with ``ref`` element by element against the rounding bound of
-    ``precision`` (fp32, tf32, bf16, fp16)."""
+    """Compare ``out`` (D as stored, decoded to float32 values) with ``ref`` element by
+    element against the bound of ``precision`` (fp32, tf32, bf16, fp16) and the problem's
+    output type and epilogue (``output_bound``)."""
     if out.shape != ref.value.shape:
         raise ValueError(f"output shape {out.shape} differs from the reference's {ref.value.shape}")
-    bound = error_bound(problem.k, ref.magnitude, precision)
+    bound = output_bound(problem, ref, precision)
     error = np.abs(out.astype(np.float64) - ref.value)
     bad = ~(error <= bound)  # NaN compares false, so NaN counts as wrong
     wrong, nan = int(np.count_nonzero(bad)), int(np.count_nonzero(np.isnan(out)))
@@ -109,3 +147,15 @@ def error_bound(k: int, magnitude: np.ndarray, precision: str = "fp32") -> np.nd
     slack, plus the smallest normal float so an exact zero may be off by an underflow."""
     factor = _precision.get(precision).bound_factor(k)
     return factor * magnitude * SLACK + np.finfo(np.float32).tiny
+
+
+def output_bound(problem: GemmProblem, ref: Reference, precision: str = "fp32") -> np.ndarray:
+    """Per-element bound on D: the accumulation's (``error_bound``, one more term with a bias),
+    through the activation, plus the output type's rounding (see the module docstring).
+    Row-major FP32 output without an epilogue gives ``error_bound`` exactly."""
+    error = error_bound(problem.k + int(problem.has_bias), ref.magnitude, precision)
+    rounding = _precision.OUTPUT_ROUNDING[problem.out_dtype]
+    if problem.epilogue == "bias_gelu":
+        pre = np.abs(ref.pre)
+        error = _precision.GELU_SLOPE * (error + rounding * pre) + _precision.GELU_EVALUATION * pre
+    return error + rounding * (np.abs(ref.value) + error) + _precision.OUTPUT_FLOOR[problem.out_dtype]

@@ -229,7 +229,7 @@ def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[
     case = kept(state, (step.problem, step.shape_index, step.precision, task.seed),
                 lambda: PreparedCase.random(step.problem, step.precision, [task.seed, step.shape_index], guard=1))
     try:  # compile and load before the watchdog's GPU phase: a cold build may take a while
-        session.launcher(task.kernel, step.problem, *case.device())
+        case.launcher(session, task.kernel)
     except Exception:  # noqa: BLE001 - run_case reports what is wrong, under this kernel's name
         pass
     beat()
