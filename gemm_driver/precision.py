@@ -20,6 +20,7 @@ One spelling everywhere (registry, CLI, JSON, plots): ``fp32``, ``tf32``, ``bf16
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -133,6 +134,12 @@ def parse_dtypes(values: Iterable[str] | None) -> list[str]:
     if unknown:
         raise ValueError(f"--dtype {unknown[0]!r} is not a precision; choose from {', '.join(NAMES)} or all")
     return [name for name in NAMES if name in items]
+
+
+def gemm_types(precision: str | Precision, out_dtype: str = "fp32") -> GemmTypes:
+    """The precision's cublasGemmEx types with C and D stored in ``out_dtype`` (its storage
+    type: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F)."""
+    return dataclasses.replace(get(precision).cublas, c_type=get(out_dtype).cublas.ab_type)
 
 
 def baseline(precision: str | Precision, batch: int = 1) -> str:

@@ -88,16 +88,18 @@ class Session:
         """This session as a provider sees it when its work goes on ``stream``."""
         return SessionOnStream(self, stream)
 
-    def cublaslt_matmul(self, problem: cublaslt.LtProblem, workspace, alignment: tuple[int, int, int]
-                      ) -> cublaslt.LtMatmul:
-        """A cuBLASLt matmul for ``problem`` (its heuristic candidates at ``alignment``),
-        made once per (problem, alignment, workspace) and kept until close()."""
-        key = (problem, alignment, workspace)
+    def cublaslt_matmul(self, problem: cublaslt.LtProblem, workspace, alignment: tuple[int, int, int],
+                        bias_alignment: int = cublaslt.MAX_ALIGNMENT) -> cublaslt.LtMatmul:
+        """A cuBLASLt matmul for ``problem`` (its heuristic candidates at ``alignment``, and
+        ``bias_alignment`` for an epilogue's bias), made once per (problem, alignments,
+        workspace) and kept until close()."""
+        key = (problem, alignment, bias_alignment, workspace)
         if key not in self._lt_matmuls:
             self.context.make_current()
             if self._cublaslt is None:
                 self._cublaslt = cublaslt.LtHandle()
-            self._lt_matmuls[key] = cublaslt.LtMatmul(self._cublaslt, problem, workspace=workspace, alignment=alignment)
+            self._lt_matmuls[key] = cublaslt.LtMatmul(self._cublaslt, problem, workspace=workspace, alignment=alignment,
+                                                      bias_alignment=bias_alignment)
         return self._lt_matmuls[key]
 
     def load(self, spec: KernelSpec, tunables: Mapping[str, int]) -> LoadedKernel:

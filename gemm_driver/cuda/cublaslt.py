@@ -11,8 +11,10 @@ status names and ``errcheck`` this module reuses, so a failing call raises
 :class:`~.errors.CublasError` naming the function. The row-major swap is
 :func:`.cublas.column_major_call`, written once there.
 
-Precisions (``LT_PRECISIONS``), all with FP32 compute, FP32 alpha/beta and an FP32 C:
-fp32 (no TF32), tf32 (``CUBLAS_COMPUTE_32F_FAST_TF32``), bf16, fp16 and fp8 (e4m3 A and B).
+Precisions (``LT_PRECISIONS``), all with FP32 compute and FP32 alpha/beta: fp32 (no TF32),
+tf32 (``CUBLAS_COMPUTE_32F_FAST_TF32``), bf16, fp16 and fp8 (e4m3 A and B); C and D FP32 or
+(bf16/fp16) the inputs' type, transposed A and B, and the bias/ReLU/GELU epilogues
+(cublaslt_layout.py).
 cuBLASLt's FP8 kernels want the "TN" layout: both operands K-contiguous. In row-major
 terms A is stored as usual (M x K) but B must be stored transposed, N x K row-major
 (``b_k_major=True``); and k, lda, ldb must be multiples of 16 elements with 16-byte
@@ -39,13 +41,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import cublas
-from .cublaslt_binding import (_PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, ALGO_CONFIG, HeuristicResult, LtHandle,
-                               _get_int, _library, enum_names, library_path, version)
+from .cublaslt_binding import (_DESC_BIAS_POINTER, _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, ALGO_CONFIG,
+                               HeuristicResult, LtHandle, _get_int, _library, enum_names, library_path, version)
 from .cublaslt_layout import (LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem, MatmulDescriptors, _describe_problem,
                               _Preference, pointer_alignment, validate)
 from .errors import CublasError
 
-__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_WORKSPACE_BYTES", "LT_PRECISIONS", "CandidateTiming", "LtHandle", "LtMatmul",
+__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_WORKSPACE_BYTES", "LT_PRECISIONS", "MAX_ALIGNMENT", "CandidateTiming",
+           "LtHandle", "LtMatmul",
            "LtPrecision", "LtProblem", "MatmulDescriptors", "enum_names", "library_path", "pointer_alignment",
            "validate", "version"]
 
@@ -69,10 +72,12 @@ class LtMatmul:
     is what the A, B and C pointers passed to :meth:`run` are guaranteed to be aligned to,
     in bytes (one number or one per operand): the heuristic only offers algorithms that
     work at that alignment, and ``run`` refuses pointers that break the promise.
+    ``bias_alignment`` is the same promise for the bias vector of an epilogue.
     """
 
     def __init__(self, handle: LtHandle, problem: LtProblem, *, workspace: Any = None,
-                 alignment: int | tuple[int, int, int] = MAX_ALIGNMENT, candidates: int = DEFAULT_CANDIDATES):
+                 alignment: int | tuple[int, int, int] = MAX_ALIGNMENT, candidates: int = DEFAULT_CANDIDATES,
+                 bias_alignment: int = MAX_ALIGNMENT):
         if candidates < 1:
             raise ValueError(f"ask the heuristic for at least 1 candidate, got {candidates}")
         align = tuple(alignment) if isinstance(alignment, tuple) else (alignment,) * 3
@@ -80,10 +85,17 @@ class LtMatmul:
             raise ValueError(f"alignment must be a power of two bytes, or three of them (A, B, C); got {alignment}")
         self.handle, self.problem = handle, problem
         self.alignment = dict(zip("abc", (min(x, MAX_ALIGNMENT) for x in align)))
+        if bias_alignment < 1 or bias_alignment & (bias_alignment - 1):
+            raise ValueError(f"bias_alignment must be a power of two bytes; got {bias_alignment}")
+        self.alignment["bias"] = min(bias_alignment, MAX_ALIGNMENT)
         self.workspace = workspace
         self.workspace_bytes = int(workspace.nbytes) if workspace is not None else 0
         self.descriptors = MatmulDescriptors(problem)
         try:
+            if problem.epilogue != "none":
+                # The heuristic never reads the bias; it judges the alignment by the pointer's
+                # value (cublasLt.h), so an address of exactly that alignment stands in for it.
+                self.descriptors.desc.set(_DESC_BIAS_POINTER, ctypes.c_void_p(self.alignment["bias"]))
             self.candidates = self._heuristic(candidates)
         except BaseException:
             self.descriptors.close()
@@ -113,16 +125,23 @@ class LtMatmul:
         return usable
 
     def run(self, a: int, b: int, c: int, stream: Any = None, alpha: float = 1.0, beta: float = 0.0,
-            candidate: int | None = None) -> None:
-        """C = alpha*A@B + beta*C on ``stream`` (a driver Stream, or None for the default
-        stream) with the chosen algorithm or candidate ``candidate``. C is not read when
-        beta == 0. Pointers are device addresses (ints or objects with ``.ptr``)."""
+            candidate: int | None = None, bias: int = 0) -> None:
+        """D = epilogue(alpha*op(A)@op(B) + beta*C) into C on ``stream`` (a driver Stream, or
+        None for the default stream) with the chosen algorithm or candidate ``candidate``. C
+        is not read when beta == 0; ``bias`` is the epilogue's vector. Pointers are device
+        addresses (ints or objects with ``.ptr``)."""
         ptrs = {"a": int(getattr(a, "ptr", a)), "b": int(getattr(b, "ptr", b)), "c": int(getattr(c, "ptr", c))}
+        if self.problem.epilogue != "none":
+            ptrs["bias"] = int(getattr(bias, "ptr", bias))
+            if not ptrs["bias"]:
+                raise ValueError(f"epilogue {self.problem.epilogue!r} needs a bias pointer")
         for name, ptr in ptrs.items():
             if pointer_alignment(ptr) < self.alignment[name]:
                 raise ValueError(f"{name.upper()} at {ptr:#x} is {pointer_alignment(ptr)}-byte aligned; this "
                                  f"LtMatmul was made for {self.alignment[name]}-byte alignment")
         d = self.descriptors
+        if "bias" in ptrs:  # read by cublasLtMatmul when it is called (a graph capture keeps it)
+            d.desc.set(_DESC_BIAS_POINTER, ctypes.c_void_p(ptrs["bias"]))
         result = self.candidates[self.chosen if candidate is None else candidate]
         al, be = cublas.scalars(alpha, beta)
         ws = self.workspace.ptr if self.workspace is not None else None
@@ -132,7 +151,7 @@ class LtMatmul:
             ctypes.byref(result.algo), ws, self.workspace_bytes, cublas._stream_ptr(stream))
 
     def autotune(self, a: int, b: int, c: int, stream: Any, alpha: float = 1.0, beta: float = 0.0,
-                 target_ms: float = 1.0, rounds: int = 2) -> list[CandidateTiming]:
+                 target_ms: float = 1.0, rounds: int = 2, bias: int = 0) -> list[CandidateTiming]:
         """Time every candidate on ``stream`` and choose the fastest.
 
         Each candidate runs once untimed (a candidate that fails there is recorded and
@@ -148,7 +167,7 @@ class LtMatmul:
         from .graph import Graph
 
         def launch(index):
-            return lambda: self.run(a, b, c, stream, alpha, beta, candidate=index)
+            return lambda: self.run(a, b, c, stream, alpha, beta, candidate=index, bias=bias)
 
         errors, graphs, launches = {}, {}, {}
         try:
@@ -199,6 +218,7 @@ class LtMatmul:
         timing = next((t for t in self.timings if t.index == index), None)
         return {
             "library": "cublasLt", "version": ".".join(map(str, version())), "precision": self.problem.precision,
+            **({} if self.problem.epilogue == "none" else {"epilogue": self.problem.epilogue}),
             **config, "workspace_bytes": int(result.workspace_size), "waves_count": round(float(result.waves_count), 4),
             "heuristic_rank": index, "candidates": len(self.candidates),
             "selection_ms": timing.ms if timing else None, "workspace_limit_bytes": self.workspace_bytes,

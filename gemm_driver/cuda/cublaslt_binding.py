@@ -20,6 +20,11 @@ from .errors import CublasError, GemmDriverError
 
 # Attribute numbers (cublasLt.h); the enums only grow, so 12.x and 13.x agree on these.
 _DESC_TRANSA, _DESC_TRANSB = 3, 4
+# CUBLASLT_MATMUL_DESC_EPILOGUE, _BIAS_POINTER, _BIAS_DATA_TYPE (cublasLt.h of cuBLAS 12.9 and 13.x).
+_DESC_EPILOGUE, _DESC_BIAS_POINTER, _DESC_BIAS_DATA_TYPE = 7, 8, 26
+# cublasLtEpilogue_t per problem.epilogue: DEFAULT = 1, BIAS = 4, RELU_BIAS = RELU (2) | BIAS,
+# GELU_BIAS = GELU (32) | BIAS (cublasLt.h; the same in nvmath-python's cublasLt.Epilogue).
+EPILOGUES = {"none": 1, "bias": 4, "bias_relu": 6, "bias_gelu": 36}
 _PREF_MAX_WORKSPACE_BYTES = 1
 _PREF_MIN_ALIGNMENT = {"a": 5, "b": 6, "c": 7, "d": 8}
 _LAYOUT_ATTRIBUTES = {"type": 0, "order": 1, "rows": 2, "cols": 3, "ld": 4}

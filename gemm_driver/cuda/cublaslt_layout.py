@@ -1,7 +1,11 @@
 """A cuBLASLt problem, validated, and its descriptors: host objects, no GPU needed.
 
-Precisions (``LT_PRECISIONS``), all with FP32 compute, FP32 alpha/beta and an FP32 C:
-fp32 (no TF32), tf32 (``CUBLAS_COMPUTE_32F_FAST_TF32``), bf16, fp16 and fp8 (e4m3 A and B).
+Precisions (``LT_PRECISIONS``), all with FP32 compute and FP32 alpha/beta: fp32 (no TF32),
+tf32 (``CUBLAS_COMPUTE_32F_FAST_TF32``), bf16, fp16 and fp8 (e4m3 A and B). C and D are
+FP32, or for bf16/fp16 inputs their own type (``out_dtype``); an ``epilogue`` adds a bias
+vector of N elements in D's type (CUBLASLT_MATMUL_DESC_BIAS_POINTER, BIAS_DATA_TYPE = the D
+type), then ReLU or GELU (CUBLASLT_EPILOGUE_BIAS, RELU_BIAS, GELU_BIAS). A and B may each be
+stored transposed (``trans_a``: A is K x M row-major; ``b_k_major``: B is N x K).
 cuBLASLt's FP8 kernels want the "TN" layout: both operands K-contiguous. In row-major
 terms A is stored as usual (M x K) but B must be stored transposed, N x K row-major
 (``b_k_major=True``); and k, lda, ldb must be multiples of 16 elements with 16-byte
@@ -17,10 +21,13 @@ from typing import Any
 
 from . import cublas
 from .cublas import ComputeType, DataType, Operation
-from .cublaslt_binding import _LAYOUT_ATTRIBUTES, _DESC_TRANSA, _DESC_TRANSB, _create, _get_int, _library, _Owned
+from .cublaslt_binding import (_DESC_BIAS_DATA_TYPE, _DESC_EPILOGUE, _DESC_TRANSA, _DESC_TRANSB, _LAYOUT_ATTRIBUTES,
+                               EPILOGUES, _create, _get_int, _library, _Owned)
 from .errors import UnsupportedProblem
 
 CUDA_R_8F_E4M3 = 28  # cudaDataType_t (library_types.h); not in cublas.DataType, which has no FP8
+# D's (and C's and the bias's) cudaDataType_t per out_dtype.
+OUT_TYPES = {"fp32": DataType.CUDA_R_32F, "bf16": DataType.CUDA_R_16BF, "fp16": DataType.CUDA_R_16F}
 MAX_ALIGNMENT = 256  # cuBLASLt's default assumption for every pointer (MIN_ALIGNMENT_*_BYTES)
 _INT32_MAX = 2**31 - 1
 
@@ -48,10 +55,12 @@ LT_PRECISIONS: dict[str, LtPrecision] = {p.name: p for p in (
 # --- the problem, validated, and its descriptors (host only) ---------------------------
 @dataclass(frozen=True)
 class LtProblem:
-    """Row-major C (m x n, ldc) = alpha * A (m x k, lda) @ B + beta * C in ``precision``.
+    """Row-major D (m x n, ldc) = epilogue(alpha * op(A) @ op(B) + beta * C) in ``precision``.
 
+    A is m x k row-major (lda >= k), or with ``trans_a`` stored transposed: k x m (lda >= m).
     B is k x n row-major (ldb >= n), or with ``b_k_major`` stored transposed: n x k
     row-major (ldb >= k), i.e. column-major B, the only layout cuBLASLt's FP8 takes.
+    C and D are stored in ``out_dtype``; ``epilogue`` is problem.py's spelling.
     """
 
     m: int
@@ -62,6 +71,9 @@ class LtProblem:
     ldb: int
     ldc: int
     b_k_major: bool = False
+    trans_a: bool = False
+    out_dtype: str = "fp32"
+    epilogue: str = "none"
 
     @classmethod
     def packed(cls, m: int, n: int, k: int, precision: str, b_k_major: bool = False) -> "LtProblem":
@@ -83,6 +95,10 @@ def validate(problem: LtProblem) -> LtPrecision:
         (f"{p.name} k, lda and ldb multiples of {mult} elements (16 bytes)",
          q.k % mult == 0 and q.lda % mult == 0 and q.ldb % mult == 0),
         ("ldb >= k for a K-major B", not q.b_k_major or q.ldb >= q.k),
+        (f"an FP32 D, or for bf16/fp16 inputs one of their own type (out_dtype {q.out_dtype!r})",
+         q.out_dtype == "fp32" or (q.out_dtype == p.name and q.out_dtype in OUT_TYPES)),
+        (f"an epilogue of {', '.join(EPILOGUES)} without FP8 (epilogue {q.epilogue!r})",
+         q.epilogue == "none" or (q.epilogue in EPILOGUES and p.name != "fp8")),
     )
     for rule, ok in rules:
         if not ok:
@@ -93,7 +109,7 @@ def validate(problem: LtProblem) -> LtPrecision:
 
 def _describe_problem(q: LtProblem) -> str:
     return (f"{q.precision} m={q.m}, n={q.n}, k={q.k}, lda={q.lda}, ldb={q.ldb}, ldc={q.ldc}, "
-            f"b_k_major={q.b_k_major}")
+            f"b_k_major={q.b_k_major}, trans_a={q.trans_a}, out_dtype={q.out_dtype}, epilogue={q.epilogue}")
 
 
 @dataclass(frozen=True)
@@ -112,13 +128,15 @@ def _swap(q: LtProblem) -> tuple[LtOperand, LtOperand, LtOperand]:
 
     cublas.column_major_call gives the (n, m, k) call with B first. A row-major K x N B
     read column-major is N x K (op N); a K-major B (n x k row-major) read column-major is
-    K x N, so cuBLASLt transposes it (op T): that is the "TN" of FP8.
+    K x N, so cuBLASLt transposes it (op T): that is the "TN" of FP8. Likewise A: M x K
+    row-major reads as K x M (op N), a transposed A (k x m row-major) as M x K (op T).
     """
-    cm = cublas.column_major_call(q.m, q.n, q.k, q.lda, q.ldb, q.ldc, trans_b=q.b_k_major)
+    cm = cublas.column_major_call(q.m, q.n, q.k, q.lda, q.ldb, q.ldc, trans_a=q.trans_a, trans_b=q.b_k_major)
     assert cm.first == "b" and cm.second == "a"
     first_shape = (cm.k, cm.m) if q.b_k_major else (cm.m, cm.k)  # B as stored, read column-major
+    second_shape = (cm.n, cm.k) if q.trans_a else (cm.k, cm.n)  # A likewise
     first = LtOperand("b", *first_shape, cm.ld_first, cm.op_first)
-    second = LtOperand("a", cm.k, cm.n, cm.ld_second, cm.op_second)
+    second = LtOperand("a", *second_shape, cm.ld_second, cm.op_second)
     return first, second, LtOperand("c", cm.m, cm.n, cm.ldc, Operation.N)
 
 
@@ -142,6 +160,10 @@ class _Desc(_Owned):
     def set(self, attribute: int, value: ctypes._SimpleCData) -> None:
         _library().cublasLtMatmulDescSetAttribute(self.ptr, attribute, ctypes.byref(value), ctypes.sizeof(value))
 
+    def get(self, attribute: int) -> int:
+        """An integer attribute read back (the tests check what was set)."""
+        return _get_int(_library().cublasLtMatmulDescGetAttribute, self.ptr, attribute)
+
 
 class _Preference(_Owned):
     def __init__(self):
@@ -154,7 +176,8 @@ class _Preference(_Owned):
 
 
 class MatmulDescriptors:
-    """The matmul descriptor and the three layouts of one problem (C's serves D too).
+    """The matmul descriptor and the three layouts of one problem (C's serves D too), with
+    the epilogue and its bias type set; the bias pointer is set per run (``set_bias``).
 
     Host objects only: they can be built and read back without a GPU."""
 
@@ -169,7 +192,10 @@ class MatmulDescriptors:
             self.desc.set(_DESC_TRANSB, ctypes.c_int32(second.op))
             self.first = self._keep(_Layout(p.ab_type, first))
             self.second = self._keep(_Layout(p.ab_type, second))
-            self.c = self._keep(_Layout(DataType.CUDA_R_32F, c))
+            self.c = self._keep(_Layout(OUT_TYPES[problem.out_dtype], c))
+            self.desc.set(_DESC_EPILOGUE, ctypes.c_int32(EPILOGUES[problem.epilogue]))
+            if problem.epilogue != "none":
+                self.desc.set(_DESC_BIAS_DATA_TYPE, ctypes.c_int32(OUT_TYPES[problem.out_dtype]))
         except BaseException:
             self.close()
             raise

@@ -7,8 +7,15 @@ on the launch's stream, so what is verified and timed is exactly what cuBLAS get
 - FP32: ``C.addmm_(A, B, beta=beta, alpha=alpha)``, one cuBLAS call, with TF32 switched
   off for the call and the caller's setting restored after (``torch.backends.cuda.matmul``:
   ``fp32_precision = "ieee"`` where torch has it, from 2.9; ``allow_tf32 = False`` before).
-- BF16 / FP16: ``torch.mm(A, B, out_dtype=torch.float32)``: 2-byte inputs, FP32 accumulation
-  and an FP32 C, as cublasGemmEx runs here; alpha and beta applied as CuPy's baseline does.
+- BF16 / FP16 with an FP32 D: ``torch.mm(A, B, out_dtype=torch.float32)``: 2-byte inputs,
+  FP32 accumulation and an FP32 C, as cublasGemmEx runs here; alpha and beta applied as
+  CuPy's baseline does.
+- BF16 / FP16 with a D of their own type: ``C.addmm_(A, B, beta=, alpha=)`` (one rounding),
+  and with a bias ``torch.addmm(bias, A, B, alpha=, out=C)`` (what ``F.linear`` runs).
+- Epilogues as a user writes them with torch's own ops: the bias added by addmm, then
+  ``relu_`` or ``gelu(approximate="tanh")`` on D in its own type (for GELU, D was rounded
+  once before it: the bound allows that, verify.py). With beta != 0 and a bias on a 16-bit
+  D, the sum is formed in FP32 and rounded once (two roundings would break the bound).
 
 torch is imported only when a torch baseline is asked about (``torch_unavailable``) or
 run: the CLI, ``list`` and the registry never pay for it.
@@ -119,42 +126,86 @@ def torch_without_tf32(torch):
         setattr(matmul, name, saved)
 
 
-def torch_enqueue(precision: str, session, problem: GemmProblem, a, b, c) -> Callable[[], None]:
-    """What enqueues C = alpha A B + beta C with torch on ``session.stream`` (its handle read
-    at each launch), FP32 C; C is not read when beta == 0. UnsupportedProblem (the case is
-    "skipped") where torch cannot run."""
+class _Vector:
+    """The bias vector (a device pointer) as a 1 x N matrix for torch_view."""
+
+    def __init__(self, ptr: int, n: int):
+        self.ptr, self.ld = ptr, max(n, 1)
+
+
+def torch_enqueue(precision: str, session, problem: GemmProblem, a, b, c, bias: int = 0) -> Callable[[], None]:
+    """What enqueues D = epilogue(alpha op(A) op(B) + beta C) with torch on ``session.stream``
+    (its handle read at each launch), D in the problem's out_dtype; C is not read when
+    beta == 0. UnsupportedProblem (the case is "skipped") where torch cannot run."""
     if (reason := torch_unavailable()) is not None:
         raise UnsupportedProblem(reason)
     import torch
 
-    m, n, k = problem.m, problem.n, problem.k
+    m, n, k, out = problem.m, problem.n, problem.k, problem.out_dtype
     device = session.device.ordinal
-    if precision != "fp32" and not mm_takes_out_dtype(torch, device):
+    if precision != "fp32" and out == "fp32" and not mm_takes_out_dtype(torch, device):
         raise UnsupportedProblem(f"PyTorch {torch.__version__} has no torch.mm(..., out_dtype=torch.float32) for "
                                  "2-byte inputs (it came in PyTorch 2.8): no FP32-C baseline in this precision")
     A = torch_view(torch, a, m, k, precision, device, problem.trans_a)
     B = torch_view(torch, b, k, n, precision, device, problem.trans_b)
-    C = torch_view(torch, c, m, n, "fp32", device)
+    C = torch_view(torch, c, m, n, out, device)
+    Bias = torch_view(torch, _Vector(bias, n), 1, n, out, device) if problem.has_bias else None
     stream = StreamCache(session.stream, lambda raw: torch.cuda.ExternalStream(raw, device=device))
-    alpha, beta = problem.alpha, problem.beta
+    product = _torch_product(torch, precision, problem, A, B, C, Bias)
+    activate = _torch_activation(torch, problem.epilogue, C)
 
-    def product() -> None:
-        if precision == "fp32":  # addmm_ ignores C (NaN included) when beta == 0
-            with torch_without_tf32(torch):
+    def launch() -> None:
+        try:
+            with torch.cuda.stream(stream()):
+                product()
+                activate()
+        except Exception as exc:  # a torch error is this baseline's failure, not the sweep's
+            raise GemmDriverError(f"PyTorch failed: {first_line(exc)}") from exc
+
+    return launch
+
+
+def _torch_product(torch, precision: str, problem: GemmProblem, A, B, C, Bias) -> Callable[[], None]:
+    """alpha op(A) op(B) + beta C (+ bias) into C, each path rounding C's type once."""
+    alpha, beta, wide = problem.alpha, problem.beta, problem.out_dtype == "fp32"
+
+    def fp32_inputs() -> None:  # addmm_ ignores C (NaN included) when beta == 0
+        with torch_without_tf32(torch):
+            if Bias is not None and beta == 0:
+                torch.addmm(Bias, A, B, alpha=alpha, out=C)
+            else:
                 C.addmm_(A, B, beta=beta, alpha=alpha)
-        elif beta == 0:
+                if Bias is not None:
+                    C.add_(Bias)
+
+    def fp32_out() -> None:
+        if beta == 0:
             torch.mm(A, B, out_dtype=torch.float32, out=C)
             if alpha != 1:
                 C.mul_(alpha)
         else:
             result = torch.mm(A, B, out_dtype=torch.float32)
             C.mul_(beta).add_(result, alpha=alpha)
+        if Bias is not None:
+            C.add_(Bias)
 
-    def launch() -> None:
-        try:
-            with torch.cuda.stream(stream()):
-                product()
-        except Exception as exc:  # a torch error is this baseline's failure, not the sweep's
-            raise GemmDriverError(f"PyTorch failed: {first_line(exc)}") from exc
+    def own_type() -> None:
+        if Bias is None:
+            C.addmm_(A, B, beta=beta, alpha=alpha)
+        elif beta == 0:
+            torch.addmm(Bias, A, B, alpha=alpha, out=C)
+        else:  # C and the bias added in FP32, rounded once into C
+            with torch_without_tf32(torch):
+                total = torch.addmm(C.float(), A.float(), B.float(), beta=beta, alpha=alpha)
+            C.copy_(total.add_(Bias.float()))
 
-    return launch
+    return fp32_inputs if precision == "fp32" else fp32_out if wide else own_type
+
+
+def _torch_activation(torch, epilogue: str, C) -> Callable[[], None]:
+    """torch's own ReLU or GELU (tanh form) on D in place; nothing for the other epilogues."""
+    if epilogue == "bias_relu":
+        return lambda: C.relu_()
+    if epilogue == "bias_gelu":
+        return lambda: C.copy_(torch.nn.functional.gelu(C, approximate="tanh"))
+    return lambda: None

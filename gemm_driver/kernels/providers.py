@@ -44,7 +44,7 @@ import numpy as np
 from .. import precision as _precision
 from ..cuda import cublas, cublaslt
 from ..cuda.errors import CublasError, GemmDriverError, UnsupportedProblem
-from ..problem import LAYOUTS, GemmProblem
+from ..problem import EPILOGUES, LAYOUTS, GemmProblem
 from . import frameworks
 from .frameworks import torch_unavailable
 from .target import check_declared, declared_transposes
@@ -118,10 +118,10 @@ class Provider:
 
 # --- cuBLAS --------------------------------------------------------------------------------
 def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
-    """cublasGemmEx in the provider's precision: explicit types, compute type and math mode.
-    Operands stored transposed (a caller's transposed views) go through cuBLAS's own
-    transpose flags (``cublas.gemm_ex_arguments``)."""
-    handle, types = session.cublas(), _precision.get(provider.precision).cublas
+    """cublasGemmEx in the provider's precision: explicit types, compute type and math mode,
+    C and D in the problem's out_dtype. Operands stored transposed (the problem's trans_a /
+    trans_b) go through cuBLAS's own transpose flags (``cublas.gemm_ex_arguments``)."""
+    handle, types = session.cublas(), _precision.gemm_types(provider.precision, problem.out_dtype)
     ops = (problem.trans_a, problem.trans_b)
     if ops == (False, False) and not session.stream_per_call:
         args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
@@ -183,18 +183,28 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c,
     launcher for the same problem (a repeated gemm() call) keeps that choice. The
     chosen algorithm (id, tile, stages, split-K, cluster, ...) goes into the results JSON.
     """
-    q = cublaslt.LtProblem(problem.m, problem.n, problem.k, provider.precision, a.ld, b.ld, c.ld)
+    q = lt_problem(provider, problem, a, b, c)
     cublaslt.validate(q)  # UnsupportedProblem (the case is "skipped") naming the rule
     workspace = session.workspace("cublaslt", cublaslt.DEFAULT_WORKSPACE_BYTES)
     alignment = tuple(cublaslt.pointer_alignment(x.ptr) for x in (a, b, c))
+    bias_alignment = cublaslt.pointer_alignment(bias) if bias else cublaslt.MAX_ALIGNMENT
     try:
-        matmul = session.cublaslt_matmul(q, _Scratch(workspace, cublaslt.DEFAULT_WORKSPACE_BYTES), alignment)
+        matmul = session.cublaslt_matmul(q, _Scratch(workspace, cublaslt.DEFAULT_WORKSPACE_BYTES), alignment,
+                                         bias_alignment)
     except CublasError as exc:  # no algorithm for this layout (e.g. C rows not 16-byte aligned): skipped
         raise UnsupportedProblem(f"{provider.name}: {exc}") from None
     if not matmul.timings:  # measured once per Session matmul (problem, alignment), not per launcher
-        matmul.autotune(a.ptr, b.ptr, c.ptr, session.stream, problem.alpha, problem.beta)
+        matmul.autotune(a.ptr, b.ptr, c.ptr, session.stream, problem.alpha, problem.beta, bias=bias)
     alpha, beta = problem.alpha, problem.beta
-    return ProviderLaunch(lambda: matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta), matmul.describe())
+    return ProviderLaunch(lambda: matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta, bias=bias),
+                          matmul.describe())
+
+
+def lt_problem(provider: Provider, problem: GemmProblem, a, b, c) -> cublaslt.LtProblem:
+    """The cuBLASLt problem of ``problem`` on these operands (their stored row strides)."""
+    return cublaslt.LtProblem(problem.m, problem.n, problem.k, provider.precision, a.ld, b.ld, c.ld,
+                              b_k_major=problem.trans_b, trans_a=problem.trans_a, out_dtype=problem.out_dtype,
+                              epilogue=problem.epilogue)
 
 
 @dataclass(frozen=True)
@@ -281,7 +291,7 @@ def _cupy_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bia
 # --- PyTorch (kernels/frameworks.py: imported there only when used) -------------------------
 def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
     """C = alpha A B + beta C with torch on our stream (frameworks.torch_enqueue)."""
-    return ProviderLaunch(frameworks.torch_enqueue(provider.precision, session, problem, a, b, c))
+    return ProviderLaunch(frameworks.torch_enqueue(provider.precision, session, problem, a, b, c, bias))
 
 
 # One cuBLAS baseline per precision (precision.py names it), each through cublasGemmEx with
@@ -290,32 +300,39 @@ def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bi
 # precisions also have a cuBLASLt baseline with a measured algorithm choice; their "% of
 # cuBLAS" is taken against the faster of the two (precision.baselines). `cupy` runs where
 # CuPy is installed (`torch*` where PyTorch is); elsewhere their cases are "skipped" with the
-# reason, and bench records them under settings.absent_baselines. The cuBLAS GemmEx and
-# PyTorch baselines also take transposed operands (gemm() on transposed views).
+# reason, and bench records them under settings.absent_baselines. cuBLAS GemmEx, cuBLASLt and
+# PyTorch take every layout and write D in FP32 or the inputs' 16-bit type; cuBLASLt
+# (CUBLASLT_EPILOGUE_BIAS, RELU_BIAS, GELU_BIAS) and PyTorch (its own relu and gelu) apply the
+# epilogues, which cublasGemmEx has none of.
 PROVIDERS = (
     Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", _cublas_gemm, min_cc=(5, 0),
              layouts=LAYOUTS),
     Provider("numpy", "NumPy float32 matmul on the CPU", host_gemm=host_gemm, batched=True),
     Provider("cublas_tf32", "cuBLAS GemmEx, FP32 in memory, TF32 tensor cores, FP32 accumulate", _cublas_gemm,
              precision="tf32", min_cc=(8, 0), layouts=LAYOUTS),
-    Provider("cublas_bf16", "cuBLAS GemmEx, BF16 A/B, FP32 accumulate and C", _cublas_gemm,
-             precision="bf16", min_cc=(8, 0), layouts=LAYOUTS),
-    Provider("cublas_fp16", "cuBLAS GemmEx, FP16 A/B, FP32 accumulate and C", _cublas_gemm,
-             precision="fp16", min_cc=(7, 0), layouts=LAYOUTS),
+    Provider("cublas_bf16", "cuBLAS GemmEx, BF16 A/B, FP32 accumulate, FP32 or BF16 C", _cublas_gemm,
+             precision="bf16", min_cc=(8, 0), layouts=LAYOUTS, out_dtypes=("fp32", "bf16")),
+    Provider("cublas_fp16", "cuBLAS GemmEx, FP16 A/B, FP32 accumulate, FP32 or FP16 C", _cublas_gemm,
+             precision="fp16", min_cc=(7, 0), layouts=LAYOUTS, out_dtypes=("fp32", "fp16")),
     Provider("cublaslt_tf32", "cuBLASLt matmul, TF32, fastest of the heuristic's top 8 measured here",
-             _cublaslt_matmul, precision="tf32", min_cc=(8, 0), measures=True, uses_scratch=True),
-    Provider("cublaslt_bf16", "cuBLASLt matmul, BF16 A/B, FP32 C, fastest of the heuristic's top 8 measured here",
-             _cublaslt_matmul, precision="bf16", min_cc=(8, 0), measures=True, uses_scratch=True),
-    Provider("cublaslt_fp16", "cuBLASLt matmul, FP16 A/B, FP32 C, fastest of the heuristic's top 8 measured here",
-             _cublaslt_matmul, precision="fp16", min_cc=(7, 0), measures=True, uses_scratch=True),
+             _cublaslt_matmul, precision="tf32", min_cc=(8, 0), measures=True, uses_scratch=True, layouts=LAYOUTS,
+             epilogues=EPILOGUES),
+    Provider("cublaslt_bf16", "cuBLASLt matmul, BF16 A/B, FP32 or BF16 C, bias/ReLU/GELU epilogues, fastest of the "
+             "heuristic's top 8 measured here", _cublaslt_matmul, precision="bf16", min_cc=(8, 0), measures=True,
+             uses_scratch=True, layouts=LAYOUTS, out_dtypes=("fp32", "bf16"), epilogues=EPILOGUES),
+    Provider("cublaslt_fp16", "cuBLASLt matmul, FP16 A/B, FP32 or FP16 C, bias/ReLU/GELU epilogues, fastest of the "
+             "heuristic's top 8 measured here", _cublaslt_matmul, precision="fp16", min_cc=(7, 0), measures=True,
+             uses_scratch=True, layouts=LAYOUTS, out_dtypes=("fp32", "fp16"), epilogues=EPILOGUES),
     Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", _cublas_batched,
              min_cc=(5, 0), single=False, batched=True),
     Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",
              _cupy_matmul, min_cc=(5, 0), unavailable=cupy_unavailable),
     Provider("torch", "PyTorch addmm on the same operands and stream, FP32 (TF32 off), when torch is installed",
-             _torch_matmul, min_cc=(5, 0), unavailable=torch_unavailable, layouts=LAYOUTS),
-    Provider("torch_bf16", "PyTorch mm, BF16 A/B, FP32 out_dtype and C, on the same operands and stream",
-             _torch_matmul, precision="bf16", min_cc=(8, 0), unavailable=torch_unavailable, layouts=LAYOUTS),
-    Provider("torch_fp16", "PyTorch mm, FP16 A/B, FP32 out_dtype and C, on the same operands and stream",
-             _torch_matmul, precision="fp16", min_cc=(7, 0), unavailable=torch_unavailable, layouts=LAYOUTS),
+             _torch_matmul, min_cc=(5, 0), unavailable=torch_unavailable, layouts=LAYOUTS, epilogues=EPILOGUES),
+    Provider("torch_bf16", "PyTorch mm/addmm, BF16 A/B, FP32 or BF16 C, torch's relu/gelu, on the same operands "
+             "and stream", _torch_matmul, precision="bf16", min_cc=(8, 0), unavailable=torch_unavailable,
+             layouts=LAYOUTS, out_dtypes=("fp32", "bf16"), epilogues=EPILOGUES),
+    Provider("torch_fp16", "PyTorch mm/addmm, FP16 A/B, FP32 or FP16 C, torch's relu/gelu, on the same operands "
+             "and stream", _torch_matmul, precision="fp16", min_cc=(7, 0), unavailable=torch_unavailable,
+             layouts=LAYOUTS, out_dtypes=("fp32", "fp16"), epilogues=EPILOGUES),
 )
