@@ -288,10 +288,11 @@ class Plan:
                 for producer in (A.producer_stream, B.producer_stream, C.producer_stream):
                     if producer is not None and producer != raw:  # array interface v3: still being written there
                         self._order(producer, raw)
-            if self._uses_scratch:
-                self._order_scratch(raw)
+            capturing = self._order_scratch(raw) if self._uses_scratch else False
             self._stream.handle = raw
             launch()
+            if self._uses_scratch:
+                self._scratch_used(raw, capturing)
         return out
 
     def _no_bias(self, bias) -> int:
@@ -381,16 +382,27 @@ class Plan:
         self._event.record(ExternalStream(before))
         stream_wait(ExternalStream(after), self._event)
 
-    def _order_scratch(self, raw: int) -> None:
+    def _order_scratch(self, raw: int) -> bool:
+        """Make ``raw`` wait for the last scratch user on another stream; returns whether
+        ``raw`` is being captured. A stream under graph capture may not wait on work outside
+        the capture (CUDA_ERROR_STREAM_CAPTURE_ISOLATION), and nothing runs while capturing:
+        the replays use the scratch whenever they run (README: "CUDA graphs")."""
         state = self._state
-        # A stream under graph capture may not wait on work outside the capture (the driver
-        # refuses: CUDA_ERROR_STREAM_CAPTURE_ISOLATION), and nothing runs while capturing: the
-        # replays use the scratch whenever they run (README: "CUDA graphs").
-        if state.scratch_stream is not None and state.scratch_stream != raw and not stream_is_capturing(raw):
-            if state.event is None:
-                state.event = Event()
-            state.event.record(ExternalStream(state.scratch_stream))
+        capturing = stream_is_capturing(raw)
+        if state.scratch_stream is not None and state.scratch_stream != raw and not capturing:
             stream_wait(ExternalStream(raw), state.event)
+        return capturing
+
+    def _scratch_used(self, raw: int, capturing: bool) -> None:
+        """Record the scratch's last use right after the launch, while ``raw`` surely lives (a
+        caller's stream remembered for later may be destroyed by then)."""
+        state = self._state
+        if capturing:
+            state.scratch_stream = None  # a captured record orders nothing outside the graph
+            return
+        if state.event is None:
+            state.event = Event()
+        state.event.record(ExternalStream(raw))
         state.scratch_stream = raw
 
     def _empty(self, C: DeviceArray, raw: int) -> None:
