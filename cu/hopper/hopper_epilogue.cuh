@@ -115,6 +115,7 @@ template <int OUT, int EPI>
 struct Epilogue {
     using Out = OutType<OUT>;
     using T = typename Out::T;
+    static constexpr bool HAS_BIAS = EPI != EPI_NONE;
     float alpha, beta;
     const T* __restrict__ bias;
     int N;
@@ -123,6 +124,14 @@ struct Epilogue {
     __device__ __forceinline__ float bias_at(int col) const {
         if constexpr (EPI == EPI_NONE) return 0.0f;
         else return col < N ? Out::load(bias + col) : 0.0f;
+    }
+    // bias[col], bias[col + 1] (col even) as stored, 16-bit types: one 32-bit load where aligned
+    __device__ __forceinline__ unsigned bias_pair_bits(int col) const {
+        static_assert(sizeof(T) == 2, "16-bit output types");
+        const T* p = bias + col;
+        if (col + 1 < N && (reinterpret_cast<unsigned long long>(p) & 3ull) == 0)
+            return *reinterpret_cast<const unsigned*>(p);
+        return (col < N ? static_cast<unsigned>(p[0]) : 0u) | (col + 1 < N ? static_cast<unsigned>(p[1]) << 16 : 0u);
     }
     __device__ __forceinline__ float finish(float v, float b) const {
         if constexpr (EPI != EPI_NONE) v += b;
@@ -321,6 +330,17 @@ __device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* stagi
     using T = typename Epi::T;
     constexpr int CHUNK = 32;
     const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+    // A 16-bit bias: the thread's BN / 8 pairs of the tile loaded at once, one 32-bit register
+    // each, so the chunks below wait for one global load per tile instead of one per chunk.
+    constexpr bool HELD = Epi::HAS_BIAS && sizeof(T) == 2;
+    unsigned held[HELD ? BN / 8 : 1];
+    if constexpr (HELD) {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+            held[j] = j / (CHUNK / 8) >= chunk_begin && j / (CHUNK / 8) < chunk_end
+                          ? epi.bias_pair_bits(col0 + 8 * j + 2 * (lane % 4))
+                          : 0u;
+    }
 #pragma unroll
     for (int chunk = 0; chunk < BN / CHUNK; ++chunk) {
         if (chunk < chunk_begin || chunk >= chunk_end) continue;
@@ -331,7 +351,13 @@ __device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* stagi
         for (int jj = 0; jj < CHUNK / 8; ++jj) {
             const int j = chunk * (CHUNK / 8) + jj;
             const int c = 8 * jj + 2 * (lane % 4), col = col0 + chunk * CHUNK + c;
-            const float b0 = epi.bias_at(col), b1 = epi.bias_at(col + 1);
+            float b0, b1;
+            if constexpr (HELD) {
+                const float2 b = Out::unpack(held[j]);
+                b0 = b.x, b1 = b.y;
+            } else {
+                b0 = epi.bias_at(col), b1 = epi.bias_at(col + 1);
+            }
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = 16 * warp + lane / 4 + 8 * h;
