@@ -44,14 +44,15 @@ def test_opcheck(activation, save_pre):
     torch.library.opcheck(torch.ops.gemm_driver.matmul.default, (x, w.t().detach(), None))
 
 
-def test_compiles_with_fullgraph_forward_and_backward():
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiles_with_fullgraph_forward_and_backward(backend):
     torch._dynamo.reset()
     model = torch.nn.Sequential(gt.Linear(6, 8, activation="gelu"), gt.Linear(8, 3))
     twin = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(8, 3))
     with torch.no_grad():
         for mine, theirs in zip(model.parameters(), twin.parameters()):
             theirs.copy_(mine)
-    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
     x = torch.randn(5, 6)
     y = compiled(x)
     torch.testing.assert_close(y, twin(x), rtol=1e-5, atol=1e-5)

@@ -105,15 +105,16 @@ def _gemm_cpu(a, b, bias, activation: str) -> torch.Tensor:
 
 # --- gemm_driver::matmul: a @ b (the backward GEMMs) ---------------------------------------------
 @torch.library.custom_op("gemm_driver::matmul", mutates_args=())
-def matmul(a: torch.Tensor, b: torch.Tensor, kernel: Optional[str] = None) -> torch.Tensor:
-    """a @ b in a's dtype; a and b may be transposed views (read as stored)."""
+def matmul(a: torch.Tensor, b: torch.Tensor, kernel_name: Optional[str] = None) -> torch.Tensor:
+    """a @ b in a's dtype; a and b may be transposed views (read as stored). (Not ``kernel``:
+    inductor's fallback lowering takes an argument of that name itself.)"""
     if a.is_cuda:
-        return _gemm_cuda("matmul", a, b, None, "none", a.dtype, kernel)
+        return _gemm_cuda("matmul", a, b, None, "none", a.dtype, kernel_name)
     return _gemm_cpu(a, b, None, "none")
 
 
 @matmul.register_fake
-def _(a, b, kernel=None):
+def _(a, b, kernel_name=None):
     return a.new_empty(a.shape[0], b.shape[1])
 
 
@@ -133,11 +134,11 @@ matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
 # --- gemm_driver::linear: (act(x @ W^T + bias), the pre-activation when asked) -------------------
 @torch.library.custom_op("gemm_driver::linear", mutates_args=())
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], activation: str,
-            kernel: Optional[str], save_pre: bool) -> tuple[torch.Tensor, torch.Tensor]:
+            kernel_name: Optional[str], save_pre: bool) -> tuple[torch.Tensor, torch.Tensor]:
     if save_pre and activation != "none":  # training: keep the pre-activation for backward
-        pre = _linear_value(x, weight, bias, "none", kernel)
+        pre = _linear_value(x, weight, bias, "none", kernel_name)
         return _activate(pre.float(), activation).to(x.dtype), pre
-    return _linear_value(x, weight, bias, activation, kernel), x.new_empty(0)
+    return _linear_value(x, weight, bias, activation, kernel_name), x.new_empty(0)
 
 
 def _linear_value(x, weight, bias, activation: str, kernel) -> torch.Tensor:
@@ -147,7 +148,7 @@ def _linear_value(x, weight, bias, activation: str, kernel) -> torch.Tensor:
 
 
 @_linear.register_fake
-def _(x, weight, bias, activation, kernel, save_pre):
+def _(x, weight, bias, activation, kernel_name, save_pre):
     y = x.new_empty(x.shape[0], weight.shape[0])
     return y, (x.new_empty(x.shape[0], weight.shape[0]) if save_pre and activation != "none" else x.new_empty(0))
 
