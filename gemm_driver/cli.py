@@ -17,6 +17,7 @@ from typing import Sequence
 from . import __version__, kernels
 from .arguments import add_bench_options, arch, archs, isolation_options, names, nonempty, positive, tunable
 from .bench import command as bench
+from .problem import parse_variants
 from .cuda.errors import GemmDriverError, GpuUnavailableError, NvrtcError
 from .inspection import command as inspection
 from .profile import command as profiling
@@ -115,11 +116,12 @@ def cmd_bench(args) -> int:
     names = bench.select_kernels(_flat(args.kernels), args.dtype, ladder=ladder)
     shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch, ladder=ladder, corpus=args.corpus)
     budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
+    variants = tuple(parse_variants(args.layout, args.out_dtype, args.epilogue))
+    bench.check_outputs(args.json, args.csv, args.plot)  # bad paths before --gpus asks the driver
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
                                  args.watchdog, args.rounds, corpus=args.corpus,
-                                 gpus=bench.select_gpus(args.gpus)).with_seed()
+                                 gpus=bench.select_gpus(args.gpus), variants=variants).with_seed()
     steps = request.steps()
-    bench.check_outputs(args.json, args.csv, args.plot)
     console = Console()
     # Results reach the files as each shape finishes, so a run cut off keeps what it measured.
     checkpoint = lambda run: bench.write_outputs(run, args.json, args.csv, None)  # noqa: E731

@@ -85,6 +85,11 @@ class GemmProblem:
         return self.epilogue != "none"
 
     @property
+    def variant(self) -> tuple[str, str, str]:
+        """(layout, out_dtype, epilogue): what a case computes beyond its shape and scalars."""
+        return self.layout, self.out_dtype, self.epilogue
+
+    @property
     def is_default_variant(self) -> bool:
         """Row-major operands, FP32 out, no epilogue: the GEMM every kernel computes."""
         return (self.layout, self.out_dtype, self.epilogue) == (DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, DEFAULT_EPILOGUE)
@@ -105,6 +110,32 @@ def layout_flags(layout: str) -> tuple[bool, bool]:
         raise ValueError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)} (first letter A, second B; "
                          "t = stored transposed)")
     return layout[0] == "t", layout[1] == "t"
+
+
+DEFAULT_VARIANT = (DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, DEFAULT_EPILOGUE)
+
+
+def variant_label(layout: str, out_dtype: str, epilogue: str) -> str:
+    """'nt bf16 bias_gelu' (tables, plots, compare); '' for the default nn fp32 none."""
+    variant = (layout, out_dtype, epilogue)
+    return "" if variant == DEFAULT_VARIANT else " ".join(variant)
+
+
+def parse_variants(layouts: str | None = None, out_dtypes: str | None = None, epilogues: str | None = None
+                   ) -> list[tuple[str, str, str]]:
+    """The cross product of comma lists of layouts, output types and epilogues (None: the
+    default of each), in the order given; ValueError naming the value and what is allowed."""
+    chosen = []
+    for flag, text, allowed, default in (("--layout", layouts, LAYOUTS, DEFAULT_LAYOUT),
+                                         ("--out-dtype", out_dtypes, OUT_DTYPES, DEFAULT_OUT_DTYPE),
+                                         ("--epilogue", epilogues, EPILOGUES, DEFAULT_EPILOGUE)):
+        items = [item.strip().lower() for item in (text or default).split(",") if item.strip()]
+        bad = [item for item in items if item not in allowed]
+        if bad or not items:
+            raise ValueError(f"{flag} {bad[0] if bad else text!r} is not one of {', '.join(allowed)} "
+                             "(give a comma list)")
+        chosen.append(list(dict.fromkeys(items)))
+    return [(lay, out, epi) for lay in chosen[0] for out in chosen[1] for epi in chosen[2]]
 
 
 def parse_batched_shape(text: str) -> tuple[int, int, int, int]:

@@ -25,6 +25,7 @@ from ..cuda.driver import Device, device_count, gpu_available
 from ..kernels.build import build, default_arch
 from . import corpus_summary, plots, report, roofline, writers
 from ..cuda.errors import GemmDriverError
+from ..problem import DEFAULT_VARIANT
 from .bandwidth import copy_bandwidth_tbs
 from .environment import collect
 from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
@@ -93,11 +94,16 @@ class BenchRequest:
     rounds: int = 1  # passes over each shape's kernels, in alternating order (runner.py)
     corpus: str | None = None  # the corpus the shapes came from: its summary goes into the document
     gpus: tuple[int, ...] = (0,)  # GPU ordinals; several: one worker each, shapes shared out (spread.py)
+    # (layout, out_dtype, epilogue) per case of a shape: --layout x --out-dtype x --epilogue
+    variants: tuple[tuple[str, str, str], ...] = (DEFAULT_VARIANT,)
 
     def steps(self) -> list[Step]:
         """The sweep's steps; ValueError when nothing would run."""
-        steps = sweep_steps(self.kernels, self.shapes, alpha=self.alpha, beta=self.beta)
+        steps = sweep_steps(self.kernels, self.shapes, alpha=self.alpha, beta=self.beta, variants=self.variants)
         if not case_count(steps):
+            if self.variants != (DEFAULT_VARIANT,):
+                raise ValueError(f"nothing to run: none of {', '.join(self.kernels)} declares these layouts, output "
+                                 "types and epilogues")
             raise ValueError(f"nothing to run: {', '.join(self.kernels)} on these shapes (batched baselines run "
                              "batched shapes only, e.g. --batch 8 or 8x512x512x512)")
         return steps
@@ -265,7 +271,8 @@ def _assemble(request: BenchRequest, results: list[CaseResult], env: dict, *, co
                 "alpha": request.alpha, "beta": request.beta, "seed": request.seed, "mode": request.mode,
                 **budget.settings(), "dtypes": sorted({r["dtype"] for r in recs}),
                 "absent_baselines": kernels.absent_baselines(), "isolation": request.isolation,
-                "watchdog_s": request.watchdog_s, "rounds": request.rounds}
+                "watchdog_s": request.watchdog_s, "rounds": request.rounds,
+                "variants": [list(v) for v in request.variants]}
     document = writers.document(recs, env, settings)
     document["complete"] = complete
     if request.corpus:

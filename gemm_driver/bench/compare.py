@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .. import precision as _precision
-from ..problem import shape_label
-from .writers import load
+from ..problem import shape_label, variant_label
+from .writers import load, record_variant
 
 DEFAULT_THRESHOLD = 0.02
 VERDICTS = ("FASTER", "SLOWER", "SAME", "NOISY")
@@ -35,13 +35,13 @@ VERDICTS = ("FASTER", "SLOWER", "SAME", "NOISY")
 def case_key(rec: dict) -> tuple:
     tunables = tuple(sorted((rec.get("tunables") or {}).items()))
     dtype = _precision.from_record(rec["dtype"]) if rec.get("dtype") else "fp32"
-    return (rec["kernel"], rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, dtype,
+    return (rec["kernel"], rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, dtype, record_variant(rec),
             rec.get("mode") or (rec.get("timing") or {}).get("mode") or "hot", tunables)
 
 
 def describe_key(key: tuple) -> str:
-    kernel, m, n, k, batch, dtype, mode, tunables = key
-    parts = [kernel, shape_label(m, n, k, batch), dtype, mode]
+    kernel, m, n, k, batch, dtype, variant, mode, tunables = key
+    parts = [kernel, shape_label(m, n, k, batch), dtype, *filter(None, [variant_label(*variant)]), mode]
     if tunables:
         parts.append(",".join(f"{name}={value}" for name, value in tunables))
     return " ".join(parts)
@@ -157,24 +157,27 @@ def print_comparison(result: Comparison, console, old_name: str, new_name: str, 
 
     from .tables import Column, Footnotes, print_fitted, print_text
 
-    modes = {row.key[6] for row in result.rows}
+    modes = {row.key[7] for row in result.rows}
     energy = any(row.energy_change() is not None for row in result.rows)
+    variants = any(variant_label(*row.key[6]) for row in result.rows)
     footnotes = Footnotes()
     rows = []
     for row in result.rows:
-        kernel, m, n, k, batch, dtype, mode, _ = row.key
+        kernel, m, n, k, batch, dtype, variant, mode, _ = row.key
         style = STYLE.get(row.verdict, "red")
         change = row.energy_change()
-        rows.append([kernel, shape_label(m, n, k, batch), dtype, mode, _ms(row.old_ms), _ms(row.new_ms),
+        rows.append([kernel, shape_label(m, n, k, batch), dtype, variant_label(*variant) or "-", mode,
+                     _ms(row.old_ms), _ms(row.new_ms),
                      f"{row.ratio:.3f}" if row.ratio is not None else "-",
                      f"{row.ratio_range[0]:.3f}-{row.ratio_range[1]:.3f}" if row.ratio_range else "-",
                      Text(row.verdict, style=style), f"{change:+.1%}" if change is not None else "-",
                      footnotes.mark(_notes(row))])
-    columns = [Column("kernel"), Column("shape MxNxK"), Column("dtype"), Column("mode"), Column("old ms", "right"),
-               Column("new ms", "right"), Column("speed-up", "right"), Column("plausible\nrange", "right", drop=1),
-               Column("verdict"), Column("J/GEMM\nchange", "right", drop=2), Column("notes")]
-    # a mode every case shares goes to the title; energy and notes only where some case has them
-    optional = {3: len(modes) > 1, 9: energy, 10: bool(footnotes.numbers)}
+    columns = [Column("kernel"), Column("shape MxNxK"), Column("dtype"), Column("layout out\nepilogue"),
+               Column("mode"), Column("old ms", "right"), Column("new ms", "right"), Column("speed-up", "right"),
+               Column("plausible\nrange", "right", drop=1), Column("verdict"), Column("J/GEMM\nchange", "right", drop=2),
+               Column("notes")]
+    # a mode every case shares goes to the title; variants, energy and notes only where some case has them
+    optional = {3: variants, 4: len(modes) > 1, 10: energy, 11: bool(footnotes.numbers)}
     shown = [i for i in range(len(columns)) if optional.get(i, True)]
     mode_note = f"{next(iter(modes))} mode; " if len(modes) == 1 else ""
     print_fitted(console, [columns[i] for i in shown], [[row[i] for i in shown] for row in rows],

@@ -32,6 +32,7 @@ from .. import precision as _precision
 from ..cuda.errors import GemmDriverError
 from ..problem import shape_label
 from . import roofline
+from .writers import record_variant_label
 from .plot_style import (MARKERS, PRECISION_COLORS, SERIES_COLORS, provider_name, separate_overlaps, series_styles,
                          size_axis, y_log)
 
@@ -52,11 +53,14 @@ def _pyplot():
 
 
 def _label(case: dict) -> str:
-    return shape_label(case["m"], case["n"], case["k"], case.get("batch") or 1)
+    """The shape, and the layout, output type and epilogue when they are not nn fp32 none."""
+    variant = record_variant_label(case)
+    return shape_label(case["m"], case["n"], case["k"], case.get("batch") or 1) + (f" {variant}" if variant else "")
 
 
 def _is_square(case: dict) -> bool:
-    return case["m"] == case["n"] == case["k"] and (case.get("batch") or 1) == 1
+    """A square default case (the size-sweep lines); other variants are drawn as bars."""
+    return case["m"] == case["n"] == case["k"] and (case.get("batch") or 1) == 1 and not record_variant_label(case)
 
 
 def _ok(cases):

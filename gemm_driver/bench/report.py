@@ -21,6 +21,7 @@ from ..problem import shape_label as problem_shape_label
 from . import tables
 from .tables import Column
 from .runner import CaseResult
+from .writers import record_variant, record_variant_label
 
 
 def records(results: Iterable[CaseResult]) -> list[dict]:
@@ -35,9 +36,10 @@ def shape_label(record: dict) -> str:
 
 
 def group_key(record: dict) -> tuple:
-    """Cases that are comparable with each other: same shape, batch, precision and mode."""
+    """Cases that are comparable with each other: same shape, batch, precision, layout,
+    output type, epilogue and mode."""
     return (record["m"], record["n"], record["k"], record.get("batch") or 1, record.get("dtype") or "fp32",
-            record.get("mode") or "hot")
+            *record_variant(record), record.get("mode") or "hot")
 
 
 def add_ladder(recs: Sequence[dict], ladder: Sequence[str] | None = None) -> None:
@@ -137,6 +139,8 @@ COLUMNS = (
     (Column("kernel"), _kernel, None),
     (Column("dtype"), lambda r: r.get("dtype") or "-", _any(lambda r: r.get("dtype"))),
     (Column("shape MxNxK"), shape_label, None),
+    (Column("layout out\nepilogue"), lambda r: record_variant_label(r) or "-",
+     lambda recs: any(record_variant_label(r) for r in recs)),
     (Column("median\nms", "right"), lambda r: _num((r.get("timing") or {}).get("median_ms"), ".4f"), None),
     (Column("noise", "right", drop=2), lambda r: _percent((r.get("timing") or {}).get("noise")), None),
     (Column("samples", "right", drop=1),

@@ -166,7 +166,7 @@ RECORD = Obj(
     required={"kernel": STRING, "m": POSITIVE_INT, "n": POSITIVE_INT, "k": POSITIVE_INT, "status": STRING},
     optional={
         "batch": POSITIVE_INT, "dtype": Nullable(STRING), "mode": Nullable(STRING), "detail": Nullable(STRING),
-        "alpha": NUMBER, "beta": NUMBER,
+        "alpha": NUMBER, "beta": NUMBER, "layout": STRING, "out_dtype": STRING, "epilogue": STRING,
         "tunables": Nullable(MapOf(INT, "an object of integer tunables")),
         "launch": Nullable(OBJECT), "verification": Nullable(VERIFICATION), "timing": Nullable(TIMING),
         "tflops": Nullable(NON_NEGATIVE), "baseline": Nullable(STRING),

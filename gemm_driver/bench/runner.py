@@ -33,7 +33,9 @@ from .. import precision as _precision
 from ..case import Outcome, PreparedCase, run_case
 from ..cuda.errors import NvrtcError
 from ..kernels import precision_of
-from ..problem import GemmProblem
+from ..kernels.target import check_capabilities
+from ..problem import DEFAULT_VARIANT, GemmProblem, layout_flags
+from ..cuda.errors import UnsupportedProblem
 from ..session import Session
 from . import energy
 from .clocks import ClockMonitor
@@ -50,26 +52,46 @@ class Step(NamedTuple):
 
 
 def sweep_steps(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *, alpha: float = 1.0,
-                beta: float = 0.0) -> list[Step]:
-    """The sweep, in order: per precision, per shape, the kernels that take that shape.
+                beta: float = 0.0, variants: Sequence[tuple[str, str, str]] = (DEFAULT_VARIANT,)) -> list[Step]:
+    """The sweep, in order: per precision, per shape, per variant (layout, output type,
+    epilogue), the kernels that take that shape and variant.
 
     A kernel runs in its own precision only; a baseline that takes only batched shapes is
-    left out of the unbatched ones (it would repeat the cublas row)."""
+    left out of the unbatched ones (it would repeat the cublas row). A kernel that does not
+    declare a variant is recorded as not run with why, as a batched shape's are."""
     shapes = list(shapes)
     precisions = set(precision_of(name) for name in kernel_names)
     steps = []
     for prec in (p for p in _precision.NAMES if p in precisions):
         for index, shape in enumerate(shapes):
             m, n, k, batch = (*shape, 1)[:4]
-            problem = GemmProblem(m, n, k, alpha, beta, batch)
-            ours = [x for x in kernel_names if precision_of(x) == prec]
-            names = [x for x in ours if kernels.get(x).takes_batch(batch) and (batch > 1 or kernels.get(x).single)]
-            # A kernel that computes one GEMM per launch does not run a batched shape: it
-            # is recorded as skipped (with why) without a case or a progress line.
-            not_run = tuple((x, _batch_reason(x, batch)) for x in ours if batch > 1 and x not in names)
-            if names or not_run:
-                steps.append(Step(problem, index, prec, names, not_run))
+            for layout, out_dtype, epilogue in variants:
+                trans_a, trans_b = layout_flags(layout)
+                problem = GemmProblem(m, n, k, alpha, beta, batch, trans_a, trans_b, out_dtype, epilogue)
+                ours = [x for x in kernel_names if precision_of(x) == prec]
+                # A kernel that computes one GEMM per launch does not run a batched shape, nor
+                # one a variant it does not declare: it is recorded as skipped (with why)
+                # without a case or a progress line.
+                reasons = {x: why for x in ours if (why := _not_run_reason(x, problem)) is not None}
+                names = [x for x in ours if x not in reasons]
+                not_run = tuple((x, why) for x, why in reasons.items() if why)
+                if names or not_run:
+                    steps.append(Step(problem, index, prec, names, not_run))
     return steps
+
+
+def _not_run_reason(name: str, problem: GemmProblem) -> str | None:
+    """Why ``name`` is left out of ``problem``'s step (None: it runs there)."""
+    target = kernels.get(name)
+    if problem.batch > 1 and not target.takes_batch(problem.batch):
+        return _batch_reason(name, problem.batch)
+    if problem.batch == 1 and not target.single:
+        return ""  # a batched-only baseline: left out of unbatched shapes, and not recorded
+    try:
+        check_capabilities(target, problem)
+    except UnsupportedProblem as exc:
+        return str(exc)
+    return None
 
 
 def _batch_reason(name: str, batch: int) -> str:
@@ -120,6 +142,9 @@ class CaseResult:
             "dtype": self.precision,  # the precision: fp32, tf32, bf16 or fp16
             "alpha": self.problem.alpha,
             "beta": self.problem.beta,
+            "layout": self.problem.layout,
+            "out_dtype": self.problem.out_dtype,
+            "epilogue": self.problem.epilogue,
             "status": self.status,
             "detail": self.detail,
             "tunables": self.tunables,

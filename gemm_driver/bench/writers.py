@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import precision as _precision
+from ..problem import DEFAULT_VARIANT, variant_label
 from .results_schema import SchemaError, json_type
 from .results_schema import check as check_document
 
@@ -114,6 +115,18 @@ CSV_COLUMNS = (
 _TIMING = ("median_ms", "min_ms", "p10_ms", "p90_ms", "ci_low_ms", "ci_high_ms", "noise", "samples",
            "launches_per_sample", "converged", "stop_reason")
 _NESTED = {"timing", "verification", "tunables"}  # flattened into the columns above
+
+
+def record_variant(rec: dict) -> tuple[str, str, str]:
+    """(layout, out_dtype, epilogue) of a record; files written before these fields were
+    recorded hold nn, fp32, none cases."""
+    return tuple(rec.get(key) or default for key, default in zip(("layout", "out_dtype", "epilogue"),
+                                                                  DEFAULT_VARIANT))  # type: ignore[return-value]
+
+
+def record_variant_label(rec: dict) -> str:
+    """'nt bf16 bias_gelu', or '' for a default case (tables, plots, compare)."""
+    return variant_label(*record_variant(rec))
 
 
 def csv_row(rec: dict) -> dict:
