@@ -1,28 +1,69 @@
-"""Shared fixtures. GPU tests carry the ``gpu`` marker and skip cleanly without a GPU."""
+"""Shared fixtures and the run's settings. GPU tests carry the ``gpu`` marker and skip cleanly
+without a GPU; ``gpu_alone`` marks the ones whose timing assertions need the GPU to
+themselves (deselect them with ``-m "not gpu_alone"`` when xdist workers share the GPU).
+
+Under pytest-xdist the controller makes the settings once and hands them to its workers:
+one temporary cubin cache for all of them (removed by the controller at the end) and one
+build-matrix seed, so every worker collects the same tests (tests/build_matrix.py).
+"""
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 
 import pytest
 
+from build_matrix import FULL_VARIABLE, SEED_VARIABLE, full
 from gemm_driver.cuda.driver import gpu_available
 
 HAVE_GPU = gpu_available()
+CACHE_VARIABLE = "GEMM_DRIVER_CACHE_DIR"
 _TEMPORARY_CACHE: str | None = None
+_SESSION_CACHE: str | None = None  # what the variable held at the start, before any test changed it
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full-matrix", action="store_true",
+                     help="build every kernel configuration on every arch (GEMM_DRIVER_FULL_MATRIX=1), "
+                          "not the seeded sample of tests/build_matrix.py")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and driver; skipped without one")
+    global _TEMPORARY_CACHE, _SESSION_CACHE
+    handed = getattr(config, "workerinput", None)  # an xdist worker: the controller's settings
+    if handed is not None:
+        os.environ.update(handed["gemm_driver_environment"])
+        _SESSION_CACHE = os.environ.get(CACHE_VARIABLE)
+        return
     # The suite never writes into the user's cache (~/.cache/gemm_driver): it gets a fresh
     # one, removed at the end, unless GEMM_DRIVER_CACHE_DIR names one on purpose (e.g. a
     # cache a GPU visit prebuilt). Subprocesses the tests start inherit it.
-    global _TEMPORARY_CACHE
-    if not os.environ.get("GEMM_DRIVER_CACHE_DIR"):
+    if not os.environ.get(CACHE_VARIABLE):
         _TEMPORARY_CACHE = tempfile.mkdtemp(prefix="gemm_driver-test-cache-")
-        os.environ["GEMM_DRIVER_CACHE_DIR"] = _TEMPORARY_CACHE
+        os.environ[CACHE_VARIABLE] = _TEMPORARY_CACHE
+    if not os.environ.get(SEED_VARIABLE):
+        os.environ[SEED_VARIABLE] = str(secrets.randbelow(2**32))
+    if config.getoption("--full-matrix"):
+        os.environ[FULL_VARIABLE] = "1"
+    _SESSION_CACHE = os.environ[CACHE_VARIABLE]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist (controller): every worker gets this run's cache, seed and matrix size."""
+    node.workerinput["gemm_driver_environment"] = {
+        name: os.environ[name] for name in (CACHE_VARIABLE, SEED_VARIABLE, FULL_VARIABLE) if name in os.environ}
+
+
+def pytest_report_header(config):
+    seed = os.environ[SEED_VARIABLE]
+    if full():
+        return f"kernel build matrix: full ({FULL_VARIABLE}=1 or --full-matrix)"
+    return (f"kernel build matrix: code paths and a sample, seed {seed} "
+            f"(replay: {SEED_VARIABLE}={seed}; everything: --full-matrix)")
 
 
 def pytest_unconfigure(config):
@@ -31,6 +72,9 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    # Tests that read many builds the build matrix also makes run last, to find them in the
+    # cache rather than compile them while an xdist worker beside them compiles the same.
+    items.sort(key=lambda item: item.get_closest_marker("reuses_builds") is not None)  # stable
     if HAVE_GPU:
         return
     skip = pytest.mark.skip(reason="no NVIDIA GPU/driver on this machine (libcuda not loadable or no device)")
@@ -54,3 +98,10 @@ def isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("GEMM_DRIVER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("GEMM_DRIVER_NO_CACHE", raising=False)
     return tmp_path / "cache"
+
+
+@pytest.fixture
+def session_cache():
+    """The run's shared cubin cache, for a test that wants builds other tests made (an
+    autouse ``isolated_cache`` has replaced the variable by then)."""
+    return _SESSION_CACHE

@@ -1,7 +1,9 @@
 """The Hopper family (kernels/hopper/, cu/hopper/) without a GPU.
 
-Builds: every spec's configurations compile for sm_90a (and are refused for sm_80 / sm_100
-in one line), with no spill and no local memory in any entry; the GEMM entries' SASS holds
+Builds: the run's build matrix (tests/build_matrix.py: every spec's default, each code path,
+a seeded sample of the other configurations; ``--full-matrix`` for all) compiles for sm_90a
+(and is refused for sm_80 / sm_100 in one line), with no spill and no local memory in any
+entry; the GEMM entries' SASS holds
 HGMMA and UTMALDG (TMA loads; UTMASTG, TMA stores, in any_shape's entries alone), and the
 warp-specialised ones the setmaxnreg split
 (USETMAXREG, read from the SASS: the inspection stats have no field for it). A probe
@@ -18,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
+
+import build_matrix
 from hypothesis import strategies as st
 
 from gemm_driver import kernels
@@ -46,10 +50,6 @@ GEMM_ENTRIES = {"main", "cluster", "swapped"}
 P256 = GemmProblem(256, 256, 256)
 
 
-def _label(name, t):
-    return name + "-" + "-".join(f"{k}{v}" for k, v in t.items())
-
-
 # ---------------------------------------------------------------- registry
 @pytest.mark.parametrize("precision", LADDERS)
 def test_each_precision_ladder_ends_with_the_hopper_rungs_in_order(precision):
@@ -63,7 +63,7 @@ def test_every_hopper_spec_is_sm_90a_only():
         assert spec.arch_specific and spec.min_cc == (9, 0) and spec.min_arch == "sm_90a"
         assert spec.runs_on((9, 0)) and not spec.runs_on((8, 0)) and not spec.runs_on((10, 0))
         assert spec.source.startswith("cu/hopper/") and spec.launch_recipe is not None
-        assert 1 <= len(spec.configurations()) <= 4  # each is built by the spill gate and here
+        assert 1 <= len(spec.configurations()) <= 4  # the build matrix's share (tests/build_matrix.py)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_100", "sm_89"])
@@ -77,12 +77,6 @@ def test_other_architectures_are_refused_in_one_line(arch):
 
 
 # ---------------------------------------------------------------- builds and SASS
-@pytest.fixture(scope="module")
-def built():
-    """Each configuration built once (through the cubin cache, shared with the spill gate)."""
-    return {(name, tuple(t.items())): build(SPECS[name], "sm_90", t) for name, t in CONFIGURATIONS}
-
-
 _SASS: dict[bytes, str] = {}
 
 
@@ -94,9 +88,9 @@ def sass(result, entry="main"):
     return parse(_SASS[cubin], result.entries[entry])
 
 
-@pytest.mark.parametrize("name, tunables", CONFIGURATIONS, ids=[_label(n, t) for n, t in CONFIGURATIONS])
-def test_configuration_builds_for_sm_90a_without_spills_and_issues_wgmma_and_tma(built, name, tunables):
-    result = built[(name, tuple(tunables.items()))]
+@pytest.mark.parametrize("b", build_matrix.selected(lambda b: b.spec.source.startswith("cu/hopper/")))
+def test_configuration_builds_for_sm_90a_without_spills_and_issues_wgmma_and_tma(b):
+    name, result = b.spec.name, build_matrix.built(b.spec, b.arch, b.config)
     assert result.compiled.arch == "sm_90a"
     assert set(result.entries) == {"main", *(e.name for e in SPECS[name].extra_entries)}
     for entry, symbol in result.entries.items():
@@ -136,9 +130,8 @@ def _setmaxnreg(result, entry="main"):
     ("hopper_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 40, "TRY_ALLOC": 216}),
 ])
-def test_setmaxnreg_register_split_is_in_the_sass(built, name, tunables, entry, split):
-    t = SPECS[name].resolve(tunables)
-    assert _setmaxnreg(built[(name, tuple(t.items()))], entry) == split
+def test_setmaxnreg_register_split_is_in_the_sass(name, tunables, entry, split):
+    assert _setmaxnreg(build_matrix.built(SPECS[name], "sm_90", tunables), entry) == split
 
 
 # The kernels' own Config structs, compiled against the numbers the host uses: an NVRTC probe

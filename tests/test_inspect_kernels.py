@@ -1,9 +1,11 @@
 """The inspection tools on the real kernels, with no GPU: NVRTC compiles, nvdisasm reads.
 
-The spill gate runs on every registered kernel, every allowed tunable combination, for
-sm_80 and sm_90. The fact table states what each rung's SASS must (not) contain; a new
-rung must add its row, e.g. 128-bit LDG for the vectorised rung, LDGSTS for cp.async,
-HMMA for tensor cores (HGMMA when built for sm_90a).
+The spill gate runs on the run's build matrix (tests/build_matrix.py): every registered
+kernel's default and each code path of its family on sm_80 and sm_90, and a seeded sample of
+the other configurations; ``--full-matrix`` (or GEMM_DRIVER_FULL_MATRIX=1) gates every
+configuration. The fact table states what each rung's SASS must (not) contain; a new rung
+must add its row, e.g. 128-bit LDG for the vectorised rung, LDGSTS for cp.async, HMMA for
+tensor cores (HGMMA when built for sm_90a).
 """
 
 from __future__ import annotations
@@ -16,30 +18,21 @@ from pathlib import Path
 
 import pytest
 
+import build_matrix
 from gemm_driver.kernels.sources import read_source
 from gemm_driver import cli, kernels
-from gemm_driver.inspection import command, disassemble, kernel_stats, main_loop, mix, report
+from gemm_driver.inspection import command, disassemble, main_loop, mix, report
 from gemm_driver.cuda.nvrtc import parse_arch
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.spec import cc_of
 
 ROOT = Path(__file__).resolve().parent.parent
-GATE_ARCHS = ("sm_80", "sm_90")
+GATE_ARCHS = build_matrix.ARCHS
 
 
-def _all_configurations():
-    for spec in kernels.KERNELS.values():
-        for tunables in spec.configurations():
-            for arch in GATE_ARCHS:
-                if int(arch[3:5]) < spec.min_cc[0] * 10 + spec.min_cc[1]:
-                    continue  # e.g. a wgmma rung is gated on sm_90 only
-                label = "-".join([spec.name, *(f"{k}{v}" for k, v in tunables.items()), arch])
-                yield pytest.param(spec, tunables, arch, id=label)
-
-
-@pytest.mark.parametrize("spec, tunables, arch", list(_all_configurations()))
-def test_no_kernel_spills_or_uses_local_memory(spec, tunables, arch):
-    stats = kernel_stats(spec, arch, tunables)
+@pytest.mark.parametrize("b", build_matrix.selected())
+def test_no_kernel_spills_or_uses_local_memory(b):
+    stats = build_matrix.stats(b.spec, b.arch, b.config)
     assert (stats["spill_bytes"], stats["local_bytes"], stats["local"]) == (0, 0, 0), (
         f"{report.label(stats)}: {stats['spill_bytes']} B spilled, {stats['local_bytes']} B stack, "
         f"{stats['local']} LDL/STL")
@@ -104,7 +97,7 @@ def test_sass_facts(name, arch):
     spec = kernels.KERNELS[name]
     if not spec.runs_on(cc_of(parse_arch(arch)[0])):
         pytest.skip(f"{name} does not run on {arch}")
-    stats = kernel_stats(spec, arch, tunables)
+    stats = build_matrix.stats(spec, arch, tunables)
     assert {f: stats[f] for f in zero} == dict.fromkeys(zero, 0)
     assert all(stats[f] > 0 for f in positive), {f: stats[f] for f in positive}
     for field, most in NEARLY_ZERO.get(name, {}).items():
@@ -139,7 +132,7 @@ def _main_loop_mix(name, arch, tunables):
 
 @pytest.mark.parametrize("tunables, blocks", [({"TILE": 32}, 2), ({"TILE": 16}, 8)])
 def test_stats_occupancy_of_smem_tiled(tunables, blocks):
-    stats = kernel_stats(kernels.KERNELS["smem_tiled"], "sm_90", tunables)
+    stats = build_matrix.stats(kernels.KERNELS["smem_tiled"], "sm_90", tunables)
     assert (stats["blocks_per_sm"], stats["occupancy"]) == (blocks, 1.0)
     assert stats["constant_bytes"] > 0  # from the cubin: ptxas no longer prints it for sm_90
 
@@ -161,11 +154,12 @@ def test_stats_json_carries_every_field(capsys):
 
 
 def test_stats_table_has_one_row_per_kernel_in_each_part(capsys):
-    code, out, _ = _run(capsys, "stats", "--arch", "sm_90")
+    code, out, _ = _run(capsys, "stats", "naive", "smem_tiled", "--arch", "sm_90")  # two: nvdisasm is slow
     assert code == 0
     lines = out.splitlines()
     parts = sum(line.startswith("kernel ") for line in lines)  # resources and mix, split to fit 120 columns
     assert parts >= 2 and sum(line.split()[:2] == ["smem_tiled", "sm_90"] for line in lines) == parts
+    assert sum(line.split()[:2] == ["naive", "sm_90"] for line in lines) == parts
     assert any(line.endswith("] TILE=32 PAD=0") for line in lines)  # its tunables, as a numbered note
 
 

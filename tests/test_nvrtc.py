@@ -1,8 +1,12 @@
-"""NVRTC / nvJitLink builds without a GPU: every registered kernel, every tunable set.
+"""NVRTC / nvJitLink builds without a GPU: every registered kernel, on the run's build matrix.
 
-The test session's cache is a fresh temporary directory (conftest.py), so every build checked
-here was compiled in this run: here, or by an earlier test that needed the same build (the
-spill gate of test_inspect_kernels, test_hopper_specs), whose compile is then not repeated.
+The matrix (tests/build_matrix.py) holds every kernel's default on each arch it runs on, one
+configuration of each code path of each family, and a seeded sample of the rest; the seed is
+in the pytest header (GEMM_DRIVER_TEST_SEED replays it) and ``--full-matrix`` (or
+GEMM_DRIVER_FULL_MATRIX=1) builds every configuration. The test session's cache is a fresh
+temporary directory (conftest.py), so every build checked here was compiled in this run:
+here, or by another test that needed the same build (the spill gate of test_inspect_kernels,
+test_hopper_specs, test_tensor_specs), whose compile is then not repeated.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import secrets
 
 import pytest
 
+import build_matrix
 from gemm_driver import kernels
 from gemm_driver.cuda import nvrtc
 from gemm_driver.cuda.errors import NvrtcError
@@ -18,7 +23,7 @@ from gemm_driver.kernels.build import build
 from gemm_driver.kernels.spec import cc_of
 from gemm_driver.kernels.sources import read_source
 
-ARCHS = ("sm_80", "sm_90")
+ARCHS = build_matrix.ARCHS
 
 
 def assert_whole_elf(cubin: bytes) -> None:
@@ -39,45 +44,49 @@ def assert_whole_elf(cubin: bytes) -> None:
     assert max(ends) <= len(cubin), "the cubin is truncated"
 
 
-def tunable_sets(spec):
-    """The spec's configurations: every valid combination, or the ones a large space names."""
-    return spec.configurations()
-
-
-def _distinct_builds():
-    """Each distinct (source, entry, arch) once: `autotuned` compiles the same code as `warptiled`.
-    The tensor-core families build their defaults here, on the archs they run on (an sm_90a
-    kernel's sm_90 build is for sm_90a); tests/test_tensor_specs.py and test_hopper_specs.py
-    build every configuration they check."""
-    seen = set()
-    for spec in kernels.KERNELS.values():
-        for arch in ARCHS:
-            if not spec.runs_on(cc_of(nvrtc.parse_arch(arch)[0])):
-                continue
-            simt = spec.precision == "fp32"
-            for tunables in (tunable_sets(spec) if simt else [spec.resolve()]):
-                key = (spec.source, spec.name_expression(tunables), arch)
-                if key not in seen:
-                    seen.add(key)
-                    label = "-".join(f"{k}{v}" for k, v in tunables.items()) or "default"
-                    yield pytest.param(spec, arch, tunables, id=f"{spec.name}-{arch}-{label}")
-
-
-BUILDS = list(_distinct_builds())
+BUILDS = build_matrix.selected()
 
 
 def test_build_matrix_covers_every_kernel_and_both_kinds():
-    built = {p.values[0].name for p in BUILDS}
-    assert built == set(kernels.KERNELS) - {"autotuned"}
-    assert {spec.kind for spec in kernels.KERNELS.values()} == {"cu", "ptx"}
-    # smem_tiled has 2 x 2 tunable values, coalesced 3: the product is really enumerated
-    assert sum(1 for p in BUILDS if p.values[0].name == "smem_tiled") == 4 * len(ARCHS)
-    assert sum(1 for p in BUILDS if p.values[0].name == "coalesced") == 3 * len(ARCHS)
+    run = build_matrix.this_run()
+    keys = {b.key for b in run}
+    for spec in kernels.KERNELS.values():  # every default on every arch it runs on (autotuned's is warptiled's)
+        for arch in ARCHS:
+            if spec.runs_on(cc_of(nvrtc.parse_arch(arch)[0])):
+                assert build_matrix.Build(spec, tuple(spec.resolve().items()), arch).key in keys, (spec.name, arch)
+    assert {b.spec.name for b in run} == set(kernels.KERNELS) - {"autotuned"}
+    assert {b.spec.kind for b in run} == {"cu", "ptx"}
+    assert set(build_matrix.PATHS) == {spec.source for spec in kernels.KERNELS.values()}, \
+        "say in build_matrix.PATHS which tunables choose the new family's code"
 
 
-@pytest.mark.parametrize("spec, arch, tunables", BUILDS)
-def test_every_kernel_builds_without_spills(spec, arch, tunables):
-    result = build(spec, arch, tunables)
+def test_the_sample_holds_every_code_path_and_draws_the_rest_by_seed():
+    everything = build_matrix.universe()
+    # the full matrix really is the product: smem_tiled has 2 x 2 tunable values, coalesced 3
+    assert sum(b.spec.name == "smem_tiled" for b in everything) == 4 * len(ARCHS)
+    assert sum(b.spec.name == "coalesced" for b in everything) == 3 * len(ARCHS)
+    assert build_matrix.select(everything, everything=True) == everything
+    draws = [build_matrix.select(everything, run_seed=s, everything=False) for s in range(6)]
+    assert draws[0] == build_matrix.select(everything, run_seed=0, everything=False)  # replayable
+    assert len({tuple(b.key for b in d) for d in draws}) > 1  # and the seed changes the sample
+    for drawn in draws:
+        assert len({b.key for b in drawn}) == len(drawn) and {b.key for b in drawn} <= {b.key for b in everything}
+        for source, path_of in build_matrix.PATHS.items():
+            family = [b for b in everything if b.spec.source == source]
+            paths = lambda builds: {(path_of(b.spec, b.config), b.arch) for b in builds}
+            picked = [b for b in drawn if b.spec.source == source]
+            assert paths(picked) == paths(family), source
+            assert len(picked) >= min(len(family), len(paths(family)) + build_matrix.EXTRA_PER_FAMILY), source
+    # e.g. double_buffered's cp.async ring and register prefetch, warptiled's split-K and stream-K
+    assert {b.config["ASYNC"] for b in draws[0] if b.spec.name == "double_buffered"} == {0, 1}
+    assert {(b.config["SPLITK"] > 1, b.config["STREAMK"]) for b in draws[0] if b.spec.source == "cu/simt/warptiled.cu"} \
+        == {(False, 0), (True, 0), (False, 1)}
+
+
+@pytest.mark.parametrize("b", BUILDS)
+def test_every_kernel_builds_without_spills(b):
+    spec, arch, tunables = b.spec, b.arch, b.config
+    result = build_matrix.built(spec, arch, tunables)
     compiled = result.compiled
     assert compiled.arch == spec.build_arch(arch)
     assert_whole_elf(compiled.cubin)

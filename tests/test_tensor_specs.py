@@ -1,19 +1,18 @@
 """The tensor-core family's specs (kernels/tensor/) without a GPU: builds, SASS, rules, plans, tables.
 
-Every configuration the specs name (``spec.configurations()``) and every entry of the tuned
-kernels' sweep spaces is compiled for sm_80 and sm_90, one build per core at a time (NVRTC
-releases the GIL; CI has two cores), through the ordinary cache that test_inspect_kernels.py
-shares. The launch plan is driven with stand-in kernels and workspace, the tuned tables
-with files in a temporary folder.
+Builds come from the run's build matrix (tests/build_matrix.py): every spec's default and
+each code path (TF32 or not, cp.async or the register path) on sm_80 and sm_90, and a seeded
+sample of the other configurations the specs name and of the BF16 and TF32 sweep spaces;
+``--full-matrix`` (or GEMM_DRIVER_FULL_MATRIX=1) compiles all of them. They go through the
+session's cache that test_inspect_kernels.py shares. The launch plan is driven with stand-in
+kernels and workspace, the tuned tables with files in a temporary folder.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,10 +20,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import build_matrix
 from gemm_driver import cli, kernels, precision
 from gemm_driver.bench import defaults, report, runner
 from gemm_driver.bench.command import select_kernels
-from gemm_driver.inspection import kernel_stats
 from gemm_driver.kernels import simt, tensor, tuned
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.launch import LaunchContext
@@ -34,7 +33,7 @@ from gemm_driver.verify import check, reference
 from test_tensor_gpu import tf32_probe
 
 ROOT = Path(__file__).resolve().parent.parent
-ARCHS = ("sm_80", "sm_90")
+ARCHS = build_matrix.ARCHS
 SPECS = {spec.name: spec for spec in tensor.SPECS}
 LADDERS = {
     "bf16": ["wmma_bf16", "wmma_smem_bf16", "mma_sync_bf16", "mma_sync_tuned_bf16"],
@@ -42,46 +41,6 @@ LADDERS = {
     "tf32": ["mma_sync_tf32", "mma_sync_tuned_tf32"],
 }
 P256 = GemmProblem(256, 256, 256)
-WORKERS = max(2, min(4, os.cpu_count() or 2))
-
-
-def _label(spec, tunables, arch):
-    return "-".join([spec.name, *(f"{k}{v}" for k, v in tunables.items()), arch])
-
-
-def _distinct(pairs):
-    """(spec, tunables) pairs x archs, each distinct build (source, name expression, arch) once."""
-    seen = {}
-    for spec, tunables in pairs:
-        resolved = spec.resolve(tunables)
-        for arch in ARCHS:
-            seen.setdefault((spec.source, spec.name_expression(resolved), arch), (spec, resolved, arch))
-    return list(seen.values())
-
-
-CONFIGURED = _distinct((spec, c) for spec in tensor.SPECS for c in spec.configurations())
-# The FP16 space is the BF16 one (asserted below), and the two compile alike but for the mma
-# type (same registers in every configuration, checked when the spaces were chosen): CI
-# builds the BF16 and TF32 spaces.
-SWEPT_KERNELS = ("mma_sync_tuned_bf16", "mma_sync_tuned_tf32")
-SWEPT = [b for b in _distinct((kernels.KERNELS[name], c) for name in SWEPT_KERNELS for c in tensor.TUNE_SPACES[name])
-         if (b[0].source, b[0].name_expression(b[1]), b[2]) not in
-         {(s.source, s.name_expression(t), a) for s, t, a in CONFIGURED}]
-
-
-@pytest.fixture(scope="module")
-def stats():
-    """kernel_stats (resources + SASS mix) of every configured build, made in parallel once."""
-    with ThreadPoolExecutor(WORKERS) as pool:
-        found = list(pool.map(lambda b: kernel_stats(b[0], b[2], b[1]), CONFIGURED))
-    return {_label(*b): s for b, s in zip(CONFIGURED, found)}
-
-
-@pytest.fixture(scope="module")
-def swept_builds():
-    with ThreadPoolExecutor(WORKERS) as pool:
-        found = list(pool.map(lambda b: build(b[0], b[2], b[1]), SWEPT))
-    return {_label(*b): s for b, s in zip(SWEPT, found)}
 
 
 # --- the registry ----------------------------------------------------------------------
@@ -98,10 +57,10 @@ def test_each_precision_ladder_in_registry_order():
 
 
 def test_list_shows_precision_and_min_arch(capsys):
-    assert cli.main(["list"]) == 0
+    assert cli.main(["list", "--wide"]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines() if line.strip()}
     for name, spec in SPECS.items():
-        assert rows[name][1:4] == [spec.source, spec.precision, "sm_80"]
+        assert rows[name][1:4] == [spec.precision, "sm_80", spec.source]
 
 
 @pytest.mark.parametrize("prec", ["bf16", "fp16", "tf32"])
@@ -131,12 +90,13 @@ def test_bench_ladder_compares_each_rung_with_the_one_before_in_its_precision():
 
 
 # --- builds: no spills, no local memory, tensor cores in every tensor rung and no other ----
-@pytest.mark.parametrize("label", [_label(*b) for b in CONFIGURED])
-def test_configurations_build_without_spills_and_run_hmma(stats, label):
-    s = stats[label]
-    assert (s["spill_bytes"], s["local_bytes"], s["local"]) == (0, 0, 0), label
-    assert s["hmma"] > 0 and s["hgmma"] == 0, label
-    assert s["registers"] <= 255 and s["threads_per_block"] * s["registers"] <= 65536, label
+# The matrix draws from the BF16 and TF32 sweep spaces too (build_matrix.SWEPT_KERNELS).
+@pytest.mark.parametrize("b", build_matrix.selected(lambda b: b.spec.source.startswith("cu/tensor/")))
+def test_configurations_build_without_spills_and_run_hmma(b):
+    s = build_matrix.stats(b.spec, b.arch, b.config)
+    assert (s["spill_bytes"], s["local_bytes"], s["local"]) == (0, 0, 0), b.label
+    assert s["hmma"] > 0 and s["hgmma"] == 0, b.label
+    assert s["registers"] <= 255 and s["threads_per_block"] * s["registers"] <= 65536, b.label
 
 
 # Default builds, both archs: (fields that must be 0, fields that must be > 0). The rows for
@@ -152,25 +112,19 @@ TENSOR_FACTS = {"wmma_bf16": _WMMA, "wmma_fp16": _WMMA, "wmma_smem_bf16": _WMMA_
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_sass_facts_of_the_defaults(stats, arch):
+def test_sass_facts_of_the_defaults(arch):
     assert set(TENSOR_FACTS) == set(SPECS)
     for name, (zero, positive) in TENSOR_FACTS.items():
-        s = stats[_label(SPECS[name], SPECS[name].resolve(), arch)]
+        s = build_matrix.stats(SPECS[name], arch)
         assert {f: s[f] for f in zero} == dict.fromkeys(zero, 0), name
         assert all(s[f] > 0 for f in positive), (name, {f: s[f] for f in positive})
-
-
-@pytest.mark.parametrize("label", [_label(*b) for b in SWEPT])
-def test_tune_spaces_build_without_spills(swept_builds, label):
-    r = swept_builds[label].resources
-    assert (r.spill_bytes, r.stack_bytes) == (0, 0), label
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_the_simt_ladder_has_no_tensor_core_instruction(arch):
     for spec in simt.SPECS:
         assert spec.precision == "fp32"
-        s = kernel_stats(spec, arch)
+        s = build_matrix.stats(spec, arch)
         assert (s["hmma"], s["hgmma"]) == (0, 0) and s["ffma"] > 0, spec.name
 
 

@@ -1,6 +1,10 @@
 """GPU tests of the timing paths: hot and cold modes, the launch-overhead proof, NVML clocks.
 
 Lines starting with [timing] are the measurements themselves; run with ``-s`` to see them.
+Tests marked ``gpu_alone`` compare two timings, which only holds with the GPU to itself:
+another process's kernels (pytest -n 4 workers sharing the GPU) land inside either timed
+batch. A run with workers deselects them (``-m "gpu and not gpu_alone"``) and a serial run
+(``-m gpu_alone``) takes them; the rest check the mechanism, which sharing cannot break.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import pytest
 from gemm_driver.bench.clocks import ClockMonitor
 from gemm_driver.bench.runner import run_sweep, sweep_steps
 from gemm_driver.bench.timing import Budget, GpuTimer
+from gemm_driver.cuda.driver import DeviceBuffer, Event
 from gemm_driver.operands import random_operands, upload_operands
 from helpers import graph_replay_ms, unheld_event_ms
 from gemm_driver.problem import GemmProblem
@@ -45,6 +50,7 @@ def operands(session):
         matrix.close()
 
 
+@pytest.mark.gpu_alone  # the warm-up lasts what a one-launch estimate says: a neighbour inflates it
 def test_warm_up_runs_first_and_outside_the_sampling_limit(session, timer, operands):
     """--warmup W: about W s of untimed launches, then up to --max-time of sampling."""
     problem, (a, b, c) = operands(1024, 1024, 1024)
@@ -57,6 +63,45 @@ def test_warm_up_runs_first_and_outside_the_sampling_limit(session, timer, opera
     assert long.elapsed_s - short.elapsed_s >= 0.7  # the warm-up did not eat the sampling time
 
 
+def test_cold_mode_flushes_l2_outside_each_launchs_own_events(session, timer, operands, monkeypatch):
+    """Cold mode's mechanism, read from what it queues: per launch an L2 flush (a write of twice
+    the L2), then the launch between its own pair of events; hot mode flushes nothing."""
+    problem, (a, b, c) = operands(1024, 1024, 1024)
+    launch = session.launcher("cublas", problem, a, b, c)
+    queued = []
+    memset32, record = DeviceBuffer.memset32, Event.record
+
+    def flush(buffer, *args, **kwargs):
+        queued.append(("flush", buffer.nbytes))
+        return memset32(buffer, *args, **kwargs)
+
+    def mark(event, stream):
+        queued.append(("event", id(event)))
+        return record(event, stream)
+
+    monkeypatch.setattr(DeviceBuffer, "memset32", flush)
+    monkeypatch.setattr(Event, "record", mark)
+    spied = lambda: (queued.append(("launch", None)), launch())  # noqa: E731
+    hot = timer.measure(spied, Budget(seconds=0.3), mode="hot")
+    assert not [op for op, _ in queued if op == "flush"]
+    queued.clear()
+    cold = timer.measure(spied, Budget(seconds=0.3), mode="cold")
+    first = next(i for i, (op, _) in enumerate(queued) if op == "flush")
+    sampled = queued[first:]  # before it: the first launch, the estimate, the warm-up
+    launches = cold.launches_per_sample
+    assert len(sampled) == 4 * launches * len(cold.samples_ms)
+    for batch in range(len(cold.samples_ms)):
+        ops = sampled[4 * launches * batch:4 * launches * (batch + 1)]
+        assert [op for op, _ in ops] == ["flush", "event", "launch", "event"] * launches
+        assert all(size >= 2 * session.device.l2_bytes for op, size in ops if op == "flush")
+        events = [handle for op, handle in ops if op == "event"]
+        assert len(set(events)) == 2 * launches  # every launch between its own two events
+    for stats in (hot, cold):
+        assert all(0 < x < math.inf for x in stats.samples_ms) and len(stats.samples_ms) >= 3
+    assert (hot.mode, cold.mode) == ("hot", "cold") and cold.launches_per_sample >= 1
+
+
+@pytest.mark.gpu_alone  # a neighbour's kernels inside a batch move either median
 def test_hot_and_cold_give_sane_numbers(session, timer, operands):
     problem, (a, b, c) = operands(1024, 1024, 1024)
     launch = session.launcher("cublas", problem, a, b, c)
@@ -74,6 +119,7 @@ def test_hot_and_cold_give_sane_numbers(session, timer, operands):
     assert 0 < hot.min_ms <= hot.median_ms and 0 < cold.min_ms <= cold.median_ms
 
 
+@pytest.mark.gpu_alone  # a ratio of two timings
 @pytest.mark.parametrize("kernel, size", [("cublas", 512), ("cublas", 1024), ("autotuned", 2048)])
 def test_graph_replay_agrees_with_the_held_stream(session, timer, operands, kernel, size):
     # Two ways to keep host overhead out of a batch: the hold, and one graph replay
@@ -99,6 +145,7 @@ def test_graph_replay_agrees_with_the_held_stream(session, timer, operands, kern
         assert ratio <= 1.02
 
 
+@pytest.mark.gpu_alone  # a neighbour in the hot batches makes hot the slower
 def test_cold_is_slower_for_a_memory_bound_case(session, timer, operands):
     # K = 32 with beta = 1: C (16 MiB, read and written) dominates; it fits in L2 when hot.
     problem, (a, b, c) = operands(2048, 2048, 32, beta=1.0)
@@ -118,6 +165,7 @@ def _busy_wait(seconds: float) -> None:
         pass
 
 
+@pytest.mark.gpu_alone  # ratios of timings
 @pytest.mark.parametrize("size", [128, 512])
 def test_launch_overhead_stays_out(session, timer, operands, size):
     """Host time never enters the hold path; a CUDA graph replay (no host in the loop) agrees.
