@@ -20,7 +20,8 @@ Different seeds cover different parts of the space, run after run.
 the GPU machine's run should.
 
 Builds and their SASS statistics are memoised per process and go through the session's
-cubin cache (conftest.py), shared by the test modules and by xdist workers.
+cubin cache (conftest.py); xdist workers take a lock per build and keep the statistics in
+the run's scratch folder, so one build is compiled and disassembled once a run.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ except ImportError:  # not on Windows: workers may then compile one build twice,
 
 SEED_VARIABLE = "GEMM_DRIVER_TEST_SEED"
 FULL_VARIABLE = "GEMM_DRIVER_FULL_MATRIX"
+SCRATCH_VARIABLE = "GEMM_DRIVER_TEST_SCRATCH"  # the run's folder shared by xdist workers (conftest.py)
 ARCHS = ("sm_80", "sm_90")
 EXTRA_PER_FAMILY = 2
 # The tuned kernels whose sweep spaces join their family's matrix. The FP16 space is the
@@ -196,12 +198,11 @@ def _digest(b: Build) -> str:
 def _alone(b: Build):
     """Hold a lock on ``b``'s compile in the shared cache: an xdist worker that wants the same
     build meanwhile waits and then reads it from the cache instead of compiling it again."""
-    directory = os.environ.get("GEMM_DRIVER_CACHE_DIR")
+    directory = os.environ.get(SCRATCH_VARIABLE)
     if fcntl is None or not directory:
         yield
         return
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, f".compiling-{_digest(b)}.lock"), "a") as lock:
+    with open(os.path.join(directory, f"compiling-{_digest(b)}.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield
 
@@ -215,12 +216,12 @@ def _built(name: str, arch: str, tunables: tuple):
 
 @functools.lru_cache(maxsize=None)
 def _stats(name: str, arch: str, tunables: tuple):
-    """kernel_stats, kept beside the cubins too: nvdisasm (about half a second a build) then
-    runs once a run, not once in each xdist worker that asks."""
+    """kernel_stats, kept in the run's scratch folder too: nvdisasm (about half a second a
+    build) then runs once a run, not once in each xdist worker that asks."""
     spec = kernels.KERNELS[name]
     b = Build(spec, tunables, arch)
-    directory = os.environ.get("GEMM_DRIVER_CACHE_DIR")
-    kept = os.path.join(directory, f".stats-{_digest(b)}-{name}.json") if directory else None
+    directory = os.environ.get(SCRATCH_VARIABLE)
+    kept = os.path.join(directory, f"stats-{_digest(b)}-{name}.json") if directory else None
     with _alone(b):
         if kept and os.path.exists(kept):
             with open(kept) as f:

@@ -3,8 +3,9 @@ without a GPU; ``gpu_alone`` marks the ones whose timing assertions need the GPU
 themselves (deselect them with ``-m "not gpu_alone"`` when xdist workers share the GPU).
 
 Under pytest-xdist the controller makes the settings once and hands them to its workers:
-one temporary cubin cache for all of them (removed by the controller at the end) and one
-build-matrix seed, so every worker collects the same tests (tests/build_matrix.py).
+one temporary cubin cache and one scratch folder (build locks, SASS statistics) for all of
+them, removed by the controller at the end, and one build-matrix seed, so every worker
+collects the same tests (tests/build_matrix.py).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import tempfile
 
 import pytest
 
-from build_matrix import FULL_VARIABLE, SEED_VARIABLE, full
+from build_matrix import FULL_VARIABLE, SCRATCH_VARIABLE, SEED_VARIABLE, full
 from gemm_driver.cuda.driver import gpu_available
 
 HAVE_GPU = gpu_available()
 CACHE_VARIABLE = "GEMM_DRIVER_CACHE_DIR"
 _TEMPORARY_CACHE: str | None = None
+_SCRATCH: str | None = None
 _SESSION_CACHE: str | None = None  # what the variable held at the start, before any test changed it
 
 
@@ -32,7 +34,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    global _TEMPORARY_CACHE, _SESSION_CACHE
+    global _TEMPORARY_CACHE, _SESSION_CACHE, _SCRATCH
     handed = getattr(config, "workerinput", None)  # an xdist worker: the controller's settings
     if handed is not None:
         os.environ.update(handed["gemm_driver_environment"])
@@ -44,6 +46,8 @@ def pytest_configure(config):
     if not os.environ.get(CACHE_VARIABLE):
         _TEMPORARY_CACHE = tempfile.mkdtemp(prefix="gemm_driver-test-cache-")
         os.environ[CACHE_VARIABLE] = _TEMPORARY_CACHE
+    _SCRATCH = tempfile.mkdtemp(prefix="gemm_driver-test-run-")  # build locks and SASS statistics
+    os.environ[SCRATCH_VARIABLE] = _SCRATCH
     if not os.environ.get(SEED_VARIABLE):
         os.environ[SEED_VARIABLE] = str(secrets.randbelow(2**32))
     if config.getoption("--full-matrix"):
@@ -53,9 +57,10 @@ def pytest_configure(config):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """xdist (controller): every worker gets this run's cache, seed and matrix size."""
+    """xdist (controller): every worker gets this run's cache, scratch folder, seed and matrix size."""
     node.workerinput["gemm_driver_environment"] = {
-        name: os.environ[name] for name in (CACHE_VARIABLE, SEED_VARIABLE, FULL_VARIABLE) if name in os.environ}
+        name: os.environ[name] for name in (CACHE_VARIABLE, SCRATCH_VARIABLE, SEED_VARIABLE, FULL_VARIABLE)
+        if name in os.environ}
 
 
 def pytest_report_header(config):
@@ -67,8 +72,9 @@ def pytest_report_header(config):
 
 
 def pytest_unconfigure(config):
-    if _TEMPORARY_CACHE is not None:
-        shutil.rmtree(_TEMPORARY_CACHE, ignore_errors=True)
+    for made in (_TEMPORARY_CACHE, _SCRATCH):
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
