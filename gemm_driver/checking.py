@@ -30,7 +30,7 @@ def check_case(session: Session, kernel: str, case: GemmCase, tunables: Mapping[
     """One drawn case in the kernel's precision (its operands' storage and its bound); each
     stored row (a transposed operand's too) padded by the case's ``pads``."""
     lds = tuple(cols + pad for (_, cols), pad in zip(stored_shapes(case.problem), case.pads))
-    with PreparedCase.random(p, precision_of(kernel), case.data_seed, guard=GUARD_ROWS, lds=lds,
+    with PreparedCase.random(case.problem, precision_of(kernel), case.data_seed, guard=GUARD_ROWS, lds=lds,
                              misalign=case.misalign) as prepared:
         return run_case(session, kernel, prepared, tunables=tunables)
 

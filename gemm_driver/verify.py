@@ -25,7 +25,7 @@ The linear-layer variants (problem.py) extend it, all in float64 from the values
 - With a bias and a 2-byte output, the value may be rounded to the output type once before
   the bias or the activation (cuBLASLt's BIAS epilogue with a BF16 D rounds before adding
   the bias, measured on the H100; torch's linear then gelu rounds before the GELU): half an
-  ulp of the magnitude (which bounds |v| before and after the bias).
+  ulp of the larger of |v| before and after the bias (plus the error so far).
 - GELU (tanh form): the error before it grows by its steepest slope (GELU_SLOPE, 1.13),
   plus the kernel's FP32 evaluation (GELU_EVALUATION |v|).
 - BF16/FP16 output: the store rounds once, half an ulp relative (OUTPUT_ROUNDING: 2^-8,
@@ -49,6 +49,7 @@ class Reference:
     value: np.ndarray  # float64 D: epilogue(alpha * op(A) @ op(B) + beta * C)
     magnitude: np.ndarray  # float64 |alpha| |op(A)| @ |op(B)| + |beta| |C| (+ |bias|), the scale of its error
     pre: np.ndarray | None = None  # float64 value before the activation (None: no activation, = value)
+    product: np.ndarray | None = None  # float64 alpha op(A) op(B) + beta C, before the bias (None: no bias)
 
 
 def reference(problem: GemmProblem, a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
@@ -67,10 +68,11 @@ def reference(problem: GemmProblem, a: np.ndarray, b: np.ndarray, c: np.ndarray 
         if bias is None or bias.shape != (problem.n,):
             raise ValueError(f"epilogue {problem.epilogue!r} needs a bias of shape ({problem.n},), "
                              f"got {None if bias is None else bias.shape}")
+        product = value.copy()
         value += bias.astype(np.float64)
         magnitude += np.abs(bias.astype(np.float64))
-    if problem.epilogue in ("bias_relu", "bias_gelu"):
-        return Reference(activation(problem.epilogue, value), magnitude, value)
+        pre = value if problem.epilogue in ("bias_relu", "bias_gelu") else None
+        return Reference(activation(problem.epilogue, value), magnitude, pre, product)
     return Reference(value, magnitude)
 
 
@@ -158,7 +160,8 @@ def output_bound(problem: GemmProblem, ref: Reference, precision: str = "fp32") 
     error = error_bound(problem.k + int(problem.has_bias), ref.magnitude, precision)
     rounding = _precision.OUTPUT_ROUNDING[problem.out_dtype]
     if problem.has_bias:  # one rounding to the output type before the bias or the activation
-        error = error + rounding * ref.magnitude
+        before = np.maximum(np.abs(ref.product), np.abs(ref.pre if ref.pre is not None else ref.value))
+        error = error + rounding * (before + error)
     if problem.epilogue == "bias_gelu":
         error = _precision.GELU_SLOPE * error + _precision.GELU_EVALUATION * np.abs(ref.pre)
     return error + rounding * (np.abs(ref.value) + error) + _precision.OUTPUT_FLOOR[problem.out_dtype]

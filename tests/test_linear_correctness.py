@@ -242,3 +242,16 @@ def test_strategies_draw_only_what_a_target_declares():
     collect()
     assert {x[0] for x in drawn} <= {"nn", "nt"} and {x[1] for x in drawn} <= {"fp32", "bf16"}
     assert {x[2] for x in drawn} <= {"none", "bias_gelu"} and len(drawn) > 3
+
+
+def test_check_case_runs_a_drawn_case_end_to_end_on_the_host():
+    """checking.check_case as verify runs it (the NumPy baseline needs no GPU), and a
+    variant the target does not declare is skipped with why."""
+    from gemm_driver.checking import check_case
+    from gemm_driver.strategies import GemmCase
+
+    case = GemmCase(GemmProblem(7, 5, 3, 0.5, -1.0), (1, 0, 2), (0, 1, 0), 9)
+    assert check_case(None, "numpy", case).ok
+    variant = GemmCase(GemmProblem(7, 5, 3, trans_b=True), (0, 0, 0), (0, 0, 0), 9)
+    outcome = check_case(None, "numpy", variant)
+    assert outcome.status == "skipped" and "does not take layout 'nt'" in outcome.detail
