@@ -18,6 +18,7 @@ import atexit
 from collections import OrderedDict
 
 from . import arrays, kernels
+from .arrays import product_shape
 from .cuda.driver import ExternalStream, copy_2d_async
 from .plans import Plan, dtype_name, ensure_current, epilogue_of
 from .session import Session
@@ -78,18 +79,8 @@ def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | N
         raise ValueError("stream= orders device work; NumPy arrays are copied to and from the GPU synchronously")
     from .host_path import host_gemm
 
-    return host_gemm(A, B, C, alpha, beta, kernel, out, bias, activation, out_dtype, tunables)
-
-
-def product_shape(a_shape, a_dtype: str, b_shape, b_dtype: str) -> tuple[int, int, int]:
-    """(m, n, k) of A @ B once A and B agree: the same dtype, then the inner dimension. Host
-    and device arrays alike; each path has checked A itself (2-D, an allowed dtype) first."""
-    if b_dtype != a_dtype:
-        raise TypeError(f"A is {a_dtype} and B is {b_dtype}: A and B must have the same dtype")
-    (m, k), (k2, n) = a_shape, b_shape
-    if k != k2:
-        raise ValueError(f"inner dimensions differ: A is {m}x{k}, B is {k2}x{n}")
-    return m, n, k
+    return host_gemm(A, B, C, alpha, beta, kernel, out, bias, activation, out_dtype, tunables,
+                     session_of=default_session, plan_of=cached_plan)
 
 
 def cached_plan(session, m: int, n: int, k: int, dtype: str, kernel, alpha, beta, layout: tuple, out_dtype: str,

@@ -384,3 +384,14 @@ def device_vector(name: str, x, stream: int = 0) -> DeviceVector:
         if row.rows == 1 and row.cols > 1 and row.trans:
             raise ValueError(f"{name} must be a contiguous vector (unit stride)")
     return DeviceVector(row.ptr, row.cols, row.dtype, row.device)
+
+
+def product_shape(a_shape, a_dtype: str, b_shape, b_dtype: str) -> tuple[int, int, int]:
+    """(m, n, k) of A @ B once A and B agree: the same dtype, then the inner dimension. Host
+    and device arrays alike; each path has checked A itself (2-D, an allowed dtype) first."""
+    if b_dtype != a_dtype:
+        raise TypeError(f"A is {a_dtype} and B is {b_dtype}: A and B must have the same dtype")
+    (m, k), (k2, n) = a_shape, b_shape
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: A is {m}x{k}, B is {k2}x{n}")
+    return m, n, k

@@ -14,8 +14,8 @@ import threading
 
 import numpy as np
 
-from . import api, kernels
-from .arrays import DeviceArray, DeviceVector
+from . import kernels
+from .arrays import DeviceArray, DeviceVector, product_shape
 from .cuda.driver import api as cuda_api
 from .cuda.errors import check
 from .plans import check_precision, dtype_name, ensure_current, epilogue_of
@@ -52,10 +52,13 @@ def _check_matrix(name: str, x, shape_hint: str, dtypes=_DTYPES) -> bool:
     raise ValueError(f"{name} must be C-contiguous (row-major){hint}; use numpy.ascontiguousarray({name})")
 
 
-def host_gemm(A, B, C, alpha, beta, kernel, out, bias, activation, out_dtype, tunables) -> np.ndarray:
+def host_gemm(A, B, C, alpha, beta, kernel, out, bias, activation, out_dtype, tunables, *, session_of,
+              plan_of) -> np.ndarray:
+    """``session_of()``: gemm()'s Session; ``plan_of(...)``: its cached Plan (api.py passes both,
+    so this module needs nothing above it)."""
     trans_a, trans_b = _check_matrix("A", A, "M x K"), _check_matrix("B", B, "K x N")
     dtype = A.dtype.name
-    m, n, k = api.product_shape(A.shape, dtype, B.shape, B.dtype.name)
+    m, n, k = product_shape(A.shape, dtype, B.shape, B.dtype.name)
     if out is not None:
         _check_matrix("out", out, "M x N")
     out_dtype = dtype_name(out_dtype) if out_dtype is not None else (out.dtype.name if out is not None else "float32")
@@ -83,7 +86,8 @@ def host_gemm(A, B, C, alpha, beta, kernel, out, bias, activation, out_dtype, tu
     if (target is not None and target.runs_on_host) or problem.is_empty:
         result = on_host(problem, A, B, c_in, bias, activation, out_dtype)
     else:
-        result = _on_gpu(problem, kernel, target, dtype, A, B, c_in, bias, activation, out_dtype, tunables)
+        result = _on_gpu(problem, kernel, target, dtype, A, B, c_in, bias, activation, out_dtype, tunables,
+                         session_of(), plan_of)
     if out is None:
         return result
     np.copyto(out, result)
@@ -106,17 +110,16 @@ def on_host(problem: GemmProblem, A, B, c, bias, activation, out_dtype: str) -> 
     return np.ascontiguousarray(v.astype(numpy_dtype(out_dtype)))
 
 
-def _on_gpu(problem, kernel, target, dtype, A, B, c, bias, activation, out_dtype, tunables) -> np.ndarray:
+def _on_gpu(problem, kernel, target, dtype, A, B, c, bias, activation, out_dtype, tunables, session,
+            plan_of) -> np.ndarray:
     if target is not None and dtype == "float32" and target.precision in ("bf16", "fp16"):
         dtype = {"bf16": "bfloat16", "fp16": "float16"}[target.precision]  # rounded here, nearest even
         A, B = A.astype(numpy_dtype(dtype), order="K"), B.astype(numpy_dtype(dtype), order="K")
-    session = api.default_session()
     m, n, k = problem.m, problem.n, problem.k
     result = np.empty((m, n), numpy_dtype(out_dtype))
     with _LOCK:
-        p = api.cached_plan(session, m, n, k, dtype, kernel, problem.alpha, problem.beta,
-                            (problem.trans_a, problem.trans_b, False), out_dtype, bias is not None, activation,
-                            tunables)
+        p = plan_of(session, m, n, k, dtype, kernel, problem.alpha, problem.beta,
+                    (problem.trans_a, problem.trans_b, False), out_dtype, bias is not None, activation, tunables)
         ensure_current(session)
         stream, ordinal = session.stream.handle, session.device.ordinal
         a = _upload(session, "host_a", A, problem.trans_a, stream, ordinal)
