@@ -9,6 +9,7 @@ including a missing GPU, driver or library, always as one line on stderr.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -119,9 +120,9 @@ def cmd_bench(args) -> int:
     variants = tuple(parse_variants(args.layout, args.out_dtype, args.epilogue))
     bench.check_outputs(args.json, args.csv, args.plot)  # bad paths before --gpus asks the driver
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
-                                 args.watchdog, args.rounds, corpus=args.corpus,
-                                 gpus=bench.select_gpus(args.gpus), variants=variants).with_seed()
-    steps = request.steps()
+                                 args.watchdog, args.rounds, corpus=args.corpus, variants=variants).with_seed()
+    steps = request.steps()  # "nothing to run" before --gpus asks the driver
+    request = dataclasses.replace(request, gpus=bench.select_gpus(args.gpus))
     console = Console()
     # Results reach the files as each shape finishes, so a run cut off keeps what it measured.
     checkpoint = lambda run: bench.write_outputs(run, args.json, args.csv, None)  # noqa: E731

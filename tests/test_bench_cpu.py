@@ -64,11 +64,9 @@ def test_ladder_kernels_order():
                                        ("sm_100", "mma_sync_tuned")])
 def test_quick_run_is_each_precisions_best_kernel_for_the_arch_beside_its_baselines(arch, best):
     names = command.select_kernels([], None, arch=arch)
-    absent = kernels.absent_baselines()
-    framework = {"fp32": ["torch"], "tf32": [], "bf16": ["torch_bf16"], "fp16": ["torch_fp16"]}
-    expected = ["cublas", "autotuned"] + [n for n in framework["fp32"] if n not in absent]
+    expected = ["cublas", "autotuned"]
     for prec in ("tf32", "bf16", "fp16"):
-        expected += [f"cublas_{prec}", f"cublaslt_{prec}", f"{best}_{prec}"] + [n for n in framework[prec] if n not in absent]
+        expected += [f"cublas_{prec}", f"cublaslt_{prec}", f"{best}_{prec}"]
     assert names == expected
     assert command.select_kernels([], ["bf16"], arch=arch) == [n for n in expected if kernels.precision_of(n) == "bf16"]
     assert command.select_shapes([], [], None) == [(1024, 1024, 1024, 1), (4096, 4096, 4096, 1), (4093, 4091, 4099, 1)]

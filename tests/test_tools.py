@@ -39,7 +39,9 @@ UNKNOWN_OPTION = {
     "inspect.py": ["stats", "--bogus"],
     "ladder_sweep.py": ["--bogus"],
     "mma_ceiling.py": ["--bogus"],
+    "results_index.py": ["--bogus"],
     "results_table.py": [str(BENCH), "--bogus"],
+    "train_mlp.py": ["--bogus"],
 }
 
 

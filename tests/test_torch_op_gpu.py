@@ -61,8 +61,10 @@ def test_forward_and_backward_match_torch_in_bf16(torch, gt, activation):
     print("ran:", gt.ran)
 
 
-def test_compiled_fullgraph_with_inductor(torch, gt):
+def test_compiled_fullgraph_with_inductor(torch, gt, monkeypatch):
     torch._dynamo.reset()
+    # compile in this process: a pool of compile workers left behind keeps an xdist worker alive
+    monkeypatch.setattr(torch._inductor.config, "compile_threads", 1)
     model = torch.nn.Sequential(gt.Linear(192, 256, activation="gelu"), gt.Linear(256, 64)).cuda().bfloat16()
     compiled = torch.compile(model, fullgraph=True)
     x = torch.randn(128, 192, device="cuda", dtype=torch.bfloat16)

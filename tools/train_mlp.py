@@ -23,13 +23,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not tools/ (tools/inspect.py would shadow the standard library's)
+sys.path.append(str(ROOT / "tools"))  # _toolkit.py; last, so that tools/inspect.py shadows nothing
+from _toolkit import Parser  # noqa: E402  errors as one line on stderr, exit 2, like every tool
 IN, CLASSES, WARMUP = 512, 16, 10
 
 
 def parse(argv):
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="train_mlp.py", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="train_mlp.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--hidden", type=int, default=2048)

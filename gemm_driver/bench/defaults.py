@@ -1,7 +1,8 @@
 """What ``bench`` runs when it is not told: the quick run, and the whole ladder one flag away.
 
 The quick run (``bench`` alone) shows each precision's best kernel for this GPU beside its
-baselines on three shapes: a small square one (launch and fill costs show), a large one
+library baselines (cuBLAS, cuBLASLt; torch's matmul runs the same cuBLAS kernels and
+stays in the ladder, as its import alone costs the worker seconds) on three shapes: a small square one (launch and fill costs show), a large one
 (the tensor cores' throughput) and an odd one (no tile divides it: the bounds and packing
 paths). It is meant to finish within a minute and a half on an H100 with a cold compile
 cache. The ladder (``bench --ladder`` or ``--kernels all``) runs every kernel and baseline on
@@ -26,9 +27,6 @@ BEST_KERNELS = {
     "bf16": ("hopper_bf16", "mma_sync_tuned_bf16"),
     "fp16": ("hopper_fp16", "mma_sync_tuned_fp16"),
 }
-# Framework baselines the quick run adds where they are installed; the other library
-# providers (CuPy, the batched cuBLAS) stay in the ladder.
-FRAMEWORK_BASELINES = ("torch", "torch_bf16", "torch_fp16")
 QUICK_SHAPES = ((1024, 1024, 1024, 1), (4096, 4096, 4096, 1), (4093, 4091, 4099, 1))
 
 LADDER_SIZES = (256, 512, 1024, 2048, 4096)
@@ -49,16 +47,12 @@ def ladder_shapes() -> list[tuple[int, int, int, int]]:
 
 def default_kernels(dtypes: Sequence[str] | None = None, arch: str = "sm_90") -> list[str]:
     """The quick run's kernels per selected precision (default: all): its baselines (cuBLAS,
-    then cuBLASLt where the precision has one), its best own kernel that runs on ``arch``,
-    then its framework baselines where installed."""
+    then cuBLASLt where the precision has one), then its best own kernel that runs on ``arch``."""
     cc = cc_of(parse_arch(arch)[0])
-    absent = kernels.absent_baselines()
     names: list[str] = []
     for prec in _precision.parse_dtypes(dtypes):
         names += _precision.baselines(prec)
         names += [name for name in BEST_KERNELS[prec] if kernels.get(name).runs_on(cc)][:1]
-        names += [name for name in FRAMEWORK_BASELINES
-                  if kernels.get(name).precision == prec and name not in absent]
     return names
 
 
