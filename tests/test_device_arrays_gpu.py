@@ -136,10 +136,17 @@ def test_torch_mixed_transposes_on_a_row_major_kernel_is_one_line(torch):
         gemm_driver.gemm(a, b.t().contiguous().t(), kernel="smem_tiled")
 
 
-def test_torch_two_byte_out_is_one_line(torch):
-    (a, b, _), _ = operands(torch, 8, 8, 8, "bfloat16", seed=1)
-    with pytest.raises(TypeError, match=r"^out has dtype bfloat16; every kernel here writes an FP32 C"):
-        gemm_driver.gemm(a, b, out=torch.empty(8, 8, dtype=torch.bfloat16, device="cuda"))
+def test_torch_two_byte_out(torch):
+    """A bfloat16 out gets the product rounded once to BF16 (the default kernel, cuBLAS, writes
+    it); a kernel that writes FP32 only refuses it in one line naming what it takes."""
+    m, n, k = 67, 45, 129
+    (a, b, _), host = operands(torch, m, n, k, "bfloat16", seed=1)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    gemm_driver.gemm(a, b, out=out)
+    torch.cuda.synchronize()
+    assert_right(GemmProblem(m, n, k, out_dtype="bf16"), "bfloat16", host, out)
+    with pytest.raises(ValueError, match=r"^mma_sync_bf16 does not take output type 'bf16'; it takes fp32$"):
+        gemm_driver.gemm(a, b, out=out, kernel="mma_sync_bf16")
 
 
 @pytest.mark.parametrize("how", ["argument", "current", "raw handle", "protocol"])
