@@ -20,7 +20,8 @@ from collections import OrderedDict
 from . import arrays, kernels
 from .arrays import product_shape
 from .cuda.driver import ExternalStream, copy_2d_async
-from .plans import Plan, dtype_name, ensure_current, epilogue_of
+from .call import dtype_name, epilogue_of
+from .plans import Plan, ensure_current
 from .session import Session
 
 PLANS_KEPT = 32

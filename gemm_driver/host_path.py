@@ -18,7 +18,8 @@ from . import kernels
 from .arrays import DeviceArray, DeviceVector, product_shape
 from .cuda.driver import api as cuda_api
 from .cuda.errors import check
-from .plans import check_precision, dtype_name, ensure_current, epilogue_of
+from .call import check_precision, dtype_name, epilogue_of
+from .plans import ensure_current
 from .problem import GemmProblem
 
 _DTYPES = ("float32", "bfloat16", "float16")

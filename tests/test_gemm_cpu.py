@@ -11,7 +11,8 @@ import pytest
 import gemm_driver
 from gemm_driver.cuda.driver import gpu_available
 from gemm_driver.cuda.errors import GpuUnavailableError
-from gemm_driver.plans import Plan, default_kernel
+from gemm_driver.call import default_kernel
+from gemm_driver.plans import Plan
 from gemm_driver.problem import GemmProblem
 from gemm_driver.verify import check, reference
 

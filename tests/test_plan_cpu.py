@@ -15,7 +15,8 @@ import pytest
 
 import gemm_driver
 from gemm_driver import arrays, kernels, plans, precision
-from gemm_driver.plans import Plan, dtype_name, plan_key, swapped_layout
+from gemm_driver.call import dtype_name
+from gemm_driver.plans import Plan, plan_key, swapped_layout
 from gemm_driver.problem import GemmProblem
 
 api = importlib.import_module("gemm_driver.api")
