@@ -111,3 +111,16 @@ def session_cache():
     """The run's shared cubin cache, for a test that wants builds other tests made (an
     autouse ``isolated_cache`` has replaced the variable by then)."""
     return _SESSION_CACHE
+
+
+@pytest.fixture(scope="module")
+def torch():
+    """PyTorch, for the tests that run on torch tensors; skipped with the reason where it is
+    absent or has no CUDA."""
+    from gemm_driver.kernels.providers import torch_unavailable
+
+    if (reason := torch_unavailable()) is not None:
+        pytest.skip(reason)
+    import torch
+
+    return torch

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 import gemm_driver
 from gemm_driver.case import PreparedCase
 from gemm_driver.checking import check_case
-from gemm_driver.kernels.providers import cupy_unavailable, torch_unavailable
+from gemm_driver.kernels.providers import cupy_unavailable
 from gemm_driver.problem import GemmProblem
 from gemm_driver.strategies import GemmCase, gemm_cases
 from gemm_driver.verify import check, reference
@@ -25,15 +25,6 @@ PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 KERNELS = {"float32": [None, "smem_tiled", "autotuned"], "bfloat16": [None, "mma_sync_bf16", "hopper_bf16"],
            "float16": [None, "wmma_fp16", "hopper_fp16"]}
 CASES = [(dtype, kernel) for dtype, names in KERNELS.items() for kernel in names]
-
-
-@pytest.fixture(scope="module")
-def torch():
-    if (reason := torch_unavailable()) is not None:
-        pytest.skip(reason)
-    import torch
-
-    return torch
 
 
 @pytest.fixture(scope="module")

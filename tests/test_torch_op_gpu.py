@@ -10,19 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gemm_driver.kernels.providers import torch_unavailable
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def torch():
-    if (reason := torch_unavailable()) is not None:
-        pytest.skip(reason)
-    import torch
-
-    return torch
 
 
 @pytest.fixture(scope="module")
