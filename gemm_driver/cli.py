@@ -40,9 +40,9 @@ LIST_WIDTH = 120  # columns of `list` off a terminal; on one, the terminal's
 
 def _listed(args) -> list:
     """The registry's entries of the precisions ``--dtype`` names that run on ``--arch``."""
-    from .precision import parse_dtypes
+    from .precision import NAMES, parse_dtypes
 
-    chosen = parse_dtypes([args.dtype] if args.dtype else None)
+    chosen = parse_dtypes([args.dtype]) if args.dtype else NAMES  # list shows fp8 too, asked or not
     cc = cc_of(parse_arch(args.arch)[0]) if args.arch else None
     return [e for e in kernels.ALL.values() if e.precision in chosen and (cc is None or (
         e.runs_on(cc) if isinstance(e, kernels.KernelSpec) else tuple(cc) >= tuple(e.min_cc)))]
@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     p = sub.add_parser("list", help="kernels and baseline providers")
     p.add_argument("--dtype", type=nonempty("a precision (e.g. bf16, or a comma list)"),
-                   help="only these precisions: fp32, tf32, bf16, fp16 (comma list)")
+                   help="only these precisions: fp32, tf32, bf16, fp16, fp8 (comma list)")
     p.add_argument("--arch", type=arch, help="only what runs on a GPU of this architecture, e.g. sm_80 or sm_90")
     p.add_argument("--wide", action="store_true", help="one line per entry, with the source file, however wide")
     p.add_argument("--json", action="store_true", help="print a JSON list with every field")

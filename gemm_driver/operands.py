@@ -17,11 +17,14 @@ after matrix i - 1).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from . import fp8 as _fp8
 from . import precision as _precision
 from .cuda.driver import DeviceBuffer, Stream
-from .problem import GemmProblem
+from .problem import GemmProblem, fp8_rule
 
 POISON_BITS = np.uint32(0x7FC00000)  # the canonical quiet NaN: "nobody wrote this element"
 GUARD_BITS = np.uint32(0x7FA5A5A5)  # a NaN payload no kernel computes: "nobody may touch this"
@@ -29,7 +32,10 @@ GUARD_BITS = np.uint32(0x7FA5A5A5)  # a NaN payload no kernel computes: "nobody 
 # a NaN read as BF16); 0x7FA5 is a NaN in both, with a payload no kernel computes.
 POISON_BITS_16 = np.uint16(0x7FC0)
 GUARD_BITS_16 = np.uint16(0x7FA5)
-_BITS = {4: (np.uint32, POISON_BITS, GUARD_BITS), 2: (np.uint16, POISON_BITS_16, GUARD_BITS_16)}
+# e4m3fn has two NaN codes, 0x7F and 0xFF (no infinity): poison and guard, both NaN.
+POISON_BITS_8, GUARD_BITS_8 = np.uint8(0x7F), np.uint8(0xFF)
+_BITS = {4: (np.uint32, POISON_BITS, GUARD_BITS), 2: (np.uint16, POISON_BITS_16, GUARD_BITS_16),
+         1: (np.uint8, POISON_BITS_8, GUARD_BITS_8)}
 
 # The first element stays 16-byte aligned unless a test asks for misalignment.
 ALIGN_BYTES = 16
@@ -68,6 +74,59 @@ def random_bias(problem: GemmProblem, rng: np.random.Generator) -> np.ndarray | 
     return _precision.representable(rng.uniform(-1.0, 1.0, problem.n).astype(np.float32), problem.out_dtype)
 
 
+@dataclass(frozen=True)
+class ScaledOperands:
+    """FP8 operands of an "nt" problem: e4m3 codes as stored (A M x K, B N x K), their FP32
+    dequantization scales (fp8.scale_shapes), and the dequantized values the reference reads
+    (float64, exact), with C (or None) as in random_operands."""
+
+    codes_a: np.ndarray
+    codes_b: np.ndarray
+    scales_a: np.ndarray
+    scales_b: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray | None
+
+
+def random_scaled_operands(problem: GemmProblem, rng: np.random.Generator, *, spread: int = 0,
+                           offset: int = 0) -> ScaledOperands:
+    """Fresh FP8 operands in the problem's scaling mode.
+
+    Each scale group's data is uniform(-1, 1) times 2^e, e drawn in [-spread, spread] per
+    group (0: all alike; tiny and huge groups otherwise), and its scale is the group's
+    amax / 448 times 2^offset: offset 0 is the usual recipe, a positive offset pushes the
+    stored values into e4m3's subnormals and to zero, a negative one saturates them at 448.
+    """
+    if (why := fp8_rule(problem, "fp8")) is not None:
+        raise ValueError(why)
+    (ar, ac), (br, bc), (cr, cc) = stored_shapes(problem)
+    data = []
+    for which, (rows, cols) in enumerate(((ar, ac), (br, bc))):
+        shape = _fp8.scale_shapes(problem.scaling, ar, br, problem.k)[which]
+        row_block = _fp8.row_blocks(problem.scaling)[which]
+        exponents = rng.integers(-spread, spread + 1, shape).astype(np.float64)
+        x = rng.uniform(-1.0, 1.0, (rows, cols)) * _fp8.expand(2.0**exponents, rows, cols, row_block)
+        scales = (_fp8.amax_scales(x, problem.scaling, row_block, which) * np.float32(2.0**offset)).astype(np.float32)
+        data.append((*_fp8.quantize(x, scales, row_block), scales))
+    (codes_a, a, scales_a), (codes_b, b, scales_b) = data
+    c = rng.uniform(-1.0, 1.0, (cr, cc)).astype(np.float32) if problem.beta != 0 else None
+    c = None if c is None else _precision.representable(c, problem.out_dtype)
+    return ScaledOperands(codes_a, codes_b, scales_a, scales_b, a, b, c)
+
+
+def upload_scales(scaling: str, scales_a: np.ndarray, scales_b: np.ndarray) -> tuple[DeviceMatrix, DeviceMatrix]:
+    """A's and B's FP32 scales in the device layout of fp8.device_scales, each in a NaN-guarded
+    buffer: a read past them poisons D."""
+    matrices = []
+    for which, scales in enumerate((scales_a, scales_b)):
+        image = _fp8.device_scales(scaling, which, scales)
+        matrix = DeviceMatrix(*image.shape, guard=1)
+        matrix.fill(image, guard_bits=POISON_BITS)
+        matrices.append(matrix)
+    return matrices[0], matrices[1]
+
+
 class DeviceMatrix:
     """A rows x cols matrix of ``itemsize``-byte elements (4: FP32, 2: BF16/FP16),
     row-major with leading dimension ``ld``, guarded."""
@@ -75,7 +134,8 @@ class DeviceMatrix:
     def __init__(self, rows: int, cols: int, *, ld: int | None = None, guard: int = 0, misalign: int = 0,
                  itemsize: int = 4):
         if itemsize not in _BITS:
-            raise ValueError(f"element size {itemsize} bytes is not supported; choose 4 (FP32) or 2 (BF16/FP16)")
+            raise ValueError(f"element size {itemsize} bytes is not supported; choose 4 (FP32), 2 (BF16/FP16) "
+                             "or 1 (FP8 codes)")
         self.rows, self.cols, self.itemsize = rows, cols, itemsize
         self.ld = max(cols, 1) if ld is None else ld
         if self.ld < max(cols, 1):
@@ -138,6 +198,11 @@ def _as_bits(values: np.ndarray, itemsize: int) -> np.ndarray:
     ones, 16-bit patterns must be given (uint16/float16), never float32 to round here."""
     if itemsize == 4:
         return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    if itemsize == 1:
+        if values.dtype != np.uint8:
+            raise ValueError(f"a 1-byte matrix takes uint8 e4m3 codes, got {values.dtype}; quantize with "
+                             "gemm_driver.fp8.quantize first")
+        return np.ascontiguousarray(values)
     if values.dtype not in (np.uint16, np.float16):
         raise ValueError(f"a 2-byte matrix takes uint16 bit patterns or float16, got {values.dtype}; "
                          "round with gemm_driver.precision.to_storage first")
@@ -151,7 +216,8 @@ def upload_operands(problem: GemmProblem, a, b, c, *, guard: int = 0, lds=(None,
     ``a`` and ``b`` are float32 arrays in their stored shapes (``stored_shapes``) holding
     values of ``precision``'s format (exactly, when they come from random_operands); ``lds``
     are the stored row strides. C is stored in the problem's out_dtype. Batched problems
-    stack their matrices (see random_operands)."""
+    stack their matrices (see random_operands). For FP8, ``a`` and ``b`` are the e4m3 codes
+    (``ScaledOperands.codes_a``/``codes_b``); their scales go up with ``upload_scales``."""
     lda, ldb, ldc = lds
     p, batch, shapes = _precision.get(precision), problem.batch, stored_shapes(problem)
     dev_a, dev_b = (DeviceMatrix(batch * rows, cols, ld=ld, guard=guard, misalign=off, itemsize=p.itemsize)
@@ -159,8 +225,9 @@ def upload_operands(problem: GemmProblem, a, b, c, *, guard: int = 0, lds=(None,
     dev_c = DeviceMatrix(batch * problem.m, problem.n, ld=ldc, guard=guard, misalign=misalign[2],
                          itemsize=out_itemsize(problem))
     # A and B's surroundings are quiet NaN: reading outside the matrix shows up in C.
-    dev_a.fill(_precision.to_storage(a, p), guard_bits=_BITS[p.itemsize][1])
-    dev_b.fill(_precision.to_storage(b, p), guard_bits=_BITS[p.itemsize][1])
+    stored = (lambda x: x) if p.scaled else (lambda x: _precision.to_storage(x, p))  # FP8: codes given
+    dev_a.fill(stored(a), guard_bits=_BITS[p.itemsize][1])
+    dev_b.fill(stored(b), guard_bits=_BITS[p.itemsize][1])
     fill_output(dev_c, problem, c)
     return dev_a, dev_b, dev_c
 

@@ -12,8 +12,15 @@ BF16/FP16 output (``out_dtype``, whose storage and rounding are the bf16/fp16 ro
   in float32/float64; products of two 8- or 11-bit mantissas are exact in FP32, so only
   the accumulation rounds.
 
+- ``fp8``: e4m3 A and B (1-byte codes) with FP32 dequantization scales in one of the
+  scaling modes of fp8.py (``tensor``, ``row``, ``block``), FP32 accumulation, D in FP32
+  or BF16. It has no cublasGemmEx types (``cublas`` is None: cuBLASLt is its library) and
+  its bound is fp8.bound_factor's (a 14-bit tensor-core accumulator promoted to FP32 every
+  128 of K). It has no kernel of its own yet, so ``--dtype all`` leaves it out
+  (``in_all``): it is asked for by name.
+
 One spelling everywhere (registry, CLI, JSON, plots): ``fp32``, ``tf32``, ``bf16``,
-``fp16``; an ``fp8`` row needs a cuBLAS type, a storage and a bound, nothing else.
+``fp16``, ``fp8``.
 ``from_record`` maps the spellings older results files used ("float32", "bfloat16",
 "float16") when such a file is read.
 """
@@ -26,6 +33,7 @@ from typing import Iterable
 
 import numpy as np
 
+from . import fp8 as _fp8
 from .cuda.cublas import ComputeType, DataType, GemmTypes, MathMode
 
 # Unit roundoff of FP32 with round to nearest.
@@ -60,22 +68,24 @@ GELU_EVALUATION = 2.0**-11
 
 @dataclass(frozen=True)
 class Precision:
-    name: str  # the one spelling: fp32, tf32, bf16, fp16
-    itemsize: int  # bytes per A or B element in device memory (C is always FP32)
+    name: str  # the one spelling: fp32, tf32, bf16, fp16, fp8
+    itemsize: int  # bytes per A or B element in device memory (4, 2, or 1 for FP8 codes)
     input_rounding: float  # relative error of each factor rounded inside the GEMM
     accumulation_u: float  # unit roundoff charged per add of the K-term sum
     baseline: str  # the cuBLAS provider every kernel of this precision is compared with
-    cublas: GemmTypes  # cublasGemmEx storage, compute type and math mode of this precision
+    cublas: GemmTypes | None  # cublasGemmEx storage, compute type and math mode (None: FP8 has none)
     description: str
     batched_baseline: str | None = None  # the provider batched shapes are compared with
     # Further baselines of single GEMMs: "% of cuBLAS" is against the fastest of these and
     # ``baseline`` (cuBLASLt with its measured algorithm, for the tensor-core precisions).
     other_baselines: tuple[str, ...] = ()
+    in_all: bool = True  # part of `--dtype all` (False: asked for by name; FP8 has no kernel yet)
+    scaled: bool = False  # A and B come with dequantization scales (fp8.py's scaling modes)
 
     @property
     def storage(self) -> np.dtype:
-        """How the host hands A and B to the device: float32 values or 16-bit patterns."""
-        return np.dtype(np.float32) if self.itemsize == 4 else np.dtype(np.uint16)
+        """How the host hands A and B to the device: float32 values, 16-bit patterns or FP8 codes."""
+        return np.dtype({4: np.float32, 2: np.uint16, 1: np.uint8}[self.itemsize])
 
     def bound_factor(self, k: int) -> float:
         """Per-element error bound as a multiple of |alpha| |A| @ |B| + |beta| |C|.
@@ -83,7 +93,10 @@ class Precision:
         (K + 3) u for the sum (as in FP32), scaled by (1 + r)^2 because the products are
         of rounded factors, plus (1 + r)^2 - 1 for the rounding of the factors itself.
         Charging the C term with the input rounding too only loosens the bound slightly.
+        FP8 has its own (fp8.bound_factor: the 14-bit accumulator promoted every 128 of K).
         """
+        if self.scaled:
+            return _fp8.bound_factor(k)
         r = self.input_rounding
         return (k + 3) * self.accumulation_u * (1 + r) ** 2 + (2 * r + r * r)
 
@@ -101,14 +114,20 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (
               "BF16 A and B, FP32 accumulation and C", other_baselines=("cublaslt_bf16",)),
     Precision("fp16", 2, 0.0, U_TENSOR, "cublas_fp16", GemmTypes(_F16, _F32, _C32, MathMode.DEFAULT),
               "FP16 A and B, FP32 accumulation and C", other_baselines=("cublaslt_fp16",)),
+    # Input rounding 0: the reference reads the dequantized values as stored; U_TENSOR is
+    # unused (bound_factor is fp8's).
+    Precision("fp8", 1, 0.0, _fp8.ACCUMULATOR_U, "cublaslt_fp8", None,
+              "e4m3 A and B with FP32 scales (tensor, row or block), FP32 accumulation, FP32 or BF16 D",
+              other_baselines=("cublaslt_fp8_row", "cublaslt_fp8_block"), in_all=False, scaled=True),
 )}
 NAMES = tuple(PRECISIONS)
+ALL_NAMES = tuple(name for name, p in PRECISIONS.items() if p.in_all)  # what `--dtype all` means
 # The spellings of results files written before the one table existed (registry dtypes).
 OLD_SPELLINGS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 def get(name: str | Precision) -> Precision:
-    """The Precision called ``name`` (fp32, tf32, bf16, fp16)."""
+    """The Precision called ``name`` (fp32, tf32, bf16, fp16, fp8)."""
     if isinstance(name, Precision):
         return name
     found = PRECISIONS.get(name)
@@ -124,12 +143,12 @@ def from_record(name: str) -> str:
 
 def parse_dtypes(values: Iterable[str] | None) -> list[str]:
     """``--dtype`` values (repeatable, comma lists, or 'all') as precision names in the
-    canonical order; an empty selection means all of them."""
+    canonical order; an empty selection means all of them but those asked for by name (fp8)."""
     items = [item.strip().lower() for value in values or () for item in value.split(",") if item.strip()]
     if not items or "all" in items:
         if items and items != ["all"]:
             raise ValueError(f"--dtype 'all' cannot be combined with other names; got {','.join(items)}")
-        return list(NAMES)
+        return list(ALL_NAMES)
     unknown = [item for item in items if item not in PRECISIONS]
     if unknown:
         raise ValueError(f"--dtype {unknown[0]!r} is not a precision; choose from {', '.join(NAMES)} or all")
@@ -139,7 +158,10 @@ def parse_dtypes(values: Iterable[str] | None) -> list[str]:
 def gemm_types(precision: str | Precision, out_dtype: str = "fp32") -> GemmTypes:
     """The precision's cublasGemmEx types with C and D stored in ``out_dtype`` (its storage
     type: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F)."""
-    return dataclasses.replace(get(precision).cublas, c_type=get(out_dtype).cublas.ab_type)
+    p = get(precision)
+    if p.cublas is None:
+        raise ValueError(f"{p.name} has no cublasGemmEx types; cuBLASLt ({p.baseline}) runs it")
+    return dataclasses.replace(p.cublas, c_type=get(out_dtype).cublas.ab_type)
 
 
 def baseline(precision: str | Precision, batch: int = 1) -> str:
@@ -199,10 +221,13 @@ def tf32_round(x) -> np.ndarray:
 
 
 def to_storage(x, precision: str | Precision) -> np.ndarray:
-    """The array uploaded for A or B: float32 as is, or 16-bit patterns (rounded RNE)."""
+    """The array uploaded for A or B: float32 as is, 16-bit patterns (rounded RNE), or e4m3
+    codes (saturated, RNE; values already divided by their scales: fp8.quantize)."""
     p = get(precision)
     if p.itemsize == 4:
         return _as_float32(x)
+    if p.itemsize == 1:
+        return _fp8.e4m3_codes(x)
     return bf16_bits(x) if p.name == "bf16" else fp16_bits(x)
 
 
@@ -212,6 +237,8 @@ def from_storage(stored, precision: str | Precision) -> np.ndarray:
     p = get(precision)
     if p.itemsize == 4:
         return _as_float32(stored)
+    if p.itemsize == 1:
+        return _fp8.e4m3_values(stored)
     return bf16_to_float32(stored) if p.name == "bf16" else fp16_to_float32(stored)
 
 

@@ -14,6 +14,10 @@ machines without a GPU.
   "bias" (v += bias[col], a vector of N in out_dtype), "bias_relu" (then max(v, 0)),
   "bias_gelu" (then GELU in its tanh form, 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))),
   the form cuBLASLt's GELU epilogue computes).
+- ``scaling``: "none" for every precision but FP8; an FP8 problem names how its e4m3 A and
+  B are scaled: "tensor", "row" or "block" (fp8.py: the scale shapes each implies). FP8 on
+  Hopper reads K-major A and B only (wgmma and cuBLASLt alike): the "nt" layout, A stored
+  M x K and B stored N x K (``fp8_rule``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ MAX_ELEMENTS = 2**31 - 1
 LAYOUTS = ("nn", "nt", "tn", "tt")  # op(A), op(B): n = as stored (row-major), t = stored transposed
 OUT_DTYPES = ("fp32", "bf16", "fp16")
 EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
+SCALINGS = ("none", "tensor", "row", "block")  # "none": not FP8; the others: fp8.SCALINGS
 DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, DEFAULT_EPILOGUE = "nn", "fp32", "none"
 
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
@@ -44,6 +49,7 @@ class GemmProblem:
     trans_b: bool = False  # B stored transposed: N x K row-major, op(B) = stored^T
     out_dtype: str = DEFAULT_OUT_DTYPE  # storage of D and C: fp32, bf16, fp16
     epilogue: str = DEFAULT_EPILOGUE  # none, bias, bias_relu, bias_gelu
+    scaling: str = "none"  # FP8 only: tensor, row, block (fp8.py)
 
     def __post_init__(self):
         for dim in ("m", "n", "k"):
@@ -63,6 +69,8 @@ class GemmProblem:
             raise ValueError(f"out_dtype {self.out_dtype!r} is not one of {', '.join(OUT_DTYPES)}")
         if self.epilogue not in EPILOGUES:
             raise ValueError(f"epilogue {self.epilogue!r} is not one of {', '.join(EPILOGUES)}")
+        if self.scaling not in SCALINGS:
+            raise ValueError(f"scaling {self.scaling!r} is not one of {', '.join(SCALINGS)}")
         # A batch is stored as one stacked matrix per operand, indexed with 32-bit ints too.
         b = self.batch
         sizes = {"A (M x K)": b * self.m * self.k, "B (K x N)": b * self.k * self.n, "C (M x N)": b * self.m * self.n}
@@ -102,6 +110,21 @@ class GemmProblem:
     def is_empty(self) -> bool:
         """No output (M or N is 0) or no product (K is 0): nothing for a kernel to do."""
         return self.m == 0 or self.n == 0 or self.k == 0
+
+
+def fp8_rule(problem: GemmProblem, precision: str) -> str | None:
+    """The rule an FP8 problem breaks (or a scaled problem of another precision), else None:
+    a scaling mode, the K-major "nt" layout, an FP32 or BF16 output, no batch."""
+    if precision != "fp8":
+        return None if problem.scaling == "none" else f"scaling {problem.scaling!r} needs fp8 operands, not {precision}"
+    rules = (
+        (problem.scaling != "none", "fp8 needs a scaling of tensor, row or block"),
+        (problem.layout == "nt", f"fp8 reads K-major A and B only: layout nt (A stored M x K, B stored N x K), "
+                                 f"not {problem.layout}"),
+        (problem.out_dtype in ("fp32", "bf16"), f"fp8 writes D in fp32 or bf16, not {problem.out_dtype}"),
+        (problem.batch == 1, "fp8 takes one GEMM per call (batch 1)"),
+    )
+    return next((why for ok, why in rules if not ok), None)
 
 
 def layout_flags(layout: str) -> tuple[bool, bool]:

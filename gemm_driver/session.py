@@ -30,7 +30,7 @@ from .kernels.sources import read_source
 from .kernels.spec import KernelSpec
 from .kernels.target import GemmTarget, check_capabilities
 from .precision import get as get_precision
-from .problem import GemmProblem
+from .problem import GemmProblem, fp8_rule
 
 
 @dataclass
@@ -124,22 +124,27 @@ class Session:
         return self._loaded[key]
 
     def launcher(self, name: str, problem: GemmProblem, a: Operand, b: Operand, c: Operand,
-                 tunables: Mapping[str, int] | None = None, *, stream=None, bias: Operand | None = None) -> Launch:
+                 tunables: Mapping[str, int] | None = None, *, stream=None, bias: Operand | None = None,
+                 scales: tuple[Operand, Operand] | None = None) -> Launch:
         """A Launch that enqueues one D = epilogue(alpha op(A) op(B) + beta C) on this
         session's stream, or on ``stream`` when one is given (anything with ``handle``; read
         at each launch). ``bias``: the N-vector in the problem's out_dtype, needed exactly
-        when the problem has an epilogue."""
+        when the problem has an epilogue. ``scales``: A's and B's FP32 scales of an FP8 problem
+        (fp8.device_scales' layout), needed exactly when it has a scaling."""
         stream = self.stream if stream is None else stream
         target = kernels.get(name)
         check_operands(target, problem, a, b)
         bias_ptr = bias_pointer(problem, bias)
+        if (scales is None) != (problem.scaling == "none"):
+            raise ValueError(f"scaling {problem.scaling!r} " + ("needs the scales of A and B" if scales is None
+                             else "takes no scales; pass them only with an FP8 scaling"))
         if target.runs_on_host:
             raise UnsupportedProblem(f"{name} runs on the CPU and has no GPU launcher")
         if isinstance(target, Provider):
             target.check_tunables(tunables)
             target.check_device(self.device.compute_capability)
             made = target.launcher(target, self if stream is self.stream else self.on(stream), problem, a, b, c,
-                                   bias=bias_ptr)
+                                   bias=bias_ptr, **({} if scales is None else {"scales": scales}))
             return Launch(name, made.enqueue, stream, algorithm=made.algorithm)
         note = ""
         if target.choose is not None and not tunables:
@@ -233,6 +238,8 @@ def check_operands(target: GemmTarget, problem: GemmProblem, a: Operand, b: Oper
     A/B stored in another precision's element size, a batch it does not take, or a layout,
     output type or epilogue it does not declare."""
     check_capabilities(target, problem)
+    if (why := fp8_rule(problem, target.precision)) is not None:
+        raise UnsupportedProblem(f"{target.name}: {why}")
     p = get_precision(target.precision)
     if (a.itemsize, b.itemsize) != (p.itemsize, p.itemsize):
         raise UnsupportedProblem(f"{target.name} takes {p.name} operands ({p.itemsize}-byte A and B), "

@@ -29,16 +29,17 @@ from gemm_driver.cuda.cublaslt_layout import CUDA_R_8F_E4M3
 from gemm_driver.cuda.errors import CublasError
 
 
-def header_text() -> str:
+def header_text(library: str = "cublas", name: str = "cublasLt.h") -> str:
+    """A header of the installed wheels (cuBLAS's cublasLt.h, the runtime's library_types.h)."""
     try:
         from cuda.pathfinder import find_nvidia_header_directory
 
-        directory = find_nvidia_header_directory("cublas")
+        directory = find_nvidia_header_directory(library)
     except Exception:
         directory = None
-    path = Path(directory or "/nonexistent") / "cublasLt.h"
+    path = Path(directory or "/nonexistent") / name
     if not path.is_file():
-        pytest.skip("no cublasLt.h ships with the installed cuBLAS wheel")
+        pytest.skip(f"no {name} ships with the installed {library} wheel")
     return path.read_text(errors="replace")
 
 
@@ -64,7 +65,15 @@ def test_every_declared_symbol_is_declared_in_the_header_with_that_arity():
     ("CUBLASLT_ALGO_CONFIG_", {k.upper().replace("ALGO_ID", "ID").replace("SPLITK", "SPLITK_NUM")
                                .replace("SWIZZLE", "CTA_SWIZZLING"): v for k, v in binding.ALGO_CONFIG.items()}),
     ("CUBLASLT_MATRIX_LAYOUT_", {k.upper(): v for k, v in binding._LAYOUT_ATTRIBUTES.items()}),
-    ("CUBLASLT_MATMUL_DESC_", {"TRANSA": binding._DESC_TRANSA, "TRANSB": binding._DESC_TRANSB}),
+    ("CUBLASLT_MATMUL_DESC_", {"TRANSA": binding._DESC_TRANSA, "TRANSB": binding._DESC_TRANSB,
+                               "EPILOGUE": binding._DESC_EPILOGUE, "BIAS_POINTER": binding._DESC_BIAS_POINTER,
+                               "BIAS_DATA_TYPE": binding._DESC_BIAS_DATA_TYPE,
+                               "A_SCALE_POINTER": binding._DESC_A_SCALE_POINTER,
+                               "B_SCALE_POINTER": binding._DESC_B_SCALE_POINTER,
+                               "D_SCALE_POINTER": binding._DESC_D_SCALE_POINTER,
+                               "FAST_ACCUM": binding._DESC_FAST_ACCUM, "A_SCALE_MODE": binding._DESC_A_SCALE_MODE,
+                               "B_SCALE_MODE": binding._DESC_B_SCALE_MODE}),
+    ("CUBLASLT_MATMUL_MATRIX_SCALE_", binding.MATRIX_SCALE),
     ("CUBLASLT_MATMUL_PREF_", {"MAX_WORKSPACE_BYTES": binding._PREF_MAX_WORKSPACE_BYTES,
                                **{f"MIN_ALIGNMENT_{k.upper()}_BYTES": v for k, v in binding._PREF_MIN_ALIGNMENT.items()}}),
 ])
@@ -73,6 +82,24 @@ def test_attribute_numbers_match_the_header(prefix, table):
     names = {name: value for value, name in lt.enum_names(prefix).items()}
     for name, value in table.items():
         assert names.get(name) == value, f"{prefix}{name}: header {names.get(name)}, module {value}"
+
+
+def test_fp8_data_type_matches_library_types_h():
+    text = header_text("cudart", "library_types.h")
+    assert re.search(r"CUDA_R_8F_E4M3\s*=\s*(\d+)", text).group(1) == str(CUDA_R_8F_E4M3)
+
+
+@pytest.mark.parametrize("scaling,modes", [("none", (0, 0)), ("tensor", (0, 0)), ("row", (3, 3)), ("block", (5, 4))])
+@pytest.mark.parametrize("out_dtype", ["fp32", "bf16"])
+def test_fp8_descriptors_carry_the_scale_modes_and_no_fast_accumulation(scaling, modes, out_dtype):
+    """Read back from cuBLASLt: cuBLASLt's A is our B (BLK128x128_32F in block mode), its B our
+    A (VEC128_32F); FAST_ACCUM stays 0 (partial sums promoted to FP32)."""
+    q = lt.LtProblem(64, 64, 256, "fp8", 256, 256, 64, b_k_major=True, out_dtype=out_dtype, scaling=scaling)
+    with lt.MatmulDescriptors(q) as d:
+        assert (d.desc.get(binding._DESC_A_SCALE_MODE), d.desc.get(binding._DESC_B_SCALE_MODE)) == modes
+        assert d.desc.get(binding._DESC_FAST_ACCUM) == 0
+        assert d.c.attribute("type") == {"fp32": 0, "bf16": 14}[out_dtype]
+        assert d.first.attribute("type") == d.second.attribute("type") == CUDA_R_8F_E4M3
 
 
 def test_structures_have_the_header_sizes():
@@ -116,6 +143,9 @@ def test_descriptors_close_once_and_refuse_use_after():
     (lt.LtProblem(32, 32, 24, "fp8", 32, 32, 32, b_k_major=True), "multiples of 16"),
     (lt.LtProblem(32, 32, 32, "fp8", 40, 32, 32, b_k_major=True), "multiples of 16"),
     (lt.LtProblem(2**31, 4, 4, "fp32", 4, 4, 4), "2**31"),
+    (lt.LtProblem(32, 32, 32, "fp8", 32, 32, 32, b_k_major=True, trans_a=True), "fp8 A not transposed"),
+    (lt.LtProblem(32, 32, 32, "fp8", 32, 32, 32, b_k_major=True, out_dtype="fp16"), "for fp8 FP32 or BF16"),
+    (lt.LtProblem(32, 32, 32, "bf16", 32, 32, 32, scaling="row"), "FP8 only; scaling 'row'"),
 ])
 def test_rules_are_refused_by_name(problem, rule):
     with pytest.raises(ValueError, match=re.escape(rule)):

@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gemm_driver"
 # Lowest first. A module's layer is that of the longest prefix listed here.
 LAYERS = (
     ("cuda", ("cuda",)),  # the CUDA layer: knows nothing about GEMM
-    ("definitions", ("problem", "precision", "corpus")),  # what a GEMM is, the shapes users bring; no GPU
+    ("definitions", ("problem", "precision", "fp8", "corpus")),  # what a GEMM is, the shapes users bring; no GPU
     ("kernels", ("kernels",)),  # the registry, tuned-table lookup, launch plans: pure
     ("run", ("session",)),  # Session: build -> load -> Launch
     ("correctness", ("operands", "verify", "case", "checking", "strategies")),

@@ -113,7 +113,7 @@ def test_parse_dtypes(values, expected):
 
 
 @pytest.mark.parametrize("values, fragment", [
-    (["fp64"], "'fp64' is not a precision; choose from fp32, tf32, bf16, fp16 or all"),
+    (["fp64"], "'fp64' is not a precision; choose from fp32, tf32, bf16, fp16, fp8 or all"),
     (["all,bf16"], "cannot be combined"),
 ])
 def test_parse_dtypes_refuses(values, fragment):
@@ -127,6 +127,9 @@ def test_every_registered_entry_has_a_precision_and_baselines_exist():
     for p in precision.PRECISIONS.values():
         provider = kernels.get(p.baseline)
         assert precision.get(provider.precision) is p and provider.kind == "library"
+        if p.scaled:  # FP8: no cublasGemmEx; cuBLASLt is its library
+            assert p.cublas is None and provider.name.startswith("cublaslt")
+            continue
         assert isinstance(p.cublas, cublas.GemmTypes)  # the one table holds the cuBLAS types
         assert p.cublas.ab_bytes == p.itemsize and p.cublas.c_bytes == 4
     with pytest.raises(ValueError, match="unknown precision 'bfloat16'"):

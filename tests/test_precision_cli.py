@@ -27,7 +27,7 @@ def bench_error(capsys, *argv) -> str:
 
 
 @pytest.mark.parametrize("argv, fragment", [
-    (["--dtype", "fp64"], "--dtype 'fp64' is not a precision; choose from fp32, tf32, bf16, fp16 or all"),
+    (["--dtype", "fp64"], "--dtype 'fp64' is not a precision; choose from fp32, tf32, bf16, fp16, fp8 or all"),
     (["--dtype", "all,fp16"], "cannot be combined"),
     (["--batch", "0"], "--batch takes a positive integer"),
     (["--batch", "-2"], "--batch takes a positive integer"),
@@ -83,7 +83,9 @@ def test_kernel_selection():
 def test_default_kernels_cover_every_precision_once():
     names = defaults.ladder_kernels()
     optional = set(kernels.absent_baselines())  # CuPy joins the defaults only where installed
-    assert len(names) == len(set(names)) and set(names) == set(kernels.ALL) - optional
+    named = {name for name in kernels.ALL if kernels.precision_of(name) not in precision.ALL_NAMES}  # fp8: by name
+    assert named and len(names) == len(set(names)) and set(names) == set(kernels.ALL) - optional - named
+    assert set(defaults.ladder_kernels(["fp8"])) == named - optional
     assert names.index("cublas") < names.index("naive") and names[-1] == "numpy"
 
 

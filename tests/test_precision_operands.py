@@ -89,7 +89,7 @@ def test_two_byte_fill_refuses_float32_values():
         DeviceMatrix(2, 2, itemsize=8)
 
 
-@pytest.mark.parametrize("dtype", precision.NAMES)
+@pytest.mark.parametrize("dtype", precision.ALL_NAMES)  # fp8's scaled operands: tests/test_fp8.py
 def test_upload_operands_per_precision(dtype):
     p = GemmProblem(6, 5, 4, 1.0, 0.0)
     a, b, c = random_operands(p, np.random.default_rng(2), dtype)

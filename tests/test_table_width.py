@@ -322,7 +322,7 @@ def test_list_json_has_every_field(capsys):
 
 
 @pytest.mark.parametrize("argv, fragment", [
-    (["--dtype", "bf17"], "--dtype 'bf17' is not a precision; choose from fp32, tf32, bf16, fp16 or all"),
+    (["--dtype", "bf17"], "--dtype 'bf17' is not a precision; choose from fp32, tf32, bf16, fp16, fp8 or all"),
     (["--arch", "sm80"], "architecture 'sm80' is not of the form sm_XY or sm_XYa"),
     (["--dtype", ""], "takes a precision"),
 ])

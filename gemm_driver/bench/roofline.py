@@ -45,7 +45,7 @@ class GpuPeaks:
         name = _precision.get(precision).name
         if name == "fp32":
             return self.fp32, self.fp32_clock_mhz
-        value = getattr(self, name)
+        value = getattr(self, name, None)  # no FP8 peak in the table yet: unknown, not guessed
         return (value, self.tensor_clock_mhz) if value is not None else (None, None)
 
 

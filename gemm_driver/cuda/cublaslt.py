@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import cublas
-from .cublaslt_binding import (_DESC_BIAS_POINTER, _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, ALGO_CONFIG,
+from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DESC_BIAS_POINTER, _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, ALGO_CONFIG,
                                HeuristicResult, LtHandle, _get_int, _library, enum_names, library_path, version)
 from .cublaslt_layout import (LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem, MatmulDescriptors, _describe_problem,
                               _Preference, pointer_alignment, validate)
@@ -125,11 +125,13 @@ class LtMatmul:
         return usable
 
     def run(self, a: int, b: int, c: int, stream: Any = None, alpha: float = 1.0, beta: float = 0.0,
-            candidate: int | None = None, bias: int = 0) -> None:
+            candidate: int | None = None, bias: int = 0, scales: tuple[int, int] | None = None) -> None:
         """D = epilogue(alpha*op(A)@op(B) + beta*C) into C on ``stream`` (a driver Stream, or
         None for the default stream) with the chosen algorithm or candidate ``candidate``. C
-        is not read when beta == 0; ``bias`` is the epilogue's vector. Pointers are device
-        addresses (ints or objects with ``.ptr``)."""
+        is not read when beta == 0; ``bias`` is the epilogue's vector; ``scales`` the FP32
+        scales of A and B of a scaled FP8 problem (shapes per fp8.scale_shapes, laid out as
+        the provider hands them over). Pointers are device addresses (ints or objects with
+        ``.ptr``)."""
         ptrs = {"a": int(getattr(a, "ptr", a)), "b": int(getattr(b, "ptr", b)), "c": int(getattr(c, "ptr", c))}
         if self.problem.epilogue != "none":
             ptrs["bias"] = int(getattr(bias, "ptr", bias))
@@ -142,6 +144,13 @@ class LtMatmul:
         d = self.descriptors
         if "bias" in ptrs:  # read by cublasLtMatmul when it is called (a graph capture keeps it)
             d.desc.set(_DESC_BIAS_POINTER, ctypes.c_void_p(ptrs["bias"]))
+        if (scales is None) != (self.problem.scaling == "none"):
+            raise ValueError(f"scaling {self.problem.scaling!r} " + ("needs the scales of A and B"
+                             if scales is None else "takes no scales"))
+        if scales is not None:  # the swap: cuBLASLt's A is our B
+            scale_a, scale_b = (int(getattr(x, "ptr", x)) for x in scales)
+            d.desc.set(_DESC_A_SCALE_POINTER, ctypes.c_void_p(scale_b))
+            d.desc.set(_DESC_B_SCALE_POINTER, ctypes.c_void_p(scale_a))
         result = self.candidates[self.chosen if candidate is None else candidate]
         al, be = cublas.scalars(alpha, beta)
         ws = self.workspace.ptr if self.workspace is not None else None
@@ -151,7 +160,8 @@ class LtMatmul:
             ctypes.byref(result.algo), ws, self.workspace_bytes, cublas._stream_ptr(stream))
 
     def autotune(self, a: int, b: int, c: int, stream: Any, alpha: float = 1.0, beta: float = 0.0,
-                 target_ms: float = 1.0, rounds: int = 2, bias: int = 0) -> list[CandidateTiming]:
+                 target_ms: float = 1.0, rounds: int = 2, bias: int = 0,
+                 scales: tuple[int, int] | None = None) -> list[CandidateTiming]:
         """Time every candidate on ``stream`` and choose the fastest.
 
         Each candidate runs once untimed (a candidate that fails there is recorded and
@@ -167,7 +177,7 @@ class LtMatmul:
         from .graph import Graph
 
         def launch(index):
-            return lambda: self.run(a, b, c, stream, alpha, beta, candidate=index, bias=bias)
+            return lambda: self.run(a, b, c, stream, alpha, beta, candidate=index, bias=bias, scales=scales)
 
         errors, graphs, launches = {}, {}, {}
         try:
@@ -219,6 +229,7 @@ class LtMatmul:
         return {
             "library": "cublasLt", "version": ".".join(map(str, version())), "precision": self.problem.precision,
             **({} if self.problem.epilogue == "none" else {"epilogue": self.problem.epilogue}),
+            **({} if self.problem.scaling == "none" else {"scaling": self.problem.scaling}),
             **config, "workspace_bytes": int(result.workspace_size), "waves_count": round(float(result.waves_count), 4),
             "heuristic_rank": index, "candidates": len(self.candidates),
             "selection_ms": timing.ms if timing else None, "workspace_limit_bytes": self.workspace_bytes,

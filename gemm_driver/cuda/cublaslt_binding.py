@@ -25,6 +25,15 @@ _DESC_EPILOGUE, _DESC_BIAS_POINTER, _DESC_BIAS_DATA_TYPE = 7, 8, 26
 # cublasLtEpilogue_t per problem.epilogue: DEFAULT = 1, BIAS = 4, RELU_BIAS = RELU (2) | BIAS,
 # GELU_BIAS = GELU (32) | BIAS (cublasLt.h; the same in nvmath-python's cublasLt.Epilogue).
 EPILOGUES = {"none": 1, "bias": 4, "bias_relu": 6, "bias_gelu": 36}
+# FP8 scaling (cublasLt.h of the nvidia-cublas-cu12 12.9.3.13 wheel; tests/test_cublaslt.py
+# reads them back from the installed header): CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+# B_SCALE_POINTER, D_SCALE_POINTER, FAST_ACCUM (int8_t), A_SCALE_MODE, B_SCALE_MODE (int32_t).
+_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DESC_D_SCALE_POINTER = 17, 18, 20
+_DESC_FAST_ACCUM, _DESC_A_SCALE_MODE, _DESC_B_SCALE_MODE = 25, 31, 32
+# cublasLtMatmulMatrixScale_t: one FP32 scalar; a vector of M (or N) FP32 scales
+# (OUTER_VEC_32F); one FP32 scale per 128 elements along K (VEC128_32F); one per 128 x 128
+# block (BLK128x128_32F). The last three exist from cuBLAS 12.9 (not in older headers).
+MATRIX_SCALE = {"SCALAR_32F": 0, "OUTER_VEC_32F": 3, "VEC128_32F": 4, "BLK128x128_32F": 5}
 _PREF_MAX_WORKSPACE_BYTES = 1
 _PREF_MIN_ALIGNMENT = {"a": 5, "b": 6, "c": 7, "d": 8}
 _LAYOUT_ATTRIBUTES = {"type": 0, "order": 1, "rows": 2, "cols": 3, "ld": 4}

@@ -11,6 +11,16 @@ terms A is stored as usual (M x K) but B must be stored transposed, N x K row-ma
 (``b_k_major=True``); and k, lda, ldb must be multiples of 16 elements with 16-byte
 aligned A and B. :func:`validate` refuses anything else with the rule it breaks. The
 row-major swap is :func:`.cublas.column_major_call`, written once there.
+
+FP8 takes a D in FP32 or BF16 and a ``scaling`` (problem.py's: "none" for no scale
+pointers, i.e. scales of 1; "tensor", "row", "block"). The scale modes are set on the
+descriptor (CUBLASLT_MATMUL_DESC_A/B_SCALE_MODE) and the FP32 scale pointers per run
+(A/B_SCALE_POINTER). The swap makes cuBLASLt's A our B and its B our A, so our B's scales
+go to its A: tensor SCALAR_32F for both; row OUTER_VEC_32F for both (a vector of N for its
+A, of M for its B); block BLK128x128_32F for its A (our B, 128 x 128) and VEC128_32F for
+its B (our A, 1 x 128): DeepSeek-V3's recipe, offered on sm_90 from cuBLAS 12.9. FAST_ACCUM
+is set to 0: partial sums are promoted to FP32 (cublasLt.h), the accuracy the bound assumes.
+No D scale: D is FP32 or BF16, and CUBLASLT_MATMUL_DESC_D_SCALE_POINTER scales FP8 outputs.
 """
 
 from __future__ import annotations
@@ -21,13 +31,18 @@ from typing import Any
 
 from . import cublas
 from .cublas import ComputeType, DataType, Operation
-from .cublaslt_binding import (_DESC_BIAS_DATA_TYPE, _DESC_EPILOGUE, _DESC_TRANSA, _DESC_TRANSB, _LAYOUT_ATTRIBUTES,
-                               EPILOGUES, _create, _get_int, _library, _Owned)
+from .cublaslt_binding import (_DESC_A_SCALE_MODE, _DESC_B_SCALE_MODE, _DESC_BIAS_DATA_TYPE, _DESC_EPILOGUE,
+                               _DESC_FAST_ACCUM, _DESC_TRANSA, _DESC_TRANSB, _LAYOUT_ATTRIBUTES, EPILOGUES, MATRIX_SCALE,
+                               _create, _get_int, _library, _Owned)
 from .errors import UnsupportedProblem
 
 CUDA_R_8F_E4M3 = 28  # cudaDataType_t (library_types.h); not in cublas.DataType, which has no FP8
 # D's (and C's and the bias's) cudaDataType_t per out_dtype.
 OUT_TYPES = {"fp32": DataType.CUDA_R_32F, "bf16": DataType.CUDA_R_16BF, "fp16": DataType.CUDA_R_16F}
+# (cuBLASLt's A = our B, cuBLASLt's B = our A) scale modes per scaling; see the docstring.
+SCALE_MODES = {"tensor": ("SCALAR_32F", "SCALAR_32F"), "row": ("OUTER_VEC_32F", "OUTER_VEC_32F"),
+               "block": ("BLK128x128_32F", "VEC128_32F")}
+FP8_OUT_DTYPES = ("fp32", "bf16")
 MAX_ALIGNMENT = 256  # cuBLASLt's default assumption for every pointer (MIN_ALIGNMENT_*_BYTES)
 _INT32_MAX = 2**31 - 1
 
@@ -74,6 +89,7 @@ class LtProblem:
     trans_a: bool = False
     out_dtype: str = "fp32"
     epilogue: str = "none"
+    scaling: str = "none"  # FP8 only: tensor, row, block (scale pointers passed per run)
 
     @classmethod
     def packed(cls, m: int, n: int, k: int, precision: str, b_k_major: bool = False) -> "LtProblem":
@@ -95,8 +111,13 @@ def validate(problem: LtProblem) -> LtPrecision:
         (f"{p.name} k, lda and ldb multiples of {mult} elements (16 bytes)",
          q.k % mult == 0 and q.lda % mult == 0 and q.ldb % mult == 0),
         ("ldb >= k for a K-major B", not q.b_k_major or q.ldb >= q.k),
-        (f"an FP32 D, or for bf16/fp16 inputs one of their own type (out_dtype {q.out_dtype!r})",
-         q.out_dtype == "fp32" or (q.out_dtype == p.name and q.out_dtype in OUT_TYPES)),
+        (f"{p.name} A not transposed (cuBLASLt's FP8 'TN' layout: A stored M x K)",
+         not (q.trans_a and p.needs_k_major_b)),
+        (f"an FP32 D, for bf16/fp16 inputs one of their own type, for fp8 FP32 or BF16 (out_dtype {q.out_dtype!r})",
+         q.out_dtype == "fp32" or (q.out_dtype == p.name and q.out_dtype in OUT_TYPES)
+         or (p.name == "fp8" and q.out_dtype in FP8_OUT_DTYPES)),
+        (f"a scaling of none, {', '.join(SCALE_MODES)} (FP8 only; scaling {q.scaling!r})",
+         q.scaling == "none" or (q.scaling in SCALE_MODES and p.name == "fp8")),
         (f"an epilogue of {', '.join(EPILOGUES)} without FP8 (epilogue {q.epilogue!r})",
          q.epilogue == "none" or (q.epilogue in EPILOGUES and p.name != "fp8")),
     )
@@ -109,7 +130,8 @@ def validate(problem: LtProblem) -> LtPrecision:
 
 def _describe_problem(q: LtProblem) -> str:
     return (f"{q.precision} m={q.m}, n={q.n}, k={q.k}, lda={q.lda}, ldb={q.ldb}, ldc={q.ldc}, "
-            f"b_k_major={q.b_k_major}, trans_a={q.trans_a}, out_dtype={q.out_dtype}, epilogue={q.epilogue}")
+            f"b_k_major={q.b_k_major}, trans_a={q.trans_a}, out_dtype={q.out_dtype}, epilogue={q.epilogue}"
+            + (f", scaling={q.scaling}" if q.scaling != "none" else ""))
 
 
 @dataclass(frozen=True)
@@ -196,6 +218,12 @@ class MatmulDescriptors:
             self.desc.set(_DESC_EPILOGUE, ctypes.c_int32(EPILOGUES[problem.epilogue]))
             if problem.epilogue != "none":
                 self.desc.set(_DESC_BIAS_DATA_TYPE, ctypes.c_int32(OUT_TYPES[problem.out_dtype]))
+            if p.name == "fp8":
+                self.desc.set(_DESC_FAST_ACCUM, ctypes.c_int8(0))  # promote partial sums to FP32
+            if problem.scaling != "none":
+                first_mode, second_mode = SCALE_MODES[problem.scaling]
+                self.desc.set(_DESC_A_SCALE_MODE, ctypes.c_int32(MATRIX_SCALE[first_mode]))
+                self.desc.set(_DESC_B_SCALE_MODE, ctypes.c_int32(MATRIX_SCALE[second_mode]))
         except BaseException:
             self.close()
             raise

@@ -87,7 +87,7 @@ class CudaArrayView:
 
 # precision -> (array-interface type string, bytes per element); BF16 goes through int16,
 # which the interface has a type string for, and is viewed as bfloat16 after.
-_TYPESTR = {"fp32": ("<f4", 4), "tf32": ("<f4", 4), "fp16": ("<f2", 2), "bf16": ("<i2", 2)}
+_TYPESTR = {"fp32": ("<f4", 4), "tf32": ("<f4", 4), "fp16": ("<f2", 2), "bf16": ("<i2", 2), "fp8": ("|u1", 1)}
 
 
 def torch_view(torch, matrix, rows: int, cols: int, precision: str, device: int, trans: bool = False):
@@ -95,6 +95,8 @@ def torch_view(torch, matrix, rows: int, cols: int, precision: str, device: int,
     (transposed when ``trans``)."""
     typestr, itemsize = _TYPESTR[precision]
     tensor = torch.as_tensor(CudaArrayView(matrix, rows, cols, typestr, itemsize, trans), device=f"cuda:{device}")
+    if precision == "fp8":
+        return tensor.view(torch.float8_e4m3fn)
     return tensor.view(torch.bfloat16) if precision == "bf16" else tensor
 
 
@@ -209,3 +211,49 @@ def _torch_activation(torch, epilogue: str, C) -> Callable[[], None]:
     if epilogue == "bias_gelu":
         return lambda: C.copy_(torch.nn.functional.gelu(C, approximate="tanh"))
     return lambda: None
+
+
+def torch_scaled_enqueue(session, problem: GemmProblem, a, b, c, scales) -> Callable[[], None]:
+    """What enqueues D = (sa . A) @ (sb . B)^T with ``torch._scaled_mm`` (fast accumulation off)
+    on ``session.stream``: A M x K and B N x K e4m3 (the "nt" layout), FP32 scales in
+    fp8.device_scales' layout, D in FP32 or BF16. It has no alpha or C: other scalars are
+    refused. UnsupportedProblem where torch or its _scaled_mm cannot run the mode."""
+    if (reason := torch_unavailable()) is not None:
+        raise UnsupportedProblem(reason)
+    import torch
+
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        raise UnsupportedProblem(f"PyTorch {torch.__version__} has no torch._scaled_mm for e4m3")
+    if (problem.alpha, problem.beta) != (1.0, 0.0):
+        raise UnsupportedProblem("torch._scaled_mm computes alpha = 1, beta = 0 only")
+    m, n, k, device = problem.m, problem.n, problem.k, session.device.ordinal
+    A = torch_view(torch, a, m, k, "fp8", device)
+    B = torch_view(torch, b, n, k, "fp8", device).t()  # K x N, column-major: what _scaled_mm takes
+    C = torch_view(torch, c, m, n, problem.out_dtype, device)
+    scale_a, scale_b = _torch_scales(torch, problem, scales, device)
+    out_dtype = torch.bfloat16 if problem.out_dtype == "bf16" else torch.float32
+    stream = StreamCache(session.stream, lambda raw: torch.cuda.ExternalStream(raw, device=device))
+
+    def launch() -> None:
+        try:
+            with torch.cuda.stream(stream()):
+                torch._scaled_mm(A, B, scale_a, scale_b, out_dtype=out_dtype, use_fast_accum=False, out=C)
+        except Exception as exc:  # a torch error is this baseline's failure, not the sweep's
+            raise GemmDriverError(f"PyTorch failed: {first_line(exc)}") from exc
+
+    return launch
+
+
+def _torch_scales(torch, problem: GemmProblem, scales, device: int):
+    """The scale tensors _scaled_mm reads, viewed over our device scales (fp8.device_scales):
+    tensor (1, 1) each; row (M, 1) and (1, N); block A (M, K/128) with M contiguous (a
+    transposed view of our K/128 x M rows) and B (K/128, N/128) (a transposed view of our
+    N/128 x K/128). The block views are to be confirmed on a GPU."""
+    sa, sb = scales
+    m, n, k = problem.m, problem.n, problem.k
+    if problem.scaling == "tensor":
+        return torch_view(torch, sa, 1, 1, "fp32", device), torch_view(torch, sb, 1, 1, "fp32", device)
+    if problem.scaling == "row":
+        return torch_view(torch, sa, m, 1, "fp32", device), torch_view(torch, sb, n, 1, "fp32", device).t()
+    kb, nb = -(-k // 128), -(-n // 128)
+    return torch_view(torch, sa, m, kb, "fp32", device, True), torch_view(torch, sb, kb, nb, "fp32", device, True)

@@ -13,6 +13,8 @@ the package never asks which one it holds:
   raises it, with the minimum architecture, as UnsupportedProblem).
 - The rest of GemmTarget (kernels/target.py), which KernelSpec shares: ``runs_on_host``,
   ``check_tunables`` (a provider takes none), ``uses_scratch``.
+- ``scalings``: the FP8 scaling modes it takes (problem.py's ``scaling``; "none" for every
+  other precision); a scaled launcher gets ``scales=(A's, B's)`` device scales too.
 - ``layouts`` / ``out_dtypes`` / ``epilogues``: what it computes beyond row-major operands,
   FP32 D and no epilogue (the problem's ``trans_a``/``trans_b``, ``out_dtype``, ``epilogue``;
   problem.py); ``transposes`` is whether a layout other than "nn" is among them (gemm()'s
@@ -44,7 +46,7 @@ import numpy as np
 from .. import precision as _precision
 from ..cuda import cublas, cublaslt
 from ..cuda.errors import CublasError, GemmDriverError, UnsupportedProblem
-from ..problem import EPILOGUES, LAYOUTS, GemmProblem
+from ..problem import EPILOGUES, LAYOUTS, SCALINGS, GemmProblem
 from . import frameworks
 from .frameworks import torch_unavailable
 from .target import check_declared, declared_transposes
@@ -73,11 +75,14 @@ class Provider:
     layouts: tuple[str, ...] = ("nn",)  # see above and kernels/target.py
     out_dtypes: tuple[str, ...] = ("fp32",)
     epilogues: tuple[str, ...] = ("none",)
+    scalings: tuple[str, ...] = ("none",)  # FP8 scaling modes (problem.SCALINGS)
     measures: bool = False  # runs the GEMM on the operands while its launcher is made
     uses_scratch: bool = False  # its launches use Session scratch (cuBLASLt's workspace)
 
     def __post_init__(self):
         check_declared(self.name, self.layouts, self.out_dtypes, self.epilogues)
+        if not self.scalings or any(x not in SCALINGS for x in self.scalings):
+            raise ValueError(f"{self.name}: scalings must be a non-empty tuple of {', '.join(SCALINGS)}")
 
     @property
     def runs_on_host(self) -> bool:
@@ -173,7 +178,8 @@ def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c, 
 
 
 # --- cuBLASLt ------------------------------------------------------------------------------
-def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
+def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0,
+                     scales=None) -> ProviderLaunch:
     """cublasLtMatmul with the fastest of the heuristic's top candidates, measured here.
 
     The heuristic is asked at the operands' real pointer alignment (a misaligned or odd-ld
@@ -182,6 +188,7 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c,
     (cublaslt.LtMatmul.autotune), so the choice costs nothing in the timed region; a later
     launcher for the same problem (a repeated gemm() call) keeps that choice. The
     chosen algorithm (id, tile, stages, split-K, cluster, ...) goes into the results JSON.
+    A scaled FP8 problem passes its scale pointers (A's, B's) with every run.
     """
     q = lt_problem(provider, problem, a, b, c)
     cublaslt.validate(q)  # UnsupportedProblem (the case is "skipped") naming the rule
@@ -193,18 +200,19 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c,
                                          bias_alignment)
     except CublasError as exc:  # no algorithm for this layout (e.g. C rows not 16-byte aligned): skipped
         raise UnsupportedProblem(f"{provider.name}: {exc}") from None
+    scale_ptrs = None if scales is None else tuple(x.ptr for x in scales)
     if not matmul.timings:  # measured once per Session matmul (problem, alignment), not per launcher
-        matmul.autotune(a.ptr, b.ptr, c.ptr, session.stream, problem.alpha, problem.beta, bias=bias)
+        matmul.autotune(a.ptr, b.ptr, c.ptr, session.stream, problem.alpha, problem.beta, bias=bias, scales=scale_ptrs)
     alpha, beta = problem.alpha, problem.beta
-    return ProviderLaunch(lambda: matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta, bias=bias),
-                          matmul.describe())
+    return ProviderLaunch(lambda: matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta, bias=bias,
+                                             scales=scale_ptrs), matmul.describe())
 
 
 def lt_problem(provider: Provider, problem: GemmProblem, a, b, c) -> cublaslt.LtProblem:
     """The cuBLASLt problem of ``problem`` on these operands (their stored row strides)."""
     return cublaslt.LtProblem(problem.m, problem.n, problem.k, provider.precision, a.ld, b.ld, c.ld,
                               b_k_major=problem.trans_b, trans_a=problem.trans_a, out_dtype=problem.out_dtype,
-                              epilogue=problem.epilogue)
+                              epilogue=problem.epilogue, scaling=problem.scaling)
 
 
 @dataclass(frozen=True)
@@ -294,6 +302,12 @@ def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bi
     return ProviderLaunch(frameworks.torch_enqueue(provider.precision, session, problem, a, b, c, bias))
 
 
+def _torch_scaled_mm(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0,
+                     scales=None) -> ProviderLaunch:
+    """D = (sa . A) (sb . B)^T with torch._scaled_mm on our stream (frameworks.torch_scaled_enqueue)."""
+    return ProviderLaunch(frameworks.torch_scaled_enqueue(session, problem, a, b, c, scales))
+
+
 # One cuBLAS baseline per precision (precision.py names it), each through cublasGemmEx with
 # explicit types, compute type and math mode; min_cc is where the GPU has the units the
 # baseline is about (TF32/BF16 tensor cores from sm_80, FP16 from sm_70). The tensor-core
@@ -304,6 +318,14 @@ def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bi
 # PyTorch take every layout and write D in FP32 or the inputs' 16-bit type; cuBLASLt
 # (CUBLASLT_EPILOGUE_BIAS, RELU_BIAS, GELU_BIAS) and PyTorch (its own relu and gelu) apply the
 # epilogues, which cublasGemmEx has none of.
+#
+# FP8 (e4m3 A and B, the "nt" layout only, FP32 or BF16 D): one cuBLASLt entry per scaling
+# mode rather than a tunable, since a provider takes no tunables and each mode is the baseline
+# of its own kernels (its own row in tables, plots and "% of baseline"). Per-tensor runs on any
+# cuBLASLt with FP8 (12.x on sm_89/sm_90); row (OUTER_VEC_32F) and block (VEC128_32F for A,
+# BLK128x128_32F for B) need the scale modes of cuBLAS 12.9 or newer: an older library refuses
+# the descriptor and the case is "skipped" with cuBLAS's error. torch_fp8 is torch._scaled_mm.
+_FP8 = dict(precision="fp8", min_cc=(8, 9), layouts=("nt",), out_dtypes=("fp32", "bf16"))
 PROVIDERS = (
     Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", _cublas_gemm, min_cc=(5, 0),
              layouts=LAYOUTS),
@@ -323,6 +345,15 @@ PROVIDERS = (
     Provider("cublaslt_fp16", "cuBLASLt matmul, FP16 A/B, FP32 or FP16 C, bias/ReLU/GELU epilogues, fastest of the "
              "heuristic's top 8 measured here", _cublaslt_matmul, precision="fp16", min_cc=(7, 0), measures=True,
              uses_scratch=True, layouts=LAYOUTS, out_dtypes=("fp32", "fp16"), epilogues=EPILOGUES),
+    Provider("cublaslt_fp8", "cuBLASLt matmul, e4m3 A/B (nt), per-tensor FP32 scales, FP32 or BF16 D, fast "
+             "accumulation off, fastest of the heuristic's top 8 measured here", _cublaslt_matmul, measures=True,
+             uses_scratch=True, scalings=("tensor",), **_FP8),
+    Provider("cublaslt_fp8_row", "cuBLASLt matmul, e4m3 A/B (nt), per-row-of-A and per-column-of-B FP32 scales "
+             "(OUTER_VEC_32F, cuBLAS 12.9+), FP32 or BF16 D", _cublaslt_matmul, measures=True, uses_scratch=True,
+             scalings=("row",), **_FP8),
+    Provider("cublaslt_fp8_block", "cuBLASLt matmul, e4m3 A/B (nt), 1x128 scales of A and 128x128 of B "
+             "(VEC128_32F / BLK128x128_32F, cuBLAS 12.9+), FP32 or BF16 D", _cublaslt_matmul, measures=True,
+             uses_scratch=True, scalings=("block",), **_FP8),
     Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", _cublas_batched,
              min_cc=(5, 0), single=False, batched=True),
     Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",
@@ -335,4 +366,7 @@ PROVIDERS = (
     Provider("torch_fp16", "PyTorch mm/addmm, FP16 A/B, FP32 or FP16 C, torch's relu/gelu, on the same operands "
              "and stream", _torch_matmul, precision="fp16", min_cc=(7, 0), unavailable=torch_unavailable,
              layouts=LAYOUTS, out_dtypes=("fp32", "fp16"), epilogues=EPILOGUES),
+    Provider("torch_fp8", "PyTorch torch._scaled_mm, e4m3 A/B (nt), tensor/row/block FP32 scales, FP32 or BF16 D, "
+             "fast accumulation off, on the same operands and stream", _torch_scaled_mm,
+             unavailable=torch_unavailable, scalings=("tensor", "row", "block"), **_FP8),
 )

@@ -55,11 +55,13 @@ class GemmTarget(Protocol):
 
 
 def check_capabilities(target: GemmTarget, problem: GemmProblem) -> None:
-    """UnsupportedProblem naming what ``target`` takes when ``problem``'s layout, output type
-    or epilogue is not among those it declares."""
+    """UnsupportedProblem naming what ``target`` takes when ``problem``'s layout, output type,
+    epilogue or scaling is not among those it declares."""
     for what, value, allowed in (("layout", problem.layout, target.layouts),
                                  ("output type", problem.out_dtype, target.out_dtypes),
-                                 ("epilogue", problem.epilogue, target.epilogues)):
+                                 ("epilogue", problem.epilogue, target.epilogues),
+                                 # FP8 scaling modes: providers declare them; kernels take none yet
+                                 ("scaling", problem.scaling, getattr(target, "scalings", ("none",)))):
         if value not in allowed:
             raise UnsupportedProblem(f"{target.name} does not take {what} {value!r}; it takes {', '.join(allowed)}")
 
