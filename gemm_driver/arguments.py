@@ -144,8 +144,8 @@ def add_bench_options(p: argparse.ArgumentParser) -> None:
                    "power cap the kernels timed later in a shape run at a lower clock: 2 gives every kernel both places")
     p.add_argument("--json", metavar="PATH", type=nonempty("a file path"), help="write environment, settings and every case with its samples")
     p.add_argument("--csv", metavar="PATH", type=nonempty("a file path"), help="write one row per case")
-    p.add_argument("--dtype", action="append", type=nonempty("precisions (e.g. bf16,fp16 or all)"), help="precisions: fp32, tf32, bf16, fp16 (comma list) or all "
-                   "(default: all, each with its own kernels and cuBLAS baseline)")
+    p.add_argument("--dtype", action="append", type=nonempty("precisions (e.g. bf16,fp16 or all)"), help="precisions: fp32, tf32, bf16, fp16, fp8 (comma list) or all "
+                   "(default: all but fp8, each with its own kernels and cuBLAS baseline)")
     p.add_argument("--layout", type=nonempty("layouts (e.g. nn,nt)"), help="comma list of nn, nt, tn, tt: which "
                    "operands are stored transposed (first letter A, second B; nt is x @ W^T). Default nn")
     p.add_argument("--out-dtype", type=nonempty("output types (e.g. fp32,bf16)"), help="comma list of fp32, bf16, "
@@ -154,6 +154,9 @@ def add_bench_options(p: argparse.ArgumentParser) -> None:
                    "bias_relu, bias_gelu (GELU's tanh form), applied to alpha A B + beta C before the store. Every "
                    "combination of --layout, --out-dtype and --epilogue runs on each shape; a kernel that does not "
                    "declare one is recorded as not run there, with why. Default none")
+    p.add_argument("--scaling", type=nonempty("scaling modes (e.g. tensor,block)"), help="comma list of tensor, "
+                   "row, block: how FP8 cases scale A and B (one scale each; per row of A and column of B; 1x128 of "
+                   "A and 128x128 of B). FP8 runs the nt layout only. Default tensor")
     p.add_argument("--batch", type=positive("--batch", "takes a positive integer (the number of GEMMs per case)"),
                    help="run every shape as a batch of this many GEMMs (batched baselines)")
     p.add_argument("--plot", metavar="DIR", type=nonempty("a directory"), help="write PNG plots (throughput, roofline, ladder) into DIR")

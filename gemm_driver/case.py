@@ -31,7 +31,8 @@ from . import precision as _precision
 from .cuda.errors import CudaError, GemmDriverError, NvrtcError, UnsupportedProblem
 from .kernels.launch import Launch
 from .kernels.target import check_capabilities
-from .operands import DeviceMatrix, fill_output, random_bias, random_operands, read_output, upload_bias, upload_operands
+from .operands import (DeviceMatrix, ScaledOperands, fill_output, random_bias, random_operands, random_scaled_operands,
+                       read_output, upload_bias, upload_operands, upload_scales)
 from .problem import GemmProblem
 from .verify import Reference, Verification, check, reference
 
@@ -40,22 +41,34 @@ class PreparedCase:
     """Host operands, their reference and (on first use) guarded device operands of one
     problem in one precision. ``guard`` rows around each matrix, leading dimensions
     ``lds`` (the stored row strides; None: the stored row length) and ``misalign``
-    elements off a 16-byte boundary (A, B, C; the bias vector takes C's)."""
+    elements off a 16-byte boundary (A, B, C; the bias vector takes C's). An FP8 case
+    carries its ``scaled`` operands: e4m3 codes go to the device with their scales, and
+    ``a``/``b`` are the dequantized values the reference reads."""
 
     def __init__(self, problem: GemmProblem, precision: str, a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
-                 *, bias: np.ndarray | None = None, guard: int = 0, lds=(None, None, None), misalign=(0, 0, 0)):
+                 *, bias: np.ndarray | None = None, guard: int = 0, lds=(None, None, None), misalign=(0, 0, 0),
+                 scaled: ScaledOperands | None = None):
         self.problem, self.precision = problem, _precision.get(precision)
-        self.a_host, self.b_host, self.c_host, self.bias_host = a, b, c, bias
+        if self.precision.scaled != (scaled is not None):
+            raise ValueError(f"a {self.precision.name} case " + ("needs its scaled operands (e4m3 codes and scales)"
+                             if scaled is None else "takes no scaled operands"))
+        self.a_host, self.b_host, self.c_host, self.bias_host, self.scaled = a, b, c, bias, scaled
+        self._scales: tuple[DeviceMatrix, DeviceMatrix] | None = None
         self._layout = {"guard": guard, "lds": tuple(lds), "misalign": tuple(misalign)}
         self._device: tuple[DeviceMatrix, DeviceMatrix, DeviceMatrix] | None = None
         self._bias: DeviceMatrix | None = None
 
     @classmethod
-    def random(cls, problem: GemmProblem, precision: str, seed, **layout) -> "PreparedCase":
+    def random(cls, problem: GemmProblem, precision: str, seed, *, scale_draw: tuple[int, int] = (0, 0),
+               **layout) -> "PreparedCase":
         """Fresh uniform(-1, 1) data from ``seed`` (anything numpy.random.default_rng takes),
         A and B rounded once to what the precision stores; C only when beta != 0, the bias
-        only with an epilogue (both in the out_dtype's values)."""
+        only with an epilogue (both in the out_dtype's values). FP8: ``scale_draw`` is the
+        (spread, offset) of operands.random_scaled_operands."""
         rng = np.random.default_rng(seed)
+        if _precision.get(precision).scaled:  # FP8: amax scales per group of the problem's scaling
+            ops = random_scaled_operands(problem, rng, spread=scale_draw[0], offset=scale_draw[1])
+            return cls(problem, precision, ops.a, ops.b, ops.c, bias=random_bias(problem, rng), scaled=ops, **layout)
         a, b, c = random_operands(problem, rng, _precision.get(precision).name)
         return cls(problem, precision, a, b, c, bias=random_bias(problem, rng), **layout)
 
@@ -66,9 +79,16 @@ class PreparedCase:
     def device(self) -> tuple[DeviceMatrix, DeviceMatrix, DeviceMatrix]:
         """Device A, B, C (made on the first call); C is NaN-poisoned when it is output only."""
         if self._device is None:
-            self._device = upload_operands(self.problem, self.a_host, self.b_host, self.c_host,
-                                           precision=self.precision.name, **self._layout)
+            a, b = (self.scaled.codes_a, self.scaled.codes_b) if self.scaled else (self.a_host, self.b_host)
+            self._device = upload_operands(self.problem, a, b, self.c_host, precision=self.precision.name,
+                                           **self._layout)
         return self._device
+
+    def device_scales(self) -> tuple[DeviceMatrix, DeviceMatrix] | None:
+        """A's and B's guarded device scales (made on the first call); None unless FP8."""
+        if self._scales is None and self.scaled is not None:
+            self._scales = upload_scales(self.problem.scaling, self.scaled.scales_a, self.scaled.scales_b)
+        return self._scales
 
     def device_bias(self) -> DeviceMatrix | None:
         """The guarded device bias vector (made on the first call); None without an epilogue."""
@@ -79,7 +99,8 @@ class PreparedCase:
 
     def launcher(self, session, name: str, tunables: Mapping[str, int] | None = None) -> Launch:
         """``session.launcher`` on this case's device operands and bias."""
-        return session.launcher(name, self.problem, *self.device(), tunables, bias=self.device_bias())
+        return session.launcher(name, self.problem, *self.device(), tunables, bias=self.device_bias(),
+                                scales=self.device_scales())
 
     def run(self, launch: Launch) -> tuple[np.ndarray, int]:
         """Poison C (or restore its input values), run ``launch`` once, and read D back (as
@@ -94,13 +115,14 @@ class PreparedCase:
     def check(self, out: np.ndarray, guard_violations: int = 0) -> Verification:
         """The verdict on D; guard elements changed around the bias vector (read, never
         written) count as violations too."""
-        bias_changed = self._bias.read()[1] if self._bias is not None else 0
-        return check(self.problem, out, self.reference, guard_violations + bias_changed, self.precision.name)
+        read_only = (*((self._bias,) if self._bias is not None else ()), *(self._scales or ()))
+        changed = sum(matrix.read()[1] for matrix in read_only)
+        return check(self.problem, out, self.reference, guard_violations + changed, self.precision.name)
 
     def close(self) -> None:
-        for matrix in (*(self._device or ()), *((self._bias,) if self._bias is not None else ())):
+        for matrix in (*(self._device or ()), *((self._bias,) if self._bias is not None else ()), *(self._scales or ())):
             matrix.close()
-        self._device = self._bias = None
+        self._device = self._bias = self._scales = None
 
     def __enter__(self) -> "PreparedCase":
         return self

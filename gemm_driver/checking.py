@@ -31,7 +31,7 @@ def check_case(session: Session, kernel: str, case: GemmCase, tunables: Mapping[
     stored row (a transposed operand's too) padded by the case's ``pads``."""
     lds = tuple(cols + pad for (_, cols), pad in zip(stored_shapes(case.problem), case.pads))
     with PreparedCase.random(case.problem, precision_of(kernel), case.data_seed, guard=GUARD_ROWS, lds=lds,
-                             misalign=case.misalign) as prepared:
+                             misalign=case.misalign, scale_draw=case.scale_draw) as prepared:
         return run_case(session, kernel, prepared, tunables=tunables)
 
 

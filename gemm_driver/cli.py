@@ -18,6 +18,7 @@ from typing import Sequence
 from . import __version__, kernels
 from .arguments import add_bench_options, arch, archs, isolation_options, names, nonempty, positive, tunable
 from .bench import command as bench
+from .fp8 import parse_scalings
 from .problem import parse_variants
 from .cuda.errors import GemmDriverError, GpuUnavailableError, NvrtcError
 from .inspection import command as inspection
@@ -118,9 +119,13 @@ def cmd_bench(args) -> int:
     shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch, ladder=ladder, corpus=args.corpus)
     budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
     variants = tuple(parse_variants(args.layout, args.out_dtype, args.epilogue))
+    scalings = tuple(parse_scalings(args.scaling))
+    if args.scaling and not any(kernels.precision_of(name) == "fp8" for name in names):
+        raise ValueError("--scaling applies to fp8 cases; add --dtype fp8 (or name an fp8 baseline)")
     bench.check_outputs(args.json, args.csv, args.plot)  # bad paths before --gpus asks the driver
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
-                                 args.watchdog, args.rounds, corpus=args.corpus, variants=variants).with_seed()
+                                 args.watchdog, args.rounds, corpus=args.corpus, variants=variants,
+                                 scalings=scalings).with_seed()
     steps = request.steps()  # "nothing to run" before --gpus asks the driver
     request = dataclasses.replace(request, gpus=bench.select_gpus(args.gpus))
     console = Console()

@@ -5,7 +5,10 @@ plus or minus one; leading dimensions get random padding and pointers random
 misalignment, so every edge path and every non-vectorisable layout is exercised. The
 layout (which operands are stored transposed), the output type and the epilogue are drawn
 from those a target declares (``variants_of``): row-major, FP32 and none where it declares
-nothing more.
+nothing more. An FP8 target's cases draw a scaling mode it declares and how its scales are
+drawn (``scale_draw``: groups of magnitudes 2^-s..2^s, scales amax / 448 times 2^offset, so
+stored values reach e4m3's subnormals and its saturation; operands.random_scaled_operands);
+K is drawn like any dimension, so most FP8 cases have K not a multiple of 16.
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ class GemmCase:
     pads: tuple[int, int, int]  # extra elements in lda, ldb, ldc beyond the row length
     misalign: tuple[int, int, int]  # elements by which A, B, C start past a 16-byte boundary
     data_seed: int
+    scale_draw: tuple[int, int] = (0, 0)  # FP8: (spread, offset) of random_scaled_operands
 
     def describe(self) -> str:
         p = self.problem
         variant = "" if p.is_default_variant else f" layout={p.layout} out={p.out_dtype} epilogue={p.epilogue}"
+        if p.scaling != "none":
+            variant += f" scaling={p.scaling} scale spread={self.scale_draw[0]} offset={self.scale_draw[1]}"
         return (f"M={p.m} N={p.n} K={p.k} alpha={p.alpha:g} beta={p.beta:g}{variant} "
                 f"ld pads={self.pads} misalign={self.misalign} seed={self.data_seed}")
 
@@ -42,11 +48,13 @@ class Variants:
     layouts: tuple[str, ...] = (DEFAULT_LAYOUT,)
     out_dtypes: tuple[str, ...] = (DEFAULT_OUT_DTYPE,)
     epilogues: tuple[str, ...] = (DEFAULT_EPILOGUE,)
+    scalings: tuple[str, ...] = ("none",)
 
 
 def variants_of(target) -> Variants:
-    """Everything a kernel or provider declares (kernels/target.py)."""
-    return Variants(tuple(target.layouts), tuple(target.out_dtypes), tuple(target.epilogues))
+    """Everything a kernel or provider declares (kernels/target.py; kernels declare no scaling yet)."""
+    return Variants(tuple(target.layouts), tuple(target.out_dtypes), tuple(target.epilogues),
+                    tuple(getattr(target, "scalings", ("none",))))
 
 
 def dims(max_value: int = 300) -> st.SearchStrategy[int]:
@@ -68,7 +76,11 @@ def gemm_cases(draw, max_dim: int = 300, variants: Variants = Variants()) -> Gem
     trans_a, trans_b = layout_flags(draw(st.sampled_from(variants.layouts)))
     problem = GemmProblem(m, n, k, alpha, beta, trans_a=trans_a, trans_b=trans_b,
                           out_dtype=draw(st.sampled_from(variants.out_dtypes)),
-                          epilogue=draw(st.sampled_from(variants.epilogues)))
+                          epilogue=draw(st.sampled_from(variants.epilogues)),
+                          scaling=draw(st.sampled_from(variants.scalings)))
+    scale_draw = (0, 0)
+    if problem.scaling != "none":
+        scale_draw = (draw(st.sampled_from((0, 0, 4, 20))), draw(st.sampled_from((0, 0, 3, 8, -2))))
     pads = tuple(draw(st.sampled_from((0, 0, 1, 3, 4, 5))) for _ in range(3))
     misalign = tuple(draw(st.sampled_from((0, 0, 1, 2, 3))) for _ in range(3))
-    return GemmCase(problem, pads, misalign, draw(st.integers(0, 2**32 - 1)))
+    return GemmCase(problem, pads, misalign, draw(st.integers(0, 2**32 - 1)), scale_draw)

@@ -201,3 +201,62 @@ def test_fp8_providers_declare_nt_and_one_scaling_each():
         check_operands(kernels.get("cublas_bf16"), nt(64, 64, 64), *(SimpleNamespace(ptr=0, ld=64, itemsize=2),) * 2)
     with pytest.raises(ValueError, match="scalings must be a non-empty tuple of none, tensor, row, block"):
         Provider("x", "x", scalings=("col",))
+
+
+# --- surfaces: drawn cases, the prepared case, the sweep, the JSON, the CLI ---------------------
+def test_drawn_fp8_cases_cover_modes_odd_k_and_scale_extremes():
+    from hypothesis import HealthCheck, given, settings
+
+    from gemm_driver import kernels
+    from gemm_driver.case import PreparedCase
+    from gemm_driver.strategies import gemm_cases, variants_of
+
+    seen = []
+
+    @settings(max_examples=150, database=None, derandomize=True, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(gemm_cases(200, variants_of(kernels.get("torch_fp8"))))
+    def collect(case):
+        seen.append(case)
+
+    collect()
+    problems = [case.problem for case in seen]
+    assert {p.scaling for p in problems} == set(fp8.SCALINGS) and {p.layout for p in problems} == {"nt"}
+    assert any(p.k % 16 for p in problems) and any(case.scale_draw[1] == 8 for case in seen)
+    assert any(case.scale_draw == (20, -2) or case.scale_draw[0] == 20 for case in seen)
+    case = next(c for c in seen if c.problem.scaling == "block" and c.problem.k > 128)
+    with PreparedCase.random(case.problem, "fp8", case.data_seed, scale_draw=case.scale_draw) as prepared:
+        assert prepared.scaled.codes_a.dtype == np.uint8 and "scaling=block" in case.describe()
+        assert prepared.reference.value.shape == (case.problem.m, case.problem.n)  # host only, no GPU
+    with pytest.raises(ValueError, match="a fp8 case needs its scaled operands"):
+        PreparedCase(case.problem, "fp8", prepared.a_host, prepared.b_host, None)
+
+
+def test_sweep_runs_fp8_in_nt_per_scaling_and_records_it():
+    from gemm_driver.bench.runner import CaseResult, sweep_steps
+    from gemm_driver.bench import results_schema
+    from gemm_driver.bench.writers import record_variant_label
+
+    steps = sweep_steps(["cublaslt_fp8", "cublaslt_fp8_block", "cublas_bf16"], [(256, 256, 256)],
+                        scalings=("tensor", "block"))
+    fp8_steps = [(s.problem.layout, s.problem.scaling, s.kernels) for s in steps if s.precision == "fp8"]
+    assert fp8_steps == [("nt", "tensor", ["cublaslt_fp8"]), ("nt", "block", ["cublaslt_fp8_block"])]
+    assert [s.problem.scaling for s in steps if s.precision == "bf16"] == ["none"]
+    record = CaseResult("cublaslt_fp8_block", steps[-1].problem, "skipped", precision="fp8").as_dict()
+    assert record["scaling"] == "block" and record_variant_label(record) == "nt fp32 none block"
+    plain = CaseResult("cublas_bf16", steps[0].problem, "skipped", precision="bf16").as_dict()
+    assert "scaling" not in plain  # optional on read: older files have none
+    for rec in (record, plain):
+        results_schema.check({"results": [rec]})
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--scaling", "tensor,col"], "--scaling 'col' is not one of tensor, row, block"),
+    (["--scaling", "row"], "--scaling applies to fp8 cases; add --dtype fp8"),
+])
+def test_bench_scaling_argument_rules(argv, fragment, capsys):
+    from gemm_driver.cli import main
+
+    code = main(["bench", "--shapes", "64x64x64", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and fragment in err[0]

@@ -96,10 +96,12 @@ class BenchRequest:
     gpus: tuple[int, ...] = (0,)  # GPU ordinals; several: one worker each, shapes shared out (spread.py)
     # (layout, out_dtype, epilogue) per case of a shape: --layout x --out-dtype x --epilogue
     variants: tuple[tuple[str, str, str], ...] = (DEFAULT_VARIANT,)
+    scalings: tuple[str, ...] = ("tensor",)  # FP8 cases: --scaling (fp8.SCALINGS)
 
     def steps(self) -> list[Step]:
         """The sweep's steps; ValueError when nothing would run."""
-        steps = sweep_steps(self.kernels, self.shapes, alpha=self.alpha, beta=self.beta, variants=self.variants)
+        steps = sweep_steps(self.kernels, self.shapes, alpha=self.alpha, beta=self.beta, variants=self.variants,
+                            scalings=self.scalings)
         if not case_count(steps):
             if self.variants != (DEFAULT_VARIANT,):
                 raise ValueError(f"nothing to run: none of {', '.join(self.kernels)} declares these layouts, output "
@@ -272,7 +274,7 @@ def _assemble(request: BenchRequest, results: list[CaseResult], env: dict, *, co
                 **budget.settings(), "dtypes": sorted({r["dtype"] for r in recs}),
                 "absent_baselines": kernels.absent_baselines(), "isolation": request.isolation,
                 "watchdog_s": request.watchdog_s, "rounds": request.rounds,
-                "variants": [list(v) for v in request.variants]}
+                "variants": [list(v) for v in request.variants], "scalings": list(request.scalings)}
     document = writers.document(recs, env, settings)
     document["complete"] = complete
     if request.corpus:

@@ -125,8 +125,11 @@ def record_variant(rec: dict) -> tuple[str, str, str]:
 
 
 def record_variant_label(rec: dict) -> str:
-    """'nt bf16 bias_gelu', or '' for a default case (tables, plots, compare)."""
-    return variant_label(*record_variant(rec))
+    """'nt bf16 bias_gelu', or '' for a default case (tables, plots, compare); an FP8 case adds
+    its scaling ('nt fp32 none block')."""
+    label = variant_label(*record_variant(rec))
+    scaling = rec.get("scaling") or "none"
+    return label if scaling == "none" else f"{label or 'nn fp32 none'} {scaling}"
 
 
 def csv_row(rec: dict) -> dict:
