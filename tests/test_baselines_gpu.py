@@ -23,8 +23,8 @@ from gemm_driver.verify import reference
 
 pytestmark = pytest.mark.gpu
 
-BASELINES = [precision.get(name).baseline for name in precision.NAMES]
-LT_BASELINES = [lt for name in precision.NAMES for lt in precision.get(name).other_baselines]
+BASELINES = [precision.get(name).baseline for name in precision.ALL_NAMES]  # fp8: tests/test_fp8_gpu.py
+LT_BASELINES = [lt for name in precision.ALL_NAMES for lt in precision.get(name).other_baselines]
 DRAWN = settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
 
