@@ -96,3 +96,15 @@ def test_compare_command_bad_file_exits_2(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [f"gemm-driver compare: error: {bad}: not JSON (line 1: Expecting value)"]
+
+
+def test_fp8_cases_of_one_kernel_in_several_scaling_modes_stay_apart():
+    def fp8(scaling, median):
+        return {**case("torch_fp8", median=median), "dtype": "fp8", "layout": "nt", "out_dtype": "bf16",
+                "scaling": scaling}
+
+    old = [fp8("tensor", 1.0), fp8("row", 1.0)]
+    new = [fp8("tensor", 0.5), fp8("row", 2.0)]
+    verdicts = {compare.describe_key(r.key): r.verdict for r in compare.compare_records(old, new).rows}
+    assert verdicts == {"torch_fp8 1024x1024x1024 fp8 nt bf16 none tensor scaling hot": "FASTER",
+                        "torch_fp8 1024x1024x1024 fp8 nt bf16 none row scaling hot": "SLOWER"}

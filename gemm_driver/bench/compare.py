@@ -36,12 +36,13 @@ def case_key(rec: dict) -> tuple:
     tunables = tuple(sorted((rec.get("tunables") or {}).items()))
     dtype = _precision.from_record(rec["dtype"]) if rec.get("dtype") else "fp32"
     return (rec["kernel"], rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, dtype, record_variant(rec),
-            rec.get("mode") or (rec.get("timing") or {}).get("mode") or "hot", tunables)
+            rec.get("scaling") or "none", rec.get("mode") or (rec.get("timing") or {}).get("mode") or "hot", tunables)
 
 
 def describe_key(key: tuple) -> str:
-    kernel, m, n, k, batch, dtype, variant, mode, tunables = key
-    parts = [kernel, shape_label(m, n, k, batch), dtype, *filter(None, [variant_label(*variant)]), mode]
+    kernel, m, n, k, batch, dtype, variant, scaling, mode, tunables = key
+    scaled = [f"{scaling} scaling"] if scaling != "none" else []  # FP8: the same kernel in several modes
+    parts = [kernel, shape_label(m, n, k, batch), dtype, *filter(None, [variant_label(*variant)]), *scaled, mode]
     if tunables:
         parts.append(",".join(f"{name}={value}" for name, value in tunables))
     return " ".join(parts)
@@ -157,16 +158,16 @@ def print_comparison(result: Comparison, console, old_name: str, new_name: str, 
 
     from .tables import Column, Footnotes, print_fitted, print_text
 
-    modes = {row.key[7] for row in result.rows}
+    modes = {row.key[8] for row in result.rows}
     energy = any(row.energy_change() is not None for row in result.rows)
-    variants = any(variant_label(*row.key[6]) for row in result.rows)
+    variants = any(_variant_cell(row.key) != "-" for row in result.rows)
     footnotes = Footnotes()
     rows = []
     for row in result.rows:
-        kernel, m, n, k, batch, dtype, variant, mode, _ = row.key
+        kernel, m, n, k, batch, dtype, _, _, mode, _ = row.key
         style = STYLE.get(row.verdict, "red")
         change = row.energy_change()
-        rows.append([kernel, shape_label(m, n, k, batch), dtype, variant_label(*variant) or "-", mode,
+        rows.append([kernel, shape_label(m, n, k, batch), dtype, _variant_cell(row.key), mode,
                      _ms(row.old_ms), _ms(row.new_ms),
                      f"{row.ratio:.3f}" if row.ratio is not None else "-",
                      f"{row.ratio_range[0]:.3f}-{row.ratio_range[1]:.3f}" if row.ratio_range else "-",
@@ -188,6 +189,12 @@ def print_comparison(result: Comparison, console, old_name: str, new_name: str, 
             print_text(console, f"{label}: {describe_key(key)}")
     counts = result.counts()
     print_text(console, ", ".join(f"{counts[v]} {v}" for v in sorted(counts)) or "no case in both files")
+
+
+def _variant_cell(key: tuple) -> str:
+    """'nt bf16 bias_gelu', with an FP8 case's scaling mode after it; '-' for the default."""
+    variant, scaling = key[6], key[7]
+    return " ".join(filter(None, [variant_label(*variant), scaling if scaling != "none" else ""])) or "-"
 
 
 def _ms(value: float | None) -> str:
