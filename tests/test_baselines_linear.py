@@ -99,7 +99,7 @@ def test_descriptors_set_the_d_type_the_epilogue_and_the_bias_type(precision, ou
 
 
 @pytest.mark.parametrize("fields, rule", [
-    ({"precision": "fp32", "out_dtype": "bf16"}, "an FP32 D, or for bf16/fp16 inputs one of their own type"),
+    ({"precision": "fp32", "out_dtype": "bf16"}, "an FP32 D, for bf16/fp16 inputs one of their own type"),
     ({"precision": "bf16", "out_dtype": "fp16"}, "out_dtype 'fp16'"),
     ({"precision": "fp8", "b_k_major": True, "epilogue": "bias"}, "without FP8"),
 ])
