@@ -443,3 +443,26 @@ def test_noise_and_budget_parsing():
 
 def test_pci_bus_ids_compare_as_numbers():
     assert clocks._pci_tuple("0000:1B:00.0") == clocks._pci_tuple(b"00000000:1b:00.0") == (0, 27, 0, 0)
+
+
+def test_a_run_records_where_its_wall_time_went(monkeypatch):
+    """The sweep's plumbing on the CPU: a stand-in runner whose every task fails; the document
+    still gets every case (FAILED, with the reason) and the wall time of each phase."""
+    from gemm_driver.bench.isolation import TaskFailure
+
+    class NoGpu:
+        last_word, workers_started = None, 1
+
+        def run(self, tasks):
+            for index, _ in enumerate(tasks):
+                yield index, TaskFailure("no GPU here (stand-in)")
+
+    monkeypatch.setattr(command, "_sweep_runner", lambda request, watchdog_s: NoGpu())
+    monkeypatch.setattr(command, "collect", lambda: {"gpu": {"name": "stand-in"}})
+    request = command.BenchRequest(["cublas", "autotuned"], [(64, 64, 64, 1)], seed=1)
+    run = command.run(request, request.steps())
+    assert [r["status"] for r in run.records] == ["FAILED", "FAILED"]
+    assert all("no GPU here" in r["detail"] for r in run.records)
+    phases = run.document["environment"]["phases_s"]
+    assert set(phases) == {"prebuild", "prebuilt_configurations", "sweep"}
+    assert phases["prebuild"] >= 0 and phases["sweep"] >= 0 and phases["prebuilt_configurations"] == 0

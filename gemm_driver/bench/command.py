@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import os
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,7 +208,9 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     ``on_checkpoint`` gets the run so far (``complete`` False) after every finished step,
     for writing results as they come; Ctrl-C ends the sweep and returns what finished.
     ``request.seed`` must be set (with_seed)."""
-    prebuild(steps)
+    started = time.monotonic()
+    prebuilt = prebuild(steps)
+    built = time.monotonic()
     tasks = sweep_tasks(steps, seed=request.seed, budget=request.budget, mode=request.mode, rounds=request.rounds)
     # A case's GPU phase may take its whole time budget: the watchdog never fires sooner than 3x it.
     watchdog_s = max(request.watchdog_s, 3 * request.budget.wall_limit_s)
@@ -258,6 +261,10 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
         env["workers_started"] = runner.workers_started
     env["clocks"] = runner.last_word or {"available": False, "unavailable": "the sweep did not finish"}
     env["gpus_used"] = list(request.gpus)
+    # where a run's wall time went: the compiles before the sweep, and the sweep (worker start,
+    # operands and float64 references, verification, timing and energy windows)
+    env["phases_s"] = {"prebuild": round(built - started, 2), "prebuilt_configurations": prebuilt,
+                       "sweep": round(time.monotonic() - built, 2)}
     return _assemble(request, results, env, complete=complete)
 
 
