@@ -10,6 +10,7 @@ collects the same tests (tests/build_matrix.py).
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 import shutil
@@ -124,3 +125,17 @@ def torch():
     import torch
 
     return torch
+
+
+@pytest.fixture
+def log_console(monkeypatch):
+    """A rich console as a CI log or `| cat` gives: not a terminal, 80 columns. (console, its text)"""
+    from rich.console import Console
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    out = io.StringIO()
+    console = Console(file=out)
+    assert not console.is_terminal and console.width == 80
+    return console, out

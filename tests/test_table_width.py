@@ -45,17 +45,6 @@ def terminal_console() -> tuple[Console, io.StringIO]:
     return Console(file=out, width=TERMINAL, force_terminal=True, color_system=None), out
 
 
-@pytest.fixture
-def log_console(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.delenv("FORCE_COLOR", raising=False)
-    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
-    out = io.StringIO()
-    console = Console(file=out)
-    assert not console.is_terminal
-    return console, out
-
-
 def flat(text: str) -> str:
     """The text with every run of white space made one blank: a wrapped note reads whole."""
     return " ".join(text.split())

@@ -32,18 +32,6 @@ RUNS = REPO / "results" / "h100-80gb-hbm3"
 CUT = "…"
 
 
-@pytest.fixture
-def narrow(monkeypatch):
-    """A console as a CI log or `| cat` gives: not a terminal, 80 columns."""
-    monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.delenv("FORCE_COLOR", raising=False)
-    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
-    out = io.StringIO()
-    console = Console(file=out)
-    assert not console.is_terminal and console.width == 80
-    return console, out
-
-
 def body_rows(text: str) -> list[str]:
     """The data rows of a table: the lines after its header rule, less the blank lines
     between sections, up to what follows the table (numbered notes, other lines)."""
@@ -63,8 +51,8 @@ def plain(cell) -> str:
 
 
 @pytest.mark.parametrize("run", ["bench-tensor.json", "bench.json"])
-def test_bench_table_is_whole_in_a_pipe(narrow, run):
-    console, out = narrow
+def test_bench_table_is_whole_in_a_pipe(log_console, run):
+    console, out = log_console
     recs = writers.load(str(RUNS / run))["results"]
     report.print_table(recs, console, title="a title longer than eighty columns " * 3)
     text = out.getvalue()
@@ -175,8 +163,8 @@ def _check_compare_output(text: str, result: compare.Comparison) -> None:
     assert "tunables BK=64,BM=128,BN=256,SPLITK=1,STAGES=4" in text  # the long tunables, once, as a note
 
 
-def test_compare_prints_one_line_per_case(narrow, tmp_path):
-    console, out = narrow
+def test_compare_prints_one_line_per_case(log_console, tmp_path):
+    console, out = log_console
     old, new, count = _runs(tmp_path)
     result = compare.compare_files(str(old), str(new))
     assert len(result.rows) == count
