@@ -138,6 +138,8 @@ def add_bench_options(p: argparse.ArgumentParser) -> None:
                    "of seconds, at most 600", float, 0, 600.001), help="untimed launches of each case before its "
                    "samples, outside --max-time (default 0.03). Tensor-core kernels draw enough power to pull the "
                    "clock down for about a second: 2 compares every case at the clock it holds under sustained load")
+    p.add_argument("--no-energy", action="store_true", help="skip each case's energy window (about 0.7 s a case on "
+                   "an H100): for long sweeps such as a corpus run, where time matters more than joules")
     p.add_argument("--rounds", default=1, type=positive("--rounds", "takes a whole number from 1 to 100 (passes "
                    "over each shape's kernels)", int, 0, 101), help="time each shape's kernels this many times, in "
                    "alternating order (forward, then reversed), and pool each kernel's samples (default 1). Under a "

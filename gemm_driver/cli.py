@@ -117,7 +117,8 @@ def cmd_bench(args) -> int:
     ladder = bench.wants_ladder(_flat(args.kernels), args.ladder)
     names = bench.select_kernels(_flat(args.kernels), args.dtype, ladder=ladder)
     shapes = bench.select_shapes(_flat(args.sizes), _flat(args.shapes), args.batch, ladder=ladder, corpus=args.corpus)
-    budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
+    budget = bench.Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup,
+                          energy=not args.no_energy)
     variants = tuple(parse_variants(args.layout, args.out_dtype, args.epilogue))
     scalings = tuple(parse_scalings(args.scaling))
     if args.scaling and not any(kernels.precision_of(name) == "fp8" for name in names):

@@ -166,3 +166,15 @@ def test_energy_plot_is_drawn_only_with_readings(tmp_path):
         rec["energy"] = energy.unmeasured("no NVML")
     assert not any(p.name.startswith("energy") for p in plots.write_plots(_document(recs), tmp_path / "none"))
     assert math.isfinite(recs[0]["tflops"])
+
+
+def test_no_energy_reaches_the_budget_and_the_settings():
+    import argparse
+
+    from gemm_driver.arguments import add_bench_options
+    from gemm_driver.bench.stats import Budget
+
+    parser = argparse.ArgumentParser()
+    add_bench_options(parser)
+    assert parser.parse_args(["--no-energy"]).no_energy and not parser.parse_args([]).no_energy
+    assert Budget().settings()["energy"] is True and Budget(energy=False).settings()["energy"] is False

@@ -48,6 +48,7 @@ class Budget:
     warmup_seconds: float = 0.03  # untimed launches first (--warmup), outside ``seconds``: clocks, caches, TLBs
     batch_ms: float = 2.0  # aim for samples (batches of launches) of at least this much GPU time
     max_batch: int = 200  # launches queued behind one hold, well under the driver's queue depth
+    energy: bool = True  # an energy window after the samples (about 0.7 s a case on the H100; --no-energy)
 
     @property
     def wall_limit_s(self) -> float:
@@ -58,7 +59,8 @@ class Budget:
     def settings(self) -> dict:
         """The budget as the bench JSON's ``settings`` records it."""
         return {"noise_target": self.noise, "max_time_s": self.seconds, "min_samples": self.min_samples,
-                "max_samples": self.max_samples, "warmup_s": self.warmup_seconds, "batch_ms": self.batch_ms}
+                "max_samples": self.max_samples, "warmup_s": self.warmup_seconds, "batch_ms": self.batch_ms,
+                "energy": self.energy}
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:

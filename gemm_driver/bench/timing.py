@@ -48,6 +48,8 @@ from ..cuda.errors import CudaError, GemmDriverError
 from ..cuda.graph import Graph
 from ..kernels.sources import read_source
 from . import energy
+
+ENERGY_OFF = "energy not read (bench --no-energy)"
 from .stats import Budget, Summary, sample_until, summarize
 
 HOLD_TIMEOUT_NS = 5_000_000_000  # far longer than queueing any batch takes
@@ -260,8 +262,9 @@ class GpuTimer:
             if graph is not None:
                 graph.close()
         clocks = self.monitor.end_case() if self.monitor is not None else None
-        windows = (self.energy_window(launch, launches, statistics.median(sampling.samples)),) \
-            if self.monitor is not None else ()
+        windows = () if self.monitor is None else (
+            (self.energy_window(launch, launches, statistics.median(sampling.samples)),) if budget.energy
+            else (energy.unavailable_window(ENERGY_OFF),))
         return TimingStats(sampling.samples, launches, "cuda-events", sampling.converged, sampling.stop_reason,
                            time.perf_counter() - started, mode, clocks, note, windows)
 
