@@ -13,8 +13,8 @@ namespace hopper {
 
 // ---------------------------------------------------------------- element types
 // An element type fixes the wgmma instruction, the storage type and the k extent of a
-// 128-byte swizzle row: 64 elements of 2 bytes, or 32 tf32 values (FP32 storage).
-enum class ElemId { bf16, fp16, tf32 };
+// 128-byte swizzle row: 64 elements of 2 bytes, 32 tf32 values (FP32 storage), or 128 e4m3 codes.
+enum class ElemId { bf16, fp16, tf32, e4m3 };
 
 struct bf16_t {
     static constexpr ElemId id = ElemId::bf16;
@@ -31,11 +31,18 @@ struct tf32_t {
     using storage = float;
     static constexpr int bytes = 4;
 };
+// FP8 e4m3 codes (the fp8 precision): the same 128-byte rows hold 128 of them, and a k32 wgmma
+// step reads 32 bytes of a row, as k16 does for 2-byte types, so layouts and descriptors carry over.
+struct e4m3_t {
+    static constexpr ElemId id = ElemId::e4m3;
+    using storage = unsigned char;
+    static constexpr int bytes = 1;
+};
 
 // A k tile is one 128-byte swizzle row of each operand row; a wgmma k step is 32 bytes of it.
 template <class Elem> struct KTile {
-    static constexpr int BK = 128 / Elem::bytes;         // 64 (bf16/fp16) or 32 (tf32)
-    static constexpr int WGMMA_K = 32 / Elem::bytes;     // 16 or 8
+    static constexpr int BK = 128 / Elem::bytes;         // 64 (bf16/fp16), 32 (tf32) or 128 (e4m3)
+    static constexpr int WGMMA_K = 32 / Elem::bytes;     // 16, 8 or 32
     static constexpr int STEPS = BK / WGMMA_K;           // 4 wgmma per k tile
 };
 

@@ -31,13 +31,15 @@ ALIGNMENT = 16  # bytes: global address and every row stride
 SWIZZLES = (0, 32, 64, 128)  # bytes; 0 = no swizzle
 
 # Storage of each precision the Hopper kernels read through TMA. tf32 operands are FP32 in
-# memory (the tensor cores ignore the low mantissa bits), so they travel as FLOAT32.
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+# memory (the tensor cores ignore the low mantissa bits), so they travel as FLOAT32; fp8 (e4m3)
+# codes are bytes that TMA only copies, so they travel as UINT8 (zero fill is the code of +0).
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1}
 _DRIVER_TYPE = {
     "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
     "fp16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
     "fp32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
     "tf32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
+    "fp8": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
 }
 _DRIVER_SWIZZLE = {
     0: "CU_TENSOR_MAP_SWIZZLE_NONE",

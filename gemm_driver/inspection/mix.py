@@ -28,7 +28,7 @@ FIELDS = {
     "ldgsts": "global->shared async copies (cp.async)",
     "bar": "barriers (__syncthreads and friends)",
     "hmma": "warp-level tensor-core MMA (mma.sync)",
-    "hgmma": "warpgroup tensor-core MMA (wgmma, sm_90a)",
+    "hgmma": "warpgroup tensor-core MMA (wgmma, sm_90a: HGMMA, and QGMMA for FP8)",
     "branches": "branches (BRA/BRX/JMP/JMX)",
     "local": "local-memory loads and stores (LDL/STL: spills, stack arrays)",
     "instructions": "all instructions but NOP padding",
@@ -36,9 +36,9 @@ FIELDS = {
 
 _SIZED = {"LDG": "ldg", "LDS": "lds", "STS": "sts"}
 _PLAIN = {"FFMA": "ffma", "FMUL": "fmul", "FADD": "fadd", "LDGSTS": "ldgsts", "BAR": "bar",
-          "HMMA": "hmma", "HGMMA": "hgmma", "BRA": "branches", "BRX": "branches", "JMP": "branches",
+          "HMMA": "hmma", "HGMMA": "hgmma", "QGMMA": "hgmma", "BRA": "branches", "BRX": "branches", "JMP": "branches",
           "JMX": "branches", "LDL": "local", "STL": "local"}
-_MATH = {"FFMA", "FFMA2", "FMUL", "FADD", "DFMA", "HMMA", "HGMMA", "IMMA", "UTCMMA"}
+_MATH = {"FFMA", "FFMA2", "FMUL", "FADD", "DFMA", "HMMA", "HGMMA", "QGMMA", "IMMA", "UTCMMA"}
 
 
 def width(opcode: str) -> int:
