@@ -152,7 +152,7 @@ class Session:
         resolved = target.validate(problem, tunables)
         loaded = self.load(target, resolved)
         context = LaunchContext(target, loaded.kernels, problem, a, b, c, resolved, stream, self.workspace,
-                                self.device, bias_ptr)
+                                self.device, bias_ptr, scales)
         enqueue = (target.launch_recipe or standard_recipe)(context)
         return Launch(name, enqueue, stream, dict(resolved), note)
 

@@ -64,6 +64,8 @@ class LaunchContext:
     workspace: Workspace
     device: Any = None  # cuda.driver.Device: SM count, shared memory limits (persistent grids)
     bias: int = 0  # device pointer to the N-vector bias in problem.out_dtype; 0 when problem.epilogue is "none"
+    # FP8: A's and B's FP32 scales (Operands: ptr, ld; fp8.device_scales' layouts); None without a scaling
+    scales: tuple[Operand, Operand] | None = None
 
 
 LaunchRecipe = Callable[[LaunchContext], Enqueue]

@@ -135,11 +135,17 @@ class KernelSpec:
             values[name] = value
         return values
 
+    def probe(self, m: int, n: int, k: int, tunables: Tunables | None = None) -> GemmProblem:
+        """An m x n x k problem this kernel computes with ``tunables`` (those a problem sets agree
+        with it): what the checks of tunables that do not depend on a real problem validate
+        against. The row-major FP32 GEMM, unless a kernel takes only other variants (FP8)."""
+        return GemmProblem(m, n, k)
+
     def configurations(self) -> list[dict[str, int]]:
         """Resolved tunable sets worth building: ``checked`` (defaults first), else every valid combination."""
         if self.checked:
-            probe = GemmProblem(256, 256, 256)
-            chosen = [self.validate(probe), *(self.validate(probe, c) for c in self.checked)]
+            chosen = [self.validate(self.probe(256, 256, 256)),
+                      *(self.validate(self.probe(256, 256, 256, c), c) for c in self.checked)]
             unique = {tuple(c.items()): c for c in chosen}  # validate() keeps the tunables' order
             return list(unique.values())
         names = [t.name for t in self.tunables]
@@ -149,7 +155,7 @@ class KernelSpec:
     def accepts(self, tunables: Tunables) -> bool:
         """Whether the rules accept ``tunables`` (on a 256^3 problem: rules about tiles, not sizes)."""
         try:
-            self.validate(GemmProblem(256, 256, 256), tunables)
+            self.validate(self.probe(256, 256, 256, tunables), tunables)
         except UnsupportedProblem:
             return False
         return True
