@@ -57,7 +57,9 @@ def test_table_document_keeps_the_winner_the_runners_up_and_the_rejects():
                                        kernels.KERNELS["warptiled"], {"gpu": {"name": "Some GPU"}})
     assert document["schema"] == tuned.SCHEMA and document["gpu"] == "Some GPU"
     (entry,) = document["entries"]  # a shape where nothing ran has no winner and no entry
-    assert entry["best"] == {"BM": 128} and entry["tflops"] == 40.0 and entry["cublas_tflops"] == 38.0
+    # BM=128 is warptiled's default: a table names only the tunables set away from the defaults
+    assert kernels.KERNELS["warptiled"].resolve()["BM"] == 128
+    assert entry["best"] == {} and entry["tflops"] == 40.0 and entry["cublas_tflops"] == 38.0
     assert entry["runners_up"] == [{"tunables": {"BM": 64}, "tflops": 30.0}]
     assert [r["status"] for r in entry["rejected"]] == ["spills", "FAILED"]
 
@@ -91,3 +93,35 @@ def test_sweep_shapes_are_sizes_or_mxnxk():
     assert autotune.parse_shapes("512,4093x4091x4099,") == [(512, 512, 512), (4093, 4091, 4099)]
     with pytest.raises(ValueError, match="MxNxK"):
         autotune.parse_shapes("12y4")
+
+
+def test_table_document_can_keep_every_configuration_that_ran():
+    trials = [Trial({"BM": 64}, "ok", "", 1.0, 30.0), Trial({"BM": 32}, "ok", "", 0.8, 20.0),
+              Trial({"BM": 256}, "ok", "", 0.8, 25.0)]
+    document = autotune.table_document([ShapeResult((64, 64, 64), trials)], kernels.KERNELS["warptiled"], {}, keep=None)
+    assert [r["tunables"] for r in document["entries"][0]["runners_up"]] == [{"BM": 256}, {"BM": 32}]
+
+
+def test_a_journal_resumes_a_sweep_without_running_what_it_holds(tmp_path, monkeypatch):
+    from gemm_driver.bench import isolation
+    from gemm_driver.bench.spread import Journal
+
+    ran = []
+
+    class Runner:  # the worker, in this process: records what it is asked to run
+        def __init__(self, handler, watchdog_s):
+            pass
+
+        def run(self, tasks):
+            for index, task in enumerate(tasks):
+                ran.append(task.key)
+                yield index, Trial(task.tunables, "ok", "", 1.0, 10.0 + index)
+
+    monkeypatch.setitem(isolation.RUNNERS, "fake", Runner)
+    spec, journal = kernels.KERNELS["warptiled"], Journal(tmp_path / "sweep.jsonl")
+    first = autotune.tune(spec, [(64, 64, 64)], [{"BM": 64}], isolation="fake", journal=journal)
+    assert len(ran) == 2 and first[0].baseline_tflops == 10.0 and first[0].trials[0].tflops == 11.0
+    ran.clear()
+    second = autotune.tune(spec, [(64, 64, 64), (32, 32, 32)], [{"BM": 64}], isolation="fake", journal=journal)
+    assert len(ran) == 2 and all("32x32x32" in key for key in ran)  # the first shape came from the journal
+    assert second[0].trials[0].tflops == 11.0 and second[1].trials[0].status == "ok"

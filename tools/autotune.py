@@ -6,6 +6,14 @@
     python tools/autotune.py --shapes 1024,4093x4091x4099 --json run.json
     python tools/autotune.py --kernel mma_sync_tuned_bf16,mma_sync_tuned_tf32 --write
                                                    # -> gemm_driver/tuned/<gpu>.<kernel>.json each
+    python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --journal sweep.jsonl --write
+                                                   # every candidate of kernels/hopper/selection.py on
+                                                   # the corpus's tuning set; resumable
+
+``--corpus`` takes a corpus's tuning set only (docs/corpus.md): no sweep reads the validation
+set. For ``hopper_bf16`` the table keeps every candidate's TFLOP/s per shape (the vote of
+kernels/hopper/selection.py reads them all), and the sweep ends with the vote checked on the
+tuning set itself, each shape left out of its own vote.
 
 Every configuration is verified against the float64 reference before it is timed; cuBLAS
 of the kernel's precision is timed on the same operands for the % column. Needs a GPU;
@@ -15,14 +23,19 @@ without one, bad arguments or an unwritable --json it says so in one line (exit 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 from gemm_driver import kernels
 from gemm_driver.bench import autotune
 from gemm_driver.bench.environment import collect
+from gemm_driver.bench.spread import Journal
+from gemm_driver.corpus import corpus
 from gemm_driver.cuda.driver import Device
 from gemm_driver.kernels import tensor, tuned
+from gemm_driver.kernels.hopper import selection
+from gemm_driver.problem import GemmProblem
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
@@ -33,8 +46,10 @@ PROG = Path(__file__).name
 DEFAULT_SHAPES = "512,1000,1024,2048,4096,4093x4091x4099,8192,16384x128x4096,1024x1024x16384"
 # Tuned kernel -> (the kernel its sweep runs, the configurations). `autotuned` runs
 # warptiled's code, and its table keeps warptiled's name (gemm_driver/tuned/<gpu>.json).
+# hopper_bf16's configurations depend on the shape: the candidates offered for it.
 TARGETS = {"autotuned": ("warptiled", TUNE_SPACE),
-           **{name: (name, space) for name, space in tensor.TUNE_SPACES.items()}}
+           **{name: (name, space) for name, space in tensor.TUNE_SPACES.items()},
+           "hopper_bf16": ("hopper_bf16", lambda shape: selection.candidates(GemmProblem(*shape)))}
 
 
 targets = comma_choice("--kernel", TARGETS)  # '--kernel' values: a comma list of tuned kernels
@@ -48,23 +63,30 @@ def main(argv=None) -> int:
                       "PATH.<kernel>.json)")
     parser.add_argument("--top", type=positive(int), default=5, help="configurations shown per shape")
     parser.add_argument("--write", action="store_true", help="write gemm_driver/tuned/<gpu>[.<kernel>].json")
+    parser.add_argument("--corpus", metavar="NAME:tune", help="the shapes of a corpus's tuning set instead of "
+                        "--shapes: llm:tune, sized:tune, odd:tune or all:tune")
+    parser.add_argument("--journal", help="append each finished trial here (JSON lines) and skip the trials "
+                        "already in it: a stopped sweep resumes")
     args = parser.parse_args(argv)
     try:
         names = targets(args.kernel)
     except ValueError as exc:
         parser.error(str(exc))
-    shapes = sweep_shapes(parser, args)
+    shapes = corpus_shapes(parser, args.corpus) if args.corpus else sweep_shapes(parser, args)
 
     failed = False
     environment = collect(Device.get(0))  # no GPU: one line, before anything runs
     for name in names:
         swept, space = TARGETS[name]
         spec = kernels.KERNELS[swept]
-        results = autotune.tune(spec, shapes, space, seconds=args.seconds)  # in a worker process
+        journal = Journal(args.journal if len(names) == 1 else f"{args.journal}.{name}") if args.journal else None
+        results = autotune.tune(spec, shapes, space, seconds=args.seconds, journal=journal)  # in a worker process
         title = f"{name} " if len(names) > 1 else ""
         for r in results:
             print("\n" + "\n".join(r.report_lines(args.top, title=title)))
-        document = autotune.table_document(results, spec, environment)
+        document = autotune.table_document(results, spec, environment, keep=None if callable(space) else 5)
+        if name == selection.TABLE_KERNEL:
+            print("\n" + "\n".join(left_out_check(document["entries"])))
         if args.json:
             path = Path(args.json)
             if len(names) > 1:  # run.json -> run.<kernel>.json, one per kernel
@@ -77,6 +99,33 @@ def main(argv=None) -> int:
             print(f"\nwrote {path}")
         failed |= any(t.status == "FAILED" for r in results for t in r.trials)
     return 1 if failed else 0
+
+
+def corpus_shapes(parser, spec: str) -> list[tuple[int, int, int]]:
+    """The shapes of a corpus's tuning set; a validation set (or a whole corpus) is refused."""
+    if not spec.endswith(":tune"):
+        parser.error(f"--corpus takes a tuning set (e.g. all:tune): no sweep reads the validation set; got {spec!r}")
+    try:
+        return [(s.m, s.n, s.k) for s in corpus(spec)]
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def left_out_check(entries: list[dict]) -> list[str]:
+    """The vote checked on the tuning set: each shape's pick when it is left out of the vote,
+    and how much slower that pick measured there than the shape's winner."""
+    slowdowns = []
+    for entry in entries:
+        others = [e for e in entries if e is not entry]
+        picked = selection.vote(others, GemmProblem(*entry["shape"]))
+        if picked is not None:
+            slowdowns.append(min(selection.slowdown_at(entry, picked[0]), selection.UNMEASURED_SLOWDOWN))
+    if not slowdowns:
+        return ["left-out check: fewer than two shapes"]
+    geomean = math.exp(sum(math.log(x) for x in slowdowns) / len(slowdowns))
+    return [f"left-out check over {len(slowdowns)} tuning shapes: the vote's pick is {geomean:.3f}x slower than "
+            f"the winner (geometric mean), {max(slowdowns):.3f}x at worst, the winner itself on "
+            f"{sum(x == 1.0 for x in slowdowns)}"]
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from ..cuda.errors import GemmDriverError
 from ..kernels.tuned import SCHEMA
 from ..problem import GemmProblem, parse_shape, shape_label
 from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure, kept, release_kept
+from .spread import Journal
 from .timing import Budget, GpuTimer
 
 
@@ -69,27 +70,48 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     return [parse_shape(s if "x" in s else f"{s}x{s}x{s}") for s in text.split(",") if s]
 
 
-def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Sequence[Mapping[str, int]], *,
+Space = Sequence[Mapping[str, int]] | Callable[[tuple[int, int, int]], Sequence[Mapping[str, int]]]
+
+
+def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
          seconds: float = 0.15, seed: int = 0, on_trial: Callable[[tuple, Trial], None] = lambda s, t: None,
-         isolation: str = "process", watchdog_s: float = DEFAULT_WATCHDOG_S) -> list[ShapeResult]:
-    """Verify and time every configuration of ``space`` on each shape (and the precision's
-    cuBLAS beside them, on the same operands), in a worker process (isolation.py): a
-    configuration that faults or hangs is FAILED with the reason and the sweep goes on."""
+         isolation: str = "process", watchdog_s: float = DEFAULT_WATCHDOG_S,
+         journal: Journal | None = None) -> list[ShapeResult]:
+    """Verify and time every configuration of ``space`` (or of ``space(shape)``, the
+    configurations offered for that shape) on each shape, and the precision's cuBLAS beside
+    them on the same operands, in a worker process (isolation.py): a configuration that
+    faults or hangs is FAILED with the reason and the sweep goes on. With a ``journal``, each
+    finished trial is appended to it and trials already there are not run again, so a
+    stopped sweep resumes where it stopped."""
     baseline = _precision.get(spec.precision).baseline
+    offered = space if callable(space) else (lambda shape: space)
     tasks = [TrialTask(name, tuple(shape), index, spec.precision, dict(tunables), seed, seconds)
              for index, shape in enumerate(shapes)
-             for name, tunables in [(baseline, {})] + [(spec.name, spec.resolve(t)) for t in space]]
+             for name, tunables in [(baseline, {})] + [(spec.name, spec.resolve(t)) for t in offered(tuple(shape))]]
+    done = journal.load() if journal else {}
     results = {index: ShapeResult(tuple(shape)) for index, shape in enumerate(shapes)}
-    for index, trial in RUNNERS[isolation](run_trial_task, watchdog_s=watchdog_s).run(tasks):
-        task = tasks[index]
-        if isinstance(trial, TaskFailure):
-            trial = Trial(task.tunables, "FAILED", trial.reason)
+
+    def record(task: TrialTask, trial: Trial) -> None:
         result = results[task.shape_index]
         if task.kernel == baseline:
             result.baseline_tflops = trial.tflops
-            continue
+            return
         result.trials.append(trial)
         on_trial(task.shape, trial)
+
+    todo = []
+    for task in tasks:
+        if task.key in done:
+            record(task, Trial(**done[task.key]))
+        else:
+            todo.append(task)
+    for index, trial in RUNNERS[isolation](run_trial_task, watchdog_s=watchdog_s).run(todo):
+        task = todo[index]
+        if isinstance(trial, TaskFailure):
+            trial = Trial(task.tunables, "FAILED", trial.reason)
+        if journal is not None:
+            journal.append(task.key, trial.as_dict())
+        record(task, trial)
     return list(results.values())
 
 
@@ -104,6 +126,11 @@ class TrialTask:
     tunables: dict
     seed: int
     seconds: float
+
+    @property
+    def key(self) -> str:
+        """The trial's name in a sweep's journal: kernel, shape, configuration, seed."""
+        return f"{self.kernel} {shape_label(*self.shape)} {tunables_label(self.tunables) or '-'} seed={self.seed}"
 
 
 def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], None]) -> Trial:
@@ -145,8 +172,12 @@ def _close_trial_state(state: dict) -> None:
     state.pop("timer").close()
 
 
-def table_document(results: Sequence[ShapeResult], spec, environment: Mapping, keep: int = 5) -> dict:
-    """The per-GPU tuned table: each shape's winner plus the runners-up, for the record."""
+def table_document(results: Sequence[ShapeResult], spec, environment: Mapping, keep: int | None = 5) -> dict:
+    """The per-GPU tuned table: each shape's winner plus the runners-up (the best ``keep``
+    in all; None: every configuration that ran), each by the tunables it sets away from the
+    kernel's defaults."""
+    defaults = spec.resolve()
+    sparse = lambda tunables: {k: v for k, v in tunables.items() if defaults.get(k) != v}  # noqa: E731
     entries = []
     for r in results:
         ranked = r.ranked
@@ -154,10 +185,10 @@ def table_document(results: Sequence[ShapeResult], spec, environment: Mapping, k
             continue
         entries.append({
             "shape": list(r.shape),
-            "best": ranked[0].tunables,
+            "best": sparse(ranked[0].tunables),
             "tflops": round(ranked[0].tflops, 2),
             "cublas_tflops": round(r.baseline_tflops, 2) if r.baseline_tflops else None,
-            "runners_up": [{"tunables": t.tunables, "tflops": round(t.tflops, 2)} for t in ranked[1:keep]],
+            "runners_up": [{"tunables": sparse(t.tunables), "tflops": round(t.tflops, 2)} for t in ranked[1:keep]],
             "trials": len(r.trials),
             "rejected": [t.as_dict() for t in r.trials if t.status != "ok"],
         })

@@ -27,6 +27,7 @@ from ...cuda.errors import UnsupportedProblem
 from ...problem import GemmProblem
 from ..spec import Entry, KernelSpec, Tunable, ceil_div
 from . import geometry as geo
+from . import selection
 from .recipe import make_recipe
 
 SIGNATURE = ("int", "int", "int", "float", "tensormap", "tensormap", "float", "ptr", "int")
@@ -321,6 +322,17 @@ def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, in
 
 # ---------------------------------------------------------------- choose (the last rung)
 def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
+    """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: on a GPU with a table of the
+    corpus's tuning set, the vote of its nearest measured shapes (selection.py); elsewhere the
+    rule of ``analytic_choice``."""
+    voted = selection.fitted(problem, gpu_name)
+    if voted is not None:
+        return voted
+    tunables, why = analytic_choice(problem, gpu_name)
+    return tunables, f"{why}; no tuning-set table for this GPU"
+
+
+def analytic_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
     """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape, from the measurements in
     cu/hopper/any_shape.cu and cluster_multicast.cu (H100, and H200 where marked; sized for
     132 SMs on any sm_90 GPU).

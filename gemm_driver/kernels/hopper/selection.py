@@ -1,0 +1,113 @@
+"""Which tunables ``hopper_bf16``/``hopper_fp16`` run on a shape: the candidates, and the vote of
+the nearest measured shapes of the corpus's tuning set.
+
+The candidates are the configurations the analytic rule (``rungs.analytic_choice``) picks
+among, plus the one-consumer 64 x 128 tiles and more split-K depths. ``candidates(problem)``
+offers only those that can run the shape well-formed: split-K only where every slice of every
+tile is resident at once (the slices of a tile hand their partial sums over in order, so a
+slice waiting for one that has no SM would wait for ever) and K holds at least two k tiles a
+slice; split-K with a 2 x 1 cluster only over an even number of tile rows.
+
+The fitted pick. ``tools/autotune.py --kernel hopper_bf16 --corpus all:tune`` verifies and
+times every candidate on each shape of the tuning set (docs/corpus.md: no validation shape is
+ever swept) and writes ``gemm_driver/tuned/<gpu>.hopper_bf16.json`` with every candidate's
+TFLOP/s per shape. For any other shape, its ``NEIGHBOURS`` nearest tuning shapes vote, by
+distance in log2(M), log2(N), log2(K) (a doubling counts the same on every axis), with weight
+1 / (distance + 0.25): a candidate's predicted slowdown is the weighted mean over them of the
+neighbour's best TFLOP/s over the candidate's there, counting ``UNMEASURED_SLOWDOWN`` where the
+candidate did not run (refused, failed, or not offered on that shape). The candidate with the
+smallest predicted slowdown runs. A vote rather than the nearest shape's winner: near a
+boundary (the grid filling up, K growing deep enough to split) one neighbour's winner is noise
+between two candidates a few percent apart, and several neighbours' timings average it out.
+FP16 runs the same template with the same tiles, so it reads the BF16 table (the FP16 path's
+measured speed is the BF16 path's within noise: results/h100-80gb-hbm3/bench-hopper-final.txt).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from ...cuda.arch_limits import MEASURED_SM_COUNT
+from ...problem import GemmProblem
+from ..spec import ceil_div
+from ..tuned import load_table, shape_distance
+
+SMS = MEASURED_SM_COUNT
+TABLE_KERNEL = "hopper_bf16"  # the table both precisions read
+NEIGHBOURS = 4
+UNMEASURED_SLOWDOWN = 2.0
+
+TILE_128x256 = {"PDL": 1}
+TILE_128x128 = {"BN": 128, "STAGES": 6, "PDL": 1}
+TILE_128x64 = {"BN": 64, "STAGES": 8, "PDL": 1}
+TILE_64x128 = {"BN": 128, "CONSUMERS": 1, "PDL": 1}  # one consumer: two CTAs an SM
+SPLIT_TILE = {"BN": 128, "STAGES": 6}  # split-K's tiles (PDL lost with split-K: rungs.analytic_choice)
+
+
+def candidates(problem: GemmProblem) -> list[dict[str, int]]:
+    """The configurations offered for ``problem`` (see the module's docstring), in a fixed order."""
+    m, n, k = max(problem.m, 1), max(problem.n, 1), max(problem.k, 1)
+    rows, cols = ceil_div(m, 128), ceil_div(n, 128)
+    offered = [TILE_128x256, {**TILE_128x256, "CM": 2}, TILE_128x128, {**TILE_128x128, "CM": 2},
+               TILE_128x64, TILE_64x128]
+    for cm in (1, 2):
+        if cm == 2 and rows % 2:
+            continue
+        units = ceil_div(rows, cm) * cols  # cluster blocks of the 128 x 128 tiles
+        for splits in (2, 3, 4):
+            if splits * units * cm <= SMS and k >= splits * 2 * 64:
+                offered.append({**SPLIT_TILE, **({"CM": 2} if cm == 2 else {}), "SPLITS": splits})
+    return [dict(c) for c in offered]
+
+
+def label(tunables: Mapping[str, int]) -> str:
+    """'BN=128 STAGES=6 SPLITS=2': how a candidate is named in tables and reasons."""
+    return " ".join(f"{name}={value}" for name, value in sorted(tunables.items())) or "defaults"
+
+
+def _key(tunables: Mapping[str, int]) -> tuple:
+    return tuple(sorted(tunables.items()))
+
+
+def measured(entry: Mapping) -> dict[tuple, float]:
+    """A table entry's TFLOP/s per candidate (its winner and every runner-up)."""
+    rows = [{"tunables": entry["best"], "tflops": entry["tflops"]}, *entry.get("runners_up", ())]
+    return {_key(r["tunables"]): r["tflops"] for r in rows if r.get("tflops")}
+
+
+def vote(entries: Sequence[Mapping], problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """The candidate the nearest measured shapes predict fastest for ``problem``, with the reason;
+    None without entries."""
+    if not entries:
+        return None
+    shape = (max(problem.m, 1), max(problem.n, 1), max(problem.k, 1))
+    nearest = sorted(entries, key=lambda e: shape_distance(shape, e["shape"]))[:NEIGHBOURS]
+    weights = [1 / (shape_distance(shape, e["shape"]) + 0.25) for e in nearest]
+    speeds = [measured(e) for e in nearest]
+
+    def slowdown(candidate: dict) -> float:
+        total = 0.0
+        for weight, speed in zip(weights, speeds):
+            tflops = speed.get(_key(candidate))
+            total += weight * (max(speed.values()) / tflops if tflops else UNMEASURED_SLOWDOWN)
+        return total / sum(weights)
+
+    predicted = {label(c): (slowdown(c), c) for c in candidates(problem)}
+    best_label, (best_slowdown, best) = min(predicted.items(), key=lambda item: item[1][0])
+    near = ", ".join("x".join(map(str, e["shape"])) for e in nearest)
+    return best, (f"{best_label}: predicted {best_slowdown:.3f}x the fastest by the {len(nearest)} nearest tuning "
+                  f"shapes ({near})")
+
+
+def fitted(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str] | None:
+    """The vote over this GPU's tuning-set table, or None where the GPU has none."""
+    table = load_table(gpu_name, kernel=TABLE_KERNEL)
+    return vote(table["entries"], problem) if table else None
+
+
+def slowdown_at(entry: Mapping, tunables: Mapping[str, int]) -> float:
+    """How much slower ``tunables`` measured than the entry's winner (inf where it did not run)."""
+    speed = measured(entry)
+    tflops = speed.get(_key(tunables))
+    return max(speed.values()) / tflops if tflops else math.inf

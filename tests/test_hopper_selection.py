@@ -1,0 +1,87 @@
+"""The Hopper BF16/FP16 selection on the CPU: the candidates it offers, the vote of the nearest
+measured tuning shapes, and the analytic rule where a GPU has no table."""
+
+from __future__ import annotations
+
+import pytest
+
+from gemm_driver import kernels
+from gemm_driver.kernels.hopper import rungs, selection
+from gemm_driver.problem import GemmProblem
+
+SHAPES = [(1, 4096, 4096), (32, 28672, 4096), (256, 6144, 4096), (768, 768, 768), (2048, 4096, 14336),
+          (4093, 4091, 4099), (8192, 8192, 8192), (167, 2642, 521), (1024, 1024, 16384)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_offered_candidate_is_a_valid_configuration(shape):
+    problem = GemmProblem(*shape)
+    offered = selection.candidates(problem)
+    assert len(offered) == len({selection.label(c) for c in offered}) >= 6
+    for precision in ("bf16", "fp16"):
+        for tunables in offered:
+            kernels.KERNELS[f"hopper_{precision}"].validate(problem, tunables)  # raises, naming the rule, if not
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_split_k_is_offered_only_where_every_slice_is_resident(shape):
+    problem = GemmProblem(*shape)
+    for tunables in selection.candidates(problem):
+        splits, cm = tunables.get("SPLITS", 1), tunables.get("CM", 1)
+        if splits > 1:
+            rows, cols = -(-problem.m // 128), -(-problem.n // 128)
+            assert splits * -(-rows // cm) * cols * cm <= selection.SMS and rows % cm == 0
+            assert problem.k >= splits * 128
+
+
+def _entry(shape, speeds):
+    """A table entry as tools/autotune.py writes it, from {label-less tunables tuple: TFLOP/s}."""
+    ranked = sorted(speeds, key=lambda item: -item[1])
+    return {"shape": list(shape), "best": ranked[0][0], "tflops": ranked[0][1],
+            "runners_up": [{"tunables": t, "tflops": v} for t, v in ranked[1:]]}
+
+
+FAST_SMALL = selection.TILE_128x64
+FULL = selection.TILE_128x256
+
+
+def test_the_vote_takes_what_the_nearest_shapes_measured_fastest():
+    entries = [_entry((1024, 1024, 1024), [(FAST_SMALL, 300.0), (FULL, 200.0)]),
+               _entry((1024, 2048, 1024), [(FAST_SMALL, 310.0), (FULL, 250.0)]),
+               _entry((8192, 8192, 8192), [(FAST_SMALL, 500.0), (FULL, 700.0)]),
+               _entry((8192, 8192, 4096), [(FAST_SMALL, 480.0), (FULL, 690.0)])]
+    small, why = selection.vote(entries, GemmProblem(1200, 1500, 1100))
+    assert small == FAST_SMALL and "1024x1024x1024" in why
+    assert selection.vote(entries, GemmProblem(7000, 9000, 6000))[0] == FULL
+    assert selection.vote([], GemmProblem(64, 64, 64)) is None
+
+
+def test_a_candidate_no_neighbour_measured_counts_as_twice_as_slow():
+    # only FULL ran near this shape; every other candidate is unmeasured there, so FULL wins
+    # even at a neighbour's 0.6x of its winner's speed
+    entries = [_entry((4096, 4096, 4096), [(FULL, 600.0)])]
+    assert selection.vote(entries, GemmProblem(4096, 4096, 4096))[0] == FULL
+    assert selection.slowdown_at(entries[0], FULL) == 1.0
+    assert selection.slowdown_at(entries[0], FAST_SMALL) == float("inf")
+
+
+def test_the_vote_offers_only_candidates_the_shape_can_run():
+    split = {**selection.SPLIT_TILE, "SPLITS": 2}  # 2 x 64 tiles of 128 x 128 fit 132 SMs; 4 x 64 would not
+    assert {**split, "SPLITS": 4} not in selection.candidates(GemmProblem(1024, 1024, 16384))
+    entries = [_entry((1024, 1024, 16384), [(split, 600.0), (FAST_SMALL, 400.0)])]
+    assert selection.vote(entries, GemmProblem(1024, 1024, 16384))[0] == split
+    # 8192^2 of 128 x 128 tiles cannot all be resident: split-K is not offered there
+    assert selection.vote(entries, GemmProblem(8192, 8192, 16384))[0] == FAST_SMALL
+
+
+def test_without_a_table_the_analytic_rule_chooses_and_says_so():
+    problem = GemmProblem(4096, 4096, 4096)
+    tunables, why = rungs.choose_any_shape(problem, "NVIDIA Imaginary GPU")
+    assert (tunables, why.split("; ")[0]) == rungs.analytic_choice(problem, "NVIDIA Imaginary GPU")
+    assert why.endswith("no tuning-set table for this GPU")
+
+
+def test_the_candidates_run_a_linear_layer_too():
+    problem = GemmProblem(2048, 4096, 14336, trans_b=True, out_dtype="bf16", epilogue="bias_gelu")
+    for tunables in selection.candidates(problem):
+        kernels.KERNELS["hopper_bf16"].validate(problem, tunables)
