@@ -7,7 +7,9 @@ tunables (a tuned kernel's table is read here, once), the build and load of the 
 Calling the plan reads the three arrays in place (arrays.py: pointer, shape, strides,
 dtype), takes the Launch made for those addresses from a small LRU (a Launch packs its
 kernel arguments once; a loop over the same buffers never packs again) and enqueues it on
-the caller's stream. No host copy, no synchronisation.
+the caller's stream. No host copy, no synchronisation. ``run_pointers`` is the same launch
+on raw addresses for a caller that has checked its operands once (the torch op): no array
+object is read per call.
 
 Streams: a Plan's launches are made on one ``ExternalStream`` whose handle is set to the
 caller's stream before each launch, so a Launch made once serves every stream. Work that
@@ -146,6 +148,7 @@ class Plan:
                       "out": (m, n, self.layout[2], self.out_dtype)}
         self._out_itemsize = arrays.ITEMSIZE[self.out_dtype]
         self._launches: OrderedDict[tuple, Any] = OrderedDict()
+        self.launches_made = 0  # one per new set of addresses: a loop that keeps making them repacks each call
         self._stream = ExternalStream(0)  # pointed at each caller's stream in turn
         self._state = _state_of(session)
         self._event: Event | None = None
@@ -221,12 +224,57 @@ class Plan:
                 for producer in (A.producer_stream, B.producer_stream, C.producer_stream):
                     if producer is not None and producer != raw:  # array interface v3: still being written there
                         self._order(producer, raw)
-            capturing = self._order_scratch(raw) if self._uses_scratch else False
-            self._stream.handle = raw
-            launch()
-            if self._uses_scratch:
-                self._scratch_used(raw, capturing)
+            self._enqueue(launch, raw)
         return out
+
+    def run_pointers(self, a: int, b: int, out: int, stream: int, *, lda: int, ldb: int, ldc: int,
+                     bias: int = 0) -> None:
+        """The launch of ``run`` on raw device addresses (ints), for a caller that has checked
+        its operands against this plan (a first call through ``run`` does) and since passes
+        only arrays of the same shapes, dtypes, layouts and device: the torch op keys its
+        plans on all of those. Nothing here reads an array object or checks an operand; the
+        addresses, leading dimensions (in elements, of A, B and out as the caller stores them)
+        and ``stream`` (a raw CUstream) are taken as they come. ``bias``: the vector's address;
+        0 is none, or the plan's zero vector when it has an activation without a bias.
+        Empty problems (M, N or K = 0) are refused: they go through ``run``."""
+        if self.problem.is_empty:
+            raise ValueError("run_pointers launches a GEMM; an empty problem (M, N or K = 0) goes through run()")
+        if self.run_problem.has_bias:
+            bias = bias or self._bias_pointer(None, stream)
+        elif bias:
+            self._no_bias(bias)
+        ensure_current(self.session)
+        key = (b, ldb, a, lda, out, ldc, bias) if self.swap else (a, lda, b, ldb, out, ldc, bias)
+        with self._state.lock:
+            launch = self._launches.get(key)
+            if launch is None:
+                launch = self._make(key, *self._arrays_at(key), stream, bias)
+            else:
+                self._launches.move_to_end(key)
+            self._enqueue(launch, stream)
+
+    def _arrays_at(self, key: tuple) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
+        """(first, second, out) of the problem run, as ``run`` would have parsed them, from a
+        launch key of ``run_pointers`` (the shapes, layouts and dtypes are the plan's)."""
+        first_ptr, first_ld, second_ptr, second_ld, out_ptr, out_ld, _ = key
+        first_name, second_name = ("B", "A") if self.swap else ("A", "B")
+        ordinal = self.session.device.ordinal
+
+        def array(name: str, ptr: int, ld: int) -> DeviceArray:
+            rows, cols, trans, dtype = self._want[name]
+            return DeviceArray(None, "pointer", ptr, rows, cols, ld, trans, dtype, ordinal)
+
+        return (array(first_name, first_ptr, first_ld), array(second_name, second_ptr, second_ld),
+                array("out", out_ptr, out_ld))
+
+    def _enqueue(self, launch, raw: int) -> None:
+        """``launch`` on stream ``raw``, after the last user of the session's scratch on
+        another stream when it uses the scratch (held under the session's lock)."""
+        capturing = self._order_scratch(raw) if self._uses_scratch else False
+        self._stream.handle = raw
+        launch()
+        if self._uses_scratch:
+            self._scratch_used(raw, capturing)
 
     def _no_bias(self, bias) -> int:
         if bias is not None:
@@ -289,6 +337,7 @@ class Plan:
                               self._c_height(C), own)
             self._order(int(own.handle), raw)
         self._launches[key] = launch
+        self.launches_made += 1
         if len(self._launches) > LAUNCHES_KEPT:
             self._launches.popitem(last=False)
         return launch

@@ -562,3 +562,58 @@ def test_no_baseline_for_the_epilogue_says_so(on_gpu, monkeypatch):
     with pytest.raises(ValueError, match=r"^no baseline here computes float16 layout nn with output type fp16 and "
                                          r"epilogue bias_gelu"):
         Plan(FakeSession(), 4, 3, 2, dtype="float16", out_dtype="float16", bias=True, activation="gelu")
+
+
+# --- the raw-address path (run_pointers) -------------------------------------------------------
+def test_run_pointers_shares_the_launches_of_run_and_follows_the_stream(on_gpu):
+    s = FakeSession()
+    p = Plan(s, 4, 3, 2)
+    a, b, c = CudaArray(4, 2), CudaArray(2, 3), CudaArray(4, 3)
+    p(a, b, c, stream=11)  # checked and packed once through run()
+    p.run_pointers(a.ptr, b.ptr, c.ptr, 12, lda=2, ldb=3, ldc=3)
+    assert len(s.launchers) == 1 and s.runs == [11, 12]
+    p.run_pointers(a.ptr, b.ptr, c.ptr + 0x100, 13, lda=2, ldb=3, ldc=3)  # new out: a new Launch
+    assert len(s.launchers) == 2 and s.runs == [11, 12, 13]
+    _, problem, opa, opb, opc, _ = s.launchers[1]
+    assert problem == GemmProblem(4, 3, 2)
+    assert (opa.ptr, opa.ld, opa.itemsize, opb.ptr, opb.ld) == (a.ptr, 2, 4, b.ptr, 3)
+    assert (opc.ptr, opc.ld) == (c.ptr + 0x100, 3) and p.launches_made == 2
+
+
+def test_run_pointers_applies_the_operand_swap(on_gpu):
+    s = FakeSession()
+    p = Plan(s, 4, 3, 2, trans_c=True)  # run as (n, m, k) on (B^T, A^T)
+    p.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=4)
+    _, problem, first, second, out, _ = s.launchers[0]
+    assert (problem.m, problem.n) == (3, 4)
+    assert (first.ptr, first.ld, second.ptr, second.ld, out.ptr, out.ld) == (0xB000, 3, 0xA000, 2, 0xC000, 4)
+
+
+def test_run_pointers_bias_rules(on_gpu, epilogue_baseline):
+    s = FakeSession()
+    fused = Plan(s, 4, 3, 2, dtype="float16", out_dtype="float16", bias=True)
+    fused.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3, bias=0xD000)
+    assert s.biases[-1].ptr == 0xD000 and s.biases[-1].itemsize == 2
+    with pytest.raises(ValueError, match=r"^this plan adds a bias: pass bias="):
+        fused.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
+    relu = Plan(s, 4, 3, 2, dtype="float16", out_dtype="float16", activation="relu")
+    relu.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
+    assert s.biases[-1].ptr == 0xB1A5  # the zero vector
+    plain = Plan(s, 4, 3, 2, dtype="float16")
+    with pytest.raises(ValueError, match=r"^bias= was given to a plan made without one"):
+        plain.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3, bias=0xD000)
+
+
+def test_run_pointers_refuses_empty_problems(on_gpu):
+    with pytest.raises(ValueError, match=r"^run_pointers launches a GEMM; an empty problem"):
+        Plan(FakeSession(), 4, 0, 2).run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=1, ldc=1)
+
+
+def test_run_pointers_orders_the_scratch_across_streams(on_gpu, fences, monkeypatch):
+    import dataclasses
+
+    monkeypatch.setitem(kernels.ALL, "cublas", dataclasses.replace(kernels.get("cublas"), uses_scratch=True))
+    p = Plan(FakeSession(), 4, 3, 2)
+    p.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
+    p.run_pointers(0xA000, 0xB000, 0xC000, 2, lda=2, ldb=3, ldc=3)
+    assert fences == [("record", 1), ("wait", 2), ("record", 2)]
