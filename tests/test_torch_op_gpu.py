@@ -1,6 +1,7 @@
 """gemm_driver.torch on the GPU: the op against torch's linear layer (forward and backward,
-BF16), under torch.compile(fullgraph=True) with inductor, inside a CUDA graph, and a short
-training run of tools/train_mlp.py."""
+BF16), under torch.compile(fullgraph=True) with inductor, inside a CUDA graph, the eager
+path against the op, the route cache across calls and streams, and a short training run
+of tools/train_mlp.py."""
 
 from __future__ import annotations
 
@@ -87,3 +88,37 @@ def test_short_training_run_agrees_with_torch(torch):
     run = subprocess.run([sys.executable, str(ROOT / "tools" / "train_mlp.py"), "--steps", "60", "--check"],
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_eager_path_and_op_agree_bitwise(torch, gt, monkeypatch):
+    x, w, b = operands(torch)
+    results = []
+    for direct in (True, False):
+        monkeypatch.setattr(gt, "direct_eager", direct)
+        y = gt.linear(x, w, b, "gelu")
+        results.append((y, *torch.autograd.grad(y.float().square().sum(), (x, w, b))))
+    for mine, theirs in zip(*results):
+        assert torch.equal(mine, theirs)
+
+
+def test_routes_are_reused_across_calls_and_streams(torch, gt):
+    from gemm_driver.torch import routes
+
+    x, w, b = (t.detach() for t in operands(torch))
+    gt.linear(x, w, b, "relu")
+    before = routes.stats()
+    for _ in range(5):
+        y = gt.linear(x, w, b, "relu")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        z = gt.linear(x, w, b, "relu")
+    torch.cuda.current_stream().wait_stream(side)
+    after = routes.stats()
+    assert after["misses"] == before["misses"] and after["hits"] == before["hits"] + 6
+    # outs alternate between two blocks of torch's allocator, the side stream's is a third
+    assert after["launches_made"] <= before["launches_made"] + 3
+    want = torch.relu(torch.nn.functional.linear(x.double(), w.double(), b.double()))
+    assert rel(torch, y, want) < 1e-2 and rel(torch, z, want) < 1e-2
+    gt.linear(x[:128], w, b, "relu")  # a new shape: a new route
+    assert routes.stats()["misses"] == after["misses"] + 1

@@ -11,11 +11,19 @@ gemm_driver.gemm() on the tensors in place; on the CPU through its NumPy path
 (kernel "numpy"), which the CPU tests use. ``ran`` tells, per step, which kernel ran and
 whether the epilogue was fused or done by torch after an FP32-out GEMM (when no kernel here
 declares that layout, output type and epilogue).
+
+Host cost per call, which sets the pace of a training step of small GEMMs: on CUDA each
+call configuration is resolved once into a Route that keeps its Plan (routes.py), and later
+calls pass the tensors' addresses and torch's current stream to ``Plan.run_pointers``. In
+eager mode on plain tensors ``linear`` does not go through torch's custom-op dispatch
+(which costs several times a GEMM's launch in Python) but through a ``torch.autograd.Function``
+with the same forward and backward; under ``torch.compile``, a dispatch or function mode
+(FakeTensor, make_fx, FlopCounterMode), functorch transforms or tensor subclasses it calls
+the registered op. ``direct_eager = False`` sends every call through the op.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 try:
@@ -25,72 +33,39 @@ except ImportError:
                       "without it") from None
 
 from .. import api
-from ..cuda.errors import UnsupportedProblem
+from . import routes
+from .routes import activate as _activate
 
 __all__ = ["Linear", "linear", "ran"]
 
-ran: dict[str, str] = {}  # "forward" / "dX" / "dW" -> "<kernel> (fused|torch epilogue)"
-_ROUTE: dict[tuple, tuple[Optional[str], bool]] = {}  # call configuration -> (kernel, fused)
-_GELU_C = math.sqrt(2 / math.pi)
-
-
-def _activate(v: torch.Tensor, activation: str) -> torch.Tensor:
-    if activation == "relu":
-        return torch.relu(v)
-    if activation == "gelu":
-        return torch.nn.functional.gelu(v, approximate="tanh")
-    return v
+ran: dict[str, str] = {}  # "forward" / "matmul" / "cpu" -> "<kernel> (fused|torch epilogue)"
+direct_eager = True  # eager calls on plain tensors skip the custom-op dispatch (see the module's docstring)
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
 
 
 def _activation_grad(dy: torch.Tensor, pre: torch.Tensor, activation: str) -> torch.Tensor:
-    """dY times act'(pre), in FP32."""
-    v, g = pre.float(), dy.float()
+    """dY times act'(pre) in dY's dtype, computed in FP32 and rounded once: torch's own
+    backward kernels of ReLU and GELU (tanh form), one pass over the tensors each, as
+    nn.GELU's backward runs them."""
     if activation == "relu":
-        return g * (v > 0)
-    if activation == "gelu":  # d/dv of 0.5 v (1 + tanh(c (v + 0.044715 v^3)))
-        t = torch.tanh(_GELU_C * (v + 0.044715 * v ** 3))
-        return g * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * _GELU_C * (1 + 3 * 0.044715 * v * v))
-    return g
+        return torch.ops.aten.threshold_backward(dy, pre, 0)
+    if activation == "gelu":
+        return torch.ops.aten.gelu_backward(dy, pre, approximate="tanh")
+    return dy
 
 
 def _readable(t: torch.Tensor) -> torch.Tensor:
-    """``t`` when gemm() reads it in place (row-major with a leading dimension, or a
-    transposed view of one), else a contiguous copy (what autograd hands over sometimes)."""
-    rows, cols = t.shape
-    rs, cs = t.stride()
-    if (cs == 1 or cols <= 1) and (rs >= cols or rows <= 1) or (rs == 1 or rows <= 1) and (cs >= rows or cols <= 1):
-        return t
-    return t.contiguous()
+    """``t`` when gemm() reads it in place, else a contiguous copy (what autograd hands over
+    sometimes)."""
+    return t if routes.readable(t) else t.contiguous()
 
 
 def _gemm_cuda(step: str, a, b, bias, activation: str, out_dtype, kernel: Optional[str]) -> torch.Tensor:
-    """act(a @ b + bias) into a new ``out_dtype`` tensor through gemm(): fused where a kernel
-    declares the layout, output type and epilogue, else an FP32-out GEMM and torch's epilogue.
-    The route is found once per configuration (a refusal is not paid per call)."""
-    act = None if activation == "none" else activation
-    a, b = _readable(a), _readable(b)
-    key = (step, a.dtype, out_dtype, a.stride(1) == 1, b.stride(1) == 1, bias is not None, act, kernel)
-    route = _ROUTE.get(key)
-    out = torch.empty(a.shape[0], b.shape[1], dtype=out_dtype, device=a.device)
-    if route is None or route[1]:
-        try:
-            api.gemm(a, b, out=out, bias=bias, activation=act, kernel=kernel)
-            _ROUTE[key] = route = (kernel, True)
-        except UnsupportedProblem:
-            if route is not None:
-                raise
-            _ROUTE[key] = route = (kernel, False)
-    if not route[1]:
-        wide = torch.empty(a.shape[0], b.shape[1], dtype=torch.float32, device=a.device)
-        try:
-            api.gemm(a, b, out=wide, kernel=kernel)
-        except UnsupportedProblem:  # the named kernel does not read this layout: the dtype's cuBLAS does
-            api.gemm(a, b, out=wide)
-        if bias is not None:
-            wide += bias.float()
-        out.copy_(_activate(wide, activation))
-    plan = next(reversed(api._plans.values()), None)
-    ran[step] = f"{plan.kernel if plan is not None else kernel} ({'fused' if route[1] else 'torch epilogue'})"
+    """act(a @ b + bias) into a new ``out_dtype`` tensor through this configuration's Route
+    (routes.py): fused where a kernel declares the layout, output type and epilogue, else an
+    FP32-out GEMM and torch's epilogue; resolved on the first call, raw addresses after."""
+    out, ran[step] = routes.gemm_cuda(a, b, bias, None if activation == "none" else activation, out_dtype, kernel)
     return out
 
 
@@ -103,14 +78,18 @@ def _gemm_cpu(a, b, bias, activation: str) -> torch.Tensor:
     return torch.from_numpy(v).to(a.dtype)
 
 
+def _matmul_value(a, b, kernel: Optional[str]) -> torch.Tensor:
+    if a.is_cuda:
+        return _gemm_cuda("matmul", a, b, None, "none", a.dtype, kernel)
+    return _gemm_cpu(a, b, None, "none")
+
+
 # --- gemm_driver::matmul: a @ b (the backward GEMMs) ---------------------------------------------
 @torch.library.custom_op("gemm_driver::matmul", mutates_args=())
 def matmul(a: torch.Tensor, b: torch.Tensor, kernel_name: Optional[str] = None) -> torch.Tensor:
     """a @ b in a's dtype; a and b may be transposed views (read as stored). (Not ``kernel``:
     inductor's fallback lowering takes an argument of that name itself.)"""
-    if a.is_cuda:
-        return _gemm_cuda("matmul", a, b, None, "none", a.dtype, kernel_name)
-    return _gemm_cpu(a, b, None, "none")
+    return _matmul_value(a, b, kernel_name)
 
 
 @matmul.register_fake
@@ -125,26 +104,57 @@ def _matmul_setup(ctx, inputs, output):
 
 def _matmul_backward(ctx, g):
     a, b = ctx.saved_tensors
-    return matmul(g, b.t(), ctx.kernel), matmul(a.t(), g, ctx.kernel), None
+    da = matmul(g, b.t(), ctx.kernel) if ctx.needs_input_grad[0] else None
+    db = matmul(a.t(), g, ctx.kernel) if ctx.needs_input_grad[1] else None
+    return da, db, None
 
 
 matmul.register_autograd(_matmul_backward, setup_context=_matmul_setup)
+
+
+# --- the linear layer's forward and backward, shared by the op and the eager path --------------
+def _linear_value(x, weight, bias, activation: str, kernel) -> torch.Tensor:
+    if x.is_cuda:
+        return _gemm_cuda("forward", x, weight.t(), bias, activation, x.dtype, kernel)
+    return _gemm_cpu(x, weight.t(), bias, activation)
+
+
+def _linear_forward(x, weight, bias, activation: str, kernel, save_pre: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(act(x @ W^T + bias), the pre-activation when ``save_pre`` and there is an activation,
+    else an empty tensor). Training keeps the pre-activation for backward: the GEMM adds the
+    bias and torch applies the activation (in FP32 for 16-bit tensors, rounded once)."""
+    if save_pre and activation != "none":
+        pre = _linear_value(x, weight, bias, "none", kernel)
+        return _activate(pre, activation), pre
+    return _linear_value(x, weight, bias, activation, kernel), x.new_empty(0)
+
+
+def _linear_grads(dy, x, weight, pre, activation: str, kernel, has_bias: bool, needs, mm):
+    """(dX, dW, dbias), each None where ``needs`` says it is not wanted: dY' = dY act'(pre),
+    dX = dY' W, dW = dY'^T X (dY' read transposed in place), dbias = the column sums of dY'
+    (torch sums 16-bit tensors in FP32 and rounds once, as nn.Linear's backward does). ``mm``:
+    the GEMM (the op where autograd must see it)."""
+    g = _activation_grad(dy, pre, activation)
+    dx = mm(g, weight, kernel) if needs[0] else None  # (M x N) @ (N x K)
+    dw = mm(g.t(), x, kernel) if needs[1] else None  # (N x M) @ (M x K)
+    dbias = g.sum(0) if has_bias and needs[2] else None
+    return dx, dw, dbias
+
+
+def _pre_for_backward(x, weight, bias, pre, activation: str, kernel):
+    """The pre-activation backward differentiates at: the one saved, else (none saved, or a
+    backward that builds a graph, where act'(pre) must carry pre's history to x, W and bias)
+    recomputed through the op."""
+    if activation != "none" and (pre.numel() == 0 or torch.is_grad_enabled()):
+        return _linear(x, weight, bias, "none", kernel, False)[0]
+    return pre
 
 
 # --- gemm_driver::linear: (act(x @ W^T + bias), the pre-activation when asked) -------------------
 @torch.library.custom_op("gemm_driver::linear", mutates_args=())
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], activation: str,
             kernel_name: Optional[str], save_pre: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    if save_pre and activation != "none":  # training: keep the pre-activation for backward
-        pre = _linear_value(x, weight, bias, "none", kernel_name)
-        return _activate(pre.float(), activation).to(x.dtype), pre
-    return _linear_value(x, weight, bias, activation, kernel_name), x.new_empty(0)
-
-
-def _linear_value(x, weight, bias, activation: str, kernel) -> torch.Tensor:
-    if x.is_cuda:
-        return _gemm_cuda("forward", x, weight.t(), bias, activation, x.dtype, kernel)
-    return _gemm_cpu(x, weight.t(), bias, activation)
+    return _linear_forward(x, weight, bias, activation, kernel_name, save_pre)
 
 
 @_linear.register_fake
@@ -155,23 +165,57 @@ def _(x, weight, bias, activation, kernel_name, save_pre):
 
 def _setup_context(ctx, inputs, output):
     x, weight, bias, activation, kernel, _ = inputs
-    ctx.save_for_backward(x, weight, output[1])
+    ctx.save_for_backward(x, weight, output[1], bias)
     ctx.activation, ctx.kernel, ctx.has_bias = activation, kernel, bias is not None
-    ctx.bias = bias.detach() if bias is not None and activation != "none" and output[1].numel() == 0 else None
 
 
 def _backward(ctx, dy, _dpre):
-    x, weight, pre = ctx.saved_tensors
-    if ctx.activation != "none" and pre.numel() == 0:  # called without save_pre: recompute it
-        pre = _linear(x, weight, ctx.bias, "none", ctx.kernel, False)[0]
-    g = dy if ctx.activation == "none" else _activation_grad(dy, pre, ctx.activation).to(dy.dtype)
-    dx = matmul(g, weight, ctx.kernel)  # (M x N) @ (N x K)
-    dw = matmul(g.t(), x, ctx.kernel)  # (N x M) @ (M x K), g read transposed in place
-    dbias = g.float().sum(0).to(dy.dtype) if ctx.has_bias else None
-    return dx, dw, dbias, None, None, None
+    x, weight, pre, bias = ctx.saved_tensors
+    pre = _pre_for_backward(x, weight, bias, pre, ctx.activation, ctx.kernel)
+    grads = _linear_grads(dy, x, weight, pre, ctx.activation, ctx.kernel, ctx.has_bias, ctx.needs_input_grad, matmul)
+    return (*grads, None, None, None)
 
 
 _linear.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --- the eager path: the same functions without the custom-op dispatch ----------------------------
+class _LinearFunction(torch.autograd.Function):
+    """``linear`` in eager mode: the op's forward (pre-activation kept) and backward, called
+    directly. A backward that builds a graph (create_graph=True) runs through the ops, whose
+    own autograd makes it differentiable again."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, activation: str, kernel):
+        y, pre = _linear_forward(x, weight, bias, activation, kernel, save_pre=True)
+        ctx.save_for_backward(x, weight, pre, bias)
+        ctx.activation, ctx.kernel, ctx.has_bias = activation, kernel, bias is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, pre, bias = ctx.saved_tensors
+        pre = _pre_for_backward(x, weight, bias, pre, ctx.activation, ctx.kernel)
+        mm = matmul if torch.is_grad_enabled() else _matmul_value
+        grads = _linear_grads(dy, x, weight, pre, ctx.activation, ctx.kernel, ctx.has_bias, ctx.needs_input_grad, mm)
+        return (*grads, None, None)
+
+
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
+_function_modes = getattr(torch._C, "_len_torch_function_stack", lambda: 1)
+
+
+def _plain_eager(x, weight, bias) -> bool:
+    """Whether a call may skip the op's dispatch: eager mode (not traced by torch.compile),
+    no dispatch or function mode (FakeTensor, make_fx, FlopCounterMode, torch.device(...)),
+    no functorch transform, tensors of the plain types on the CPU or a CUDA GPU. Anything
+    else reaches the registered op, which those mechanisms know how to handle."""
+    if not direct_eager or torch.compiler.is_compiling():
+        return False
+    if _dispatch_modes() or _function_modes() or _functorch_active():
+        return False
+    return (type(x) in _PLAIN_TYPES and type(weight) in _PLAIN_TYPES and (bias is None or type(bias) in _PLAIN_TYPES)
+            and (x.is_cuda or x.is_cpu))
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
@@ -180,11 +224,17 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] =
     activation None, "relu" or "gelu" (tanh form)."""
     if activation not in (None, "relu", "gelu"):
         raise ValueError(f"activation must be None, 'relu' or 'gelu' (the tanh form), got {activation!r}")
-    lead = x.shape[:-1]
-    flat = x.reshape(-1, x.shape[-1])
-    save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
-    y, _ = _linear(flat, weight, bias, activation or "none", kernel, save)
-    return y.reshape(*lead, weight.shape[0])
+    act, two_d = activation or "none", x.dim() == 2
+    flat = x if two_d else x.reshape(-1, x.shape[-1])
+    grad = torch.is_grad_enabled()
+    if _plain_eager(flat, weight, bias):
+        if grad and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+            y = _LinearFunction.apply(flat, weight, bias, act, kernel)
+        else:
+            y = _linear_value(flat, weight, bias, act, kernel)
+    else:
+        y, _ = _linear(flat, weight, bias, act, kernel, grad and (x.requires_grad or weight.requires_grad))
+    return y if two_d else y.reshape(*x.shape[:-1], weight.shape[0])
 
 
 class Linear(torch.nn.Linear):
