@@ -6,7 +6,10 @@ tanh) labels Gaussian inputs by its argmax, and a student MLP (IN -> HIDDEN -> H
 CLASSES, GELU tanh form) learns it with cross-entropy and AdamW. Both runs start from the
 same weights and see the same batches; every parameter and activation is BF16. Printed:
 both loss curves, the samples per second of each (steps after the first WARMUP, timed
-with a synchronise at each end), the largest loss difference, and which kernels ran.
+with a synchronise at each end), the host time of one step (HOST_STEPS more steps, each
+started on an idle GPU and timed until its last launch is queued: the median), the
+largest loss difference, which kernels ran, and gemm_driver's route cache (routes, hits,
+misses, and the Launches its plans made: one per new set of addresses).
 
     python tools/train_mlp.py [--steps 300] [--batch 4096] [--hidden 2048] [--json FILE] [--check]
 
@@ -25,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[0] = str(ROOT)  # the repository, not tools/ (tools/inspect.py would shadow the standard library's)
 sys.path.append(str(ROOT / "tools"))  # _toolkit.py; last, so that tools/inspect.py shadows nothing
 from _toolkit import Parser  # noqa: E402  errors as one line on stderr, exit 2, like every tool
-IN, CLASSES, WARMUP = 512, 16, 10
+IN, CLASSES, WARMUP, HOST_STEPS = 512, 16, 10, 20
 
 
 def parse(argv):
@@ -64,21 +67,39 @@ def student(torch, linear, hidden: int, gelu_inside: bool):
     return torch.nn.Sequential(*layer(IN, hidden, True), *layer(hidden, hidden, True), *layer(hidden, CLASSES, False))
 
 
-def train(torch, model, data) -> tuple[list[float], float]:
+def train(torch, model, data) -> tuple[list[float], float, float]:
+    """(losses, samples per second, host microseconds per step)."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
-    losses, start = [], None
-    for step, (x, labels) in enumerate(data):
-        if step == WARMUP:
-            torch.cuda.synchronize()
-            start = time.perf_counter()
+
+    def step(x, labels):
         loss = torch.nn.functional.cross_entropy(model(x).float(), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses.append(loss.detach())
+        return loss.detach()
+
+    losses, start = [], None
+    for i, (x, labels) in enumerate(data):
+        if i == WARMUP:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+        losses.append(step(x, labels))
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return [float(v) for v in losses], (len(data) - WARMUP) * data[0][0].shape[0] / seconds
+    return [float(v) for v in losses], (len(data) - WARMUP) * data[0][0].shape[0] / seconds, host_us(torch, step, data)
+
+
+def host_us(torch, step, data) -> float:
+    """Median host time of a step started on an idle GPU (no launch waits for queue space),
+    over HOST_STEPS steps after the timed ones (their losses are not kept)."""
+    times = []
+    for x, labels in data[:HOST_STEPS]:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        step(x, labels)
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return sorted(times)[len(times) // 2] * 1e6
 
 
 def main(argv=None) -> int:
@@ -100,9 +121,9 @@ def main(argv=None) -> int:
     with torch.no_grad():
         for mine, theirs in zip(ours.parameters(), reference.parameters()):
             mine.copy_(theirs)
-    curves, rates = {}, {}
+    curves, rates, host = {}, {}, {}
     for name, model in (("torch nn.Linear", reference), ("gemm_driver.torch.Linear", ours)):
-        curves[name], rates[name] = train(torch, model, data)
+        curves[name], rates[name], host[name] = train(torch, model, data)
     (a, ca), (b, cb) = curves.items()
     tail = max(args.steps // 10, 1)
     mean_a, mean_b = sum(ca[-tail:]) / tail, sum(cb[-tail:]) / tail
@@ -114,11 +135,14 @@ def main(argv=None) -> int:
     print(f"mean loss of the last {tail} steps: {mean_a:.4f} vs {mean_b:.4f} ({(mean_b / mean_a - 1) * 100:+.2f}%)")
     print(f"largest step difference: {max(abs(x - y) for x, y in zip(ca, cb)):.4f}")
     print(f"samples/s: {a} {rates[a]:.0f}, {b} {rates[b]:.0f} ({rates[b] / rates[a]:.3f}x)")
+    print(f"host time per step: {a} {host[a]:.0f} us, {b} {host[b]:.0f} us")
     print(f"kernels ran: {dict(sorted(gt.ran.items()))}")
+    print(f"gemm_driver routes: {gt.routes.stats()}")
     if args.json:
         args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "steps": args.steps,
                                          "batch": args.batch, "hidden": args.hidden, "curves": curves,
-                                         "samples_per_s": rates, "kernels": gt.ran}, indent=1))
+                                         "samples_per_s": rates, "host_us_per_step": host, "kernels": gt.ran,
+                                         "routes": gt.routes.stats()}, indent=1))
     if args.check:
         agree = abs(mean_b / mean_a - 1) < 0.05 and ca[-1] < ca[0] and cb[-1] < cb[0]
         print("check:", "curves agree" if agree else "curves DIFFER")
