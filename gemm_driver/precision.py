@@ -16,8 +16,8 @@ BF16/FP16 output (``out_dtype``, whose storage and rounding are the bf16/fp16 ro
   scaling modes of fp8.py (``tensor``, ``row``, ``block``), FP32 accumulation, D in FP32
   or BF16. It has no cublasGemmEx types (``cublas`` is None: cuBLASLt is its library) and
   its bound is fp8.bound_factor's (a 14-bit tensor-core accumulator promoted to FP32 every
-  128 of K). It has no kernel of its own yet, so ``--dtype all`` leaves it out
-  (``in_all``): it is asked for by name.
+  128 of K). Its own kernel, ``hopper_fp8`` (kernels/hopper/fp8.py), has not been measured
+  yet, so ``--dtype all`` leaves it out (``in_all``): it is asked for by name.
 
 One spelling everywhere (registry, CLI, JSON, plots): ``fp32``, ``tf32``, ``bf16``,
 ``fp16``, ``fp8``.
@@ -79,7 +79,7 @@ class Precision:
     # Further baselines of single GEMMs: "% of cuBLAS" is against the fastest of these and
     # ``baseline`` (cuBLASLt with its measured algorithm, for the tensor-core precisions).
     other_baselines: tuple[str, ...] = ()
-    in_all: bool = True  # part of `--dtype all` (False: asked for by name; FP8 has no kernel yet)
+    in_all: bool = True  # part of `--dtype all` (False: asked for by name; FP8's kernel is not yet measured)
     scaled: bool = False  # A and B come with dequantization scales (fp8.py's scaling modes)
 
     @property

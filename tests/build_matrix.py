@@ -97,6 +97,8 @@ PATHS: dict[str, Path] = {
     # one or two consumer warpgroups (setmaxnreg split, CTAs an SM), the cluster entry's shape
     "cu/hopper/any_shape.cu": lambda spec, t: (t["CONSUMERS"], t["CM"], t["CN"]),
     "cu/hopper/tf32_register_a.cu": lambda spec, t: (t["CONSUMERS"], t["CM"] * t["CN"] > 1),
+    # FP8: the consumers as any_shape's, and the loop the scaling mode and promotion choose
+    "cu/hopper/fp8.cu": lambda spec, t: (t["CONSUMERS"], t["CM"] * t["CN"] > 1, t["SCALING"], t["PROMOTE"]),
 }
 
 

@@ -75,6 +75,8 @@ FACTS = {
     # the last rung: staged epilogue (STS.64 / LDS.128) and the packing kernel's 16-byte loads
     **dict.fromkeys(("hopper_bf16", "hopper_fp16"), ({}, ("hmma",), ("hgmma", "sts64", "lds128", "ldg128"))),
     "hopper_tf32": ({}, ("hmma",), ("hgmma", "lds64")),  # B^T fragments from shared memory by LDS.64
+    # FP8 (QGMMA counts as hgmma) with block scales: promotion by FFMA, the scales by 32-bit loads
+    "hopper_fp8": ({"SCALING": 2}, ("hmma", "local"), ("hgmma", "ffma", "ldg32", "sts64")),
 }
 
 

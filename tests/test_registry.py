@@ -49,9 +49,9 @@ def test_tunables_are_well_formed():
 
 
 def test_every_tunable_set_has_a_legal_block():
-    problem = GemmProblem(300, 200, 100)
     for spec in kernels.KERNELS.values():
         for tunables in all_tunable_sets(spec):
+            problem = spec.probe(300, 200, 100, tunables)  # the FP32 GEMM, or a variant the kernel computes (FP8)
             resolved = spec.validate(problem, tunables)
             assert resolved == {**spec.resolve(), **tunables}
             block = spec.block(resolved)
@@ -150,11 +150,11 @@ def test_grid_limit_names_the_limit(name, dim):
     fits = min(limit * per_block, 2**31 - 1)
     shape = dict(m=1, n=1, k=1)
     shape[dim] = fits
-    spec.validate(GemmProblem(**shape), tunables)  # at the limit: fine
+    spec.validate(spec.probe(**shape, tunables=tunables), tunables)  # at the limit: fine
     if limit * per_block >= 2**31 - 1:
         return  # this axis cannot overflow before the 2^31 - 1 element limit does
     shape[dim] = fits + 1
-    problem = GemmProblem(**shape)
+    problem = spec.probe(**shape, tunables=tunables)
     with pytest.raises(ValueError) as info:
         spec.validate(problem, tunables)
     message = str(info.value)

@@ -7,7 +7,7 @@ below size grids, scratch and packing passes from it. The launch recipes (recipe
 rules (rungs.py) use only these, so the tests can check every number without a GPU.
 
 Terms: BM x BN is a CTA's tile of C, BK the k extent of one 128-byte swizzle row (64 2-byte
-elements, 32 tf32). A persistent kernel walks *work units* (a tile, or a cluster's CM x CN
+elements, 32 tf32, 128 fp8). A persistent kernel walks *work units* (a tile, or a cluster's CM x CN
 block of tiles, times the split-K slices of its k range); every CTA of its grid must be
 resident at once, because split-K slices of one tile may wait for each other.
 """
@@ -33,9 +33,11 @@ MAX_GRID_Y = 65535
 PACK_THREADS = 256  # pack_rows and pack_transpose are __launch_bounds__(256)
 TRANSPOSE_TILE = 32
 
-ITEMSIZE = {"bf16": 2, "fp16": 2, "tf32": 4}  # A and B in memory (tf32 is FP32 storage)
-ELEMENT = {"bf16": "hopper::bf16_t", "fp16": "hopper::fp16_t", "tf32": "hopper::tf32_t"}  # hopper_common.cuh
-STORAGE = {"bf16": "unsigned short", "fp16": "unsigned short", "tf32": "float"}  # pack kernels' T
+ITEMSIZE = {"bf16": 2, "fp16": 2, "tf32": 4, "fp8": 1}  # A and B in memory (tf32 is FP32 storage, fp8 e4m3 codes)
+ELEMENT = {"bf16": "hopper::bf16_t", "fp16": "hopper::fp16_t", "tf32": "hopper::tf32_t",
+           "fp8": "hopper::e4m3_t"}  # hopper_common.cuh
+STORAGE = {"bf16": "unsigned short", "fp16": "unsigned short", "tf32": "float",
+           "fp8": "unsigned char"}  # pack kernels' T
 
 
 # any_shape's template arguments for the output type and the epilogue (hopper_epilogue.cuh's

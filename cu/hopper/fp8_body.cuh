@@ -1,0 +1,244 @@
+// fp8_body.cuh -- the persistent, warp-specialised wgmma GEMM of persistent_body.cuh on e4m3
+// operands with FP32 scales: the body of fp8.cu (hopper_fp8).
+//
+// What is reused unchanged from persistent_body.cuh: the Config (an e4m3 k tile is 128 codes, one
+// 128-byte swizzle row, so the stage layout, the TMA boxes and the descriptors are the BF16
+// kernel's K-major ones), the schedule of work units (tiles x split-K slices, grouped order,
+// clusters), the producer's load_stage, mma_stage (four k32 steps of 32 bytes a k tile; wgmma.cuh
+// dispatches e4m3), the split-K hand-over (reduce_splits) and every store path of C
+// (hopper_epilogue.cuh). What is new is the consumer's loop and where the scales enter:
+//
+// Promotion (PROMOTE = 1). Hopper's FP8 tensor core keeps about 14 significant bits in its
+// accumulator (DeepSeek-V3 report, 3.3.2), so a long K summed there loses precision. Each k
+// tile (128 of K) is instead summed by the tensor core into fresh registers (`part`: scale-d = 0
+// on its first k32 step), and after wgmma.wait_group the consumer adds it into FP32 registers
+// (`acc`): acc += part, or, with block scales, acc = fma(part, sa[row, kb] * sb[nb, kb], acc).
+// That bounds the 14-bit sums to 128 products (fp8.bound_factor's promoted bound) and applies the
+// block scales where they change, at the cost of a second accumulator (BN/2 more registers a
+// thread: BN = 64 or 128) and of the warpgroup waiting for its own k tile before it promotes (the
+// other consumer warpgroup keeps the tensor cores busy meanwhile; DeepGEMM's Hopper kernel does the
+// same). PROMOTE = 0 keeps the BF16 kernel's loop (one accumulator, one k tile of wgmma in
+// flight): the unpromoted variant, tensor and row scaling only, for the bound's demonstration.
+//
+// Scales (SCALING; fp8.device_scales' layouts, read from global memory, never on the host):
+//   0 tensor: one float each; alpha * (sa * sb) becomes the epilogue's alpha.
+//   1 row:    sa[i] (M floats), sb[j] (N floats); the finished tile is multiplied by
+//             (alpha * sa[i]) * sb[j] in registers before split-K and the epilogue (alpha 1).
+//   2 block:  sa[kb * sa_ld + i] (ceil(K/128) rows of M), sb[nb * sb_ld + kb] (ceil(N/128) rows
+//             of ceil(K/128)); applied at each promotion, so the tiles must not straddle a
+//             128-column block of B (BN <= 128); alpha in the epilogue.
+// Each mode costs three FP32 roundings of scale arithmetic, as fp8.SCALE_ROUNDINGS charges.
+// Scales of rows past M and columns past N are never read (0 instead): their results are clipped.
+#pragma once
+#include "persistent_body.cuh"
+
+namespace fp8_gemm {
+using namespace hopper;
+using hopper_pws::Schedule;
+using hopper_pws::Unit;
+
+enum ScalingId { SCALE_TENSOR = 0, SCALE_ROW = 1, SCALE_BLOCK = 2 };
+
+// A's and B's dequantization scales as the host laid them out; a_ld and b_ld are the row strides
+// of the scale matrices (fp8.device_scales: block A is ceil(K/128) x M, block B ceil(N/128) x
+// ceil(K/128), the vectors M x 1 and N x 1).
+struct Scales {
+    const float* __restrict__ a;
+    int a_ld;
+    const float* __restrict__ b;
+    int b_ld;
+
+    __device__ __forceinline__ float a_at(int row, int kb, int M) const {
+        return row < M ? __ldg(a + static_cast<long long>(kb) * a_ld + row) : 0.0f;
+    }
+    __device__ __forceinline__ float row_a(int row, int M) const {
+        return row < M ? __ldg(a + static_cast<long long>(row) * a_ld) : 0.0f;
+    }
+    __device__ __forceinline__ float row_b(int col, int N) const {
+        return col < N ? __ldg(b + static_cast<long long>(col) * b_ld) : 0.0f;
+    }
+};
+
+// acc (+)= part, or with block scales acc = fma(part, s[h], acc) for the thread's two rows
+// (h = 0: row 16 warp + lane/4, h = 1: 8 rows below). FIRST: acc is not yet set (the unit's first
+// k tile), so no zeroing pass is needed.
+template <int R, bool SCALED, bool FIRST>
+__device__ __forceinline__ void promote(float (&acc)[R], const float (&part)[R], float s0, float s1) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+        const float s = (i & 2) ? s1 : s0;  // i = 4j + 2h + e
+        if constexpr (SCALED) acc[i] = FIRST ? part[i] * s : fmaf(part[i], s, acc[i]);
+        else acc[i] = FIRST ? part[i] : acc[i] + part[i];
+    }
+}
+
+// One unit's k tiles, promoted every k tile (see the file's opening comment). s, phase: the
+// ring's position, carried from unit to unit. row: the thread's first row; nb: the unit's
+// 128-column block of B (block scales).
+template <class Cfg, int SCALING>
+__device__ __forceinline__ void k_loop_promoted(float (&acc)[Cfg::BN / 2], unsigned char* smem, hopper::Barrier* full,
+                                                hopper::Barrier* empty, const Unit& w, int consumer, int t, int& s,
+                                                int& phase, const Scales& scales, int M, int row, int nb) {
+    constexpr bool BLOCK = SCALING == SCALE_BLOCK;
+    float part[Cfg::BN / 2];
+    for (int kt = w.kt0; kt < w.kt1; ++kt) {
+        // the scales of this k tile, loaded before the wait so that their latency hides under it
+        float s0 = 1.0f, s1 = 1.0f;
+        if constexpr (BLOCK) {
+            const float b = __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt);
+            s0 = scales.a_at(row, kt, M) * b;
+            s1 = scales.a_at(row + 8, kt, M) * b;
+        }
+        barrier_wait(&full[s], phase);
+        wgmma_fence();  // part was read by the last promotion
+        hopper_pws::mma_stage<e4m3_t, Cfg>(part, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, true);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_accumulators(part);
+        if (t == 0) hopper_pws::release_slot<Cfg>(&empty[s]);  // the tensor cores are done with the slot
+        if (kt == w.kt0) promote<Cfg::BN / 2, BLOCK, true>(acc, part, s0, s1);
+        else promote<Cfg::BN / 2, BLOCK, false>(acc, part, s0, s1);
+        if (++s == Cfg::STAGES) s = 0, phase ^= 1;
+    }
+}
+
+// One unit's k tiles summed by the tensor core alone, one k tile of wgmma in flight (the BF16
+// kernel's loop): no promotion.
+template <class Cfg>
+__device__ __forceinline__ void k_loop_unpromoted(float (&acc)[Cfg::BN / 2], unsigned char* smem,
+                                                  hopper::Barrier* full, hopper::Barrier* empty, const Unit& w,
+                                                  int consumer, int t, int& s, int& phase) {
+    int prev = -1;
+    for (int kt = w.kt0; kt < w.kt1; ++kt) {
+        barrier_wait(&full[s], phase);
+        wgmma_fence();
+        hopper_pws::mma_stage<e4m3_t, Cfg>(acc, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (prev >= 0 && t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
+        prev = s;
+        if (++s == Cfg::STAGES) s = 0, phase ^= 1;
+    }
+    wgmma_wait<0>();
+    fence_accumulators(acc);
+    if (t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
+}
+
+// Row scaling of a finished tile: d[4j + 2h + e] *= (alpha * sa[row + 8h]) * sb[col + 8j + e].
+template <int BN>
+__device__ __forceinline__ void scale_rows_and_columns(float (&d)[BN / 2], const Scales& scales, float alpha, int M,
+                                                       int N, int row, int col) {
+    const float a0 = alpha * scales.row_a(row, M), a1 = alpha * scales.row_a(row + 8, M);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const float b = scales.row_b(col + 8 * j + e, N);
+            d[4 * j + e] *= a0 * b;
+            d[4 * j + 2 + e] *= a1 * b;
+        }
+    }
+}
+
+// As hopper_pws::run (persistent_body.cuh) with e4m3 A and B and their scales; EPILOGUE 3 (TMA
+// stores where c_tma, else from registers or staged), split-K on. SCALING and PROMOTE: see the
+// file's opening comment.
+template <int BN, int STAGES, int CM, int CN, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI>
+__device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
+                                    float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
+                                    int splits, float* __restrict__ workspace, int* __restrict__ counters,
+                                    const TensorMap* c_map, int c_tma, const typename OutType<OUT>::T* __restrict__ bias,
+                                    const Scales scales) {
+    using Cfg = hopper_pws::Config<e4m3_t, BN, STAGES, CM, CN, CONSUMERS, true>;
+    static_assert(SCALING == SCALE_TENSOR || SCALING == SCALE_ROW || SCALING == SCALE_BLOCK, "scaling 0, 1 or 2");
+    static_assert(PROMOTE || SCALING != SCALE_BLOCK, "block scales are applied at each promotion");
+    static_assert(!PROMOTE || BN <= 128, "promotion keeps two accumulators: BN <= 128 (and a tile in one 128-column "
+                                         "block of B's scales)");
+    unsigned char* smem = aligned_dynamic_smem();
+    Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
+    Barrier* empty = full + STAGES;
+    volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    // Everything a role needs is computed inside it, after setmaxnreg: a value live across the
+    // register hand-over (even blockIdx.x / CLUSTER) was spilled to local memory by ptxas.
+    auto schedule = [&] { return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, splits, group_m); };
+    auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
+
+    if (threadIdx.x < STAGES) {
+        barrier_init(&full[threadIdx.x], 1);
+        barrier_init(&empty[threadIdx.x], Cfg::CONSUMERS * Cfg::CLUSTER);
+        fence_barrier_init();
+    }
+    if (threadIdx.x == 32) {
+        tma_prefetch_map(a_map);
+        tma_prefetch_map(b_map);
+        if (c_tma) tma_prefetch_map(c_map);
+    }
+    if constexpr (Cfg::CLUSTER == 1) __syncthreads();
+    else cluster_sync();
+    take_over_from_previous_grid();  // with PDL: nothing global (the scales included) was read before this
+
+    if (wg == 0) {  // the producer: persistent_body.cuh's, unchanged
+        shrink_registers<Cfg::PRODUCER_REGS>();
+        if (t == 0) {
+            const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
+            const Schedule sched = schedule();
+            const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
+            int s = 0, phase = 0;
+            for (int u = cluster_id; u < sched.units; u += clusters) {
+                const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
+                for (int kt = w.kt0; kt < w.kt1; ++kt) {
+                    barrier_wait(&empty[s], phase ^ 1);
+                    hopper_pws::load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0,
+                                                rm, rn);
+                    if (++s == STAGES) s = 0, phase ^= 1;
+                }
+            }
+        }
+        __syncwarp();
+    } else {
+        grow_registers<Cfg::CONSUMER_REGS>();
+        const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
+        const Schedule sched = schedule();
+        const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
+        const int consumer = wg - 1, warp = t / 32, lane = t % 32;
+        float* staging = reinterpret_cast<float*>(smem + Cfg::STAGING_OFFSET) + consumer * Cfg::STAGING_FLOATS;
+        // tensor scaling: alpha * (sa * sb) is the epilogue's alpha; row scaling applies alpha with the
+        // scales; block scaling leaves alpha to the epilogue
+        const float epi_alpha = SCALING == SCALE_TENSOR ? alpha * (__ldg(scales.a) * __ldg(scales.b))
+                                : SCALING == SCALE_ROW  ? 1.0f
+                                                        : alpha;
+        float acc[BN / 2];
+        int s = 0, phase = 0, stores = 0;
+        for (int u = cluster_id; u < sched.units; u += clusters) {
+            const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
+            const int row0 = w.m0 + 64 * consumer, row = row0 + 16 * warp + lane / 4;
+            if constexpr (PROMOTE)
+                k_loop_promoted<Cfg, SCALING>(acc, smem, full, empty, w, consumer, t, s, phase, scales, M, row,
+                                              w.n0 / 128);
+            else k_loop_unpromoted<Cfg>(acc, smem, full, empty, w, consumer, t, s, phase);
+            if constexpr (SCALING == SCALE_ROW)
+                scale_rows_and_columns<BN>(acc, scales, alpha, M, N, row, w.n0 + 2 * (lane % 4));
+            int2 chunks = make_int2(0, BN / 32);
+            if (sched.splits > 1) {
+                chunks = hopper_pws::reduce_splits<Cfg>(acc, w, sched.splits, sched.units <= clusters, consumer, t,
+                                                        workspace, counters, last_flag);
+                if (chunks.x >= chunks.y) continue;
+            }
+            const Epilogue<OUT, EPI> epi{epi_alpha, beta, bias, N};
+            if (c_tma) {
+                store_tma<BN, Cfg::STORE_BUFFERS>(acc, staging, M, row0, w.n0, epi, C, ldc, c_map, 2 + consumer,
+                                                  chunks.x, chunks.y, stores);
+                continue;
+            }
+            if (c_pairs_aligned(C, ldc) && w.n0 + BN <= N)
+                store_accumulators<BN>(acc, M, w.n0, row, w.n0 + 2 * (lane % 4), epi, C, ldc, 4 * chunks.x,
+                                       4 * chunks.y);
+            else store_staged<BN>(acc, staging, M, row0, w.n0, epi, C, ldc, 2 + consumer, chunks.x, chunks.y);
+        }
+        if (t == 0 && stores > 0) bulk_wait_all();  // the staging buffers outlive the stores reading them
+    }
+    if constexpr (Cfg::CLUSTER > 1) cluster_sync();
+}
+
+}  // namespace fp8_gemm

@@ -1,0 +1,228 @@
+"""hopper_fp8: the FP8 (e4m3) Hopper kernel (cu/hopper/fp8.cu) as a KernelSpec.
+
+The BF16 any-shape kernel's schedule (persistent, warp-specialised, split-K, clusters, TMA
+stores, packing; rungs.py) on e4m3 codes with FP32 scales, partial sums promoted to FP32
+registers every 128 of K. One spec serves the three scaling modes of fp8.py: the mode changes
+the kernel's code, so it is a template argument carried as the tunable SCALING, set by the
+problem's ``scaling`` as OUT (D's type) and EPI (the epilogue) are (``Fp8Spec.validate``), one
+build per combination that runs. The scales reach the kernel as the cuBLASLt FP8 baselines get
+them: ``Session.launcher(..., scales=(A's, B's))`` in fp8.device_scales' layouts, read on the GPU.
+
+Layout nt only (A stored M x K, B stored N x K: FP8 wgmma reads both operands K-major), D in
+FP32 or BF16, batch 1 (problem.fp8_rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from ... import fp8 as _fp8
+from ...cuda.errors import UnsupportedProblem
+from ...problem import GemmProblem, fp8_rule
+from ..spec import Entry, KernelSpec, Tunable, ceil_div
+from ..target import check_capabilities
+from . import geometry as geo
+from . import recipe as _recipe
+from . import rungs
+
+NAME = "hopper_fp8"
+PRECISION = "fp8"
+SOURCE = "cu/hopper/fp8.cu"
+# any_shape's arguments, then A's scales and their row stride, B's scales and theirs
+SIGNATURE = (*rungs.STORE_SIGNATURE, "ptr", "int", "ptr", "int")
+SCALING_CODE = {scaling: code for code, scaling in enumerate(_fp8.SCALINGS)}  # tensor 0, row 1, block 2
+SCALING_NAME = dict(enumerate(_fp8.SCALINGS))
+OUT_DTYPES = ("fp32", "bf16")
+BLOCK_SCALING = SCALING_CODE["block"]
+# The template arguments a problem sets: never chosen.
+PROBLEM_SET = ("SCALING", "OUT", "EPI")
+
+TUNABLES = (
+    Tunable("BN", 128, (64, 128, 256), "tile columns (wgmma N); 256 only without promotion (PROMOTE=0)"),
+    rungs.STAGES(6, (2, 3, 4, 5, 6, 8)),
+    Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
+    Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
+    Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
+    rungs.SPLITS,
+    rungs.GROUP_M,
+    rungs.PDL,
+    Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from registers"),
+    Tunable("PROMOTE", 1, (0, 1), "1: each 128 of K summed by the tensor core, then added in FP32 registers; "
+            "0: the whole K in the tensor core's ~14-bit accumulator (tensor and row scaling)"),
+    Tunable("SCALING", 0, (0, 1, 2), "set by the problem's scaling: 0 tensor, 1 row, 2 block (fp8.py)"),
+    Tunable("OUT", 0, (0, 1), "D's type, set by the problem's out_dtype: 0 FP32, 1 BF16"),
+    Tunable("EPI", 0, (0, 1, 2, 3), "epilogue, set by the problem: 0 none, 1 bias, 2 bias + ReLU, 3 bias + GELU"),
+)
+
+
+def problem_tunables(problem: GemmProblem) -> dict[str, int]:
+    """The template arguments ``problem`` fixes: scaling mode, D's type, epilogue."""
+    return {"SCALING": SCALING_CODE[problem.scaling], "OUT": geo.OUT_CODE[problem.out_dtype],
+            "EPI": geo.EPILOGUE_CODE[problem.epilogue]}
+
+
+# ---------------------------------------------------------------- rules
+def _promotion_fits(p: GemmProblem, t) -> str | None:
+    if t["PROMOTE"] and t["BN"] > 128:
+        return ("PROMOTE=1 keeps a second accumulator beside the first (BN/2 registers each a thread): "
+                "BN must be 64 or 128")
+    if not t["PROMOTE"] and t["BN"] == 256 and t["CONSUMERS"] == 1:
+        return "BN=256 takes two consumer warpgroups (m64n256's 128 accumulators in a one-consumer CTA's registers)"
+    return None
+
+
+def _block_scales_promote(p: GemmProblem, t) -> str | None:
+    if t["SCALING"] == BLOCK_SCALING and not t["PROMOTE"]:
+        return "block scaling is applied where each 128 of K is promoted: it needs PROMOTE=1"
+    return None
+
+
+# ---------------------------------------------------------------- entries and geometry
+def select(precision: str, t: Mapping[str, int]) -> tuple[str, geo.Geometry]:
+    """The entry a launch runs (hopper_fp8, or hopper_fp8_cluster for CM x CN > 1) and its
+    geometry: any_shape's, with 1-byte elements (BK = 128) and B stored N x K."""
+    entry = "cluster" if t["CM"] * t["CN"] > 1 else "main"
+    return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
+                                 tma_store=True, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]])
+
+
+def _geometry(t: Mapping[str, int]) -> geo.Geometry:
+    return select(PRECISION, t)[1]
+
+
+TEMPLATE = "{SCALING}, {PROMOTE}, {OUT}, {EPI}"
+ENTRIES = (
+    Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
+          lambda t: _geometry(t).smem),
+    Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[PRECISION]}>", rungs.PACK_SIGNATURE),
+)
+
+
+# ---------------------------------------------------------------- the launch recipe
+def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.resident_clusters):
+    """recipe.recipe's steps for this kernel (packing where TMA cannot read a row of codes, UINT8
+    maps over A as M x K and B as N x K, split-K scratch, C's store map, the persistent grid),
+    then the scale arguments: A's and B's pointers and row strides (fp8.device_scales)."""
+    p, t = ctx.problem, ctx.tunables
+    if p.m == 0 or p.n == 0:
+        return _nothing
+    if ctx.scales is None:
+        raise ValueError(f"{NAME}: scaling {p.scaling!r} needs the scales of A and B (Session.launcher(scales=...))")
+    entry, g = select(PRECISION, t)
+    kernel = ctx.kernels[entry]
+    passes: list[Callable[[], None]] = []
+    a_ptr, a_ld = _recipe._readable(ctx, passes, "a", ctx.a, p.m, p.k, PRECISION, transpose=False)
+    b_ptr, b_ld = _recipe._readable(ctx, passes, "b", ctx.b, p.n, p.k, PRECISION, transpose=False)
+    a_map = _recipe.encode_tiled_2d(a_ptr, PRECISION, p.m, p.k, a_ld, *g.a_box, geo.SWIZZLE)
+    b_map = _recipe.encode_tiled_2d(b_ptr, PRECISION, p.n, p.k, b_ld, *g.b_box, geo.SWIZZLE)
+    splits = t["SPLITS"]
+    partial_bytes, counter_bytes = geo.split_scratch(p, g, splits)
+    scale_a, scale_b = ctx.scales
+    args = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, ctx.c.ptr, ctx.c.ld, t["GROUP_M"], splits,
+            ctx.workspace(_recipe.PARTIALS, partial_bytes) if partial_bytes else 0,
+            ctx.workspace(_recipe.COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0,
+            *_recipe.c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map, g.out_dtype, enabled=bool(t["STORE"])),
+            ctx.bias, scale_a.ptr, scale_a.ld, scale_b.ptr, scale_b.ld]
+    grid = (geo.persistent_grid(geo.work_units(p, g, splits), resident(ctx, kernel, g), g.cluster), 1, 1)
+    packed, block, stream = kernel.pack(*args), (g.threads, 1, 1), ctx.stream
+    programmatic = bool(t["PDL"])
+
+    def enqueue() -> None:
+        for run_pass in passes:
+            run_pass()
+        kernel.launch(grid, block, packed, stream, programmatic=programmatic)
+
+    return enqueue
+
+
+def _nothing() -> None:
+    """M = 0 or N = 0: D has no element to write."""
+
+
+# ---------------------------------------------------------------- choose
+def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
+    """Tunables of ``hopper_fp8`` for a shape, by the BF16 kernel's rules (choose_any_shape) carried
+    over to the tiles promotion allows (BN <= 128); NOT YET MEASURED on a GPU in FP8:
+
+    - M <= 64 (decode-like): 64-row tiles of one consumer warpgroup, two CTAs an SM; 64-column
+      tiles where 128-column ones leave SMs idle; split-K over deep K (every slice >= 4096 of K).
+    - A full grid of 128 x 128 tiles: those, 6 stages, PDL (no PDL behind a packing pass).
+    - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident.
+    - Else 128 x 64 tiles, 8 stages, PDL."""
+    m, n, k = problem.m, problem.n, problem.k
+    packed = k % 16 != 0  # rows of codes TMA cannot read in place are packed first: nothing for PDL to overlap
+    pdl = {} if packed else {"PDL": 1}
+    if m <= 64:
+        bn = 128 if ceil_div(n, 128) >= rungs.SMS else 64
+        small = {"BN": bn, "CONSUMERS": 1, "STAGES": 6 if bn == 64 else 4}  # as deep a ring as two CTAs an SM allow
+        units = ceil_div(n, bn)
+        splits = min(4, 2 * rungs.SMS // units, k // 4096)  # two one-consumer CTAs an SM
+        if splits >= 2:
+            return ({**small, "SPLITS": splits},
+                    f"M = {m}: {units} tiles of 64x{bn} (one consumer), {splits}-way split-K (not measured)")
+        return ({**small, **pdl},
+                f"M = {m}: {units} tiles of 64x{bn} (one consumer, two CTAs an SM) (not measured)")
+    tiles = ceil_div(m, 128) * ceil_div(n, 128)
+    if tiles >= rungs.FULL_GRID:
+        return {**pdl}, f"{tiles} tiles of 128x128, 6 stages{', PDL' if pdl else ', packed operands'} (not measured)"
+    splits = min(4, rungs.SMS // tiles, k // 4096)  # every slice >= 4096 of K, every unit resident
+    if splits >= 2:
+        return {"SPLITS": splits}, f"{tiles} tiles of 128x128, deep K: {splits}-way split-K (not measured)"
+    return ({"BN": 64, "STAGES": 8, **pdl},
+            f"{tiles} tiles of 128x128: {ceil_div(m, 128) * ceil_div(n, 64)} of 128x64, 8 stages (not measured)")
+
+
+# ---------------------------------------------------------------- the spec
+@dataclass(frozen=True)
+class Fp8Spec(KernelSpec):
+    """A KernelSpec of scaled FP8 problems: ``validate`` sets SCALING, OUT and EPI from the problem
+    (a given value that differs is refused), so the resolved tunables name the build that computes
+    it; ``scalings`` are the modes it takes (kernels/target.py), ``probe`` a problem it computes."""
+
+    scalings: tuple[str, ...] = _fp8.SCALINGS
+
+    def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        check_capabilities(self, problem)
+        if (why := fp8_rule(problem, self.precision)) is not None:
+            raise UnsupportedProblem(f"{self.name}: {why}")
+        fixed = problem_tunables(problem)
+        for name, value in (overrides or {}).items():
+            if name in fixed and value != fixed[name]:
+                raise UnsupportedProblem(
+                    f"{self.name}: {name} is set by the problem (scaling {problem.scaling}, out {problem.out_dtype}, "
+                    f"epilogue {problem.epilogue}): {fixed[name]}, not {value}")
+        return super().validate(problem, {**(overrides or {}), **fixed})
+
+    def probe(self, m: int, n: int, k: int, tunables: Mapping[str, int] | None = None) -> GemmProblem:
+        t = {**{tn.name: tn.default for tn in self.tunables}, **(tunables or {})}
+        return GemmProblem(m, n, k, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]],
+                           epilogue={code: name for name, code in geo.EPILOGUE_CODE.items()}[t["EPI"]],
+                           scaling=SCALING_NAME[t["SCALING"]])
+
+
+def _grid(p: GemmProblem, t) -> tuple[int, int, int]:
+    g = _geometry(t)  # the most CTAs that find work: the recipe launches min(this, what can be resident)
+    return g.cluster * geo.work_units(p, g, t["SPLITS"]), 1, 1
+
+
+def hopper_fp8() -> Fp8Spec:
+    rungs.SELECTORS[NAME] = select  # entry_geometry() answers for it as for the other Hopper rungs
+    return Fp8Spec(
+        name=NAME,
+        description="FP8 e4m3 (nt), tensor/row/block FP32 scales, partial sums promoted to FP32 every 128 of K; "
+                    "any_shape's schedule: split-K, packing, TMA stores, clusters (tunables chosen per shape)",
+        source=SOURCE, entry=f"hopper_fp8<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {TEMPLATE}>", precision=PRECISION,
+        tunables=TUNABLES,
+        rules=(rungs._k_at_least_one, _promotion_fits, _block_scales_promote, rungs._fits(_geometry)),
+        block=lambda t: (_geometry(t).threads, 1, 1), grid=_grid, dynamic_smem=lambda t: _geometry(t).smem,
+        signature=SIGNATURE, extra_entries=ENTRIES, launch_recipe=fp8_recipe, choose=choose_fp8,
+        layouts=("nt",), out_dtypes=OUT_DTYPES, epilogues=tuple(geo.EPILOGUE_CODE),
+        # block scaling (two accumulators), row scaling with BF16 D + GELU on 64-row tiles in a 1 x 2
+        # cluster, and the unpromoted 128 x 256 variant: what the spill gate sees beside the default
+        checked=({"SCALING": 2}, {"SCALING": 1, "OUT": 1, "EPI": 3, "CONSUMERS": 1, "STAGES": 4, "CN": 2},
+                 {"PROMOTE": 0, "BN": 256, "STAGES": 4}),
+        **rungs.ARCH)
+
+
+SPECS = (hopper_fp8(),)

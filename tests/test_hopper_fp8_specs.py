@@ -1,0 +1,219 @@
+"""hopper_fp8 (cu/hopper/fp8.cu, gemm_driver/kernels/hopper/fp8.py) without a GPU.
+
+The spec: registered as a Hopper kernel of the fp8 precision, taking scaled nt problems only,
+its template arguments SCALING, OUT and EPI set by the problem; the rules (promotion keeps
+BN <= 128, block scales need promotion); ``choose`` gives a valid configuration for any shape.
+The launch plan on a fake context: UINT8 maps of 128-code rows, packing where rows of codes
+are not 16-byte multiples, the scale pointers and their row strides last, as the cuBLASLt FP8
+baselines receive them from the Session. Builds: each scaling mode and the tile shapes that
+reach other code (one consumer, 64-column tiles, clusters, the unpromoted variant) compile for
+sm_90a with no spill or local memory in any entry, issue FP8 wgmma (QGMMA in the SASS), TMA
+loads and stores, and promote with FFMA under block scales.
+
+    python -m pytest -q tests/test_hopper_fp8_specs.py
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import build_matrix
+from gemm_driver import kernels
+from gemm_driver.cuda import tensor_map
+from gemm_driver.cuda.errors import UnsupportedProblem
+from gemm_driver.kernels import hopper
+from gemm_driver.kernels.hopper import fp8, geometry as geo, recipe
+from gemm_driver.kernels.hopper.rungs import SMS, entry_geometry
+from gemm_driver.kernels.launch import LaunchContext
+from gemm_driver.problem import GemmProblem
+from test_hopper_specs import Device, FakeKernel, Operand, sass
+
+SPEC = kernels.get("hopper_fp8")
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def fp8_problem(m, n, k, scaling="tensor", **more) -> GemmProblem:
+    return GemmProblem(m, n, k, trans_b=True, scaling=scaling, **more)
+
+
+# ---------------------------------------------------------------- registration
+def test_registered_as_a_hopper_kernel_of_the_fp8_precision():
+    assert SPEC in hopper.SPECS and kernels.KERNELS["hopper_fp8"] is SPEC
+    assert SPEC.precision == "fp8" and SPEC.min_arch == "sm_90a" and SPEC.source == "cu/hopper/fp8.cu"
+    assert SPEC.layouts == ("nt",) and SPEC.out_dtypes == ("fp32", "bf16") and SPEC.scalings == ("tensor", "row", "block")
+    assert set(SPEC.epilogues) == {"none", "bias", "bias_relu", "bias_gelu"}
+    assert len(SPEC.signature) == len(SPEC.extra_entries[0].signature) == 20  # any_shape's 16 + two scales, two lds
+
+
+@pytest.mark.parametrize("scaling, out_dtype, epilogue, fixed", [
+    ("tensor", "fp32", "none", {"SCALING": 0, "OUT": 0, "EPI": 0}),
+    ("row", "bf16", "bias_gelu", {"SCALING": 1, "OUT": 1, "EPI": 3}),
+    ("block", "fp32", "bias_relu", {"SCALING": 2, "OUT": 0, "EPI": 2}),
+])
+def test_the_problem_sets_scaling_output_type_and_epilogue(scaling, out_dtype, epilogue, fixed):
+    problem = fp8_problem(300, 200, 1000, scaling, out_dtype=out_dtype, epilogue=epilogue)
+    t = SPEC.validate(problem)
+    assert {name: t[name] for name in fixed} == fixed
+    assert SPEC.validate(problem, {**fixed, "BN": 64})["BN"] == 64  # the same values may be given
+    with pytest.raises(UnsupportedProblem, match=r"^hopper_fp8: SCALING is set by the problem"):
+        SPEC.validate(problem, {"SCALING": (fixed["SCALING"] + 1) % 3})
+    assert SPEC.probe(8, 8, 8, t) == fp8_problem(8, 8, 8, scaling, out_dtype=out_dtype, epilogue=epilogue)
+
+
+@pytest.mark.parametrize("problem, message", [
+    (GemmProblem(64, 64, 64), "hopper_fp8 does not take layout 'nn'; it takes nt"),
+    (GemmProblem(64, 64, 64, trans_b=True), "hopper_fp8 does not take scaling 'none'"),
+    (fp8_problem(64, 64, 64, out_dtype="fp16"), "hopper_fp8 does not take output type 'fp16'"),
+    (fp8_problem(64, 64, 64, batch=2), "hopper_fp8: fp8 takes one GEMM per call (batch 1)"),
+    (fp8_problem(8, 8, 0), "K = 0: the wgmma kernels need at least one k tile"),
+])
+def test_what_it_does_not_compute_is_refused_in_one_line(problem, message):
+    with pytest.raises(UnsupportedProblem) as info:
+        SPEC.validate(problem)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("scaling, overrides, message", [
+    ("tensor", {"BN": 256}, "PROMOTE=1 keeps a second accumulator"),
+    ("row", {"BN": 256, "PROMOTE": 0, "CONSUMERS": 1}, "BN=256 takes two consumer warpgroups"),
+    ("block", {"PROMOTE": 0}, "block scaling is applied where each 128 of K is promoted"),
+    ("block", {"CONSUMERS": 1}, "2 CTAs per SM of"),  # 6 stages of 64 x 128 + 128 x 128 codes, twice
+])
+def test_rules(scaling, overrides, message):
+    with pytest.raises(UnsupportedProblem, match=message):
+        SPEC.validate(fp8_problem(256, 256, 256, scaling), overrides)
+
+
+def test_geometry_is_any_shapes_with_one_byte_elements():
+    entry, g = entry_geometry(SPEC, SPEC.resolve())
+    assert entry == "main" and (g.bm, g.bn, g.bk, g.threads) == (128, 128, 128, 384)
+    assert g.a_box == (128, 128) and g.b_box == (128, 128) and g.trans_b and not g.b_transposed
+    assert g.smem == geo.persistent_smem(6, 128, 2, tma_store=True) == SPEC.dynamic_smem(SPEC.resolve())
+    entry, g = entry_geometry(SPEC, SPEC.resolve({"CM": 2, "CN": 2, "CONSUMERS": 1, "STAGES": 4}))
+    assert entry == "cluster" and g.a_box == (32, 128) and g.b_box == (64, 128) and g.ctas_per_sm == 2
+
+
+# ---------------------------------------------------------------- choose
+@pytest.mark.parametrize("shape, picked", [
+    ((4096, 4096, 4096), {"PDL": 1}),  # 1024 tiles of 128 x 128
+    ((4093, 4091, 4099), {}),  # K % 16 != 0: rows of codes packed first, no PDL
+    ((1024, 1024, 16384), {"SPLITS": 2}),  # 64 tiles, deep K
+    ((1024, 1024, 1024), {"BN": 64, "STAGES": 8, "PDL": 1}),
+    ((1, 7168, 16384), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 2}),  # decode: 112 64 x 64 tiles
+    ((64, 4096, 1024), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1}),
+    ((16, 32768, 512), {"BN": 128, "CONSUMERS": 1, "STAGES": 4, "PDL": 1}),  # 256 tiles of 64 x 128
+])
+def test_choose(shape, picked):
+    problem = fp8_problem(*shape, "block")
+    tunables, note = SPEC.choose(problem, H100)
+    assert tunables == picked and "not measured" in note and "\n" not in note
+    SPEC.validate(problem, tunables)
+
+
+@settings(max_examples=80, deadline=None)
+@given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 70000),
+       scaling=st.sampled_from(("tensor", "row", "block")))
+def test_choose_always_gives_a_valid_configuration(m, n, k, scaling):
+    if m * k > 2**31 - 1 or k * n > 2**31 - 1 or m * n > 2**31 - 1:
+        return
+    problem = fp8_problem(m, n, k, scaling)
+    t = SPEC.validate(problem, SPEC.choose(problem, H100)[0])
+    if t["SPLITS"] > 1:  # the splits of a tile meet at a barrier only when every unit is resident
+        g = entry_geometry(SPEC, t)[1]
+        assert geo.work_units(problem, g, t["SPLITS"]) <= geo.fallback_resident_clusters(SMS, g.ctas_per_sm, g.cluster)
+
+
+# ---------------------------------------------------------------- the launch plan on a fake context
+SCALE_A, SCALE_B = Operand(0x7F5000000000, 37, 4), Operand(0x7F6000000000, 33, 4)
+
+
+def run_plan(monkeypatch, problem, tunables=None, lds=None, misalign=(0, 0, 0), scales=(SCALE_A, SCALE_B)):
+    """The recipe on a fake context: (resolved tunables, launches, tensor maps encoded, scratch)."""
+    t = SPEC.validate(problem, tunables or {})
+    lds = lds or (problem.k, problem.k, problem.n)
+    base = (0x7F0000000000, 0x7F1000000000, 0x7F2000000000)
+    a, b = (Operand(base[i] + misalign[i], lds[i], 1) for i in range(2))
+    c = Operand(base[2] + 4 * misalign[2], lds[2], 4)
+    launches, maps, scratch = [], [], {}
+
+    def encode(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle):
+        tensor_map.validate_tiled_2d(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle)
+        maps.append((address, dtype, rows, cols, ld, box_rows, box_cols, swizzle))
+        return bytes(128)
+
+    def workspace(name, nbytes, *, zeroed=False):
+        scratch[name] = (nbytes, zeroed)
+        return 0x7F3000000000 + 0x100000000 * len(scratch)
+
+    monkeypatch.setattr(recipe, "encode_tiled_2d", encode)
+    names = ["main", *(e.name for e in SPEC.extra_entries)]
+    ctx = LaunchContext(SPEC, {n: FakeKernel(n, launches) for n in names}, problem, a, b, c, t, "stream", workspace,
+                        Device(), 0, scales)
+    enqueue = fp8.fp8_recipe(ctx, lambda ctx, kernel, g: geo.fallback_resident_clusters(132, g.ctas_per_sm, g.cluster))
+    enqueue()
+    return t, launches, maps, scratch
+
+
+def test_aligned_codes_are_read_in_place_through_uint8_maps_and_the_scales_come_last(monkeypatch):
+    t, launches, maps, scratch = run_plan(monkeypatch, fp8_problem(4096, 4096, 4096, "block"))
+    assert [entry for entry, *_ in launches] == ["main"] and scratch == {}
+    entry, grid, block, args = launches[0]
+    assert grid == (132, 1, 1) and block == (384, 1, 1) and len(args) == len(SPEC.signature)
+    assert args[-4:] == (SCALE_A.ptr, 37, SCALE_B.ptr, 33)
+    assert [m[1:] for m in maps[:2]] == [("fp8", 4096, 4096, 4096, 128, 128, 128)] * 2  # A M x K, B N x K
+
+
+def test_rows_of_codes_that_are_not_16_byte_multiples_are_packed(monkeypatch):
+    problem = fp8_problem(4093, 4091, 4099, "row", out_dtype="bf16")
+    t, launches, maps, scratch = run_plan(monkeypatch, problem, lds=(4099, 4101, 4091))
+    assert [entry for entry, *_ in launches] == ["pack_rows", "pack_rows", "main"]
+    assert set(scratch) == {recipe.PACKED["a"], recipe.PACKED["b"]}
+    assert [m[4] for m in maps] == [4112, 4112]  # packed rows: 4099 codes padded to 16-byte multiples
+    assert launches[-1][3][14] == 0  # c_tma: BF16 rows of 4091 are no 16-byte multiples, C stored from registers
+
+
+def test_split_k_takes_the_workspace_and_zeroed_counters(monkeypatch):
+    t, launches, maps, scratch = run_plan(monkeypatch, fp8_problem(1024, 1024, 16384, "block"), {"SPLITS": 2})
+    assert scratch[recipe.PARTIALS][0] == 64 * 2 * 128 * 128 * 4 and scratch[recipe.COUNTERS] == (64 * 2 * 4, True)
+    assert launches[0][1] == (128, 1, 1)
+
+
+def test_a_launch_without_scales_is_refused(monkeypatch):
+    with pytest.raises(ValueError, match=r"^hopper_fp8: scaling 'tensor' needs the scales of A and B"):
+        run_plan(monkeypatch, fp8_problem(64, 64, 64), scales=None)
+    assert run_plan(monkeypatch, fp8_problem(0, 64, 64))[1] == []  # M = 0: nothing to launch
+
+
+# ---------------------------------------------------------------- builds
+BUILDS = [
+    {"SCALING": 2, "OUT": 1, "EPI": 1},  # block scales, 128 x 128 tiles, BF16 D + bias
+    {"SCALING": 2, "CONSUMERS": 1, "STAGES": 4, "BN": 64, "CM": 2},  # 64 x 64 tiles (small M), 2 x 1 cluster
+    {"SCALING": 1, "BN": 64, "STAGES": 8, "CN": 2, "EPI": 3},  # row scales, 128 x 64 tiles, GELU
+    {"SCALING": 0, "CONSUMERS": 1, "STAGES": 4, "OUT": 1},  # tensor scale, one consumer, BF16 D
+    {"SCALING": 1, "PROMOTE": 0, "BN": 256, "STAGES": 4, "CM": 2},  # the unpromoted variant, 128 x 256
+]
+
+
+@pytest.mark.parametrize("tunables", BUILDS, ids=lambda t: ",".join(f"{k}{v}" for k, v in t.items()))
+def test_builds_without_spills_issue_fp8_wgmma_tma_and_promote(tunables):
+    t = SPEC.validate(SPEC.probe(256, 256, 256, tunables), tunables)
+    result = build_matrix.built(SPEC, "sm_90", t)
+    assert result.compiled.arch == "sm_90a" and set(result.entries) == {"main", "cluster", "pack_rows"}
+    for entry in ("main", "cluster"):
+        r = result.compiled.resources[result.entries[entry]]
+        assert (r.spill_bytes, r.stack_bytes) == (0, 0), f"{entry}: {r}"
+        instructions = sass(result, entry).instructions
+        opcodes = [i.opcode for i in instructions]
+        assert not [o for o in opcodes if o.split(".")[0] in ("LDL", "STL")], entry
+        # nvdisasm writes "QGMMA.64 x128x32.F32.E4M3.E4M3 R24, gdesc[UR20], ...": the shape after a space
+        fp8_mma = [i.operands for i in instructions if i.opcode.startswith("QGMMA")]
+        assert len(fp8_mma) >= 4 and all(".F32.E4M3.E4M3" in o for o in fp8_mma), (entry, fp8_mma[:1])
+        assert not any(o.startswith("HGMMA") for o in opcodes), entry
+        assert sum(o.startswith("UTMALDG") for o in opcodes) >= 2 and any(o.startswith("UTMASTG") for o in opcodes)
+        ffma = sum(o.startswith("FFMA") for o in opcodes)
+        if t["SCALING"] == 2:  # promotion with block scales: an FFMA per accumulator at least
+            assert ffma >= t["BN"] // 2, (entry, ffma)
+        if t["OUT"]:
+            assert any(o.startswith("F2FP") for o in opcodes), entry
