@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from gemm_driver.cuda import cublaslt as lt
 from gemm_driver.cuda import cublaslt_binding as binding
+from gemm_driver.cuda import cublaslt_layout as layout
 from gemm_driver.cuda.cublas import Operation
 from gemm_driver.cuda.cublaslt_layout import CUDA_R_8F_E4M3
 from gemm_driver.cuda.errors import CublasError
@@ -100,6 +101,50 @@ def test_fp8_descriptors_carry_the_scale_modes_and_no_fast_accumulation(scaling,
         assert d.desc.get(binding._DESC_FAST_ACCUM) == 0
         assert d.c.attribute("type") == {"fp32": 0, "bf16": 14}[out_dtype]
         assert d.first.attribute("type") == d.second.attribute("type") == CUDA_R_8F_E4M3
+
+
+@pytest.mark.parametrize("scaling", ["none", "tensor", "row", "block"])
+def test_scaled_descriptors_carry_a_stand_in_scale_pointer_for_the_heuristic(scaling):
+    """The heuristic refuses a mode other than SCALAR_32F whose scale pointer is NULL
+    (CUBLAS_STATUS_INVALID_VALUE): a scaled problem's descriptors carry a stand-in until the
+    real pointers are set per run; an unscaled one keeps NULL (scales of 1)."""
+    q = lt.LtProblem(64, 64, 256, "fp8", 256, 256, 64, b_k_major=True, scaling=scaling)
+    expected = 0 if scaling == "none" else layout.SCALE_POINTER_STAND_IN
+    with lt.MatmulDescriptors(q) as d:
+        assert d.desc.get(binding._DESC_A_SCALE_POINTER) == d.desc.get(binding._DESC_B_SCALE_POINTER) == expected
+
+
+@pytest.mark.parametrize("k,ld", [(16, 4), (128, 4), (384, 4), (512, 4), (640, 8), (1000, 8), (2048, 16), (2049, 20)])
+def test_block_scale_rows_are_padded_to_four_scales(k, ld):
+    assert lt.block_scale_ld(k) == ld
+
+
+def test_scale_modes_are_refused_by_a_library_older_than_they_are():
+    assert lt.scale_mode_refusal("tensor", (12, 0, 1)) is None
+    assert lt.scale_mode_refusal("row", (12, 9, 0)) is None and lt.scale_mode_refusal("block", (13, 1, 0)) is None
+    assert lt.scale_mode_refusal("row", (12, 8, 4)) == ("cuBLASLt 12.8.4 has no OUTER_VEC_32F scale mode "
+                                                        "(they came with cuBLAS 12.9)")
+    assert "BLK128x128_32F/VEC128_32F scale modes" in lt.scale_mode_refusal("block", (12, 4, 5))
+
+
+class _Matrix:
+    def __init__(self, ld: int, ptr: int = 1 << 20):
+        self.ld, self.ptr, self.itemsize = ld, ptr, 1
+
+
+def test_cublaslt_fp8_block_refuses_a_library_without_its_modes_up_front(monkeypatch):
+    """No GPU needed: the refusal comes before any device call, as UnsupportedProblem (the
+    case is "skipped" with the reason), never as a heuristic failure."""
+    from gemm_driver import kernels
+    from gemm_driver.cuda.errors import UnsupportedProblem
+    from gemm_driver.kernels import providers
+    from gemm_driver.problem import GemmProblem
+
+    block = GemmProblem(256, 256, 256, trans_b=True, scaling="block")
+    monkeypatch.setattr(providers.cublaslt, "version", lambda: (12, 8, 4))
+    provider = kernels.get("cublaslt_fp8_block")
+    with pytest.raises(UnsupportedProblem, match=r"^cublaslt_fp8_block: cuBLASLt 12\.8\.4 has no BLK128x128_32F"):
+        provider.launcher(provider, None, block, _Matrix(256), _Matrix(256), _Matrix(256), scales=(None, None))
 
 
 def test_structures_have_the_header_sizes():
@@ -397,3 +442,61 @@ def test_fp8_off_multiple_of_16_rows_either_refused_or_right(gpu, shape):
         out = dc.download(np.empty((m, n), np.float32)).astype(np.float64)
     ref = a @ bt.T
     assert np.linalg.norm(out - ref) <= 2.0**-9 * np.linalg.norm(ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scaling", ["tensor", "row", "block"])
+@pytest.mark.parametrize("shape", [(256, 256, 256), (98, 384, 384), (128, 512, 272), (128, 7168, 2048)])
+def test_fp8_scale_modes_against_float64(gpu, scaling, shape):
+    """Each scale mode with our device scale layouts (fp8.device_scales), every candidate,
+    against float64. Block: A's scales as they are (VEC128_32F), B's through the padded copy
+    BLK128x128_32F reads (cublaslt.padded_block_scales); the shapes have K/128 not a multiple
+    of 4 with N/128 > 1 (where unpadded rows are read past their end, into the NaN after
+    them), M not a multiple of 4 (A's rows of scales not 16-byte aligned), K not a multiple
+    of 128. Groups of scales span 2^-6..2^6, so a misread scale is far off."""
+    from gemm_driver import fp8
+    from gemm_driver.cuda.driver import DeviceBuffer
+
+    _, stream, handle, workspace = gpu
+    m, n, k = shape
+    rng = np.random.default_rng(3)
+    kb, nb = -(-k // 128), -(-n // 128)
+    xa = rng.standard_normal((m, k)) * np.repeat(2.0 ** rng.integers(-6, 7, (m, kb)), 128, axis=1)[:, :k]
+    spread = np.repeat(np.repeat(2.0 ** rng.integers(-6, 7, (nb, kb)), 128, axis=0), 128, axis=1)
+    xb = rng.standard_normal((n, k)) * spread[:n, :k]
+    ra, rb = fp8.row_blocks(scaling)
+    sa, sb = fp8.amax_scales(xa, scaling, ra, 0), fp8.amax_scales(xb, scaling, rb, 1)
+    (ca, da), (cb, db) = fp8.quantize(xa, sa, ra), fp8.quantize(xb, sb, rb)
+    ref, magnitude = da @ db.T, np.abs(da) @ np.abs(db).T
+    poison = np.full(64, 0x7FC00000, np.uint32).view(np.uint8)
+
+    def upload(x):
+        data = np.concatenate([np.ascontiguousarray(x).view(np.uint8).ravel(), poison])
+        buffer = DeviceBuffer(data.nbytes)
+        buffer.upload(data)
+        return buffer
+
+    try:
+        mm = lt.LtMatmul(handle, lt.LtProblem(m, n, k, "fp8", k, k, n, True, scaling=scaling), workspace=workspace)
+    except CublasError as exc:
+        pytest.skip(f"cuBLASLt refuses FP8 {scaling} scaling at {m}x{n}x{k}: {exc}")
+    dsa, dsb = fp8.device_scales(scaling, 0, sa), fp8.device_scales(scaling, 1, sb)
+    buffers = [upload(x) for x in (ca, cb, dsa, dsb)] + [DeviceBuffer(4 * m * n)]
+    dev_a, dev_b, scale_a, scale_b, dev_c = buffers
+    try:
+        if scaling == "block":
+            buffers.append(lt.padded_block_scales(scale_b.ptr, nb, kb, kb, stream))
+            scale_b = buffers[-1]
+        bound = (k + 3) * FP8_U * magnitude * 1.05 + np.finfo(np.float32).tiny
+        for index in range(len(mm.candidates)):
+            dev_c.memset32(0x7FC00000)
+            mm.run(dev_a, dev_b, dev_c, stream, candidate=index, scales=(scale_a.ptr, scale_b.ptr))
+            stream.synchronize()
+            out = dev_c.download(np.empty((m, n), np.float32)).astype(np.float64)
+            wrong = ~(np.abs(out - ref) <= bound)
+            assert not wrong.any(), (f"candidate {index}: {wrong.sum()} elements over the bound "
+                                     f"({np.isnan(out).sum()} NaN), first at {np.argwhere(wrong)[0]}")
+    finally:
+        mm.close()
+        for buffer in buffers:
+            buffer.close()

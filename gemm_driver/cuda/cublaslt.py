@@ -43,17 +43,38 @@ from typing import Any
 from . import cublas
 from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DESC_BIAS_POINTER, _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, ALGO_CONFIG,
                                HeuristicResult, LtHandle, _get_int, _library, enum_names, library_path, version)
-from .cublaslt_layout import (LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem, MatmulDescriptors, _describe_problem,
-                              _Preference, pointer_alignment, validate)
+from .cublaslt_layout import (BLOCK_SCALE_ROW_MULTIPLE, LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem,
+                              MatmulDescriptors, _describe_problem, _Preference, block_scale_ld, pointer_alignment,
+                              scale_mode_refusal, validate)
 from .errors import CublasError
 
-__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_WORKSPACE_BYTES", "LT_PRECISIONS", "MAX_ALIGNMENT", "CandidateTiming",
-           "LtHandle", "LtMatmul",
-           "LtPrecision", "LtProblem", "MatmulDescriptors", "enum_names", "library_path", "pointer_alignment",
-           "validate", "version"]
+__all__ = ["BLOCK_SCALE_ROW_MULTIPLE", "DEFAULT_CANDIDATES", "DEFAULT_WORKSPACE_BYTES", "LT_PRECISIONS", "MAX_ALIGNMENT",
+           "CandidateTiming", "LtHandle", "LtMatmul", "LtPrecision", "LtProblem", "MatmulDescriptors", "block_scale_ld",
+           "enum_names", "library_path", "padded_block_scales", "pointer_alignment", "scale_mode_refusal", "validate",
+           "version"]
 
 DEFAULT_WORKSPACE_BYTES = 32 * 2**20  # what PyTorch and the cuBLASLt samples give it on Hopper
 DEFAULT_CANDIDATES = 8
+
+
+# --- block scales as BLK128x128_32F reads them ----------------------------------------------
+def padded_block_scales(src: int, rows: int, cols: int, src_ld: int, stream: Any):
+    """A new DeviceBuffer holding the ``rows`` x ``cols`` FP32 block scales at device address
+    ``src`` (row pitch ``src_ld`` scales) with each row padded to a multiple of 4 scales
+    (``block_scale_ld`` for cols = ceil(K/128); the padding zero), the copy queued on
+    ``stream``: BLK128x128_32F reads its rows of K-block scales at that pitch, so unpadded
+    rows are read past their end."""
+    from .memory import DeviceBuffer, copy_2d_async, memset_2d32_async  # needs a GPU; descriptors do not
+
+    ld = -(-max(cols, 1) // BLOCK_SCALE_ROW_MULTIPLE) * BLOCK_SCALE_ROW_MULTIPLE
+    buffer = DeviceBuffer(4 * ld * max(rows, 1))
+    try:
+        memset_2d32_async(buffer.ptr, 4 * ld, 0, ld, max(rows, 1), stream)
+        copy_2d_async(buffer.ptr, 4 * ld, int(src), 4 * src_ld, 4 * cols, rows, stream)
+    except BaseException:
+        buffer.close()
+        raise
+    return buffer
 
 
 # --- the matmul ----------------------------------------------------------------------

@@ -21,6 +21,16 @@ A, of M for its B); block BLK128x128_32F for its A (our B, 128 x 128) and VEC128
 its B (our A, 1 x 128): DeepSeek-V3's recipe, offered on sm_90 from cuBLAS 12.9. FAST_ACCUM
 is set to 0: partial sums are promoted to FP32 (cublasLt.h), the accuracy the bound assumes.
 No D scale: D is FP32 or BF16, and CUBLASLT_MATMUL_DESC_D_SCALE_POINTER scales FP8 outputs.
+
+The heuristic refuses a scale mode other than SCALAR_32F whose scale pointer is still NULL
+(CUBLAS_STATUS_INVALID_VALUE; cuBLASLt's log says the mode "requires a custom pointer"), so
+the descriptors carry a stand-in address (``SCALE_POINTER_STAND_IN``) until the real scales
+are set per run; the heuristic never reads them. The layouts the modes read (the cuBLASLt
+samples' scale sizes, and the strides PyTorch's blockwise _scaled_mm checks): OUTER_VEC_32F a
+vector of the outer dimension; VEC128_32F ceil(K/128) rows of the outer dimension, outer index
+fastest, unpadded (our A's layout); BLK128x128_32F ceil(outer/128) rows of ceil(K/128), K
+index fastest, each row padded to a multiple of 4 scales (``block_scale_ld``): our B's rows
+are unpadded, so a provider hands cuBLASLt a padded copy (cublaslt.padded_block_scales).
 """
 
 from __future__ import annotations
@@ -31,9 +41,9 @@ from typing import Any
 
 from . import cublas
 from .cublas import ComputeType, DataType, Operation
-from .cublaslt_binding import (_DESC_A_SCALE_MODE, _DESC_B_SCALE_MODE, _DESC_BIAS_DATA_TYPE, _DESC_EPILOGUE,
-                               _DESC_FAST_ACCUM, _DESC_TRANSA, _DESC_TRANSB, _LAYOUT_ATTRIBUTES, EPILOGUES, MATRIX_SCALE,
-                               _create, _get_int, _library, _Owned)
+from .cublaslt_binding import (_DESC_A_SCALE_MODE, _DESC_A_SCALE_POINTER, _DESC_B_SCALE_MODE, _DESC_B_SCALE_POINTER,
+                               _DESC_BIAS_DATA_TYPE, _DESC_EPILOGUE, _DESC_FAST_ACCUM, _DESC_TRANSA, _DESC_TRANSB,
+                               _LAYOUT_ATTRIBUTES, EPILOGUES, MATRIX_SCALE, _create, _get_int, _library, _Owned)
 from .errors import UnsupportedProblem
 
 CUDA_R_8F_E4M3 = 28  # cudaDataType_t (library_types.h); not in cublas.DataType, which has no FP8
@@ -43,6 +53,11 @@ OUT_TYPES = {"fp32": DataType.CUDA_R_32F, "bf16": DataType.CUDA_R_16BF, "fp16": 
 SCALE_MODES = {"tensor": ("SCALAR_32F", "SCALAR_32F"), "row": ("OUTER_VEC_32F", "OUTER_VEC_32F"),
                "block": ("BLK128x128_32F", "VEC128_32F")}
 FP8_OUT_DTYPES = ("fp32", "bf16")
+# The scale modes other than SCALAR_32F came with cuBLAS 12.9 (cublasLt.h; CUDALibrarySamples'
+# answer on them: sm_90 only); an older library has no enum value for them.
+SCALE_MODES_SINCE = (12, 9)
+SCALE_POINTER_STAND_IN = 256  # a non-NULL, 256-byte aligned address the heuristic never reads
+BLOCK_SCALE_ROW_MULTIPLE = 4  # BLK128x128_32F rows of K-block scales are padded to 4 (16 bytes)
 MAX_ALIGNMENT = 256  # cuBLASLt's default assumption for every pointer (MIN_ALIGNMENT_*_BYTES)
 _INT32_MAX = 2**31 - 1
 
@@ -126,6 +141,23 @@ def validate(problem: LtProblem) -> LtPrecision:
             raise UnsupportedProblem(f"cuBLASLt GEMM needs {rule}; got {_describe_problem(q)}")
     _swap(q)  # the row-major rules lda >= k, ldb >= n, ldc >= n
     return p
+
+
+def block_scale_ld(k: int) -> int:
+    """The row pitch, in scales, of BLK128x128_32F block scales for a K of ``k``: ceil(k/128)
+    rounded up to a multiple of 4."""
+    m = BLOCK_SCALE_ROW_MULTIPLE
+    return -(-(-(-k // 128)) // m) * m
+
+
+def scale_mode_refusal(scaling: str, version: tuple[int, int, int]) -> str | None:
+    """Why cuBLASLt ``version`` cannot take ``scaling`` (one line naming the mode), or None."""
+    if scaling in ("none", "tensor") or tuple(version[:2]) >= SCALE_MODES_SINCE:
+        return None
+    modes = "/".join(dict.fromkeys(SCALE_MODES[scaling]))
+    since = ".".join(map(str, SCALE_MODES_SINCE))
+    noun = "modes" if "/" in modes else "mode"
+    return f"cuBLASLt {'.'.join(map(str, version))} has no {modes} scale {noun} (they came with cuBLAS {since})"
 
 
 def _describe_problem(q: LtProblem) -> str:
@@ -224,6 +256,8 @@ class MatmulDescriptors:
                 first_mode, second_mode = SCALE_MODES[problem.scaling]
                 self.desc.set(_DESC_A_SCALE_MODE, ctypes.c_int32(MATRIX_SCALE[first_mode]))
                 self.desc.set(_DESC_B_SCALE_MODE, ctypes.c_int32(MATRIX_SCALE[second_mode]))
+                for pointer in (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER):  # replaced per run
+                    self.desc.set(pointer, ctypes.c_void_p(SCALE_POINTER_STAND_IN))
         except BaseException:
             self.close()
             raise

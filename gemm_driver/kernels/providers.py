@@ -188,10 +188,15 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c,
     (cublaslt.LtMatmul.autotune), so the choice costs nothing in the timed region; a later
     launcher for the same problem (a repeated gemm() call) keeps that choice. The
     chosen algorithm (id, tile, stages, split-K, cluster, ...) goes into the results JSON.
-    A scaled FP8 problem passes its scale pointers (A's, B's) with every run.
+    A scaled FP8 problem passes its scale pointers (A's, B's) with every run: our device
+    layouts as they are, except B's 128 x 128 block scales, which BLK128x128_32F reads with
+    rows padded to 4 scales; a padded copy is made here, once, outside the timed launches
+    (``_lt_scale_pointers``). A cuBLASLt older than the row/block modes refuses them up front.
     """
     q = lt_problem(provider, problem, a, b, c)
     cublaslt.validate(q)  # UnsupportedProblem (the case is "skipped") naming the rule
+    if (reason := cublaslt.scale_mode_refusal(problem.scaling, cublaslt.version())) is not None:
+        raise UnsupportedProblem(f"{provider.name}: {reason}")
     workspace = session.workspace("cublaslt", cublaslt.DEFAULT_WORKSPACE_BYTES)
     alignment = tuple(cublaslt.pointer_alignment(x.ptr) for x in (a, b, c))
     bias_alignment = cublaslt.pointer_alignment(bias) if bias else cublaslt.MAX_ALIGNMENT
@@ -200,12 +205,32 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c,
                                          bias_alignment)
     except CublasError as exc:  # no algorithm for this layout (e.g. C rows not 16-byte aligned): skipped
         raise UnsupportedProblem(f"{provider.name}: {exc}") from None
-    scale_ptrs = None if scales is None else tuple(x.ptr for x in scales)
+    scale_ptrs, keep = _lt_scale_pointers(session, problem, scales)
     if not matmul.timings:  # measured once per Session matmul (problem, alignment), not per launcher
         matmul.autotune(a.ptr, b.ptr, c.ptr, session.stream, problem.alpha, problem.beta, bias=bias, scales=scale_ptrs)
     alpha, beta = problem.alpha, problem.beta
-    return ProviderLaunch(lambda: matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta, bias=bias,
-                                             scales=scale_ptrs), matmul.describe())
+
+    def enqueue(_padded=keep) -> None:  # the default keeps the padded scales as long as the launch
+        matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta, bias=bias, scales=scale_ptrs)
+
+    return ProviderLaunch(enqueue, matmul.describe())
+
+
+def _lt_scale_pointers(session, problem: GemmProblem, scales) -> tuple[tuple[int, int] | None, Any]:
+    """(A's, B's) scale pointers as cuBLASLt reads them, and the buffer that must outlive them.
+
+    Our device layouts (fp8.device_scales) serve as they are, except B's block scales: BLK128x128_32F
+    reads ceil(N/128) rows of ceil(K/128) scales at a pitch padded to 4 (cublaslt_layout), ours are
+    unpadded, so they are copied once into a padded buffer (queued on the session's stream, before
+    any run)."""
+    if scales is None:
+        return None, None
+    sa, sb = scales
+    if problem.scaling != "block" or cublaslt.block_scale_ld(problem.k) == sb.ld:
+        return (sa.ptr, sb.ptr), None
+    rows, cols = -(-problem.n // 128), -(-problem.k // 128)
+    padded = cublaslt.padded_block_scales(sb.ptr, rows, cols, sb.ld, session.stream)
+    return (sa.ptr, padded.ptr), padded
 
 
 def lt_problem(provider: Provider, problem: GemmProblem, a, b, c) -> cublaslt.LtProblem:
@@ -323,9 +348,13 @@ def _torch_scaled_mm(provider: Provider, session, problem: GemmProblem, a, b, c,
 # mode rather than a tunable, since a provider takes no tunables and each mode is the baseline
 # of its own kernels (its own row in tables, plots and "% of baseline"). Per-tensor runs on any
 # cuBLASLt with FP8 (12.x on sm_89/sm_90); row (OUTER_VEC_32F) and block (VEC128_32F for A,
-# BLK128x128_32F for B) need the scale modes of cuBLAS 12.9 or newer: an older library refuses
-# the descriptor and the case is "skipped" with cuBLAS's error. torch_fp8 is torch._scaled_mm.
+# BLK128x128_32F for B) need the scale modes of cuBLAS 12.9 or newer, on sm_90 (NVIDIA's answers
+# in CUDALibrarySamples: Hopper only; Blackwell has VEC32_UE8M0 instead): an older library is
+# refused up front with the mode and the version, another GPU by min_cc or cuBLASLt's heuristic.
+# torch_fp8 is torch._scaled_mm (its block mode is cuBLASLt's too; its row mode cuBLASLt's
+# OUTER_VEC_32F where cuBLAS >= 12.9 on sm_90, else a CUTLASS kernel, per PyTorch's source).
 _FP8 = dict(precision="fp8", min_cc=(8, 9), layouts=("nt",), out_dtypes=("fp32", "bf16"))
+_FP8_SM90 = {**_FP8, "min_cc": (9, 0)}
 PROVIDERS = (
     Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", _cublas_gemm, min_cc=(5, 0),
              layouts=LAYOUTS),
@@ -349,11 +378,11 @@ PROVIDERS = (
              "accumulation off, fastest of the heuristic's top 8 measured here", _cublaslt_matmul, measures=True,
              uses_scratch=True, scalings=("tensor",), **_FP8),
     Provider("cublaslt_fp8_row", "cuBLASLt matmul, e4m3 A/B (nt), per-row-of-A and per-column-of-B FP32 scales "
-             "(OUTER_VEC_32F, cuBLAS 12.9+), FP32 or BF16 D", _cublaslt_matmul, measures=True, uses_scratch=True,
-             scalings=("row",), **_FP8),
+             "(OUTER_VEC_32F, cuBLAS 12.9+, sm_90), FP32 or BF16 D", _cublaslt_matmul, measures=True,
+             uses_scratch=True, scalings=("row",), **_FP8_SM90),
     Provider("cublaslt_fp8_block", "cuBLASLt matmul, e4m3 A/B (nt), 1x128 scales of A and 128x128 of B "
-             "(VEC128_32F / BLK128x128_32F, cuBLAS 12.9+), FP32 or BF16 D", _cublaslt_matmul, measures=True,
-             uses_scratch=True, scalings=("block",), **_FP8),
+             "(VEC128_32F / BLK128x128_32F, cuBLAS 12.9+, sm_90; B's scales copied with padded rows), FP32 or "
+             "BF16 D", _cublaslt_matmul, measures=True, uses_scratch=True, scalings=("block",), **_FP8_SM90),
     Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", _cublas_batched,
              min_cc=(5, 0), single=False, batched=True),
     Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",
