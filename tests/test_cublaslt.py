@@ -147,6 +147,27 @@ def test_cublaslt_fp8_block_refuses_a_library_without_its_modes_up_front(monkeyp
         provider.launcher(provider, None, block, _Matrix(256), _Matrix(256), _Matrix(256), scales=(None, None))
 
 
+def test_torch_fp8_refuses_what_scaled_mm_refuses_up_front(monkeypatch):
+    """torch._scaled_mm checks K and N (mat2's dimensions) for multiples of 16 only when
+    called: the provider refuses such shapes when the case is prepared (no GPU needed)."""
+    import sys
+    import types
+
+    from gemm_driver import kernels
+    from gemm_driver.cuda.errors import UnsupportedProblem
+    from gemm_driver.kernels import frameworks
+    from gemm_driver.problem import GemmProblem
+
+    monkeypatch.setattr(frameworks, "torch_unavailable", lambda: None)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(_scaled_mm=None, float8_e4m3fn=None))
+    provider = kernels.get("torch_fp8")
+    odd = GemmProblem(1000, 520, 384, trans_b=True, out_dtype="bf16", scaling="tensor")
+    session = types.SimpleNamespace(device=types.SimpleNamespace(ordinal=0))
+    with pytest.raises(UnsupportedProblem, match="needs K, N and the rows of A and B in multiples of 16 "
+                                                 r"\(K=384, N=520, lda=384, ldb=384\)"):
+        provider.launcher(provider, session, odd, _Matrix(384), _Matrix(384), _Matrix(520), scales=(None, None))
+
+
 def test_structures_have_the_header_sizes():
     assert ctypes.sizeof(binding.Algo) == 64  # uint64_t data[8]
     # algo, size_t workspaceSize, cublasStatus_t state, float wavesCount, int reserved[4]

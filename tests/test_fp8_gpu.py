@@ -2,7 +2,10 @@
 reference and the promoted FP8 bound (docs/correctness.md), on guarded, poisoned operands.
 
 A case the library refuses (an old cuBLAS without the 12.9 scale modes, a K it does not take)
-is skipped with its reason; a wrong answer fails. The last test is the accuracy question the
+is skipped with its reason; a wrong answer fails. The shapes: 256^3 and 256x384x384 have
+K/128 not a multiple of 4 and N/128 > 1, where B's block scales must reach cuBLASLt (directly
+or through _scaled_mm) with rows padded to 4 (an unpadded row is read into the next one and,
+for the last, into the NaN guard); 1000x520x384 has N % 16 != 0, which _scaled_mm refuses. The last test is the accuracy question the
 bound rests on: same-signed data at K = 16384, where an unpromoted 14-bit accumulator errs by
 about 25% in the model (tests/test_fp8.py).
 """
@@ -23,7 +26,7 @@ MODES = [("cublaslt_fp8", "tensor"), ("cublaslt_fp8_row", "row"), ("cublaslt_fp8
 
 
 @pytest.mark.parametrize("name,scaling", MODES)
-@pytest.mark.parametrize("shape", [(256, 256, 256), (128, 7168, 2048), (1000, 520, 384)])
+@pytest.mark.parametrize("shape", [(256, 256, 256), (256, 384, 384), (128, 7168, 2048), (1000, 520, 384)])
 @pytest.mark.parametrize("out_dtype", ["fp32", "bf16"])
 def test_fp8_baseline_matches_the_reference(session, name, scaling, shape, out_dtype):
     problem = GemmProblem(*shape, trans_b=True, out_dtype=out_dtype, scaling=scaling)
@@ -32,6 +35,17 @@ def test_fp8_baseline_matches_the_reference(session, name, scaling, shape, out_d
     if outcome.status == "skipped":
         pytest.skip(outcome.detail)
     assert outcome.status == "ok", outcome.message
+
+
+@pytest.mark.parametrize("scaling", ["tensor", "row", "block"])
+def test_torch_fp8_skips_what_scaled_mm_refuses(session, torch, scaling):
+    """N = 520 is not a multiple of 16: _scaled_mm would raise at the launch ("mat2 shape ...
+    must be divisible by 16"); the provider refuses it when the case is prepared instead."""
+    problem = GemmProblem(1000, 520, 384, trans_b=True, out_dtype="bf16", scaling=scaling)
+    with PreparedCase.random(problem, "fp8", 3, guard=1) as prepared:
+        outcome = run_case(session, "torch_fp8", prepared)
+    assert outcome.status == "skipped", outcome.message
+    assert "multiples of 16" in outcome.detail
 
 
 @pytest.mark.parametrize("name,scaling", MODES[:3])

@@ -217,7 +217,13 @@ def torch_scaled_enqueue(session, problem: GemmProblem, a, b, c, scales) -> Call
     """What enqueues D = (sa . A) @ (sb . B)^T with ``torch._scaled_mm`` (fast accumulation off)
     on ``session.stream``: A M x K and B N x K e4m3 (the "nt" layout), FP32 scales in
     fp8.device_scales' layout, D in FP32 or BF16. It has no alpha or C: other scalars are
-    refused. UnsupportedProblem where torch or its _scaled_mm cannot run the mode."""
+    refused. UnsupportedProblem where torch or its _scaled_mm cannot run the mode, and for
+    the shapes _scaled_mm refuses at its call (K and N multiples of 16; A's and B's rows
+    16-byte aligned, cuBLASLt's FP8 rule), so that they are skipped rather than failed.
+
+    Block scaling runs cuBLASLt's VEC128_32F / BLK128x128_32F, which reads B's 128 x 128
+    scales with rows padded to 4 scales: ``_torch_scales`` makes that padded copy here, once,
+    outside the timed launches (see there for the strides _scaled_mm is shown)."""
     if (reason := torch_unavailable()) is not None:
         raise UnsupportedProblem(reason)
     import torch
@@ -227,33 +233,74 @@ def torch_scaled_enqueue(session, problem: GemmProblem, a, b, c, scales) -> Call
     if (problem.alpha, problem.beta) != (1.0, 0.0):
         raise UnsupportedProblem("torch._scaled_mm computes alpha = 1, beta = 0 only")
     m, n, k, device = problem.m, problem.n, problem.k, session.device.ordinal
+    if k % 16 or n % 16 or a.ld % 16 or b.ld % 16:
+        raise UnsupportedProblem(f"torch._scaled_mm needs K, N and the rows of A and B in multiples of 16 "
+                                 f"(K={k}, N={n}, lda={a.ld}, ldb={b.ld})")
     A = torch_view(torch, a, m, k, "fp8", device)
     B = torch_view(torch, b, n, k, "fp8", device).t()  # K x N, column-major: what _scaled_mm takes
     C = torch_view(torch, c, m, n, problem.out_dtype, device)
-    scale_a, scale_b = _torch_scales(torch, problem, scales, device)
     out_dtype = torch.bfloat16 if problem.out_dtype == "bf16" else torch.float32
     stream = StreamCache(session.stream, lambda raw: torch.cuda.ExternalStream(raw, device=device))
 
+    def call(scale_a, scale_b) -> None:
+        with torch.cuda.stream(stream()):
+            torch._scaled_mm(A, B, scale_a, scale_b, out_dtype=out_dtype, use_fast_accum=False, out=C)
+
+    scale_a, scale_b = _torch_scales(torch, session, problem, scales, device, call)
+
     def launch() -> None:
         try:
-            with torch.cuda.stream(stream()):
-                torch._scaled_mm(A, B, scale_a, scale_b, out_dtype=out_dtype, use_fast_accum=False, out=C)
+            call(scale_a, scale_b)
         except Exception as exc:  # a torch error is this baseline's failure, not the sweep's
             raise GemmDriverError(f"PyTorch failed: {first_line(exc)}") from exc
 
     return launch
 
 
-def _torch_scales(torch, problem: GemmProblem, scales, device: int):
-    """The scale tensors _scaled_mm reads, viewed over our device scales (fp8.device_scales):
-    tensor (1, 1) each; row (M, 1) and (1, N); block A (M, K/128) with M contiguous (a
-    transposed view of our K/128 x M rows) and B (K/128, N/128) (a transposed view of our
-    N/128 x K/128). The block views are to be confirmed on a GPU."""
+class _ScaleView:
+    """A device pointer and a row pitch for ``torch_view``, keeping ``owner`` (a padded copy) alive."""
+
+    def __init__(self, ptr: int, ld: int, owner: Any = None):
+        self.ptr, self.ld, self.owner = int(ptr), ld, owner
+
+
+def _torch_scales(torch, session, problem: GemmProblem, scales, device: int, call: Callable[[Any, Any], None]):
+    """The scale tensors _scaled_mm reads, viewed over our device scales (fp8.device_scales).
+
+    tensor: (1, 1) each; row: (M, 1) and (1, N). block: A (M, K/128) with strides (1, M), a
+    transposed view of our K/128 x M rows ("outer-dim-major", as torch checks and cuBLASLt's
+    VEC128_32F reads); B (K/128, N/128), a transposed view of N/128 rows of K/128 scales.
+    cuBLASLt's BLK128x128_32F reads those rows at a pitch padded to 4 scales whatever strides
+    the tensor has (it gets a pointer), so they are copied once into a padded buffer when
+    K/128 is not a multiple of 4. _scaled_mm's own check of the strides differs between
+    releases (the exact K/128 in the current source, the padded pitch in some 2.9-era ones):
+    where N/128 > 1 and the two differ, both views of the padded copy are tried once, here,
+    and the one _scaled_mm takes is kept; none taken is UnsupportedProblem. This runs the
+    GEMM once on the operands (the provider declares ``measures``)."""
     sa, sb = scales
     m, n, k = problem.m, problem.n, problem.k
     if problem.scaling == "tensor":
         return torch_view(torch, sa, 1, 1, "fp32", device), torch_view(torch, sb, 1, 1, "fp32", device)
     if problem.scaling == "row":
         return torch_view(torch, sa, m, 1, "fp32", device), torch_view(torch, sb, n, 1, "fp32", device).t()
-    kb, nb = -(-k // 128), -(-n // 128)
-    return torch_view(torch, sa, m, kb, "fp32", device, True), torch_view(torch, sb, kb, nb, "fp32", device, True)
+    from ..cuda import cublaslt
+
+    kb, nb, pitch = -(-k // 128), -(-n // 128), cublaslt.block_scale_ld(k)
+    scale_a = torch_view(torch, sa, m, kb, "fp32", device, True)
+    if pitch == sb.ld:
+        return scale_a, torch_view(torch, sb, kb, nb, "fp32", device, True)
+    padded = cublaslt.padded_block_scales(sb.ptr, nb, kb, sb.ld, session.stream)
+    views = [torch_view(torch, _ScaleView(padded.ptr, ld, padded), kb, nb, "fp32", device, True)
+             for ld in ((kb, pitch) if nb > 1 else (pitch,))]
+    if len(views) == 1:
+        return scale_a, views[0]
+    refusals = []
+    for scale_b in views:
+        try:
+            call(scale_a, scale_b)
+        except RuntimeError as exc:  # _scaled_mm's check of the scale strides: try the other
+            refusals.append(first_line(exc))
+            continue
+        return scale_a, scale_b
+    raise UnsupportedProblem(f"PyTorch {torch.__version__} torch._scaled_mm takes B's 128x128 scales neither at "
+                             f"row pitch {kb} nor {pitch} ({refusals[0][:120]})")

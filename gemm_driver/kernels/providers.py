@@ -329,7 +329,10 @@ def _torch_matmul(provider: Provider, session, problem: GemmProblem, a, b, c, bi
 
 def _torch_scaled_mm(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0,
                      scales=None) -> ProviderLaunch:
-    """D = (sa . A) (sb . B)^T with torch._scaled_mm on our stream (frameworks.torch_scaled_enqueue)."""
+    """D = (sa . A) (sb . B)^T with torch._scaled_mm on our stream (frameworks.torch_scaled_enqueue).
+    Block scaling: B's 128 x 128 scales are copied once, at setup, into rows padded to 4 scales
+    (the pitch cuBLASLt's BLK128x128_32F reads); _scaled_mm may run once there to find which
+    strides of that copy its check takes (``measures``)."""
     return ProviderLaunch(frameworks.torch_scaled_enqueue(session, problem, a, b, c, scales))
 
 
@@ -396,6 +399,6 @@ PROVIDERS = (
              "and stream", _torch_matmul, precision="fp16", min_cc=(7, 0), unavailable=torch_unavailable,
              layouts=LAYOUTS, out_dtypes=("fp32", "fp16"), epilogues=EPILOGUES),
     Provider("torch_fp8", "PyTorch torch._scaled_mm, e4m3 A/B (nt), tensor/row/block FP32 scales, FP32 or BF16 D, "
-             "fast accumulation off, on the same operands and stream", _torch_scaled_mm,
-             unavailable=torch_unavailable, scalings=("tensor", "row", "block"), **_FP8),
+             "fast accumulation off, on the same operands and stream (K, N multiples of 16)", _torch_scaled_mm,
+             unavailable=torch_unavailable, measures=True, scalings=("tensor", "row", "block"), **_FP8),
 )
