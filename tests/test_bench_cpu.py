@@ -436,7 +436,7 @@ def test_noise_and_budget_parsing():
     args.warmup = cli.build_parser().parse_args(["bench", "--warmup", "2"]).warmup
     budget = Budget(seconds=args.max_time, noise=args.noise, warmup_seconds=args.warmup)
     assert budget.settings() == {"noise_target": pytest.approx(0.005), "max_time_s": 2.5, "min_samples": 10,
-                                 "max_samples": 1000, "warmup_s": 2.0, "batch_ms": 2.0}
+                                 "max_samples": 1000, "warmup_s": 2.0, "batch_ms": 2.0, "energy": True}
     # the watchdog's floor: a case may run silent through its warm-up (host-bound: 4x) and sampling
     assert budget.wall_limit_s == pytest.approx(4 * 2.0 + 2.5)
 
