@@ -17,7 +17,7 @@ from test_hopper_specs import SPECS, _run_plan, sass
 
 from gemm_driver.cuda.errors import UnsupportedProblem
 from gemm_driver.kernels.hopper import geometry as geo
-from gemm_driver.kernels.hopper import recipe
+from gemm_driver.kernels.hopper import recipe, rungs
 from gemm_driver.problem import GemmProblem, layout_flags
 
 
@@ -141,7 +141,7 @@ def test_fp32_c_keeps_its_map_and_the_bias_is_the_last_argument(monkeypatch):
 
 def test_split_k_partials_stay_fp32_whatever_the_output(monkeypatch):
     p = linear(1024, 1024, 16384, "nt", "bf16", "bias_relu")
-    tunables, _ = SPECS["hopper_bf16"].choose(p, "NVIDIA H100 80GB HBM3")
+    tunables, _ = rungs.analytic_choice(p, "NVIDIA H100 80GB HBM3")  # split-K in a 2 x 1 cluster
     _, launches, maps, scratch = _plan(monkeypatch, p, tunables)
     assert tunables["SPLITS"] == 2 and scratch[recipe.PARTIALS] == (64 * 2 * 128 * 128 * 4, False)
     assert maps[1][2:7] == (1024, 16384, 16384, 64, 64) and maps[2][1] == "bf16"  # B box: BN/CM = 64 n rows

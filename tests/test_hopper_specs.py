@@ -32,7 +32,7 @@ from gemm_driver.inspection.tools import run_on_cubin
 from gemm_driver.kernels import hopper
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.hopper import geometry as geo
-from gemm_driver.kernels.hopper import recipe
+from gemm_driver.kernels.hopper import recipe, rungs
 from gemm_driver.kernels.hopper.rungs import SELECTORS, entry_geometry
 from gemm_driver.kernels.launch import LaunchContext
 from gemm_driver.kernels.sources import included_headers
@@ -316,12 +316,14 @@ def test_tf32_b_is_transposed_whatever_its_layout():
     ((8192, 8192, 8192), {"CM": 2, "PDL": 1}),
     ((4093, 4091, 4099), {}),  # any_shape 128 x 256, packed operands, C's own stores (ldc odd)
 ])
-def test_choose_picks_what_measured_best_on_the_h100(shape, picked):
+def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape, picked):
+    # the rule a GPU without a tuning-set table runs (the H100's table is checked in test_hopper_selection.py)
     for name in ("hopper_bf16", "hopper_fp16"):
         spec = SPECS[name]
         problem = GemmProblem(*shape)
-        tunables, note = spec.choose(problem, "NVIDIA H100 80GB HBM3")
+        tunables, note = rungs.analytic_choice(problem, "NVIDIA H100 80GB HBM3")
         assert tunables == picked and note and "\n" not in note
+        assert spec.choose(problem, "NVIDIA Imaginary GPU")[0] == picked
         spec.validate(problem, tunables)
 
 
@@ -457,7 +459,7 @@ def test_plan_packs_what_tma_cannot_read_before_every_gemm(monkeypatch):
 
 def test_plan_of_split_k_reserves_partials_and_zeroed_counters(monkeypatch):
     p = GemmProblem(1024, 1024, 16384)
-    tunables, _ = SPECS["hopper_bf16"].choose(p, "NVIDIA H100 80GB HBM3")
+    tunables, _ = rungs.analytic_choice(p, "NVIDIA H100 80GB HBM3")
     t, launches, maps, scratch = _run_plan(monkeypatch, "hopper_bf16", p, tunables)
     ((entry, grid, block, args),) = launches
     assert (entry, grid, block) == ("cluster", (128, 1, 1), (384, 1, 1))  # 64 units of 2x1 clusters, all resident

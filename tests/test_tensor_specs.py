@@ -344,6 +344,8 @@ def test_committed_tensor_tables_resolve():
     """Per-kernel tables (<gpu>.<kernel>.json) written by tools/autotune.py --kernel ... --write."""
     for path in sorted(tuned.TUNED_DIR.glob("*.*.json")):
         slug, name = path.stem.split(".", 1)
+        if name == "hopper_bf16":  # not a nearest-shape table: the vote's (test_hopper_selection.py)
+            continue
         document = json.loads(path.read_text())
         assert document["schema"] == tuned.SCHEMA and document["kernel"] == name
         assert tuned.gpu_slug(document["gpu"]) == slug

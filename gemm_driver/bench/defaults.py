@@ -26,7 +26,7 @@ BEST_KERNELS = {
     "tf32": ("hopper_tf32", "mma_sync_tuned_tf32"),
     "bf16": ("hopper_bf16", "mma_sync_tuned_bf16"),
     "fp16": ("hopper_fp16", "mma_sync_tuned_fp16"),
-    "fp8": (),  # no FP8 kernel yet: its baselines alone
+    "fp8": ("hopper_fp8",),
 }
 QUICK_SHAPES = ((1024, 1024, 1024, 1), (4096, 4096, 4096, 1), (4093, 4091, 4099, 1))
 

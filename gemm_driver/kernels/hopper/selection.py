@@ -11,14 +11,22 @@ slice; split-K with a 2 x 1 cluster only over an even number of tile rows.
 The fitted pick. ``tools/autotune.py --kernel hopper_bf16 --corpus all:tune`` verifies and
 times every candidate on each shape of the tuning set (docs/corpus.md: no validation shape is
 ever swept) and writes ``gemm_driver/tuned/<gpu>.hopper_bf16.json`` with every candidate's
-TFLOP/s per shape. For any other shape, its ``NEIGHBOURS`` nearest tuning shapes vote, by
-distance in log2(M), log2(N), log2(K) (a doubling counts the same on every axis), with weight
-1 / (distance + 0.25): a candidate's predicted slowdown is the weighted mean over them of the
-neighbour's best TFLOP/s over the candidate's there, counting ``UNMEASURED_SLOWDOWN`` where the
-candidate did not run (refused, failed, or not offered on that shape). The candidate with the
-smallest predicted slowdown runs. A vote rather than the nearest shape's winner: near a
-boundary (the grid filling up, K growing deep enough to split) one neighbour's winner is noise
-between two candidates a few percent apart, and several neighbours' timings average it out.
+TFLOP/s per shape. For any other shape, its ``NEIGHBOURS`` nearest tuning shapes vote, with
+weight 1 / (distance + 0.25): a candidate's predicted slowdown is the weighted mean over them
+of the neighbour's best TFLOP/s over the candidate's there, counting ``UNMEASURED_SLOWDOWN``
+where the candidate did not run (refused, failed, or not offered on that shape). The candidate
+with the smallest predicted slowdown runs. A vote rather than the nearest shape's winner: near
+a boundary (the grid filling up, K growing deep enough to split) one neighbour's winner is
+noise between two candidates a few percent apart, and the neighbours' timings average it out.
+
+Distance is measured in the features that decide between the candidates (``features``):
+log2 of the number of 128 x 128 tiles (how full the grid is), log2 K (how deep each tile's
+loop is, and whether splitting pays) and log2 M (how many rows a 128-row tile wastes at small
+M). They were chosen, with ``NEIGHBOURS``, on the tuning set alone, each shape's pick made
+without its own measurements: on the H100's table the pick measured 1.031x slower than that
+shape's winner (geometric mean over the 99 shapes) against 1.037-1.048 for log2(M, N, K) with
+1-4 neighbours and 1.165 for the analytic rule (results/h100-80gb-hbm3/autotune-hopper-bf16-
+tuning-set.txt has the sweep and the check).
 FP16 runs the same template with the same tiles, so it reads the BF16 table (the FP16 path's
 measured speed is the BF16 path's within noise: results/h100-80gb-hbm3/bench-hopper-final.txt).
 """
@@ -31,11 +39,11 @@ from typing import Mapping, Sequence
 from ...cuda.arch_limits import MEASURED_SM_COUNT
 from ...problem import GemmProblem
 from ..spec import ceil_div
-from ..tuned import load_table, shape_distance
+from ..tuned import load_table
 
 SMS = MEASURED_SM_COUNT
 TABLE_KERNEL = "hopper_bf16"  # the table both precisions read
-NEIGHBOURS = 4
+NEIGHBOURS = 2
 UNMEASURED_SLOWDOWN = 2.0
 
 TILE_128x256 = {"PDL": 1}
@@ -61,6 +69,17 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
     return [dict(c) for c in offered]
 
 
+def features(shape: Sequence[int]) -> tuple[float, float, float]:
+    """(log2 of the 128 x 128 tiles, log2 K, log2 M) of an (M, N, K) shape."""
+    m, n, k = (max(x, 1) for x in shape)
+    return math.log2(ceil_div(m, 128) * ceil_div(n, 128)), math.log2(k), math.log2(m)
+
+
+def distance(a: Sequence[int], b: Sequence[int]) -> float:
+    """How far apart two shapes are in ``features``."""
+    return math.dist(features(a), features(b))
+
+
 def label(tunables: Mapping[str, int]) -> str:
     """'BN=128 STAGES=6 SPLITS=2': how a candidate is named in tables and reasons."""
     return " ".join(f"{name}={value}" for name, value in sorted(tunables.items())) or "defaults"
@@ -82,8 +101,8 @@ def vote(entries: Sequence[Mapping], problem: GemmProblem) -> tuple[dict[str, in
     if not entries:
         return None
     shape = (max(problem.m, 1), max(problem.n, 1), max(problem.k, 1))
-    nearest = sorted(entries, key=lambda e: shape_distance(shape, e["shape"]))[:NEIGHBOURS]
-    weights = [1 / (shape_distance(shape, e["shape"]) + 0.25) for e in nearest]
+    nearest = sorted(entries, key=lambda e: distance(shape, e["shape"]))[:NEIGHBOURS]
+    weights = [1 / (distance(shape, e["shape"]) + 0.25) for e in nearest]
     speeds = [measured(e) for e in nearest]
 
     def slowdown(candidate: dict) -> float:
