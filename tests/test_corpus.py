@@ -138,3 +138,12 @@ def test_bench_refuses_a_bad_corpus_in_one_line(argv, message, capsys):
     assert cli.main(["bench", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_the_plot_command_draws_a_corpus_run_s_plot_too(tmp_path):
+    pytest.importorskip("matplotlib")
+    from gemm_driver.bench import plots
+
+    doc = {"corpus": {"name": "llm:validate"},
+           "results": [_case("hopper_bf16", 16, 4096, 4096, 10), _case("cublas_bf16", 16, 4096, 4096, 12.5)]}
+    assert "corpus.png" in [path.name for path in plots.write_plots(doc, tmp_path)]

@@ -326,10 +326,7 @@ def write_outputs(bench: BenchRun, json_path: str | None, csv_path: str | None, 
         _replace(json_path, lambda tmp: writers.write_json(tmp, bench.document))
         written.append(json_path)
     if plot_dir and plots_too:
-        written += [str(path) for path in plots.write_plots(bench.document, plot_dir)]
-        if bench.document.get("corpus"):
-            drawn = corpus_summary.plot(bench.document, Path(plot_dir) / "corpus.png")
-            written += [str(drawn)] if drawn else []
+        written += [str(path) for path in plots.write_plots(bench.document, plot_dir)]  # corpus.png too
     if csv_path:
         _replace(csv_path, lambda tmp: writers.write_csv(tmp, bench.records))
         written.append(csv_path)

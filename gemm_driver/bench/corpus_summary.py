@@ -175,7 +175,8 @@ def plot(document: dict, path) -> "Path | None":
     ax.set_xlabel("FLOPs per GEMM (2 M N K), log scale")
     ax.set_ylabel("own best / best baseline")
     corpus = (document.get("corpus") or {}).get("name", "")
-    ax.set_title(f"{corpus} corpus: filled model/sized shapes, hollow odd shapes, x small M (<= 128)".strip())
+    cut = "" if document.get("complete", True) else " (run interrupted)"
+    ax.set_title(f"{corpus} corpus{cut}: filled model/sized shapes, hollow odd shapes, x small M (<= 128)".strip())
     ax.legend(fontsize=8, loc="best")
     out = Path(path)
     fig.savefig(out, dpi=110, bbox_inches="tight")

@@ -31,7 +31,7 @@ from .. import kernels
 from .. import precision as _precision
 from ..cuda.errors import GemmDriverError
 from ..problem import shape_label
-from . import roofline
+from . import corpus_summary, roofline
 from .writers import record_variant_label
 from .plot_style import (MARKERS, PRECISION_COLORS, SERIES_COLORS, provider_name, separate_overlaps, series_styles,
                          size_axis, y_log)
@@ -337,4 +337,7 @@ def write_plots(document: dict, out_dir: str | Path) -> list[Path]:
             pass  # a precision with no ladder kernels in the run (only its cuBLAS) has none to draw
     for dtype in dict.fromkeys(roofline.case_precision(c) for c in ok if _energy_of(c).get("joules_per_gemm")):
         paths.append(energy_plot(plt, document, dtype, out / f"energy_{dtype}.png"))
+    if document.get("corpus"):
+        drawn = corpus_summary.plot(document, out / "corpus.png")
+        paths += [drawn] if drawn else []
     return paths
