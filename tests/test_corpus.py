@@ -116,9 +116,12 @@ def test_corpus_plot_draws_a_png_and_nothing_without_ratios(tmp_path):
     doc = {"corpus": {"name": "llm:validate"},
            "results": [_case("hopper_bf16", 16, 4096, 4096, 10), _case("cublas_bf16", 16, 4096, 4096, 12.5),
                        _case("hopper_bf16", 1024, 1024, 1024, 300), _case("cublas_bf16", 1024, 1024, 1024, 290)]}
-    path = corpus_summary.plot(doc, tmp_path / "corpus.png")
+    from gemm_driver.bench import plots
+
+    plt = plots._pyplot()
+    path = plots.corpus_plot(plt, doc, tmp_path / "corpus.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert corpus_summary.plot({"results": [_case("cublas_bf16", 64, 64, 64, 1)]}, tmp_path / "none.png") is None
+    assert plots.corpus_plot(plt, {"results": [_case("cublas_bf16", 64, 64, 64, 1)]}, tmp_path / "none.png") is None
 
 
 def test_bench_takes_a_corpus_alone():

@@ -14,6 +14,8 @@ objects: ``python -m gemm_driver plot RUN.json DIR`` redraws any committed run.
 - ``energy_<dtype>.png`` (precisions whose cases have an energy reading): joules per GEMM
   (log scale) and TFLOP/s per watt of every kernel on every shape, as grouped bars;
   readings not trusted (bench/energy.py) hatched and pale.
+- ``corpus.png`` (a ``bench --corpus`` run): each shape's own best / best baseline against its
+  FLOPs, per precision (bench/corpus_summary.py's ratios), with each geometric mean.
 
 How series and axes look (so that kernels running close together stay apart on the page)
 is bench/plot_style.py's.
@@ -338,6 +340,45 @@ def write_plots(document: dict, out_dir: str | Path) -> list[Path]:
     for dtype in dict.fromkeys(roofline.case_precision(c) for c in ok if _energy_of(c).get("joules_per_gemm")):
         paths.append(energy_plot(plt, document, dtype, out / f"energy_{dtype}.png"))
     if document.get("corpus"):
-        drawn = corpus_summary.plot(document, out / "corpus.png")
+        drawn = corpus_plot(plt, document, out / "corpus.png")
         paths += [drawn] if drawn else []
     return paths
+
+
+def corpus_plot(plt, document: dict, path: Path) -> Path | None:
+    """corpus.png: per precision, each shape's ratio (own best / best baseline) against its
+    FLOPs, odd shapes hollow, small-M shapes as crosses, with 1.0 and each geometric mean
+    drawn across; None when no shape has a ratio."""
+    summaries = corpus_summary.summarize(document)
+    if not summaries:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for summary in summaries:
+        color = PRECISION_COLORS.get(summary.precision, "black")
+        for style, chosen in (("filled", [r for r in summary.ratios if r.kind != "odd" and r.m > 128]),
+                              ("hollow", [r for r in summary.ratios if r.kind == "odd" and r.m > 128]),
+                              ("cross", [r for r in summary.ratios if r.m <= 128])):
+            if not chosen:
+                continue
+            flops = [2 * r.m * r.n * r.k for r in chosen]
+            ratios = [r.ratio for r in chosen]
+            if style == "cross":
+                ax.scatter(flops, ratios, marker="x", color=color, s=28)
+            else:
+                ax.scatter(flops, ratios, marker=MARKERS.get(summary.precision, "o"), s=28,
+                           facecolors=color if style == "filled" else "none", edgecolors=color)
+        geomean = summary.as_dict()["all"]["geomean"]
+        ax.axhline(geomean, color=color, linestyle="--", linewidth=1,
+                   label=f"{summary.precision}: geometric mean {geomean:.3f} over {len(summary.ratios)} shapes")
+    ax.axhline(1.0, color="grey", linewidth=1.5, zorder=0)
+    ax.set_xscale("log")
+    ax.set_xlabel("FLOPs per GEMM (2 M N K), log scale")
+    ax.set_ylabel("own best / best baseline")
+    corpus = (document.get("corpus") or {}).get("name", "")
+    cut = "" if document.get("complete", True) else " (run interrupted)"
+    ax.set_title(f"{corpus} corpus{cut}: filled model/sized shapes, hollow odd shapes, x small M (<= 128)".strip())
+    ax.legend(fontsize=8, loc="best")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
