@@ -16,8 +16,9 @@ BF16/FP16 output (``out_dtype``, whose storage and rounding are the bf16/fp16 ro
   scaling modes of fp8.py (``tensor``, ``row``, ``block``), FP32 accumulation, D in FP32
   or BF16. It has no cublasGemmEx types (``cublas`` is None: cuBLASLt is its library) and
   its bound is fp8.bound_factor's (a 14-bit tensor-core accumulator promoted to FP32 every
-  128 of K). Its own kernel, ``hopper_fp8`` (kernels/hopper/fp8.py), has not been measured
-  yet, so ``--dtype all`` leaves it out (``in_all``): it is asked for by name.
+  128 of K). Its own kernel is ``hopper_fp8`` (kernels/hopper/fp8.py; measured in
+  docs/fp8.md). ``--dtype all`` and the quick bench leave FP8 out (``in_all``): it is asked
+  for by name.
 
 One spelling everywhere (registry, CLI, JSON, plots): ``fp32``, ``tf32``, ``bf16``,
 ``fp16``, ``fp8``.
@@ -79,7 +80,7 @@ class Precision:
     # Further baselines of single GEMMs: "% of cuBLAS" is against the fastest of these and
     # ``baseline`` (cuBLASLt with its measured algorithm, for the tensor-core precisions).
     other_baselines: tuple[str, ...] = ()
-    in_all: bool = True  # part of `--dtype all` (False: asked for by name; FP8's kernel is not yet measured)
+    in_all: bool = True  # part of `--dtype all` and the quick bench (False: asked for by name, as FP8)
     scaled: bool = False  # A and B come with dequantization scales (fp8.py's scaling modes)
 
     @property
@@ -185,14 +186,23 @@ def bf16_bits(x) -> np.ndarray:
     """float32 -> bfloat16 bit patterns (uint16), round to nearest, ties to even.
 
     Adding 0x7FFF plus the lowest kept bit and dropping the low 16 bits is RNE; an
-    overflow carries into the exponent and gives infinity, as it should. NaN is handled
-    apart (the carry could turn a NaN whose payload sits in the low bits into infinity):
-    it becomes the quiet NaN with its sign kept.
+    overflow carries into the exponent and gives infinity, as it should. In 32 bits no
+    finite value wraps (the largest, 0xFF7FFFFF, stays below 2^32 after the add). NaN is
+    handled apart (the carry could turn a NaN whose payload sits in the low bits into
+    infinity, or wrap): it becomes the quiet NaN with its sign kept. In place, 32-bit: the
+    operands of a large case are hundreds of millions of values.
     """
-    bits = _as_float32(x).view(np.uint32).astype(np.uint64)
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    quiet_nan = ((bits >> 16) | 0x7FC0).astype(np.uint16)
-    return np.where(np.isnan(_as_float32(x)), quiet_nan, rounded)
+    values = _as_float32(x)
+    bits = values.view(np.uint32)
+    rounded = (bits >> 16) & 1
+    rounded += bits
+    rounded += 0x7FFF
+    rounded >>= 16
+    out = rounded.astype(np.uint16)
+    nan = np.isnan(values)
+    if nan.any():
+        out[nan] = ((bits[nan] >> 16) | 0x7FC0).astype(np.uint16)
+    return out
 
 
 def bf16_to_float32(bits) -> np.ndarray:

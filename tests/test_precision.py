@@ -31,6 +31,7 @@ def f32(bits: int) -> np.float32:
     (0x80000000, 0x8000),  # -0 keeps its sign
     (0x00000001, 0x0000),  # smallest subnormal rounds to +0
     (0x7F7FFFFF, 0x7F80),  # FLT_MAX overflows to +inf under RNE
+    (0xFF7FFFFF, 0xFF80),  # -FLT_MAX: the largest pattern rounded, no 32-bit wrap
     (0x7F800000, 0x7F80),  # +inf
     (0xFF800000, 0xFF80),  # -inf
 ])
@@ -38,7 +39,7 @@ def test_bf16_round_to_nearest_even(bits, expected):
     assert int(precision.bf16_bits(np.array([f32(bits)]))[0]) == expected
 
 
-@pytest.mark.parametrize("bits", [0x7FC00000, 0x7F800001, 0x7F80FFFF, 0xFFC00001])
+@pytest.mark.parametrize("bits", [0x7FC00000, 0x7F800001, 0x7F80FFFF, 0xFFC00001, 0xFFFFFFFF])
 def test_bf16_nan_stays_a_quiet_nan_with_its_sign(bits):
     out = int(precision.bf16_bits(np.array([f32(bits)]))[0])
     assert out & 0x7F80 == 0x7F80 and out & 0x7F != 0, hex(out)  # a NaN, not infinity
