@@ -11,7 +11,7 @@ import pytest
 
 from gemm_driver import cli
 from gemm_driver.cuda.driver import gpu_available
-from gemm_driver.profile import command, metrics, ncu
+from gemm_driver.profile import command, metrics, ncu, target
 
 DATA = Path(__file__).parent / "data"
 RAW_CSV = DATA / "ncu-raw-hopper-bf16-1024.csv"  # profile hopper_bf16 --shape 1024x1024x1024, H100
@@ -47,6 +47,15 @@ def fake_ncu(directory: Path) -> Path:
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--set", "NOPE=1"], "NOPE"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--set", "BN"], "NAME=INTEGER"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--json", "."], "--json takes a file path"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--layout", "nx"], "--layout 'nx' is not one of nn, nt"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--epilogue", "gelu"], "--epilogue 'gelu' is not one of"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--out-dtype", "fp16"], "does not take output type 'fp16'"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--scaling", "row"], "--scaling applies to FP8 kernels"),
+    (["profile", "hopper_fp8", "--shape", "64x64x64"], "does not take layout 'nn'"),
+    (["profile", "hopper_fp8", "--shape", "64x64x64", "--layout", "nt", "--scaling", "tile"], "'tile' is not one of"),
+    (["profile", "hopper_tf32", "--shape", "64x64x64", "--layout", "tn"], "hopper_tf32 does not take layout 'tn'"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--layout", "nt", "--baseline", "cublaslt_bf16",
+      "--epilogue", "bias_gelu", "--out-dtype", "bf16", "--set", "OUT=0"], "OUT"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
     assert cli.main(argv) == 2
@@ -164,3 +173,30 @@ def test_shown_converts_ncu_units():
     assert metrics.shown(1.4e9, "hz", "MHz") == pytest.approx(1400.0)
     assert metrics.shown(4.2e6, "byte", "MB") == pytest.approx(4.2)
     assert metrics.shown(80.0, "%", "%") == 80.0
+
+
+@pytest.mark.parametrize("argv, wanted, baseline", [
+    (["--layout", "nt", "--out-dtype", "bf16", "--epilogue", "bias_gelu"],
+     {"layout": "nt", "out_dtype": "bf16", "epilogue": "bias_gelu", "scaling": "none"}, "cublaslt_bf16"),
+    ([], {"layout": "nn", "out_dtype": "fp32", "epilogue": "none", "scaling": "none"}, "cublas_bf16"),
+])
+def test_the_request_carries_the_linear_layer_s_call(argv, wanted, baseline):
+    # the default baseline is the precision's first library baseline that takes the call:
+    # cublasGemmEx has no epilogue, so cuBLASLt's GELU_BIAS is the baseline of bias_gelu
+    args = cli.build_parser().parse_args(["profile", "hopper_bf16", "--shape", "256x512x128", *argv])
+    request = command.check_request(args)
+    assert {key: request[key] for key in wanted} == wanted and request["baseline"] == baseline
+    problem = target.problem_of(request)
+    assert (problem.m, problem.n, problem.k, problem.layout, problem.out_dtype, problem.epilogue) == (
+        256, 512, 128, wanted["layout"], wanted["out_dtype"], wanted["epilogue"])
+
+
+def test_an_fp8_request_names_its_scaling_and_the_header_shows_it():
+    args = cli.build_parser().parse_args(["profile", "hopper_fp8", "--shape", "256x512x256", "--layout", "nt",
+                                          "--out-dtype", "bf16", "--scaling", "block"])
+    request = command.check_request(args)
+    assert (request["scaling"], request["baseline"], target.problem_of(request).scaling) == (
+        "block", "cublaslt_fp8_block", "block")  # the cuBLASLt mode of the same scaling
+    result = _result()
+    result["request"] = {**result["request"], "layout": "nt", "out_dtype": "bf16", "scaling": "block"}
+    assert "1024x1024x1024 nt bf16 none block scales" in command.render(result).splitlines()[0]

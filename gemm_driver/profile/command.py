@@ -1,6 +1,7 @@
 """``python -m gemm_driver profile KERNEL --shape MxNxK``: why a kernel is fast or slow.
 
-The command checks its input on the host (kernel, shape, precision, baseline, tunables),
+The command checks its input on the host (kernel, shape, layout, output type, epilogue, FP8
+scaling, precision, baseline, tunables: what the kernel and the baseline declare),
 finds ncu (ncu.py), asks it which metrics this GPU has (metrics.py), then runs ncu
 around a second Python process (target.py) that builds, verifies and launches the case
 and its baseline once each. ncu locks the clocks to base (--clock-control base) so two
@@ -28,9 +29,14 @@ from typing import Sequence
 from .. import kernels
 from .. import precision as _precision
 from ..cuda.driver import device_count
+from ..cuda.errors import UnsupportedProblem
+from ..fp8 import SCALINGS
 from ..kernels.spec import KernelSpec, parse_tunable
-from ..problem import GemmProblem, parse_shape
+from ..kernels.target import check_capabilities
+from ..problem import (DEFAULT_EPILOGUE, DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, EPILOGUES, LAYOUTS, OUT_DTYPES, parse_shape,
+                       parse_variants, variant_label)
 from . import metrics, ncu
+from .target import problem_of
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 WIDTH = 120  # the table and its header fit a terminal this wide
@@ -53,8 +59,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a registered kernel or GPU provider (`list` shows them)")
     p.add_argument("--shape", required=True, type=_typed(parse_shape, "shape"), metavar="MxNxK",
                    help="the problem, e.g. 1024x1024x1024")
-    p.add_argument("--dtype", help="the kernel's precision (fp32, tf32, bf16, fp16): a check, since a kernel "
-                   "computes in one precision")
+    p.add_argument("--dtype", help="the kernel's precision (fp32, tf32, bf16, fp16, fp8): a check, since a "
+                   "kernel computes in one precision")
+    p.add_argument("--layout", default=DEFAULT_LAYOUT, help=f"one of {', '.join(LAYOUTS)}: which operands are "
+                   "stored transposed (default nn; FP8 takes nt only)")
+    p.add_argument("--out-dtype", default=DEFAULT_OUT_DTYPE, help=f"D's type, one of {', '.join(OUT_DTYPES)} "
+                   "(default fp32)")
+    p.add_argument("--epilogue", default=DEFAULT_EPILOGUE, help=f"one of {', '.join(EPILOGUES)} (default none)")
+    p.add_argument("--scaling", help=f"FP8's scales, one of {', '.join(SCALINGS)} (default tensor; FP8 only)")
     p.add_argument("--baseline", help="the kernel to profile beside it, of the same precision (default: that "
                    "precision's cuBLAS, e.g. cublas_bf16); 'none' profiles the kernel alone")
     p.add_argument("--set", action="append", type=_typed(parse_tunable, "NAME=INTEGER"), metavar="NAME=VALUE",
@@ -72,8 +84,10 @@ def check_request(args) -> dict:
     precision = target.precision
     if args.dtype and _precision.get(args.dtype.strip().lower()).name != precision:
         raise ValueError(f"kernel {target.name} computes in {precision}, not {args.dtype}")
-    baseline = _baseline(args.baseline, precision, target.name)
-    problem = GemmProblem(*args.shape)
+    variant = _variant(args, precision)
+    problem = problem_of({"m": args.shape[0], "n": args.shape[1], "k": args.shape[2], **variant})
+    check_capabilities(target, problem)  # what the kernel declares, named
+    baseline = _baseline(args.baseline, precision, target.name, problem)
     tunables = dict(args.set or ())
     if isinstance(target, KernelSpec):
         target.validate(problem, tunables)  # unknown tunables and broken rules, before any GPU work
@@ -83,18 +97,46 @@ def check_request(args) -> dict:
         if path is not None and (not path.strip() or os.path.isdir(path)):
             raise ValueError(f"{flag} takes a file path, got {path!r}")
     return {"kernel": target.name, "baseline": baseline, "m": problem.m, "n": problem.n, "k": problem.k,
-            "precision": precision, "tunables": tunables, "seed": args.seed}
+            **variant, "precision": precision, "tunables": tunables, "seed": args.seed}
 
 
-def _baseline(name: str | None, precision: str, kernel: str) -> str | None:
+def _variant(args, precision: str) -> dict:
+    """The layout, output type, epilogue and scaling asked for; ValueError naming a bad one."""
+    ((layout, out_dtype, epilogue),) = parse_variants(args.layout, args.out_dtype, args.epilogue)
+    scaled = _precision.get(precision).scaled
+    if args.scaling is not None and not scaled:
+        raise ValueError(f"--scaling applies to FP8 kernels; this one computes in {precision}")
+    scaling = (args.scaling or "tensor").strip().lower() if scaled else "none"
+    if scaled and scaling not in SCALINGS:
+        raise ValueError(f"--scaling {scaling!r} is not one of {', '.join(SCALINGS)}")
+    return {"layout": layout, "out_dtype": out_dtype, "epilogue": epilogue, "scaling": scaling}
+
+
+def _baseline(name: str | None, precision: str, kernel: str, problem) -> str | None:
+    """The baseline named, or the precision's first library baseline that takes ``problem``
+    (its layout, output type, epilogue and scaling: cuBLASLt for an epilogue, the cuBLASLt
+    mode of FP8's scaling); None for 'none' or the kernel itself."""
     if name is not None and name.strip().lower() == "none":
         return None
-    chosen = kernels.get(name.strip()).name if name else _precision.get(precision).baseline
+    chosen = kernels.get(name.strip()).name if name else _default_baseline(precision, problem)
     if kernels.precision_of(chosen) != precision:
         raise ValueError(f"--baseline {chosen} computes in {kernels.precision_of(chosen)}; {kernel} in {precision}")
     if getattr(kernels.get(chosen), "host_gemm", None) is not None:
         raise ValueError(f"--baseline {chosen} runs on the CPU: there is no GPU kernel for ncu to profile")
+    check_capabilities(kernels.get(chosen), problem)
     return None if chosen == kernel else chosen
+
+
+def _default_baseline(precision: str, problem) -> str:
+    p = _precision.get(precision)
+    candidates = (p.baseline, *p.other_baselines)
+    for name in candidates:
+        try:
+            check_capabilities(kernels.get(name), problem)
+            return name
+        except UnsupportedProblem:
+            continue
+    return candidates[0]  # refused by the check above, naming what it takes
 
 
 def cmd_profile(args) -> int:
@@ -185,6 +227,9 @@ def render(result: dict) -> str:
     request, sides = result["request"], result["sides"]
     names = list(sides)
     shape = f"{request['m']}x{request['n']}x{request['k']}"
+    variant = variant_label(request.get("layout", "nn"), request.get("out_dtype", "fp32"), request.get("epilogue", "none"))
+    scaling = request.get("scaling", "none")
+    shape += (f" {variant}" if variant else "") + (f" {scaling} scales" if scaling != "none" else "")
     vs = f" against {names[1]}" if len(names) > 1 else ""
     lines = [f"{names[0]}{vs}: {request['precision'].upper()} {shape} on {result['gpu']}"]
     lines += textwrap.wrap(f"Nsight Compute {result['ncu']['version']}, one launch of each: clocks {result['clocks']}; "

@@ -1,7 +1,8 @@
 """The process Nsight Compute profiles: ``python -m gemm_driver.profile.target REQUEST REPORT``.
 
 REQUEST (JSON, written by command.py) names the kernel, its baseline (or null), the shape,
-the precision, tunables and the seed. This process prepares the case once (case.py: fresh
+layout, output type, epilogue and FP8 scaling (``problem_of``), the precision, tunables and
+the seed. This process prepares the case once (case.py: fresh
 random operands, the float64 reference), verifies the kernel and then the baseline on it,
 launches each a few times untimed (module load, cuBLAS's heuristics and the clocks'
 ramp stay out of the profile), and only then, between cuProfilerStart and cuProfilerStop
@@ -24,15 +25,24 @@ from ..bench.timing import HOLD_ENTRY, GpuTimer
 from ..case import PreparedCase
 from ..cuda.driver import api
 from ..cuda.errors import check
-from ..problem import GemmProblem
+from ..problem import GemmProblem, layout_flags
 from ..session import Session
 
 WARMUP_LAUNCHES = 3
 
 
+def problem_of(request: dict) -> GemmProblem:
+    """The request's problem: its shape, and its layout, output type, epilogue and scaling
+    where it names them (nn, FP32, none and none where it does not)."""
+    trans_a, trans_b = layout_flags(request.get("layout", "nn"))
+    return GemmProblem(request["m"], request["n"], request["k"], trans_a=trans_a, trans_b=trans_b,
+                       out_dtype=request.get("out_dtype", "fp32"), epilogue=request.get("epilogue", "none"),
+                       scaling=request.get("scaling", "none"))
+
+
 def profile_case(request: dict) -> dict:
     """Verify, warm up, then launch kernel, marker and baseline inside the profiled range."""
-    problem = GemmProblem(request["m"], request["n"], request["k"])
+    problem = problem_of(request)
     kernel, baseline = request["kernel"], request.get("baseline")
     names = [kernel] + ([baseline] if baseline else [])
     report: dict = {"status": "ok", "marker": HOLD_ENTRY, "verification": {}, "launch": {}}
@@ -42,7 +52,7 @@ def profile_case(request: dict) -> dict:
         launches = {}
         for name in names:
             try:
-                launch = session.launcher(name, problem, *case.device(), request["tunables"] if name == kernel else None)
+                launch = case.launcher(session, name, request["tunables"] if name == kernel else None)
             except ValueError as exc:  # this kernel cannot run this problem here
                 return {**report, "status": "skipped", "error": f"{name}: {exc}"}
             verification = case.check(*case.run(launch))
