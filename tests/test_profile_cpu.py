@@ -51,7 +51,7 @@ def fake_ncu(directory: Path) -> Path:
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--epilogue", "gelu"], "--epilogue 'gelu' is not one of"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--out-dtype", "fp16"], "does not take output type 'fp16'"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--scaling", "row"], "--scaling applies to FP8 kernels"),
-    (["profile", "hopper_fp8", "--shape", "64x64x64"], "does not take layout 'nn'"),
+    (["profile", "hopper_fp8", "--shape", "64x64x64", "--layout", "nn"], "does not take layout 'nn'"),
     (["profile", "hopper_fp8", "--shape", "64x64x64", "--layout", "nt", "--scaling", "tile"], "'tile' is not one of"),
     (["profile", "hopper_tf32", "--shape", "64x64x64", "--layout", "tn"], "hopper_tf32 does not take layout 'tn'"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--layout", "nt", "--baseline", "cublaslt_bf16",
@@ -192,8 +192,8 @@ def test_the_request_carries_the_linear_layer_s_call(argv, wanted, baseline):
 
 
 def test_an_fp8_request_names_its_scaling_and_the_header_shows_it():
-    args = cli.build_parser().parse_args(["profile", "hopper_fp8", "--shape", "256x512x256", "--layout", "nt",
-                                          "--out-dtype", "bf16", "--scaling", "block"])
+    args = cli.build_parser().parse_args(["profile", "hopper_fp8", "--shape", "256x512x256", "--out-dtype", "bf16",
+                                          "--scaling", "block"])  # nt: FP8's only layout, the default
     request = command.check_request(args)
     assert (request["scaling"], request["baseline"], target.problem_of(request).scaling) == (
         "block", "cublaslt_fp8_block", "block")  # the cuBLASLt mode of the same scaling

@@ -61,8 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the problem, e.g. 1024x1024x1024")
     p.add_argument("--dtype", help="the kernel's precision (fp32, tf32, bf16, fp16, fp8): a check, since a "
                    "kernel computes in one precision")
-    p.add_argument("--layout", default=DEFAULT_LAYOUT, help=f"one of {', '.join(LAYOUTS)}: which operands are "
-                   "stored transposed (default nn; FP8 takes nt only)")
+    p.add_argument("--layout", help=f"one of {', '.join(LAYOUTS)}: which operands are stored transposed "
+                   "(default nn; FP8: nt, its only layout)")
     p.add_argument("--out-dtype", default=DEFAULT_OUT_DTYPE, help=f"D's type, one of {', '.join(OUT_DTYPES)} "
                    "(default fp32)")
     p.add_argument("--epilogue", default=DEFAULT_EPILOGUE, help=f"one of {', '.join(EPILOGUES)} (default none)")
@@ -102,8 +102,9 @@ def check_request(args) -> dict:
 
 def _variant(args, precision: str) -> dict:
     """The layout, output type, epilogue and scaling asked for; ValueError naming a bad one."""
-    ((layout, out_dtype, epilogue),) = parse_variants(args.layout, args.out_dtype, args.epilogue)
     scaled = _precision.get(precision).scaled
+    default_layout = "nt" if scaled else DEFAULT_LAYOUT  # wgmma reads FP8 K-major only
+    ((layout, out_dtype, epilogue),) = parse_variants(args.layout or default_layout, args.out_dtype, args.epilogue)
     if args.scaling is not None and not scaled:
         raise ValueError(f"--scaling applies to FP8 kernels; this one computes in {precision}")
     scaling = (args.scaling or "tensor").strip().lower() if scaled else "none"
