@@ -52,7 +52,7 @@ class Variants:
 
 
 def variants_of(target) -> Variants:
-    """Everything a kernel or provider declares (kernels/target.py; kernels declare no scaling yet)."""
+    """Everything a kernel or provider declares (kernels/target.py; FP8 targets also their scalings)."""
     return Variants(tuple(target.layouts), tuple(target.out_dtypes), tuple(target.epilogues),
                     tuple(getattr(target, "scalings", ("none",))))
 

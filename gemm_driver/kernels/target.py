@@ -60,7 +60,7 @@ def check_capabilities(target: GemmTarget, problem: GemmProblem) -> None:
     for what, value, allowed in (("layout", problem.layout, target.layouts),
                                  ("output type", problem.out_dtype, target.out_dtypes),
                                  ("epilogue", problem.epilogue, target.epilogues),
-                                 # FP8 scaling modes: providers declare them; kernels take none yet
+                                 # FP8 scaling modes: FP8 targets declare them; the others take "none"
                                  ("scaling", problem.scaling, getattr(target, "scalings", ("none",)))):
         if value not in allowed:
             raise UnsupportedProblem(f"{target.name} does not take {what} {value!r}; it takes {', '.join(allowed)}")
