@@ -99,7 +99,7 @@ def isolation_options(p: argparse.ArgumentParser) -> None:
                    "--max-time plus 4x --warmup; needs --isolation process)")
 
 
-def _gpus(text: str) -> str:
+def gpu_choice(text: str) -> str:
     if text != "all" and not all(part.strip().isdigit() for part in text.split(",")):
         raise ValueError(f"--gpus takes all or GPU ordinals such as 0,1; got {text!r}")
     return text.replace(" ", "")
@@ -113,7 +113,7 @@ def add_bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ladder", action="store_true", help="the whole ladder: every kernel and baseline of the selected "
                    "precisions, on the ladder's shapes unless --sizes/--shapes are given")
     p.add_argument("--sizes", action="append", type=sizes, help="square sizes, e.g. 256,512,1024")
-    p.add_argument("--gpus", default="0", type=typed(_gpus, "--gpus"), help="GPU ordinals (e.g. 0,1) or all: with "
+    p.add_argument("--gpus", default="0", type=typed(gpu_choice, "--gpus"), help="GPU ordinals (e.g. 0,1) or all: with "
                    "several, one worker per GPU takes whole shapes from a shared queue, and each case records its "
                    "GPU (default 0)")
     p.add_argument("--corpus", metavar="NAME[:SET]", type=typed(lambda t: (_corpus(t), t)[1], "--corpus"),

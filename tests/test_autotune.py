@@ -109,7 +109,7 @@ def test_a_journal_resumes_a_sweep_without_running_what_it_holds(tmp_path, monke
     ran = []
 
     class Runner:  # the worker, in this process: records what it is asked to run
-        def __init__(self, handler, watchdog_s):
+        def __init__(self, handler, finish=None, **settings):
             pass
 
         def run(self, tasks):
@@ -125,3 +125,25 @@ def test_a_journal_resumes_a_sweep_without_running_what_it_holds(tmp_path, monke
     second = autotune.tune(spec, [(64, 64, 64), (32, 32, 32)], [{"BM": 64}], isolation="fake", journal=journal)
     assert len(ran) == 2 and all("32x32x32" in key for key in ran)  # the first shape came from the journal
     assert second[0].trials[0].tflops == 11.0 and second[1].trials[0].status == "ok"
+
+
+def test_a_sweep_over_two_gpus_runs_every_trial_once_and_keeps_each_shape_on_one_gpu(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import spread_fakes as fakes
+
+    from gemm_driver.bench.spread import Journal, Spread
+
+    monkeypatch.setattr(autotune, "runner_on", lambda gpus, handler, **settings: Spread(
+        fakes.trial_handler, devices=list(gpus), session_factory=fakes.gpu_session))
+    spec, journal = kernels.KERNELS["warptiled"], Journal(tmp_path / "sweep.jsonl")
+    shapes = [(64, 64, 64), (96, 96, 96), (128, 128, 128), (160, 160, 160)]
+    results = autotune.tune(spec, shapes, [{"BM": 64}, {"BM": 32}], gpus=(0, 1), journal=journal)
+    assert [r.shape for r in results] == shapes
+    for r in results:
+        assert r.baseline_tflops == 10.0 and sorted(t.tflops for t in r.trials) == [32.0, 64.0]
+        assert len({t.gpu for t in r.trials}) == 1  # a shape's trials share its operands: one GPU
+    assert {t.gpu for r in results for t in r.trials} <= {0, 1}
+    assert len(journal.load()) == len(shapes) * 3  # every trial once, baselines included

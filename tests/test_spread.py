@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import spread_fakes as fakes  # noqa: E402
 
 from gemm_driver.bench.isolation import TaskFailure  # noqa: E402
+from gemm_driver.bench import spread  # noqa: E402
 from gemm_driver.bench.spread import Journal, Spread  # noqa: E402
 
 
@@ -94,10 +95,8 @@ class _Reversed(Spread):
 
 
 def test_bench_reads_spread_results_in_task_order():
-    from gemm_driver.bench import command
-
     runner = _Reversed(fakes.handler, devices=[0, 1])
-    got = list(command._in_order(runner, [1, 2, 3, 4, 5], [range(0, 2), range(2, 5)], gpu=0))
+    got = list(spread.in_order(runner, [1, 2, 3, 4, 5], [range(0, 2), range(2, 5)], gpu=0))
     assert got == [(0, 10, 0), (1, 20, 1), (2, 30, 0), (3, 40, 1), (4, 50, 0)]
 
 

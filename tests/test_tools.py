@@ -94,6 +94,7 @@ def test_unknown_option_is_one_line_and_exit_2(tmp_path, name):
     ("autotune.py", ["--kernel", "hopper_bf16", "--corpus", "all:validate"], "no sweep reads the validation set"),
     ("autotune.py", ["--corpus", "llm"], "no sweep reads the validation set"),
     ("autotune.py", ["--corpus", "nope:tune"], "nope"),
+    ("autotune.py", ["--gpus", "one"], "--gpus takes all or GPU ordinals"),
     ("ladder_sweep.py", ["--kernels", "nope"], "choose from blocktile_1d"),
     ("ladder_sweep.py", ["--seconds", "fast"], "is not a number"),
     ("mma_ceiling.py", ["--repeats", "0"], "must be above zero"),

@@ -9,6 +9,8 @@
     python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --journal sweep.jsonl --write
                                                    # every candidate of kernels/hopper/selection.py on
                                                    # the corpus's tuning set; resumable
+    python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --gpus all
+                                                   # one worker per GPU, whole shapes from one queue
 
 ``--corpus`` takes a corpus's tuning set only (docs/corpus.md): no sweep reads the validation
 set. For ``hopper_bf16`` the table keeps every candidate's TFLOP/s per shape (the vote of
@@ -28,7 +30,9 @@ import sys
 from pathlib import Path
 
 from gemm_driver import kernels
+from gemm_driver.arguments import gpu_choice
 from gemm_driver.bench import autotune
+from gemm_driver.bench.command import select_gpus
 from gemm_driver.bench.environment import collect
 from gemm_driver.bench.spread import Journal
 from gemm_driver.corpus import corpus
@@ -67,6 +71,8 @@ def main(argv=None) -> int:
                         "--shapes: llm:tune, sized:tune, odd:tune or all:tune")
     parser.add_argument("--journal", help="append each finished trial here (JSON lines) and skip the trials "
                         "already in it: a stopped sweep resumes")
+    parser.add_argument("--gpus", default="0", help="GPU ordinals (e.g. 0,1) or all: with several, one worker per "
+                        "GPU takes whole shapes from a shared queue (default 0)")
     args = parser.parse_args(argv)
     try:
         names = targets(args.kernel)
@@ -74,13 +80,19 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     shapes = corpus_shapes(parser, args.corpus) if args.corpus else sweep_shapes(parser, args)
 
+    try:
+        gpu_text = gpu_choice(args.gpus)
+    except ValueError as exc:
+        parser.error(str(exc))
+
     failed = False
     environment = collect(Device.get(0))  # no GPU: one line, before anything runs
+    gpus = select_gpus(gpu_text)
     for name in names:
         swept, space = TARGETS[name]
         spec = kernels.KERNELS[swept]
         journal = Journal(args.journal if len(names) == 1 else f"{args.journal}.{name}") if args.journal else None
-        results = autotune.tune(spec, shapes, space, seconds=args.seconds, journal=journal)  # in a worker process
+        results = autotune.tune(spec, shapes, space, seconds=args.seconds, journal=journal, gpus=gpus)  # in workers
         title = f"{name} " if len(names) > 1 else ""
         for r in results:
             print("\n" + "\n".join(r.report_lines(args.top, title=title)))

@@ -11,6 +11,7 @@ reads (``kernels/tuned.py`` looks it up; ``tools/autotune.py`` writes it).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -20,8 +21,8 @@ from ..case import PreparedCase, run_case
 from ..cuda.errors import GemmDriverError
 from ..kernels.tuned import SCHEMA
 from ..problem import GemmProblem, parse_shape, shape_label
-from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure, kept, release_kept
-from .spread import Journal
+from .isolation import DEFAULT_WATCHDOG_S, TaskFailure, kept, release_kept
+from .spread import Journal, completed, runner_on
 from .timing import Budget, GpuTimer
 
 
@@ -32,10 +33,11 @@ class Trial:
     detail: str = ""
     median_ms: float | None = None
     tflops: float | None = None
+    gpu: int | None = None  # the ordinal of the GPU that ran it
 
     def as_dict(self) -> dict:
         return {"tunables": self.tunables, "status": self.status, "detail": self.detail,
-                "median_ms": self.median_ms, "tflops": self.tflops}
+                "median_ms": self.median_ms, "tflops": self.tflops, "gpu": self.gpu}
 
 
 @dataclass
@@ -76,13 +78,15 @@ Space = Sequence[Mapping[str, int]] | Callable[[tuple[int, int, int]], Sequence[
 def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
          seconds: float = 0.15, seed: int = 0, on_trial: Callable[[tuple, Trial], None] = lambda s, t: None,
          isolation: str = "process", watchdog_s: float = DEFAULT_WATCHDOG_S,
-         journal: Journal | None = None) -> list[ShapeResult]:
+         journal: Journal | None = None, gpus: Sequence[int] = (0,)) -> list[ShapeResult]:
     """Verify and time every configuration of ``space`` (or of ``space(shape)``, the
     configurations offered for that shape) on each shape, and the precision's cuBLAS beside
     them on the same operands, in a worker process (isolation.py): a configuration that
-    faults or hangs is FAILED with the reason and the sweep goes on. With a ``journal``, each
-    finished trial is appended to it and trials already there are not run again, so a
-    stopped sweep resumes where it stopped."""
+    faults or hangs is FAILED with the reason and the sweep goes on. With several ``gpus``,
+    one worker per GPU takes whole shapes from a shared queue (spread.py; a shape's trials
+    share its operands and reference). With a ``journal``, each finished trial is appended to
+    it and trials already there are not run again, so a stopped sweep resumes where it
+    stopped."""
     baseline = _precision.get(spec.precision).baseline
     offered = space if callable(space) else (lambda shape: space)
     tasks = [TrialTask(name, tuple(shape), index, spec.precision, dict(tunables), seed, seconds)
@@ -105,10 +109,15 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
             record(task, Trial(**done[task.key]))
         else:
             todo.append(task)
-    for index, trial in RUNNERS[isolation](run_trial_task, watchdog_s=watchdog_s).run(todo):
+    by_shape: dict[int, list[int]] = {}
+    for index, task in enumerate(todo):
+        by_shape.setdefault(task.shape_index, []).append(index)
+    runner = runner_on(gpus, run_trial_task, isolation=isolation, watchdog_s=watchdog_s)
+    for index, trial, gpu in completed(runner, todo, list(by_shape.values()), gpus[0]):  # journaled as they end
         task = todo[index]
         if isinstance(trial, TaskFailure):
             trial = Trial(task.tunables, "FAILED", trial.reason)
+        trial = dataclasses.replace(trial, gpu=gpu)
         if journal is not None:
             journal.append(task.key, trial.as_dict())
         record(task, trial)

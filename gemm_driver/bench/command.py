@@ -9,7 +9,6 @@ the environment and the settings; ``write_outputs`` writes the JSON, CSV and plo
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import tempfile
 import time
@@ -29,9 +28,9 @@ from ..cuda.errors import GemmDriverError
 from ..problem import DEFAULT_VARIANT
 from .bandwidth import copy_bandwidth_tbs
 from .environment import collect
-from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, TaskFailure
+from .isolation import DEFAULT_WATCHDOG_S, TaskFailure
 from .defaults import default_kernels, default_shapes, ladder_kernels, ladder_shapes
-from .spread import Spread, session_on
+from .spread import Spread, in_order, runner_on
 from .runner import (CaseResult, Step, by_kernel, case_count, failed_case, fill_baseline_ratio, finish_sweep,
                      not_run_case, run_case_task, sweep_steps, sweep_tasks)
 from .stats import Budget
@@ -178,26 +177,7 @@ def select_gpus(text: str) -> tuple[int, ...]:
 
 def _sweep_runner(request: BenchRequest, watchdog_s: float):
     """One worker on the request's GPU, or one per GPU (Spread) when it names several."""
-    if len(request.gpus) > 1:
-        if request.isolation != "process":
-            raise ValueError("--gpus with several GPUs runs one worker process per GPU: it needs --isolation process")
-        return Spread(run_case_task, finish_sweep, devices=request.gpus, watchdog_s=watchdog_s)
-    return RUNNERS[request.isolation](run_case_task, finish_sweep, watchdog_s=watchdog_s,
-                                      session_factory=functools.partial(session_on, request.gpus[0]))
-
-
-def _in_order(runner, tasks: Sequence, groups: Sequence[range], gpu: int):
-    """(index, result, GPU ordinal) in task order, whatever order several GPUs finish in."""
-    if not isinstance(runner, Spread):
-        for index, result in runner.run(tasks):
-            yield index, result, gpu
-        return
-    arrived, upcoming = {}, 0
-    for done in runner.run(tasks, [list(g) for g in groups]):
-        arrived[done.index] = (done.result, done.device)
-        while upcoming in arrived:
-            yield (upcoming, *arrived.pop(upcoming))
-            upcoming += 1
+    return runner_on(request.gpus, run_case_task, finish_sweep, isolation=request.isolation, watchdog_s=watchdog_s)
 
 
 def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseResult], None] = lambda r: None,
@@ -228,7 +208,7 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     for step in steps:
         groups.append(range(start, start + case_count([step], request.rounds)))
         start = groups[-1].stop
-    ran = _in_order(runner, tasks, groups, request.gpus[0])
+    ran = in_order(runner, tasks, groups, request.gpus[0])
     complete = False
     try:
         for step in steps:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .isolation import DEFAULT_WATCHDOG_S, Isolated, TaskFailure
+from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, Isolated, TaskFailure
 
 
 def session_on(device: int):
@@ -131,6 +131,38 @@ class Spread:
         finally:
             self.workers_started[device] = runner.workers_started
             results.put(_STOP)
+
+
+def runner_on(gpus: Sequence[int], handler: Callable, finish: Callable | None = None, *, isolation: str = "process",
+              watchdog_s: float = DEFAULT_WATCHDOG_S):
+    """One worker (``isolation``'s) on the one GPU of ``gpus``, or a Spread over several."""
+    if len(gpus) > 1:
+        if isolation != "process":
+            raise ValueError("--gpus with several GPUs runs one worker process per GPU: it needs --isolation process")
+        return Spread(handler, finish, devices=gpus, watchdog_s=watchdog_s)
+    return RUNNERS[isolation](handler, finish, watchdog_s=watchdog_s,
+                              session_factory=functools.partial(session_on, gpus[0]))
+
+
+def completed(runner, tasks: Sequence, groups: Sequence[Sequence[int]], gpu: int) -> Iterator[tuple[int, Any, int]]:
+    """(index, result, GPU ordinal) of every task as it finishes; ``groups``: the task indices
+    that run on one GPU together; ``gpu``: the GPU of a runner that is not a Spread."""
+    if not isinstance(runner, Spread):
+        for index, result in runner.run(tasks):
+            yield index, result, gpu
+        return
+    for done in runner.run(tasks, [list(g) for g in groups]):
+        yield done.index, done.result, done.device
+
+
+def in_order(runner, tasks: Sequence, groups: Sequence[Sequence[int]], gpu: int) -> Iterator[tuple[int, Any, int]]:
+    """``completed``'s results in task order, whatever order several GPUs finish in."""
+    arrived, upcoming = {}, 0
+    for index, result, device in completed(runner, tasks, groups, gpu):
+        arrived[index] = (result, device)
+        while upcoming in arrived:
+            yield (upcoming, *arrived.pop(upcoming))
+            upcoming += 1
 
 
 class Journal:
