@@ -34,7 +34,7 @@ from .kernels.target import check_capabilities
 from .operands import (DeviceMatrix, ScaledOperands, fill_output, random_bias, random_operands, random_scaled_operands,
                        read_output, upload_bias, upload_operands, upload_scales)
 from .problem import GemmProblem
-from .verify import Reference, Verification, check, reference
+from .verify import Reference, Verification, check, output_bound, reference
 
 
 class PreparedCase:
@@ -117,7 +117,12 @@ class PreparedCase:
         written) count as violations too."""
         read_only = (*((self._bias,) if self._bias is not None else ()), *(self._scales or ()))
         changed = sum(matrix.read()[1] for matrix in read_only)
-        return check(self.problem, out, self.reference, guard_violations + changed, self.precision.name)
+        return check(self.problem, out, self.reference, guard_violations + changed, self.precision.name, self.bound)
+
+    @cached_property
+    def bound(self) -> np.ndarray:
+        """The bound on each element of D (verify.output_bound), once for every kernel checked."""
+        return output_bound(self.problem, self.reference, self.precision.name)
 
     def close(self) -> None:
         for matrix in (*(self._device or ()), *((self._bias,) if self._bias is not None else ()), *(self._scales or ())):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gemm_driver.problem import GemmProblem
+from gemm_driver import verify
 from gemm_driver.verify import SLACK, check, reference
 from helpers import UNIT_ROUNDOFF
 
@@ -198,3 +199,20 @@ def test_as_dict_round_trips_every_field():
     d = check(p, (a @ b).astype(np.float32), reference(p, a, b, None)).as_dict()
     assert set(d) == {"ok", "max_error_ratio", "relative_error", "wrong", "nan", "guard_violations", "message"}
     assert d["ok"] is True
+
+
+def test_a_bound_given_once_judges_as_the_bound_computed_each_time():
+    rng = np.random.default_rng(7)
+    problem = GemmProblem(40, 30, 20)
+    a, b = rng.uniform(-1, 1, (40, 20)).astype(np.float32), rng.uniform(-1, 1, (20, 30)).astype(np.float32)
+    ref = verify.reference(problem, a, b, None)
+    out = (a.astype(np.float64) @ b).astype(np.float32)
+    out[3, 4] += 1e-2  # one element far off
+    bound = verify.output_bound(problem, ref)
+    assert verify.check(problem, out, ref, bound=bound) == verify.check(problem, out, ref)
+    v = verify.check(problem, out, ref, bound=bound)
+    assert not v.ok and v.wrong == 1
+    expected = np.linalg.norm(out.astype(np.float64) - ref.value) / np.linalg.norm(ref.value)
+    assert v.relative_error == pytest.approx(expected)
+    out[0, 0] = np.nan
+    assert verify.check(problem, out, ref, bound=bound).relative_error == float("inf")
