@@ -39,8 +39,8 @@ from gemm_driver.corpus import corpus
 from gemm_driver.cuda.driver import Device
 from gemm_driver.kernels import tensor, tuned
 from gemm_driver.kernels.hopper import selection
-from gemm_driver.problem import GemmProblem
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
+from gemm_driver.problem import GemmProblem
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
     sys.path.append(str(Path(__file__).resolve().parent))  # last: tools/inspect.py must not shadow inspect
@@ -79,7 +79,6 @@ def main(argv=None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     shapes = corpus_shapes(parser, args.corpus) if args.corpus else sweep_shapes(parser, args)
-
     try:
         gpu_text = gpu_choice(args.gpus)
     except ValueError as exc:

@@ -25,10 +25,12 @@ loop is, and whether splitting pays) and log2 M (how many rows a 128-row tile wa
 M). They were chosen, with ``NEIGHBOURS``, on the tuning set alone, each shape's pick made
 without its own measurements: on the H100's table the pick measured 1.031x slower than that
 shape's winner (geometric mean over the 99 shapes) against 1.037-1.048 for log2(M, N, K) with
-1-4 neighbours and 1.165 for the analytic rule (results/h100-80gb-hbm3/autotune-hopper-bf16-
-tuning-set.txt has the sweep and the check).
-FP16 runs the same template with the same tiles, so it reads the BF16 table (the FP16 path's
-measured speed is the BF16 path's within noise: results/h100-80gb-hbm3/bench-hopper-final.txt).
+1-4 neighbours and 1.165 for the analytic rule. results/h100-80gb-hbm3/autotune-hopper-bf16-
+tuning-set.txt has the sweep, ending with the check of the first fit (log2(M, N, K), 4
+neighbours: 1.048); tests/test_hopper_selection.py repeats the check on the committed table.
+
+FP16 runs the same template with the same tiles and reads the BF16 table: no FP16 sweep has
+run (in results/h100-80gb-hbm3/bench-quick.txt FP16 ran at 0.93-1.00x the BF16 speed).
 """
 
 from __future__ import annotations
