@@ -48,6 +48,7 @@ def fake_ncu(directory: Path) -> Path:
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--set", "BN"], "NAME=INTEGER"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--json", "."], "--json takes a file path"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--layout", "nx"], "--layout 'nx' is not one of nn, nt"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--layout", "nn,nt"], "--layout takes one value in profile"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--epilogue", "gelu"], "--epilogue 'gelu' is not one of"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--out-dtype", "fp16"], "does not take output type 'fp16'"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--scaling", "row"], "--scaling applies to FP8 kernels"),

@@ -104,6 +104,9 @@ def _variant(args, precision: str) -> dict:
     """The layout, output type, epilogue and scaling asked for; ValueError naming a bad one."""
     scaled = _precision.get(precision).scaled
     default_layout = "nt" if scaled else DEFAULT_LAYOUT  # wgmma reads FP8 K-major only
+    for flag, value in (("--layout", args.layout), ("--out-dtype", args.out_dtype), ("--epilogue", args.epilogue)):
+        if value and "," in value:
+            raise ValueError(f"{flag} takes one value in profile (one case is profiled), got {value!r}")
     ((layout, out_dtype, epilogue),) = parse_variants(args.layout or default_layout, args.out_dtype, args.epilogue)
     if args.scaling is not None and not scaled:
         raise ValueError(f"--scaling applies to FP8 kernels; this one computes in {precision}")
