@@ -54,18 +54,24 @@ __device__ __forceinline__ void mma_ss_n{n}(float (&d)[{r}], unsigned long long 
 }}'''
 
 
-def ss_tf32(n: int) -> str:
+def ss_k_major(n: int, ptx_type: str, k: int, note: str) -> str:
+    """The wrapper of both operands from shared memory, K-major, no transpose operands: TF32
+    (k8) and e4m3 (k32); ``note`` is the comment's text after the shapes."""
     r = n // 2
     return f'''
-// D(64x{n}) += A(64x8, smem, K-major) * B(8x{n}, smem, K-major), TF32 operands, FP32 D.
-__device__ __forceinline__ void mma_tf32_ss_n{n}(float (&d)[{r}], unsigned long long a, unsigned long long b, int scale_d) {{
+// D(64x{n}) += A(64x{k}, smem{note}
+__device__ __forceinline__ void mma_{ptx_type}_ss_n{n}(float (&d)[{r}], unsigned long long a, unsigned long long b, int scale_d) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{r + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 "
+        "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type} "
         "{{{regs(0, r)}}}, %{r}, %{r + 1}, p, 1, 1;\\n}}\\n"
         : {outs(r).lstrip()}
         : "l"(a), "l"(b), "r"(scale_d));
 }}'''
+
+
+def ss_tf32(n: int) -> str:
+    return ss_k_major(n, "tf32", 8, f", K-major) * B(8x{n}, smem, K-major), TF32 operands, FP32 D.")
 
 
 def rs_tf32(n: int) -> str:
@@ -83,18 +89,8 @@ __device__ __forceinline__ void mma_tf32_rs_n{n}(float (&d)[{r}], const unsigned
 
 
 def ss_e4m3(n: int) -> str:
-    r = n // 2
-    return f'''
-// D(64x{n}) += A(64x32, smem, K-major) * B(32x{n}, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
-// has no transpose operands: both matrices are read K-major.
-__device__ __forceinline__ void mma_e4m3_ss_n{n}(float (&d)[{r}], unsigned long long a, unsigned long long b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{r + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 "
-        "{{{regs(0, r)}}}, %{r}, %{r + 1}, p, 1, 1;\\n}}\\n"
-        : {outs(r).lstrip()}
-        : "l"(a), "l"(b), "r"(scale_d));
-}}'''
+    return ss_k_major(n, "e4m3", 32, f", K-major) * B(32x{n}, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma\n"
+                      "// has no transpose operands: both matrices are read K-major.")
 
 
 HEAD = '''// wgmma.cuh -- the wgmma.mma_async instructions the Hopper rungs issue, one wrapper per shape.
