@@ -21,14 +21,13 @@ from hypothesis import strategies as st
 
 import build_matrix
 from gemm_driver import kernels
-from gemm_driver.cuda import tensor_map
 from gemm_driver.cuda.errors import UnsupportedProblem
 from gemm_driver.kernels import hopper
 from gemm_driver.kernels.hopper import fp8, geometry as geo, recipe
 from gemm_driver.kernels.hopper.rungs import SMS, entry_geometry
 from gemm_driver.kernels.launch import LaunchContext
 from gemm_driver.problem import GemmProblem
-from test_hopper_specs import Device, FakeKernel, Operand, sass
+from test_hopper_specs import Device, FakeKernel, Operand, record_maps_and_scratch, sass
 
 SPEC = kernels.get("hopper_fp8")
 H100 = "NVIDIA H100 80GB HBM3"
@@ -136,18 +135,8 @@ def run_plan(monkeypatch, problem, tunables=None, lds=None, misalign=(0, 0, 0), 
     base = (0x7F0000000000, 0x7F1000000000, 0x7F2000000000)
     a, b = (Operand(base[i] + misalign[i], lds[i], 1) for i in range(2))
     c = Operand(base[2] + 4 * misalign[2], lds[2], 4)
-    launches, maps, scratch = [], [], {}
-
-    def encode(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle):
-        tensor_map.validate_tiled_2d(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle)
-        maps.append((address, dtype, rows, cols, ld, box_rows, box_cols, swizzle))
-        return bytes(128)
-
-    def workspace(name, nbytes, *, zeroed=False):
-        scratch[name] = (nbytes, zeroed)
-        return 0x7F3000000000 + 0x100000000 * len(scratch)
-
-    monkeypatch.setattr(recipe, "encode_tiled_2d", encode)
+    launches = []
+    maps, scratch, workspace = record_maps_and_scratch(monkeypatch)
     names = ["main", *(e.name for e in SPEC.extra_entries)]
     ctx = LaunchContext(SPEC, {n: FakeKernel(n, launches) for n in names}, problem, a, b, c, t, "stream", workspace,
                         Device(), 0, scales)

@@ -386,15 +386,11 @@ class Device:
     sm_count = 132
 
 
-def _run_plan(monkeypatch, name, problem, tunables=None, lds=None, misalign=(0, 0, 0), resident=None):
-    spec = SPECS[name]
-    t = spec.validate(problem, tunables or {})
-    itemsize = geo.ITEMSIZE[spec.precision]
-    lds = lds or (problem.k, problem.n, problem.n)
-    base = (0x7F0000000000, 0x7F1000000000, 0x7F2000000000)
-    a, b = (Operand(base[i] + misalign[i] * itemsize, lds[i], itemsize) for i in range(2))
-    c = Operand(base[2] + 4 * misalign[2], lds[2], 4)
-    launches, maps, scratch = [], [], {}
+def record_maps_and_scratch(monkeypatch):
+    """The recipe's tensor maps and scratch on a fake context: recipe.encode_tiled_2d checks each
+    map (validate_tiled_2d) and records it. Returns (maps, scratch, workspace): the maps encoded,
+    the scratch asked for (name -> (bytes, zeroed)), and the allocator that records it."""
+    maps, scratch = [], {}
 
     def encode(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle):
         tensor_map.validate_tiled_2d(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle)
@@ -407,6 +403,19 @@ def _run_plan(monkeypatch, name, problem, tunables=None, lds=None, misalign=(0, 
         return 0x7F3000000000 + 0x100000000 * len(scratch)
 
     monkeypatch.setattr(recipe, "encode_tiled_2d", encode)
+    return maps, scratch, workspace
+
+
+def _run_plan(monkeypatch, name, problem, tunables=None, lds=None, misalign=(0, 0, 0), resident=None):
+    spec = SPECS[name]
+    t = spec.validate(problem, tunables or {})
+    itemsize = geo.ITEMSIZE[spec.precision]
+    lds = lds or (problem.k, problem.n, problem.n)
+    base = (0x7F0000000000, 0x7F1000000000, 0x7F2000000000)
+    a, b = (Operand(base[i] + misalign[i] * itemsize, lds[i], itemsize) for i in range(2))
+    c = Operand(base[2] + 4 * misalign[2], lds[2], 4)
+    launches = []
+    maps, scratch, workspace = record_maps_and_scratch(monkeypatch)
     names = ["main", *(e.name for e in spec.extra_entries)]
     ctx = LaunchContext(spec, {n: FakeKernel(n, launches) for n in names}, problem, a, b, c, t, "stream", workspace,
                       Device())
