@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 from ... import fp8 as _fp8
 from ...cuda.errors import UnsupportedProblem
 from ...problem import GemmProblem, fp8_rule
-from ..spec import Entry, KernelSpec, Tunable, ceil_div
+from ..spec import Entry, Tunable, ceil_div
 from ..target import check_capabilities
 from . import geometry as geo
 from . import recipe as _recipe
@@ -175,24 +175,25 @@ def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str
 
 # ---------------------------------------------------------------- the spec
 @dataclass(frozen=True)
-class Fp8Spec(KernelSpec):
+class Fp8Spec(rungs.LinearSpec):
     """A KernelSpec of scaled FP8 problems: ``validate`` sets SCALING, OUT and EPI from the problem
-    (a given value that differs is refused), so the resolved tunables name the build that computes
-    it; ``scalings`` are the modes it takes (kernels/target.py), ``probe`` a problem it computes."""
+    (a given value that differs is refused, as LinearSpec does for its arguments), so the
+    resolved tunables name the build that computes it; ``scalings`` are the modes it takes
+    (kernels/target.py), ``probe`` a problem it computes."""
 
     scalings: tuple[str, ...] = _fp8.SCALINGS
+
+    def fixed_tunables(self, problem: GemmProblem) -> dict[str, int]:
+        return problem_tunables(problem)
+
+    def fixed_by(self, problem: GemmProblem) -> str:
+        return f"scaling {problem.scaling}, out {problem.out_dtype}, epilogue {problem.epilogue}"
 
     def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
         check_capabilities(self, problem)
         if (why := fp8_rule(problem, self.precision)) is not None:
             raise UnsupportedProblem(f"{self.name}: {why}")
-        fixed = problem_tunables(problem)
-        for name, value in (overrides or {}).items():
-            if name in fixed and value != fixed[name]:
-                raise UnsupportedProblem(
-                    f"{self.name}: {name} is set by the problem (scaling {problem.scaling}, out {problem.out_dtype}, "
-                    f"epilogue {problem.epilogue}): {fixed[name]}, not {value}")
-        return super().validate(problem, {**(overrides or {}), **fixed})
+        return super().validate(problem, overrides)
 
     def probe(self, m: int, n: int, k: int, tunables: Mapping[str, int] | None = None) -> GemmProblem:
         t = {**{tn.name: tn.default for tn in self.tunables}, **(tunables or {})}

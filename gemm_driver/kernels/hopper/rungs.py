@@ -197,15 +197,23 @@ def linear_tunables(problem: GemmProblem) -> dict[str, int]:
 class LinearSpec(KernelSpec):
     """A KernelSpec whose output type, epilogue and layout are template arguments: ``validate``
     sets them from the problem (a given value that differs is refused), so the resolved tunables
-    name the build that computes this problem."""
+    name the build that computes this problem. A subclass names other such arguments by
+    overriding ``fixed_tunables`` and ``fixed_by``."""
+
+    def fixed_tunables(self, problem: GemmProblem) -> dict[str, int]:
+        """The tunables ``problem`` sets."""
+        return linear_tunables(problem)
+
+    def fixed_by(self, problem: GemmProblem) -> str:
+        """What of ``problem`` sets them, for the refusal's words."""
+        return f"layout {problem.layout}, out {problem.out_dtype}, epilogue {problem.epilogue}"
 
     def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
-        fixed = linear_tunables(problem)
+        fixed = self.fixed_tunables(problem)
         for name, value in (overrides or {}).items():
             if name in fixed and value != fixed[name]:
                 raise UnsupportedProblem(
-                    f"{self.name}: {name} is set by the problem (layout {problem.layout}, out {problem.out_dtype}, "
-                    f"epilogue {problem.epilogue}): {fixed[name]}, not {value}")
+                    f"{self.name}: {name} is set by the problem ({self.fixed_by(problem)}): {fixed[name]}, not {value}")
         return super().validate(problem, {**(overrides or {}), **fixed})
 
 
