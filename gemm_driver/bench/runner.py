@@ -33,9 +33,8 @@ from .. import precision as _precision
 from ..case import Outcome, PreparedCase, run_case
 from ..cuda.errors import NvrtcError
 from ..kernels import precision_of
-from ..kernels.target import check_capabilities
+from ..kernels.target import capability_refusal
 from ..problem import DEFAULT_VARIANT, GemmProblem, layout_flags
-from ..cuda.errors import UnsupportedProblem
 from ..session import Session
 from . import energy
 from .clocks import ClockMonitor
@@ -95,11 +94,7 @@ def _not_run_reason(name: str, problem: GemmProblem) -> str | None:
         return _batch_reason(name, problem.batch)
     if problem.batch == 1 and not target.single:
         return ""  # a batched-only baseline: left out of unbatched shapes, and not recorded
-    try:
-        check_capabilities(target, problem)
-    except UnsupportedProblem as exc:
-        return str(exc)
-    return None
+    return capability_refusal(target, problem)
 
 
 def _batch_reason(name: str, batch: int) -> str:

@@ -66,6 +66,15 @@ def check_capabilities(target: GemmTarget, problem: GemmProblem) -> None:
             raise UnsupportedProblem(f"{target.name} does not take {what} {value!r}; it takes {', '.join(allowed)}")
 
 
+def capability_refusal(target: GemmTarget, problem: GemmProblem) -> str | None:
+    """``check_capabilities``' reason for refusing ``problem``, or None where ``target`` takes it."""
+    try:
+        check_capabilities(target, problem)
+    except UnsupportedProblem as exc:
+        return str(exc)
+    return None
+
+
 def declared_transposes(layouts: tuple[str, ...]) -> bool:
     """Whether ``layouts`` holds one with a transposed operand."""
     return any(layout != "nn" for layout in layouts)

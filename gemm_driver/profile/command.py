@@ -29,10 +29,9 @@ from typing import Sequence
 from .. import kernels
 from .. import precision as _precision
 from ..cuda.driver import device_count
-from ..cuda.errors import UnsupportedProblem
 from ..fp8 import SCALINGS
 from ..kernels.spec import KernelSpec, parse_tunable
-from ..kernels.target import check_capabilities
+from ..kernels.target import capability_refusal, check_capabilities
 from ..problem import (DEFAULT_EPILOGUE, DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, EPILOGUES, LAYOUTS, OUT_DTYPES, parse_shape,
                        parse_variants, variant_label)
 from . import metrics, ncu
@@ -132,15 +131,9 @@ def _baseline(name: str | None, precision: str, kernel: str, problem) -> str | N
 
 
 def _default_baseline(precision: str, problem) -> str:
-    p = _precision.get(precision)
-    candidates = (p.baseline, *p.other_baselines)
-    for name in candidates:
-        try:
-            check_capabilities(kernels.get(name), problem)
-            return name
-        except UnsupportedProblem:
-            continue
-    return candidates[0]  # refused by the check above, naming what it takes
+    candidates = _precision.baselines(precision)
+    takes = [name for name in candidates if capability_refusal(kernels.get(name), problem) is None]
+    return (takes or candidates)[0]  # none: the first, refused by the check after this, naming what it takes
 
 
 def cmd_profile(args) -> int:
