@@ -125,12 +125,7 @@ def corpus_shapes(parser, spec: str) -> list[tuple[int, int, int]]:
 def left_out_check(entries: list[dict]) -> list[str]:
     """The vote checked on the tuning set: each shape's pick when it is left out of the vote,
     and how much slower that pick measured there than the shape's winner."""
-    slowdowns = []
-    for entry in entries:
-        others = [e for e in entries if e is not entry]
-        picked = selection.vote(others, GemmProblem(*entry["shape"]))
-        if picked is not None:
-            slowdowns.append(min(selection.slowdown_at(entry, picked[0]), selection.UNMEASURED_SLOWDOWN))
+    slowdowns = [min(x, selection.UNMEASURED_SLOWDOWN) for x in selection.left_out_slowdowns(entries)]
     if not slowdowns:
         return ["left-out check: fewer than two shapes"]
     geomean = math.exp(sum(math.log(x) for x in slowdowns) / len(slowdowns))

@@ -127,6 +127,17 @@ def fitted(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str] | 
     return vote(table["entries"], problem) if table else None
 
 
+def left_out_slowdowns(entries: Sequence[Mapping]) -> list[float]:
+    """The vote checked on its own table: per entry, how much slower the candidate the other
+    entries vote for measured there than that entry's winner (inf where it did not run)."""
+    slowdowns = []
+    for entry in entries:
+        picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]))
+        if picked is not None:
+            slowdowns.append(slowdown_at(entry, picked[0]))
+    return slowdowns
+
+
 def slowdown_at(entry: Mapping, tunables: Mapping[str, int]) -> float:
     """How much slower ``tunables`` measured than the entry's winner (inf where it did not run)."""
     speed = measured(entry)
