@@ -173,7 +173,7 @@ stream_k_rung = dataclasses.replace(  # the same kernel, build and launch recipe
 # 135 registers (3 CTAs an SM instead of 4) it was first at 1000^3 and 1024^3 in the H100 sweep
 # (autotune-stream-k-min-blocks.txt); 4 stages, BK 8 or 32, 64x32 warps, 4x16 lanes, 128x64 and
 # 64x256 tiles around it did not beat it (autotune-fp32-4warp-variants.txt). 23 configurations
-# a shape, so a sweep of the 9 shapes stays near 5 minutes.
+# a shape, so a sweep of the 9 default shapes (tools/autotune.py) stays near 5 minutes.
 DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM = (1, 0, 0), (2, 0, 0), (4, 0, 0), (1, 1, 0), (1, 1, 1)  # SPLITK, STREAMK, PER_SM
 TILINGS = (
     # (BM, BN, WM, WN, TM, TN), STAGES choices, schedules, MIN_BLOCKS choices
