@@ -33,6 +33,7 @@ from .kernels.launch import Launch
 from .kernels.target import check_capabilities
 from .operands import (DeviceMatrix, ScaledOperands, fill_output, random_bias, random_operands, random_scaled_operands,
                        read_output, upload_bias, upload_operands, upload_scales)
+from .device_reference import Products
 from .problem import GemmProblem
 from .verify import Reference, Verification, check, output_bound, reference
 
@@ -41,18 +42,20 @@ class PreparedCase:
     """Host operands, their reference and (on first use) guarded device operands of one
     problem in one precision. ``guard`` rows around each matrix, leading dimensions
     ``lds`` (the stored row strides; None: the stored row length) and ``misalign``
-    elements off a 16-byte boundary (A, B, C; the bias vector takes C's). An FP8 case
+    elements off a 16-byte boundary (A, B, C; the bias vector takes C's); ``products``: the
+    float64 matmul of its reference (device_reference.products_for; None: NumPy's). An FP8 case
     carries its ``scaled`` operands: e4m3 codes go to the device with their scales, and
     ``a``/``b`` are the dequantized values the reference reads."""
 
     def __init__(self, problem: GemmProblem, precision: str, a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
                  *, bias: np.ndarray | None = None, guard: int = 0, lds=(None, None, None), misalign=(0, 0, 0),
-                 scaled: ScaledOperands | None = None):
+                 scaled: ScaledOperands | None = None, products: Products | None = None):
         self.problem, self.precision = problem, _precision.get(precision)
         if self.precision.scaled != (scaled is not None):
             raise ValueError(f"a {self.precision.name} case " + ("needs its scaled operands (e4m3 codes and scales)"
                              if scaled is None else "takes no scaled operands"))
         self.a_host, self.b_host, self.c_host, self.bias_host, self.scaled = a, b, c, bias, scaled
+        self.products = products  # the reference's float64 matmul (None: NumPy's; device_reference.py)
         self._scales: tuple[DeviceMatrix, DeviceMatrix] | None = None
         self._layout = {"guard": guard, "lds": tuple(lds), "misalign": tuple(misalign)}
         self._device: tuple[DeviceMatrix, DeviceMatrix, DeviceMatrix] | None = None
@@ -60,21 +63,22 @@ class PreparedCase:
 
     @classmethod
     def random(cls, problem: GemmProblem, precision: str, seed, *, scale_draw: tuple[int, int] = (0, 0),
-               **layout) -> "PreparedCase":
+               **options) -> "PreparedCase":
         """Fresh uniform(-1, 1) data from ``seed`` (anything numpy.random.default_rng takes),
         A and B rounded once to what the precision stores; C only when beta != 0, the bias
         only with an epilogue (both in the out_dtype's values). FP8: ``scale_draw`` is the
-        (spread, offset) of operands.random_scaled_operands."""
+        (spread, offset) of operands.random_scaled_operands; ``options``: the constructor's
+        keywords (guard, lds, misalign, products)."""
         rng = np.random.default_rng(seed)
         if _precision.get(precision).scaled:  # FP8: amax scales per group of the problem's scaling
             ops = random_scaled_operands(problem, rng, spread=scale_draw[0], offset=scale_draw[1])
-            return cls(problem, precision, ops.a, ops.b, ops.c, bias=random_bias(problem, rng), scaled=ops, **layout)
+            return cls(problem, precision, ops.a, ops.b, ops.c, bias=random_bias(problem, rng), scaled=ops, **options)
         a, b, c = random_operands(problem, rng, _precision.get(precision).name)
-        return cls(problem, precision, a, b, c, bias=random_bias(problem, rng), **layout)
+        return cls(problem, precision, a, b, c, bias=random_bias(problem, rng), **options)
 
     @cached_property
     def reference(self) -> Reference:
-        return reference(self.problem, self.a_host, self.b_host, self.c_host, self.bias_host)
+        return reference(self.problem, self.a_host, self.b_host, self.c_host, self.bias_host, self.products)
 
     def device(self) -> tuple[DeviceMatrix, DeviceMatrix, DeviceMatrix]:
         """Device A, B, C (made on the first call); C is NaN-poisoned when it is output only."""

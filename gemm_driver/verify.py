@@ -35,6 +35,7 @@ The linear-layer variants (problem.py) extend it, all in float64 from the values
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -53,14 +54,17 @@ class Reference:
 
 
 def reference(problem: GemmProblem, a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
-              bias: np.ndarray | None = None) -> Reference:
+              bias: np.ndarray | None = None, products: Callable | None = None) -> Reference:
     """float64 reference from the operands as stored (``a``/``b`` in their stored shapes,
-    transposed per the problem); a batched problem's stacked operands give a stacked result."""
+    transposed per the problem); a batched problem's stacked operands give a stacked result.
+    ``products``: the float64 matmul of two 2-D arrays to use (None: NumPy's; large cases
+    pass the GPU's, device_reference.py)."""
     a64 = _batched(a, problem.batch, problem.trans_a)
     b64 = _batched(b, problem.batch, problem.trans_b)
     rows = problem.batch * problem.m
-    value = problem.alpha * (a64 @ b64).reshape(rows, problem.n)
-    magnitude = abs(problem.alpha) * (np.abs(a64) @ np.abs(b64)).reshape(rows, problem.n)
+    matmul = np.matmul if products is None else products
+    value = problem.alpha * matmul(a64, b64).reshape(rows, problem.n)
+    magnitude = abs(problem.alpha) * matmul(np.abs(a64), np.abs(b64)).reshape(rows, problem.n)
     if problem.beta != 0 and c is not None:
         value += problem.beta * c.astype(np.float64)
         magnitude += abs(problem.beta) * np.abs(c.astype(np.float64))

@@ -216,3 +216,15 @@ def test_a_bound_given_once_judges_as_the_bound_computed_each_time():
     assert v.relative_error == pytest.approx(expected)
     out[0, 0] = np.nan
     assert verify.check(problem, out, ref, bound=bound).relative_error == float("inf")
+
+
+def test_only_large_single_problems_take_the_gpus_products():
+    """device_reference.products_for: NumPy (None) below HOST_FLOPS, for batches and empty
+    problems; the GPU's float64 matmul above (a function; no GPU is touched until it runs)."""
+    from gemm_driver.device_reference import HOST_FLOPS, products_for
+
+    side = round((HOST_FLOPS / 2) ** (1 / 3)) + 8  # 2 side^3 just over HOST_FLOPS
+    assert products_for(None, GemmProblem(64, 64, 64)) is None
+    assert products_for(None, GemmProblem(side, side, 0)) is None
+    assert products_for(None, GemmProblem(side, side, side, batch=2)) is None
+    assert callable(products_for(None, GemmProblem(side, side, side)))

@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 
 from .. import precision as _precision
 from ..case import PreparedCase, run_case
+from ..device_reference import products_for
 from ..cuda.errors import GemmDriverError
 from ..kernels.tuned import SCHEMA
 from ..problem import GemmProblem, parse_shape, shape_label
@@ -149,7 +150,8 @@ def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], Non
         state["timer"] = GpuTimer(session.stream, session.arch)
         state["close"] = lambda: _close_trial_state(state)
     case = kept(state, (task.shape, task.shape_index, task.precision, task.seed),
-                lambda: PreparedCase.random(GemmProblem(*task.shape), task.precision, [task.seed, task.shape_index]))
+                lambda: PreparedCase.random(GemmProblem(*task.shape), task.precision, [task.seed, task.shape_index],
+                                            products=products_for(session, GemmProblem(*task.shape))))
     if task.tunables:
         refusal = _refusal(session, task)
         if refusal is not None:

@@ -31,6 +31,7 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 from .. import kernels
 from .. import precision as _precision
 from ..case import Outcome, PreparedCase, run_case
+from ..device_reference import products_for
 from ..cuda.errors import NvrtcError
 from ..kernels import precision_of
 from ..kernels.target import capability_refusal
@@ -256,7 +257,8 @@ def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[
                                   monitor=state["monitor"])
         state["close"] = lambda: _close_worker_state(state)
     case = kept(state, (step.problem, step.shape_index, step.precision, task.seed),
-                lambda: PreparedCase.random(step.problem, step.precision, [task.seed, step.shape_index], guard=1))
+                lambda: PreparedCase.random(step.problem, step.precision, [task.seed, step.shape_index], guard=1,
+                                           products=products_for(session, step.problem)))
     try:  # compile and load before the watchdog's GPU phase: a cold build may take a while
         case.launcher(session, task.kernel)
     except Exception:  # noqa: BLE001 - run_case reports what is wrong, under this kernel's name

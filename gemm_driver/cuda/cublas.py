@@ -86,7 +86,7 @@ class GemmTypes:
 
 # --- the binding ---------------------------------------------------------------------
 _i, _ll, _p = ctypes.c_int, ctypes.c_longlong, ctypes.c_void_p
-_fp, _ip = ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_int)
+_fp, _dp, _ip = ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int)
 _GEMM = (_p, _i, _i, _i, _i, _i)  # handle, transa, transb, m, n, k
 
 # (restype, name, argtypes). Status-returning (c_int) entries get the errcheck.
@@ -98,6 +98,7 @@ SIGNATURES: tuple[tuple[Any, str, tuple[Any, ...]], ...] = (
     (_i, "cublasGetMathMode", (_p, _ip)),
     (_i, "cublasGetProperty", (_i, _ip)),
     (_i, "cublasSgemm_v2", _GEMM + (_fp, _p, _i, _p, _i, _fp, _p, _i)),
+    (_i, "cublasDgemm_v2", _GEMM + (_dp, _p, _i, _p, _i, _dp, _p, _i)),
     (_i, "cublasGemmEx", _GEMM + (_p, _p, _i, _i, _p, _i, _i, _p, _p, _i, _i, _i, _i)),
     (_i, "cublasSgemmStridedBatched",
      _GEMM + (_fp, _p, _i, _ll, _p, _i, _ll, _fp, _p, _i, _ll, _i)),
@@ -340,6 +341,16 @@ def gemm_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float, a: int, 
     arguments = gemm_ex_arguments(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, types)
     with _math_mode(handle, types.math_mode):
         handle._lib.cublasGemmEx(handle.ptr, *arguments)
+
+
+def dgemm(handle: CublasHandle, m: int, n: int, k: int, a: int, b: int, c: int) -> None:
+    """C = A @ B in float64 (cublasDgemm) for contiguous row-major A (m x k), B (k x n) and
+    C (m x n): the float64 reference's products on the GPU (device_reference.py)."""
+    cm = column_major_call(m, n, k, k, n, n)
+    first, second = cm.operands(int(a), int(b))
+    one, zero = ctypes.c_double(1.0), ctypes.c_double(0.0)
+    handle._lib.cublasDgemm_v2(handle.ptr, cm.op_first, cm.op_second, cm.m, cm.n, cm.k, ctypes.byref(one), first,
+                               cm.ld_first, second, cm.ld_second, ctypes.byref(zero), int(c), cm.ldc)
 
 
 def gemm_strided_batched_ex(handle: CublasHandle, m: int, n: int, k: int, alpha: float,
