@@ -3,14 +3,15 @@
 ``check_case`` runs one drawn case with every trap set (NaN-poisoned output, guard band,
 padded leading dimensions, misaligned pointers, fresh random data; a guarded bias vector
 with an epilogue) through the one prepared case and ``run_case`` (case.py). Cases are drawn
-in every layout, output type and epilogue the kernel declares. ``verify_kernel`` lets Hypothesis draw and
+in every layout, output type, epilogue and FP8 scaling mode the kernel declares (or in one
+mode: ``drawn_variants``). ``verify_kernel`` lets Hypothesis draw and
 shrink cases and reports the smallest failing one; the tests and the ``verify`` command
 both use them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +22,7 @@ from . import kernels
 from .kernels import precision_of
 from .operands import stored_shapes
 from .session import Session
-from .strategies import GemmCase, gemm_cases, variants_of
+from .strategies import GemmCase, Variants, gemm_cases, variants_of
 
 GUARD_ROWS = 2
 
@@ -47,17 +48,31 @@ class VerifyOutcome:
         return self.failing_case is None and not self.message
 
 
+def drawn_variants(kernel: str, scaling: str | None = None) -> Variants:
+    """What ``kernel``'s cases are drawn from: all it declares, or one FP8 ``scaling`` mode of
+    them (ValueError naming the modes it takes)."""
+    variants = variants_of(kernels.get(kernel))
+    if scaling is None:
+        return variants
+    if scaling not in variants.scalings or scaling == "none":
+        takes = [x for x in variants.scalings if x != "none"]
+        raise ValueError(f"{kernel} takes " + (f"the scalings {', '.join(takes)}, not {scaling!r}" if takes else
+                                               "no FP8 scaling; --scaling applies to fp8 kernels"))
+    return replace(variants, scalings=(scaling,))
+
+
 def verify_kernel(session: Session, kernel: str, examples: int = 100, max_dim: int = 300,
-                  tunables: Mapping[str, int] | None = None, on_example: Callable[[], None] = lambda: None
-                  ) -> VerifyOutcome:
-    """Run ``examples`` drawn cases; on failure, Hypothesis shrinks to the smallest case.
-    ``on_example`` is called before each (the isolation watchdog's heartbeat)."""
+                  tunables: Mapping[str, int] | None = None, on_example: Callable[[], None] = lambda: None,
+                  scaling: str | None = None) -> VerifyOutcome:
+    """Run ``examples`` drawn cases (of one FP8 ``scaling`` mode when given); on failure,
+    Hypothesis shrinks to the smallest case. ``on_example`` is called before each (the
+    isolation watchdog's heartbeat)."""
     seen = 0
     failures: list[tuple[GemmCase, str]] = []
 
     @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
               suppress_health_check=list(HealthCheck))
-    @given(case=gemm_cases(max_dim, variants_of(kernels.get(kernel))))
+    @given(case=gemm_cases(max_dim, drawn_variants(kernel, scaling)))
     def property_holds(case: GemmCase) -> None:
         nonlocal seen
         seen += 1
@@ -83,12 +98,17 @@ class VerifyTask:
     kernel: str
     examples: int
     max_dim: int
+    scaling: str | None = None  # one FP8 scaling mode; None: every mode the kernel declares
+
+    @property
+    def label(self) -> str:
+        return self.kernel if self.scaling is None else f"{self.kernel} ({self.scaling})"
 
 
 def verify_task(session: Session, state: dict, task: VerifyTask, beat: Callable[[], None]) -> VerifyOutcome | str:
     """A worker's handler (bench/isolation.py): one kernel's verify run; a kernel that cannot
     run here at all comes back as the reason (a str), which is bad input, not a failure."""
     try:
-        return verify_kernel(session, task.kernel, task.examples, task.max_dim, on_example=beat)
+        return verify_kernel(session, task.kernel, task.examples, task.max_dim, on_example=beat, scaling=task.scaling)
     except ValueError as exc:
         return str(exc).splitlines()[0]

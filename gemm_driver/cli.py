@@ -170,23 +170,27 @@ def cmd_verify(args) -> int:
 
     from .bench.isolation import RUNNERS, TaskFailure
     from .bench.tables import print_table
-    from .checking import VerifyTask, verify_task
+    from .checking import VerifyTask, drawn_variants, verify_task
 
     table = Table(header_style="bold")
     for column in ("kernel", "examples", "result", "smallest failing case"):
         table.add_column(column)
-    tasks = [VerifyTask(name, args.examples, args.max_dim) for name in _flat(args.kernels) or ["cublas", *kernels.KERNELS]]
+    chosen = _flat(args.kernels) or ["cublas", *kernels.KERNELS]
+    scalings = parse_scalings(args.scaling) if args.scaling else [None]
+    tasks = [VerifyTask(name, args.examples, args.max_dim, scaling) for name in chosen for scaling in scalings]
+    for task in tasks:
+        drawn_variants(task.kernel, task.scaling)  # a mode the kernel lacks: one line, before any GPU work
     failed = False
     for index, outcome in RUNNERS[args.isolation](verify_task, watchdog_s=args.watchdog).run(tasks):
         if isinstance(outcome, str):  # the kernel cannot run here: bad input
             raise ValueError(outcome)
         if isinstance(outcome, TaskFailure):  # it faulted or hung: FAILED under its own name
             failed = True
-            table.add_row(tasks[index].kernel, "-", "[red]FAIL[/red]", outcome.reason)
+            table.add_row(tasks[index].label, "-", "[red]FAIL[/red]", outcome.reason)
             continue
         failed |= not outcome.ok
         case = outcome.failing_case.describe() + f": {outcome.message}" if outcome.failing_case else "-"
-        table.add_row(outcome.kernel, str(outcome.examples), "pass" if outcome.ok else "[red]FAIL[/red]", case)
+        table.add_row(tasks[index].label, str(outcome.examples), "pass" if outcome.ok else "[red]FAIL[/red]", case)
     print_table(Console(), table)  # whole rows in a log or a pipe, fitted on a terminal
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -249,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cases drawn per kernel (default 100)")
     p.add_argument("--max-dim", type=positive("--max-dim", "must be at least 1"), default=300,
                    help="largest M, N or K drawn (default 300)")
+    p.add_argument("--scaling", type=nonempty("scaling modes (e.g. tensor,block)"),
+                   help="fp8 kernels: comma list of tensor, row, block; --examples cases of each mode in turn "
+                        "(default: modes drawn among all the kernel declares)")
     isolation_options(p)
     p.set_defaults(func=cmd_verify)
 

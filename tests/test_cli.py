@@ -163,6 +163,9 @@ def test_compile_bad_input_exits_2_with_one_line(capsys, argv, fragments):
     (["bench", "--max-time", "0"], ["--max-time takes a positive number of seconds", "'0'"]),
     (["verify", "--kernels", "nope"], ["unknown kernel 'nope'"]),
     (["verify", "--examples", "0"], ["--examples must be at least 1"]),
+    (["verify", "--kernels", "hopper_bf16", "--scaling", "block"], ["hopper_bf16 takes no FP8 scaling"]),
+    (["verify", "--kernels", "hopper_fp8", "--scaling", "row,blocks"], ["--scaling 'blocks' is not one of"]),
+    (["verify", "--kernels", "cublaslt_fp8", "--scaling", "row"], ["cublaslt_fp8 takes the scalings tensor, not 'row'"]),
 ])
 def test_bench_and_verify_bad_input_exit_2_before_needing_a_gpu(capsys, argv, fragments):
     code, out, err = run(capsys, *argv)

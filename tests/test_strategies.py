@@ -80,3 +80,14 @@ def test_beta_zero_and_nonzero_both_occur():
     assert betas.count(0.0) >= 10 and sum(b != 0 for b in betas) >= 10
     assert any(c.pads != (0, 0, 0) for c in cases) and any(c.pads == (0, 0, 0) for c in cases)
     assert any(c.misalign != (0, 0, 0) for c in cases) and any(c.misalign == (0, 0, 0) for c in cases)
+
+
+def test_verify_draws_one_scaling_mode_when_asked():
+    """``verify --scaling row`` draws row-scaled cases only, from the kernel's other variants;
+    without it every mode the kernel declares is drawn."""
+    from gemm_driver.checking import drawn_variants
+
+    every = drawn_variants("hopper_fp8")
+    assert set(every.scalings) == {"tensor", "row", "block"}
+    one = drawn_variants("hopper_fp8", "row")
+    assert one.scalings == ("row",) and one.layouts == every.layouts and one.epilogues == every.epilogues

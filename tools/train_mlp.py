@@ -11,7 +11,13 @@ started on an idle GPU and timed until its last launch is queued: the median), t
 largest loss difference, which kernels ran, and gemm_driver's route cache (routes, hits,
 misses, and the Launches its plans made: one per new set of addresses).
 
-    python tools/train_mlp.py [--steps 300] [--batch 4096] [--hidden 2048] [--json FILE] [--check]
+    python tools/train_mlp.py [--steps 300] [--batch 4096] [--hidden 2048] [--kernel NAME]
+                              [--profile N] [--json FILE] [--check]
+
+``--kernel``: the kernel gemm_driver's layers run (default: gemm()'s default, the dtype's
+cuBLAS or cuBLASLt where an epilogue is fused; ``hopper_bf16`` runs this project's own).
+``--profile N``: N more steps of gemm_driver's model under cProfile, its 25 costliest
+functions (own time) printed last: where the host time of a step goes.
 
 ``--check`` exits 1 unless the two curves agree (mean loss of the last tenth within 5% of
 each other) and both losses fell; a GPU and torch are needed (exit 2 otherwise).
@@ -36,11 +42,13 @@ def parse(argv):
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=4096)
     parser.add_argument("--hidden", type=int, default=2048)
+    parser.add_argument("--kernel", default=None)
+    parser.add_argument("--profile", type=int, default=0, metavar="N")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
-    if args.steps <= WARMUP or args.batch < 1 or args.hidden < 1:
-        parser.error(f"--steps must exceed {WARMUP}; --batch and --hidden must be positive")
+    if args.steps <= WARMUP or args.batch < 1 or args.hidden < 1 or args.profile < 0:
+        parser.error(f"--steps must exceed {WARMUP}; --batch and --hidden must be positive, --profile not negative")
     return args
 
 
@@ -56,19 +64,20 @@ def batches(torch, steps: int, batch: int):
     return data
 
 
-def student(torch, linear, hidden: int, gelu_inside: bool):
+def student(torch, linear, hidden: int, gelu_inside: bool, **options):
     """IN -> hidden -> hidden -> CLASSES with GELU (tanh form); ``gelu_inside``: the layer
-    applies it (gemm_driver.torch.Linear(activation="gelu")), else an nn.GELU after it."""
+    applies it (gemm_driver.torch.Linear(activation="gelu")), else an nn.GELU after it.
+    ``options``: the layers' other keywords (gemm_driver's ``kernel``)."""
     def layer(i, o, act):
         if act and gelu_inside:
-            return [linear(i, o, activation="gelu")]
-        return [linear(i, o)] + ([torch.nn.GELU(approximate="tanh")] if act else [])
+            return [linear(i, o, activation="gelu", **options)]
+        return [linear(i, o, **options)] + ([torch.nn.GELU(approximate="tanh")] if act else [])
 
     return torch.nn.Sequential(*layer(IN, hidden, True), *layer(hidden, hidden, True), *layer(hidden, CLASSES, False))
 
 
-def train(torch, model, data) -> tuple[list[float], float, float]:
-    """(losses, samples per second, host microseconds per step)."""
+def stepper(torch, model):
+    """One training step of ``model`` (cross-entropy, AdamW): step(x, labels) -> the loss."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
 
     def step(x, labels):
@@ -77,6 +86,13 @@ def train(torch, model, data) -> tuple[list[float], float, float]:
         loss.backward()
         opt.step()
         return loss.detach()
+
+    return step
+
+
+def train(torch, model, data) -> tuple[list[float], float, float]:
+    """(losses, samples per second, host microseconds per step)."""
+    step = stepper(torch, model)
 
     losses, start = [], None
     for i, (x, labels) in enumerate(data):
@@ -102,6 +118,25 @@ def host_us(torch, step, data) -> float:
     return sorted(times)[len(times) // 2] * 1e6
 
 
+def profile_steps(torch, model, data) -> None:
+    """cProfile over one step per batch of ``data`` (a fresh optimizer: its first step is
+    not among them), the 25 costliest functions by own time."""
+    import cProfile
+    import pstats
+
+    step = stepper(torch, model)
+    step(*data[0])
+    torch.cuda.synchronize()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for x, labels in data:
+        step(x, labels)
+    torch.cuda.synchronize()
+    profiler.disable()
+    print(f"\nhost profile of {len(data)} steps of gemm_driver's model (own time, costliest first):")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+
+
 def main(argv=None) -> int:
     args = parse(argv)
     try:
@@ -117,7 +152,7 @@ def main(argv=None) -> int:
     data = batches(torch, args.steps, args.batch)
     torch.manual_seed(0)
     reference = student(torch, torch.nn.Linear, args.hidden, False).cuda().bfloat16()
-    ours = student(torch, gt.Linear, args.hidden, True).cuda().bfloat16()
+    ours = student(torch, gt.Linear, args.hidden, True, kernel=args.kernel).cuda().bfloat16()
     with torch.no_grad():
         for mine, theirs in zip(ours.parameters(), reference.parameters()):
             mine.copy_(theirs)
@@ -138,9 +173,11 @@ def main(argv=None) -> int:
     print(f"host time per step: {a} {host[a]:.0f} us, {b} {host[b]:.0f} us")
     print(f"kernels ran: {dict(sorted(gt.ran.items()))}")
     print(f"gemm_driver routes: {gt.routes.stats()}")
+    if args.profile:
+        profile_steps(torch, ours, data[: args.profile])
     if args.json:
         args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "steps": args.steps,
-                                         "batch": args.batch, "hidden": args.hidden, "curves": curves,
+                                         "batch": args.batch, "hidden": args.hidden, "kernel": args.kernel, "curves": curves,
                                          "samples_per_s": rates, "host_us_per_step": host, "kernels": gt.ran,
                                          "routes": gt.routes.stats()}, indent=1))
     if args.check:

@@ -123,6 +123,7 @@ class LtMatmul:
             raise
         self.chosen = 0  # the heuristic's first choice until autotune() measures
         self.timings: list[CandidateTiming] = []
+        self._described: dict[int, dict] = {}  # describe()'s answers (a dozen library calls each)
 
     def _heuristic(self, count: int) -> list[HeuristicResult]:
         lib, d = _library(), self.descriptors
@@ -234,11 +235,18 @@ class LtMatmul:
         if not best:
             raise CublasError("CUBLAS_STATUS_NOT_SUPPORTED", "no candidate ran: " + timings[0].error, "cublasLtMatmul")
         self.chosen, self.timings = min(best, key=best.get), timings
+        self._described.clear()
         return timings
 
     def describe(self, candidate: int | None = None) -> dict:
-        """The algorithm as a small dict for the results JSON."""
+        """The algorithm as a small dict for the results JSON (a copy; worked out once per
+        candidate and measurement: a Plan asks again for every new set of addresses)."""
         index = self.chosen if candidate is None else candidate
+        if index not in self._described:
+            self._described[index] = self._describe(index)
+        return dict(self._described[index])
+
+    def _describe(self, index: int) -> dict:
         result = self.candidates[index]
         getter = _library().cublasLtMatmulAlgoConfigGetAttribute
         config = {name: _get_int(getter, ctypes.byref(result.algo), attr) for name, attr in ALGO_CONFIG.items()}
