@@ -94,6 +94,7 @@ SIGNATURES: tuple[tuple[Any, str, tuple[Any, ...]], ...] = (
     (_i, "cublasCreate_v2", (ctypes.POINTER(_p),)),
     (_i, "cublasDestroy_v2", (_p,)),
     (_i, "cublasSetStream_v2", (_p, _p)),
+    (_i, "cublasSetWorkspace_v2", (_p, _p, ctypes.c_size_t)),
     (_i, "cublasSetMathMode", (_p, _i)),
     (_i, "cublasGetMathMode", (_p, _ip)),
     (_i, "cublasGetProperty", (_i, _ip)),
