@@ -84,14 +84,17 @@ def test_edges_drop_the_first_change_and_reads_after_the_work_ended():
 
 def test_summary_of_rounds_is_their_mean_and_says_how_far_apart():
     a = {"joules_per_launch": 0.004, "avg_power_w": 700.0, "span_s": 0.4, "trusted": True, "note": None}
-    b = {**a, "joules_per_launch": 0.0042, "avg_power_w": 710.0}
+    b = {**a, "joules_per_launch": 0.0041, "avg_power_w": 710.0}
     flops = 2 * 1024**3
     out = energy.summarize([a, b], flops)
     assert set(out) == FIELDS
-    assert out["joules_per_gemm"] == pytest.approx(0.0041)
-    assert out["tflops_per_watt"] == pytest.approx(flops / 0.0041 / 1e12)
+    assert out["joules_per_gemm"] == pytest.approx(0.00405)
+    assert out["tflops_per_watt"] == pytest.approx(flops / 0.00405 / 1e12)
     assert out["window_s"] == pytest.approx(0.8) and out["trusted"]
-    assert "5.0% apart" in out["note"]
+    assert "2.5% apart)" in out["note"]
+    # rounds 13.5% apart (cuBLAS at 4096^3 on the H100, each window fine): not repeatable
+    far = energy.summarize([a, {**a, "joules_per_launch": 0.00454}], flops)
+    assert not far["trusted"] and "13.5% apart, over the 5%" in far["note"]
     untrusted = energy.summarize([a, {**b, "trusted": False, "note": "only 2 counter updates"}], flops)
     assert not untrusted["trusted"] and "only 2 counter updates" in untrusted["note"]
 

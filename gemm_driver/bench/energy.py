@@ -22,8 +22,9 @@ So energy has its own window, after a case's timed samples:
 Joules per GEMM = average power x the window's own GPU time per launch (events around
 the window); TFLOP/s per watt = FLOP per GEMM / joules per GEMM / 1e12 (a TFLOP per joule),
 so neither depends on the timed samples' clock. A reading is *trusted* when the rule
-above was met and the GPU never ran out of queued work during the window (a host too
-slow to keep it fed would mix idle power in); otherwise the numbers stay (where there
+above was met, the GPU never ran out of queued work during the window (a host too
+slow to keep it fed would mix idle power in) and, with several rounds, they agree within 5%;
+otherwise the numbers stay (where there
 are any) with ``trusted`` false and a note saying why. Without NVML, or on a GPU without
 the counter, every number is null and the note says why. docs/profiling.md has the method
 and the readings.
@@ -41,6 +42,7 @@ MIN_UPDATES = 4  # counter updates between the first and last edge used
 MIN_SPAN_S = 0.3  # ... spanning at least this long
 MAX_TIMING_ERROR = 0.02  # the two edges' read durations over the span
 MAX_WINDOW_S = 2.0  # a counter slower than this allows gives an untrusted reading, not a longer wait
+MAX_ROUNDS_APART = 0.05  # rounds of one case further apart than this: the reading is not repeatable
 # GPU work kept queued ahead of the host. A counter read takes ~4 ms on the H100 of results/,
 # but now and then over 100 ms (an update goes unseen): 30 ms let the GPU run dry there.
 QUEUED_AHEAD_MS = 250.0
@@ -159,8 +161,8 @@ def unmeasured(why: str) -> dict:
 
 def summarize(windows: Sequence[dict], flops: int) -> dict:
     """A record's ``energy`` field from its windows (one per round): the mean of the windows
-    with a reading, trusted only when every window is; the note says what was not, and
-    how far apart the rounds were."""
+    with a reading, trusted only when every window is and the rounds agree within
+    MAX_ROUNDS_APART; the note says what was not, and how far apart the rounds were."""
     if not windows:
         return unmeasured("energy not read (no NVML monitor in this run)")
     read = [w for w in windows if w.get("joules_per_launch") is not None]
@@ -170,14 +172,18 @@ def summarize(windows: Sequence[dict], flops: int) -> dict:
         return unmeasured("; ".join(notes) or "no energy reading")
     joules = sum(w["joules_per_launch"] for w in read) / len(read)
     power = sum(w["avg_power_w"] for w in read) / len(read)
+    apart = 0.0
     if len(read) > 1:
         values = [w["joules_per_launch"] for w in read]
-        notes.append(f"rounds {', '.join(f'{v:.4g}' for v in values)} J per GEMM "
-                     f"({(max(values) - min(values)) / min(values):.1%} apart)")
+        apart = (max(values) - min(values)) / min(values) if min(values) > 0 else math.inf
+        notes.append(f"rounds {', '.join(f'{v:.4g}' for v in values)} J per GEMM ({apart:.1%} apart"
+                     + (f", over the {MAX_ROUNDS_APART:.0%} a repeatable reading allows)" if apart > MAX_ROUNDS_APART
+                        else ")"))
     return {"joules_per_gemm": joules, "avg_power_w": round(power, 2),
             "tflops_per_watt": flops / joules / 1e12 if joules > 0 else None,
             "window_s": round(sum(w.get("span_s") or 0.0 for w in read), 4),
-            "trusted": len(read) == len(windows) and all(w.get("trusted") for w in windows),
+            "trusted": len(read) == len(windows) and all(w.get("trusted") for w in windows)
+            and apart <= MAX_ROUNDS_APART,
             "note": "; ".join(notes) or None}
 
 
