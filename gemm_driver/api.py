@@ -17,7 +17,7 @@ from __future__ import annotations
 import atexit
 from collections import OrderedDict
 
-from . import arrays, kernels
+from . import arrays, fp8_scales, kernels
 from .arrays import product_shape
 from .cuda.driver import ExternalStream, copy_2d_async
 from .call import dtype_name, epilogue_of
@@ -41,21 +41,24 @@ def default_session() -> Session:
 def plan(m: int, n: int, k: int, *, dtype="float32", kernel: str | None = None, alpha: float = 1.0,
          beta: float = 0.0, trans_a: bool = False, trans_b: bool = False, trans_c: bool = False,
          lda: int | None = None, ldb: int | None = None, ldc: int | None = None, out_dtype="float32",
-         bias=False, activation: str | None = None, session: Session | None = None, **tunables: int) -> Plan:
+         bias=False, activation: str | None = None, scaling: str | None = None, session: Session | None = None,
+         **tunables: int) -> Plan:
     """A Plan for act(alpha * op(A) @ op(B) + beta * out + bias) with op(A) m x k, op(B) k x n
     in ``dtype`` (float32, bfloat16, float16; names, NumPy and torch dtypes are taken), out
     m x n in ``out_dtype``, run by ``kernel`` (default: the dtype's cuBLAS, or the first
     baseline that takes the output type and epilogue). Call it as ``p(A, B, out=None,
     bias=None, stream=None)``. ``trans_*``: that operand is a transposed view; ``ld*``: pin a
     leading dimension; ``bias``: True (or the vector) to add one; ``activation``: None,
-    "relu" or "gelu" (tanh form)."""
+    "relu" or "gelu" (tanh form). FP8 (``dtype="float8_e4m3fn"``, B a transposed view):
+    ``scaling`` "tensor", "row" or "block", and each call passes ``scales=(A's, B's)``."""
     return Plan(session or default_session(), m, n, k, dtype=dtype, kernel=kernel, alpha=alpha, beta=beta,
                 trans_a=trans_a, trans_b=trans_b, trans_c=trans_c, lda=lda, ldb=ldb, ldc=ldc, out_dtype=out_dtype,
-                bias=bias, activation=activation, tunables=tunables)
+                bias=bias, activation=activation, tunables=tunables, scaling=scaling)
 
 
 def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | None = None, out=None,
-         stream=None, bias=None, activation: str | None = None, out_dtype=None, **tunables: int):
+         stream=None, bias=None, activation: str | None = None, out_dtype=None, scales=None,
+         scaling: str | None = None, **tunables: int):
     """act(alpha * A @ B + beta * C + bias) computed by ``kernel`` (default: cuBLAS in the
     inputs' dtype, or the first baseline that takes the output type and epilogue).
 
@@ -72,12 +75,21 @@ def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | N
     out first, else out itself is C when beta != 0. Work is queued on ``stream`` (a handle,
     ``__cuda_stream__``, a torch/CuPy stream; None: the current stream of A's library) and
     not waited for.
+
+    FP8 (device arrays of float8_e4m3fn codes: ``gemm(x8, w8.t(), scales=(sa, sb),
+    out_dtype=torch.bfloat16)``): A row-major, B a transposed view, float32 ``scales`` of A
+    and B in the layout of ``scaling`` ("tensor", "row" or "block"; default: what their sizes
+    say), fp8_scales.py.
     """
     kind = arrays.kind_of(A)
     if kind in ("torch", "cupy", "array"):
-        return _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, bias, activation, out_dtype, tunables)
+        return _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, bias, activation, out_dtype, tunables,
+                            scales, scaling)
     if stream is not None:
         raise ValueError("stream= orders device work; NumPy arrays are copied to and from the GPU synchronously")
+    if scales is not None or scaling is not None:
+        raise ValueError("scales= and scaling= go with FP8 device arrays (torch float8_e4m3fn tensors); NumPy "
+                         "arrays take float32, bfloat16 or float16")
     from .host_path import host_gemm
 
     return host_gemm(A, B, C, alpha, beta, kernel, out, bias, activation, out_dtype, tunables,
@@ -85,9 +97,9 @@ def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | N
 
 
 def cached_plan(session, m: int, n: int, k: int, dtype: str, kernel, alpha, beta, layout: tuple, out_dtype: str,
-                has_bias: bool, activation, tunables: dict) -> Plan:
+                has_bias: bool, activation, tunables: dict, scaling: str | None = None) -> Plan:
     """gemm()'s plan for this configuration: made once, the last PLANS_KEPT kept (LRU)."""
-    key = (id(session), m, n, k, dtype, kernel, alpha, beta, layout, out_dtype, has_bias, activation)
+    key = (id(session), m, n, k, dtype, kernel, alpha, beta, layout, out_dtype, has_bias, activation, scaling)
     if tunables:
         key += tuple(sorted(tunables.items()))
     p = _plans.get(key)
@@ -95,7 +107,7 @@ def cached_plan(session, m: int, n: int, k: int, dtype: str, kernel, alpha, beta
         epilogue_of(has_bias, activation)  # a bad activation is refused before anything is made
         p = _plans[key] = Plan(session, m, n, k, dtype=dtype, kernel=kernel, alpha=alpha, beta=beta,
                                trans_a=layout[0], trans_b=layout[1], trans_c=layout[2], out_dtype=out_dtype,
-                               bias=has_bias, activation=activation, tunables=tunables)
+                               bias=has_bias, activation=activation, tunables=tunables, scaling=scaling)
         if len(_plans) > PLANS_KEPT:
             _plans.popitem(last=False)
     else:
@@ -104,15 +116,18 @@ def cached_plan(session, m: int, n: int, k: int, dtype: str, kernel, alpha, beta
 
 
 # --- device arrays --------------------------------------------------------------------------
-def _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, bias, activation, out_dtype, tunables):
+def _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, bias, activation, out_dtype, tunables, scales,
+                 scaling):
     raw = arrays.stream_handle(stream) if stream is not None else None
     a = arrays.device_array("A", A, raw or 0, kind)
     if raw is None:
         raw = arrays.current_stream(a)
     b = arrays.device_array("B", B, raw)
     if a.dtype not in arrays.ITEMSIZE:
-        raise TypeError(f"A has dtype {a.dtype}; allowed are float32, bfloat16 or float16")
+        raise TypeError(f"A has dtype {a.dtype}; allowed are float32, bfloat16, float16 or float8_e4m3fn (FP8)")
     m, n, k = product_shape((a.rows, a.cols), a.dtype, (b.rows, b.cols), b.dtype)
+    if a.dtype == arrays.FP8 and scaling is None and scales is not None:
+        scaling = fp8_scales.infer_scaling(scales, m, n)
     o = arrays.device_array("out", out, raw) if out is not None else None
     out_dtype = dtype_name(out_dtype) if out_dtype is not None else (o.dtype if o is not None else "float32")
     if o is not None:
@@ -121,7 +136,7 @@ def _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, bias, activati
         trans_c = a.trans and b.trans and kernel is not None and not kernels.get(kernel).transposes
     session = default_session()
     p = cached_plan(session, m, n, k, a.dtype, kernel, alpha, beta, (a.trans, b.trans, trans_c), out_dtype,
-                    bias is not None, activation, tunables)
+                    bias is not None, activation, tunables, scaling)
     if C is not None and beta != 0:
         if out is None:
             out = arrays.allocate(a, m, n, trans=trans_c, stream=raw, dtype=out_dtype)
@@ -129,7 +144,7 @@ def _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, bias, activati
         _copy_into(arrays.device_array("C", C, raw), o, m, n, raw)
     elif beta != 0 and out is None:
         raise ValueError(f"beta={beta} scales C, but neither C nor out= was given")
-    return p.run(a, b, out, raw, o, bias)
+    return p.run(a, b, out, raw, o, bias, scales)
 
 
 def _copy_into(c, o, m: int, n: int, raw: int) -> None:

@@ -29,11 +29,14 @@ import numpy as np
 from .cuda.driver import pointer_device
 from .kernels.frameworks import cupy_stream
 
-# dtype name -> bytes per element, for the element types a GEMM here reads.
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+# dtype name -> bytes per element, for the element types a GEMM here reads (float8_e4m3fn:
+# FP8 codes, device arrays only, with their scales: fp8_scales.py).
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
 # Precisions (precision.py) each input dtype computes in, and its default kernel.
-PRECISIONS_OF = {"float32": ("fp32", "tf32"), "bfloat16": ("bf16",), "float16": ("fp16",)}
-DEFAULT_KERNEL = {"float32": "cublas", "bfloat16": "cublas_bf16", "float16": "cublas_fp16"}
+PRECISIONS_OF = {"float32": ("fp32", "tf32"), "bfloat16": ("bf16",), "float16": ("fp16",), "float8_e4m3fn": ("fp8",)}
+DEFAULT_KERNEL = {"float32": "cublas", "bfloat16": "cublas_bf16", "float16": "cublas_fp16",
+                  "float8_e4m3fn": "cublaslt_fp8"}
+FP8 = "float8_e4m3fn"
 _INT32_MAX = 2**31 - 1  # kernels index with 32-bit ints, cuBLAS takes 32-bit dimensions
 _LEGACY_STREAM = 1  # CU_STREAM_LEGACY: what DLPack's stream=1 means (0 is not allowed there)
 _DL_CUDA, _DL_CUDA_MANAGED = 2, 13  # DLDeviceType

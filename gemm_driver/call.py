@@ -9,14 +9,17 @@ from __future__ import annotations
 import numpy as np
 
 from . import arrays, kernels
+from . import precision as _precision
+from .kernels.target import capability_refusal
 from .cuda.errors import UnsupportedProblem
 from .problem import GemmProblem
 
-_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
+_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32",
+            "fp8": "float8_e4m3fn", "e4m3": "float8_e4m3fn"}
 
 def dtype_name(dtype) -> str:
-    """'float32', 'bfloat16' or 'float16' from a name ('bf16', 'float16'), a NumPy or ml_dtypes
-    dtype, or a torch dtype; ValueError otherwise."""
+    """'float32', 'bfloat16', 'float16' or 'float8_e4m3fn' from a name ('bf16', 'fp8'), a NumPy
+    or ml_dtypes dtype, or a torch dtype; ValueError otherwise."""
     if isinstance(dtype, str):
         name = dtype
     else:
@@ -26,7 +29,8 @@ def dtype_name(dtype) -> str:
             name = str(dtype)
     name = _ALIASES.get(name.removeprefix("torch."), name.removeprefix("torch."))
     if name not in arrays.ITEMSIZE:
-        raise ValueError(f"dtype must be float32, bfloat16 or float16, got {dtype!r}")
+        raise ValueError(f"dtype must be float32, bfloat16, float16 or float8_e4m3fn (FP8, device arrays), "
+                         f"got {dtype!r}")
     return name
 
 
@@ -54,17 +58,19 @@ def epilogue_of(has_bias: bool, activation) -> str:
 
 
 def default_kernel(dtype: str, problem: GemmProblem, compute_capability) -> str:
-    """The dtype's cuBLAS for what it computes; else (an output type or epilogue it does
-    not take) the first baseline of the dtype's precision that declares the problem's
-    layout, output type and epilogue and runs here (cuBLASLt with its epilogue first)."""
+    """The dtype's cuBLAS for what it computes; else (an output type, epilogue or FP8 scaling
+    it does not take) the first baseline of the dtype's precision that declares the problem's
+    layout, output type, epilogue and scaling and runs here (the precision's own baselines,
+    cuBLASLt's, first: its epilogues, its FP8 row and block modes)."""
     first = arrays.DEFAULT_KERNEL[dtype]
-    candidates = [first] + [f"{family}_{precision}" for precision in arrays.PRECISIONS_OF[dtype]
-                            for family in ("cublaslt", "cublas", "torch")]
+    candidates = [first] + [name for precision in arrays.PRECISIONS_OF[dtype] for name in _precision.baselines(precision)]
+    candidates += [f"{family}_{precision}" for precision in arrays.PRECISIONS_OF[dtype]
+                   for family in ("cublaslt", "cublas", "torch")]
     candidates += ["torch"] if dtype == "float32" else []
     wanted = (problem.layout, problem.out_dtype, problem.epilogue)
 
-    def declares(target) -> bool:
-        return wanted[0] in target.layouts and wanted[1] in target.out_dtypes and wanted[2] in target.epilogues
+    def declares(target) -> bool:  # the layout, output type, epilogue and FP8 scaling
+        return capability_refusal(target, problem) is None
 
     if declares(kernels.get(first)):
         return first  # what it always was (its own refusal, if the GPU lacks it)
@@ -77,5 +83,6 @@ def default_kernel(dtype: str, problem: GemmProblem, compute_capability) -> str:
         except UnsupportedProblem:
             continue
         return name
+    scaled = f" and scaling {problem.scaling}" if problem.scaling != "none" else ""
     raise UnsupportedProblem(f"no baseline here computes {dtype} layout {wanted[0]} with output type {wanted[1]} "
-                             f"and epilogue {wanted[2]}; name a kernel that declares them (`list`)")
+                             f"and epilogue {wanted[2]}{scaled}; name a kernel that declares them (`list`)")

@@ -33,13 +33,14 @@ from collections import OrderedDict
 from typing import Any, NamedTuple
 
 
-from . import arrays, kernels
+from . import arrays, fp8_scales, kernels
 from .arrays import DeviceArray
 from .cuda.driver import Event, ExternalStream, copy_2d_async, memset_2d32_async, stream_is_capturing, stream_wait
 from .cuda.errors import UnsupportedProblem
 from .kernels.spec import KernelSpec
 from .kernels.target import check_capabilities
 from .call import OUT_CODES, check_precision, default_kernel, dtype_name, epilogue_of
+from .fp8 import check_scaling
 from .problem import GemmProblem
 
 LAUNCHES_KEPT = 16  # Launches per plan, one per (A, B, C) addresses and leading dimensions
@@ -113,13 +114,18 @@ class Plan:
     ``trans_c`` say which operands are transposed views; ``lda``/``ldb``/``ldc`` (None: any)
     pin their leading dimensions. ``out_dtype`` (float32, bfloat16, float16) is out's type,
     ``bias`` whether a vector of n in out_dtype is added (True, or the vector itself, then
-    used when a call passes none) and ``activation`` None, "relu" or "gelu" (tanh form)."""
+    used when a call passes none) and ``activation`` None, "relu" or "gelu" (tanh form).
+    FP8 (``dtype="float8_e4m3fn"``): A row-major, B a transposed view (``W.t()``), out
+    row-major in float32 or bfloat16, ``scaling`` "tensor" (default), "row" or "block", and
+    each call passes ``scales=(A's, B's)`` (float32 device tensors: fp8_scales.py)."""
 
     def __init__(self, session, m: int, n: int, k: int, *, dtype="float32", kernel: str | None = None,
                  alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False, trans_b: bool = False,
                  trans_c: bool = False, lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
-                 out_dtype="float32", bias=False, activation: str | None = None, tunables: dict | None = None):
+                 out_dtype="float32", bias=False, activation: str | None = None, tunables: dict | None = None,
+                 scaling: str | None = None):
         self.session, self.dtype = session, dtype_name(dtype)
+        scaling = self._check_scaling(scaling, (bool(trans_a), bool(trans_b), bool(trans_c)))
         self.out_dtype = dtype_name(out_dtype)
         self._bias_default = None if isinstance(bias, bool) or bias is None else bias
         epilogue = epilogue_of(self._bias_default is not None or bool(bias), activation)
@@ -133,9 +139,10 @@ class Plan:
         self.swap, stored = swapped_layout(*self.layout)
         code = OUT_CODES[self.out_dtype]
         self.problem = GemmProblem(m, n, k, float(alpha), float(beta), trans_a=self.layout[0],
-                                   trans_b=self.layout[1], out_dtype=code, epilogue=epilogue)
+                                   trans_b=self.layout[1], out_dtype=code, epilogue=epilogue, scaling=scaling)
         self.run_problem = GemmProblem(*((n, m, k) if self.swap else (m, n, k)), float(alpha), float(beta),
-                                       trans_a=stored[0], trans_b=stored[1], out_dtype=code, epilogue=epilogue)
+                                       trans_a=stored[0], trans_b=stored[1], out_dtype=code, epilogue=epilogue,
+                                       scaling=scaling)
         self.kernel = kernel or default_kernel(self.dtype, self.run_problem, session.device.compute_capability)
         self.target = target = kernels.get(self.kernel)
         if target.runs_on_host:
@@ -153,6 +160,22 @@ class Plan:
         self._state = _state_of(session)
         self._event: Event | None = None
         self._uses_scratch = target.uses_scratch
+
+    def _check_scaling(self, scaling: str | None, layout: tuple[bool, bool, bool]) -> str:
+        """The problem's scaling: FP8's mode ("tensor" by default) in the nt layout with a
+        row-major out, "none" for every other dtype; one line otherwise."""
+        if self.dtype != arrays.FP8:
+            if scaling not in (None, "none"):
+                raise ValueError(f"scaling={scaling!r} goes with FP8 (float8_e4m3fn) A and B; these are {self.dtype}")
+            return "none"
+        scaling = scaling or "tensor"
+        check_scaling(scaling)
+        if layout != (False, True, False):
+            raise UnsupportedProblem("FP8 takes A row-major (M x K), B as a transposed view of an N x K row-major "
+                                     "matrix (W.t(): the nt layout, the only one FP8 tensor cores read) and a "
+                                     f"row-major out; got trans_a={layout[0]}, trans_b={layout[1]}, "
+                                     f"trans_c={layout[2]}")
+        return scaling
 
     def _resolve(self, tunables: dict, stored: tuple[bool, bool]) -> tuple[dict, str]:
         """Check the target against this GPU, the layout, output type and epilogue; choose
@@ -177,17 +200,19 @@ class Plan:
         return resolved, note
 
     # --- calls ---------------------------------------------------------------------------
-    def __call__(self, a, b, out=None, *, bias=None, stream=None):
+    def __call__(self, a, b, out=None, *, bias=None, scales=None, stream=None):
         """Launch on device arrays ``a`` (m x k), ``b`` (k x n) into ``out`` (m x n in
         out_dtype; made of a's kind when None), adding ``bias`` (n, out_dtype) when the plan
-        has one, on ``stream`` (None: the current stream of a's library)."""
+        has one, with ``scales`` (A's, B's) when it is FP8, on ``stream`` (None: the current
+        stream of a's library)."""
         raw = arrays.stream_handle(stream) if stream is not None else None
         A = arrays.device_array("A", a, raw or 0)
         if raw is None:
             raw = arrays.current_stream(A)
-        return self.run(A, arrays.device_array("B", b, raw), out, raw, bias=bias)
+        return self.run(A, arrays.device_array("B", b, raw), out, raw, bias=bias, scales=scales)
 
-    def run(self, A: DeviceArray, B: DeviceArray, out, raw: int, C: DeviceArray | None = None, bias=None):
+    def run(self, A: DeviceArray, B: DeviceArray, out, raw: int, C: DeviceArray | None = None, bias=None,
+            scales=None):
         """Launch on parsed operands (gemm() parses once); ``C``: out parsed, if it was."""
         lda, ldb, ldc = self.lds
         if (A.rows, A.cols, A.trans, A.dtype) != self._want["A"] or (lda is not None and A.ld != lda):
@@ -208,16 +233,17 @@ class Plan:
             raise ValueError(f"A, B and out are on GPUs {A.device}, {B.device} and {C.device}; this plan's session "
                              f"runs on GPU {ordinal}")
         bias_ptr = self._bias_pointer(bias, raw) if self.run_problem.has_bias else self._no_bias(bias)
+        scale_ops = self._scale_operands(scales, raw)
         ensure_current(self.session)
         if self.problem.is_empty:
             self._empty(C, raw)
             return out
         first, second = (B, A) if self.swap else (A, B)
-        key = (first.ptr, first.ld, second.ptr, second.ld, C.ptr, C.ld, bias_ptr)
+        key = (first.ptr, first.ld, second.ptr, second.ld, C.ptr, C.ld, bias_ptr, scale_ops)
         with self._state.lock:
             launch = self._launches.get(key)
             if launch is None:
-                launch = self._make(key, first, second, C, raw, bias_ptr)
+                launch = self._make(key, first, second, C, raw, bias_ptr, scale_ops)
             else:
                 self._launches.move_to_end(key)
             if A.producer_stream is not None or B.producer_stream is not None or C.producer_stream is not None:
@@ -239,12 +265,14 @@ class Plan:
         Empty problems (M, N or K = 0) are refused: they go through ``run``."""
         if self.problem.is_empty:
             raise ValueError("run_pointers launches a GEMM; an empty problem (M, N or K = 0) goes through run()")
+        if self.problem.scaling != "none":
+            raise ValueError("run_pointers takes no scales; an FP8 plan runs through plan(a, b, out, scales=...)")
         if self.run_problem.has_bias:
             bias = bias or self._bias_pointer(None, stream)
         elif bias:
             self._no_bias(bias)
         ensure_current(self.session)
-        key = (b, ldb, a, lda, out, ldc, bias) if self.swap else (a, lda, b, ldb, out, ldc, bias)
+        key = (b, ldb, a, lda, out, ldc, bias, None) if self.swap else (a, lda, b, ldb, out, ldc, bias, None)
         with self._state.lock:
             launch = self._launches.get(key)
             if launch is None:
@@ -256,7 +284,7 @@ class Plan:
     def _arrays_at(self, key: tuple) -> tuple[DeviceArray, DeviceArray, DeviceArray]:
         """(first, second, out) of the problem run, as ``run`` would have parsed them, from a
         launch key of ``run_pointers`` (the shapes, layouts and dtypes are the plan's)."""
-        first_ptr, first_ld, second_ptr, second_ld, out_ptr, out_ld, _ = key
+        first_ptr, first_ld, second_ptr, second_ld, out_ptr, out_ld, _, _ = key
         first_name, second_name = ("B", "A") if self.swap else ("A", "B")
         ordinal = self.session.device.ordinal
 
@@ -275,6 +303,18 @@ class Plan:
         launch()
         if self._uses_scratch:
             self._scratch_used(raw, capturing)
+
+    def _scale_operands(self, scales, raw: int) -> tuple | None:
+        """An FP8 plan's scales as launch Operands (fp8_scales.py); None for other dtypes,
+        which take none."""
+        p = self.problem
+        if p.scaling == "none":
+            if scales is not None:
+                raise ValueError(f"scales= goes with FP8 (float8_e4m3fn) A and B; this plan computes {self.dtype}")
+            return None
+        if scales is None:
+            raise ValueError(f"this FP8 plan ({p.scaling} scaling) needs scales=(A's, B's): float32 device tensors")
+        return fp8_scales.scale_operands(p.scaling, scales, p.m, p.n, p.k, raw, self.session.device.ordinal)
 
     def _no_bias(self, bias) -> int:
         if bias is not None:
@@ -317,13 +357,16 @@ class Plan:
             raise ValueError(f"{name} is {layouts[x.trans]}; this plan was made for {layouts[trans]} ({flag}={trans})")
         raise ValueError(f"{name} has leading dimension {x.ld}; this plan was made for {ld}")
 
-    def _make(self, key: tuple, first: DeviceArray, second: DeviceArray, C: DeviceArray, raw: int, bias_ptr: int):
-        """The Launch for these addresses, made once and kept (LRU)."""
+    def _make(self, key: tuple, first: DeviceArray, second: DeviceArray, C: DeviceArray, raw: int, bias_ptr: int,
+              scales: tuple | None = None):
+        """The Launch for these addresses (and FP8 scales), made once and kept (LRU)."""
         t1, t2 = self.stored
         ops = (Operand(first.ptr, first.ld, first.itemsize, t1), Operand(second.ptr, second.ld, second.itemsize, t2),
                Operand(C.ptr, C.ld, self._out_itemsize))
         bias = Operand(bias_ptr, 1, self._out_itemsize) if bias_ptr else None
         session, extra = self.session, ({"bias": bias} if bias is not None else {})
+        if scales is not None:
+            extra["scales"] = scales
         if not self.target.measures:
             launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream, **extra)
         else:  # it runs the GEMM now: on the Session's stream (capturable), after and before the caller's work
@@ -416,4 +459,5 @@ class Plan:
         p, (ta, tb, tc) = self.problem, self.layout
         flags = "".join(f", trans_{x}=True" for x, t in zip("abc", (ta, tb, tc)) if t)
         return (f"Plan({p.m}x{p.n}x{p.k}, {self.dtype}, kernel={self.kernel!r}, alpha={p.alpha}, beta={p.beta}"
-                f"{flags}, out_dtype={self.out_dtype!r}, epilogue={p.epilogue!r}, tunables={self.tunables})")
+                f"{flags}, out_dtype={self.out_dtype!r}, epilogue={p.epilogue!r}"
+                f"{'' if p.scaling == 'none' else f', scaling={p.scaling!r}'}, tunables={self.tunables})")

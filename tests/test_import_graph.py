@@ -22,7 +22,7 @@ LAYERS = (
     ("kernels", ("kernels",)),  # the registry, tuned-table lookup, launch plans: pure
     ("run", ("session",)),  # Session: build -> load -> Launch
     ("correctness", ("operands", "verify", "device_reference", "case", "checking", "strategies")),
-    ("use", ("api", "arrays", "call", "plans", "host_path", "torch", "inspection", "bench", "profile")),  # gemm() and plans, the tools, the bench
+    ("use", ("api", "arrays", "call", "fp8_scales", "plans", "host_path", "torch", "inspection", "bench", "profile")),  # gemm() and plans, the tools, the bench
     ("cli", ("arguments", "cli", "__main__", "__init__")),
 )
 RANK = {name: rank for rank, (name, _) in enumerate(LAYERS)}

@@ -124,10 +124,15 @@ def test_dtype_names_of_ml_dtypes_and_torch_like_objects():
     assert dtype_name(ml_dtypes.bfloat16) == "bfloat16"
 
 
-@pytest.mark.parametrize("bad", ["float64", np.int8, "fp8"])
+@pytest.mark.parametrize("bad", ["float64", np.int8, "e5m2"])
 def test_other_dtypes_are_refused(bad):
-    with pytest.raises(ValueError, match=r"^dtype must be float32, bfloat16 or float16, got "):
+    with pytest.raises(ValueError, match=r"^dtype must be float32, bfloat16, float16 or float8_e4m3fn \(FP8, device "):
         dtype_name(bad)
+
+
+def test_fp8_names():
+    torch_like = type("dtype", (), {"__str__": lambda self: "torch.float8_e4m3fn"})()
+    assert dtype_name(torch_like) == dtype_name("fp8") == dtype_name("e4m3") == "float8_e4m3fn"
 
 
 @pytest.mark.parametrize("layout, expected", [
@@ -381,7 +386,7 @@ def test_gemm_device_errors_are_one_line(fake_gemm_session):
         (lambda: gemm_driver.gemm(a, CudaArray(2, 3, "<f2"), out=c), TypeError,
          "A is float32 and B is float16: A and B must have the same dtype"),
         (lambda: gemm_driver.gemm(CudaArray(4, 2, "<f8"), b, out=c), TypeError,
-         "A has dtype float64; allowed are float32, bfloat16 or float16"),
+         "A has dtype float64; allowed are float32, bfloat16, float16 or float8_e4m3fn (FP8)"),
         (lambda: gemm_driver.gemm(a, b, beta=1.0), ValueError, "beta=1.0 scales C, but neither C nor out= was given"),
         (lambda: gemm_driver.gemm(a, b), TypeError, "out= is needed: results are allocated for torch and CuPy arrays "
                                                     "only, and A is a CudaArray; pass a float32 4x3 device array as out="),
