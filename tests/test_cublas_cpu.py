@@ -446,12 +446,12 @@ def test_signatures_match_header():
     def kind(param: str) -> str:
         if "*" in param or param.split()[-2] in ("cublasHandle_t", "cudaStream_t"):
             return "ptr"
-        return "i64" if "long long" in param or "int64_t" in param else "i32"
+        return "i64" if "long long" in param or "int64_t" in param or "size_t" in param else "i32"
 
     def ctype_kind(t) -> str:
         if t is ctypes.c_void_p or issubclass(t, ctypes._Pointer):
             return "ptr"
-        return {ctypes.c_int: "i32", ctypes.c_longlong: "i64"}[t]
+        return {ctypes.c_int: "i32", ctypes.c_longlong: "i64", ctypes.c_size_t: "i64"}[t]
 
     for _, name, argtypes in cublas.SIGNATURES:
         found = re.search(rf"CUBLASWINAPI\s+{name}\s*\((.*?)\)\s*;", header, re.S)
