@@ -127,9 +127,12 @@ class Build:
         return "-".join([self.spec.name, *(f"{k}{v}" for k, v in self.tunables), self.arch])
 
     def param(self):
+        """The pytest parameter, grouped by what NVRTC compiles: under ``--dist loadgroup`` the
+        tests of one build run on one xdist worker, one after the other, so the second finds
+        the build made instead of waiting, on the other core, for the first to make it."""
         import pytest
 
-        return pytest.param(self, id=self.label)
+        return pytest.param(self, id=self.label, marks=pytest.mark.xdist_group(_digest(self)))
 
 
 def _runs_on(spec: KernelSpec, arch: str) -> bool:
