@@ -18,6 +18,7 @@ names the mode a pair's sizes mean, for gemm() called without ``scaling=``.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from . import arrays
@@ -69,7 +70,7 @@ def scale_layout(scaling: str, which: int, shape: tuple[int, int], strides: tupl
                  m: int, n: int, k: int) -> int:
     """The row stride (in elements) a launch passes for the scales of A (``which`` 0) or B (1)
     stored with ``shape`` and ``strides``, or ValueError saying what ``scaling`` wants."""
-    (rows, cols) = scale_shapes(scaling, m, n, k)[which]
+    rows, cols = scale_shapes(scaling, m, n, k)[which]
     name = f"scales[{which}] ({WHICH[which]}'s)"
     got = f"got shape {shape} and strides {strides}"
     size = shape[0] * shape[1]
@@ -133,9 +134,4 @@ def _size(x) -> int:
     if arrays.kind_of(x) == "torch":
         return x.numel()
     shape = getattr(x, "shape", None) or getattr(x, "__cuda_array_interface__", {}).get("shape")
-    if shape is None:
-        return -1
-    size = 1
-    for extent in shape:
-        size *= int(extent)
-    return size
+    return -1 if shape is None else math.prod(int(extent) for extent in shape)
