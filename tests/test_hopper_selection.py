@@ -32,9 +32,19 @@ def test_split_k_is_offered_only_where_every_slice_is_resident(shape):
     for tunables in selection.candidates(problem):
         splits, cm = tunables.get("SPLITS", 1), tunables.get("CM", 1)
         if splits > 1:
-            rows, cols = -(-problem.m // 128), -(-problem.n // 128)
-            assert splits * -(-rows // cm) * cols * cm <= selection.SMS and rows % cm == 0
+            one_consumer = tunables.get("CONSUMERS", 2) == 1  # 64-row tiles, two CTAs an SM
+            rows, cols = -(-problem.m // (64 if one_consumer else 128)), -(-problem.n // tunables.get("BN", 256))
+            resident = selection.SMS * (2 if one_consumer else 1)
+            assert splits * -(-rows // cm) * cols * cm <= resident and rows % cm == 0
             assert problem.k >= splits * 128
+
+
+def test_small_m_is_offered_one_consumer_tiles_split_over_k():
+    small = selection.candidates(GemmProblem(16, 4096, 7168))
+    assert {**selection.SMALL_M_TILES[0], "SPLITS": 4} in small and selection.TILE_64x64 in small
+    # 4096 / 64 tiles of 64 x 64 split 8 ways would be 512 CTAs: more than two an SM can hold
+    assert {**selection.SMALL_M_TILES[1], "SPLITS": 8} not in small
+    assert not any(c.get("CONSUMERS") == 1 and c.get("SPLITS") for c in selection.candidates(GemmProblem(256, 4096, 7168)))
 
 
 def _entry(shape, speeds):

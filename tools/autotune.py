@@ -11,6 +11,9 @@
                                                    # the corpus's tuning set; resumable
     python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --gpus all
                                                    # one worker per GPU, whole shapes from one queue
+    python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --max-m 128 --merge --write
+                                                   # re-sweep the tuning shapes of M <= 128 only; the
+                                                   # table keeps its other shapes' entries
 
 ``--corpus`` takes a corpus's tuning set only (docs/corpus.md): no sweep reads the validation
 set. For ``hopper_bf16`` the table keeps every candidate's TFLOP/s per shape (the vote of
@@ -71,6 +74,10 @@ def main(argv=None) -> int:
                         "--shapes: llm:tune, sized:tune, odd:tune or all:tune")
     parser.add_argument("--journal", help="append each finished trial here (JSON lines) and skip the trials "
                         "already in it: a stopped sweep resumes")
+    parser.add_argument("--max-m", type=positive(int), help="only the shapes with M at most this (a partial "
+                        "re-sweep: see --merge)")
+    parser.add_argument("--merge", action="store_true", help="with --write: keep the written table's entries "
+                        "for the shapes this sweep does not run, and replace the others")
     parser.add_argument("--gpus", default="0", help="GPU ordinals (e.g. 0,1) or all: with several, one worker per "
                         "GPU takes whole shapes from a shared queue (default 0)")
     args = parser.parse_args(argv)
@@ -79,6 +86,12 @@ def main(argv=None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     shapes = corpus_shapes(parser, args.corpus) if args.corpus else sweep_shapes(parser, args)
+    if args.max_m is not None:
+        shapes = [s for s in shapes if s[0] <= args.max_m]
+        if not shapes:
+            parser.error(f"no shape has M <= {args.max_m}")
+    if args.merge and not args.write:
+        parser.error("--merge updates the table --write writes: give both")
     try:
         gpu_text = gpu_choice(args.gpus)
     except ValueError as exc:
@@ -96,6 +109,9 @@ def main(argv=None) -> int:
         for r in results:
             print("\n" + "\n".join(r.report_lines(args.top, title=title)))
         document = autotune.table_document(results, spec, environment, keep=None if callable(space) else 5)
+        if args.merge:
+            kept = tuned.load_table(environment["gpu"]["name"], kernel=name)
+            document = autotune.merge_tables(document, kept) if kept else document
         if name == selection.TABLE_KERNEL:
             print("\n" + "\n".join(left_out_check(document["entries"])))
         if args.json:

@@ -183,6 +183,18 @@ def _close_trial_state(state: dict) -> None:
     state.pop("timer").close()
 
 
+def merge_tables(document: Mapping, kept: Mapping) -> dict:
+    """``document`` (a sweep of some shapes) with ``kept``'s entries (the table it updates) for
+    every shape it did not sweep, in ``kept``'s order, the swept shapes' entries in place of
+    theirs (whole entries: one shape's candidates always come from one sweep) and new shapes
+    last. ``kept_from`` says which table the kept entries came from."""
+    swept = {tuple(e["shape"]): e for e in document["entries"]}
+    entries = [swept.pop(tuple(e["shape"]), e) for e in kept["entries"]]
+    kept_count = len(entries) - (len(document["entries"]) - len(swept))
+    return {**document, "entries": entries + list(swept.values()),
+            "kept_from": {"created": kept.get("created"), "entries": kept_count}}
+
+
 def table_document(results: Sequence[ShapeResult], spec, environment: Mapping, keep: int | None = 5) -> dict:
     """The per-GPU tuned table: each shape's winner plus the runners-up (the best ``keep``
     in all; None: every configuration that ran), each by the tunables it sets away from the

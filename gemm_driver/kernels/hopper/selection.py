@@ -2,7 +2,9 @@
 the nearest measured shapes of the corpus's tuning set.
 
 The candidates are the configurations the analytic rule (``rungs.analytic_choice``) picks
-among, plus the one-consumer 64 x 128 tiles and more split-K depths. ``candidates(problem)``
+among, plus the one-consumer 64 x 128 tiles and more split-K depths; for M <= ``SMALL_M`` also
+one-consumer 64 x 64 tiles and both one-consumer tiles split 2, 4 or 8 ways (two CTAs an SM:
+a small M's time is the read of B, and more CTAs read it at once). ``candidates(problem)``
 offers only those that can run the shape well-formed: split-K only where every slice of every
 tile is resident at once (the slices of a tile hand their partial sums over in order, so a
 slice waiting for one that has no SM would wait for ever) and K holds at least two k tiles a
@@ -24,7 +26,7 @@ log2 of the number of 128 x 128 tiles (how full the grid is), log2 K (how deep e
 loop is, and whether splitting pays) and log2 M (how many rows a 128-row tile wastes at small
 M). They were chosen, with ``NEIGHBOURS``, on the tuning set alone, each shape's pick made
 without its own measurements: on the H100's table the pick measured 1.031x slower than that
-shape's winner (geometric mean over the 99 shapes) against 1.037-1.048 for log2(M, N, K) with
+shape's winner (geometric mean over the 99 shapes; 1.037x after the small-M re-sweep) against 1.037-1.048 for log2(M, N, K) with
 1-4 neighbours and 1.165 for the analytic rule. results/h100-80gb-hbm3/autotune-hopper-bf16-
 tuning-set.txt has the sweep, ending with the check of the first fit (log2(M, N, K), 4
 neighbours: 1.048); tests/test_hopper_selection.py repeats the check on the committed table.
@@ -52,7 +54,13 @@ TILE_128x256 = {"PDL": 1}
 TILE_128x128 = {"BN": 128, "STAGES": 6, "PDL": 1}
 TILE_128x64 = {"BN": 64, "STAGES": 8, "PDL": 1}
 TILE_64x128 = {"BN": 128, "CONSUMERS": 1, "PDL": 1}  # one consumer: two CTAs an SM
+TILE_64x64 = {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1}
 SPLIT_TILE = {"BN": 128, "STAGES": 6}  # split-K's tiles (PDL lost with split-K: rungs.analytic_choice)
+# Small M (decode: the weight's read sets the time): one-consumer tiles, two CTAs an SM, split
+# over K so that as many CTAs as can be resident read their share of B at once.
+SMALL_M = 128
+SMALL_M_TILES = ({"BN": 128, "CONSUMERS": 1}, {"BN": 64, "CONSUMERS": 1, "STAGES": 6})
+SMALL_M_SPLITS = (2, 4, 8)
 
 
 def candidates(problem: GemmProblem) -> list[dict[str, int]]:
@@ -61,6 +69,12 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
     rows, cols = ceil_div(m, 128), ceil_div(n, 128)
     offered = [TILE_128x256, {**TILE_128x256, "CM": 2}, TILE_128x128, {**TILE_128x128, "CM": 2},
                TILE_128x64, TILE_64x128]
+    if m <= SMALL_M:
+        offered.append(TILE_64x64)
+        for tile in SMALL_M_TILES:
+            units = ceil_div(m, 64) * ceil_div(n, tile["BN"])
+            offered += [{**tile, "SPLITS": splits} for splits in SMALL_M_SPLITS
+                        if splits * units <= 2 * SMS and k >= splits * 2 * 64]
     for cm in (1, 2):
         if cm == 2 and rows % 2:
             continue
