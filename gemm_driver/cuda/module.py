@@ -138,6 +138,7 @@ class Kernel:
         self.handle = check(d.cuModuleGetFunction(module.handle, entry.encode()), f"cuModuleGetFunction({entry})")
         self.dynamic_smem = dynamic_smem
         self._configs: dict = {}  # (grid, block) -> CUlaunchConfig of a PDL launch
+        self.resident: dict = {}  # a recipe's answers to occupancy questions, by launch shape: asked once
         if dynamic_smem > 48 * 1024:
             attr = d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(d.cuFuncSetAttribute(self.handle, attr, dynamic_smem), "cuFuncSetAttribute")

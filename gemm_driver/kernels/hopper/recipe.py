@@ -39,11 +39,18 @@ DEFAULT_GROUP_M = 8
 
 def resident_clusters(ctx, kernel, g: geo.Geometry) -> int:
     """Clusters (CTAs when the cluster is one CTA) of ``kernel`` that fit on the GPU at once,
-    as the driver computes them; the SM-count rule when the driver cannot say."""
-    try:
-        return _driver_resident(kernel, g, ctx.stream, ctx.device.sm_count)
-    except CudaError:
-        return geo.fallback_resident_clusters(ctx.device.sm_count, g.ctas_per_sm, g.cluster)
+    as the driver computes them; the SM-count rule when the driver cannot say. Asked once per
+    launch shape of a loaded kernel (kept on it): a Launch is made for every new set of
+    operand addresses, and the answer does not depend on them."""
+    key = (g.cluster, g.threads, g.smem)
+    known = kernel.resident.get(key)
+    if known is None:
+        try:
+            known = _driver_resident(kernel, g, ctx.stream, ctx.device.sm_count)
+        except CudaError:
+            known = geo.fallback_resident_clusters(ctx.device.sm_count, g.ctas_per_sm, g.cluster)
+        kernel.resident[key] = known
+    return known
 
 
 def _driver_resident(kernel, g: geo.Geometry, stream, sm_count: int) -> int:

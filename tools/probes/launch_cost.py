@@ -1,0 +1,71 @@
+"""Probe: the host time of a Plan call at addresses it has seen against new ones, and the pieces
+of making a Launch (the torch op's first layer meets a new input address every training step).
+
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/launch_cost.py
+BF16 x @ W^T with x 4096 x 512 and W 2048 x 512 (the first layer of tools/train_mlp.py), BF16
+out. Microseconds per call, host time up to the last call queued, over CALLS calls after
+WARMUP untimed ones:
+
+  hit        Plan.run_pointers at addresses it has a Launch for
+  miss       Plan.run_pointers with A 16 bytes further on each call: a Launch is made each time
+  encode     one tensor map (tensor_map.encode_tiled_2d), as the Hopper recipe makes 2-3 a Launch
+  resident   the driver's occupancy answer a persistent grid is sized by (asked once per
+             loaded kernel and launch shape since: recipe.resident_clusters)
+  pack       Kernel.pack of the Hopper entry's arguments (three tensor maps among them)
+"""
+
+from __future__ import annotations
+
+import time
+
+from gemm_driver import api, kernels
+from gemm_driver.cuda.memory import DeviceBuffer
+from gemm_driver.cuda.tensor_map import encode_tiled_2d
+from gemm_driver.kernels.hopper import geometry, recipe, rungs
+
+CALLS, WARMUP = 300, 30
+M, N, K = 4096, 2048, 512
+
+
+def per_call(run) -> float:
+    for i in range(WARMUP):
+        run(i)
+    start = time.perf_counter()
+    for i in range(WARMUP, WARMUP + CALLS):
+        run(i)
+    return (time.perf_counter() - start) / CALLS * 1e6
+
+
+def main() -> None:
+    session = api.default_session()
+    stream = int(session.stream.handle)
+    slack = 16 * (WARMUP + CALLS)
+    a, w, out = DeviceBuffer(M * K * 2 + slack), DeviceBuffer(N * K * 2), DeviceBuffer(M * N * 2)
+    rows = []
+    for kernel in ("hopper_bf16", "cublas_bf16", "cublaslt_bf16"):
+        plan = api.plan(M, N, K, dtype="bfloat16", kernel=kernel, trans_b=True, out_dtype="bfloat16")
+        call = lambda a_ptr: plan.run_pointers(a_ptr, w.ptr, out.ptr, stream, lda=K, ldb=K, ldc=N)  # noqa: E731
+        hit = per_call(lambda i: call(a.ptr))
+        miss = per_call(lambda i: call(a.ptr + 16 * i))
+        rows.append((kernel, hit, miss, plan.launches_made))
+        session.synchronize()
+    spec = kernels.get("hopper_bf16")
+    plan = api.plan(M, N, K, dtype="bfloat16", kernel="hopper_bf16", trans_b=True, out_dtype="bfloat16")
+    entry, g = rungs.entry_geometry(spec, plan.tunables)
+    loaded = session.load(spec, plan.tunables).kernels[entry]
+    encode = per_call(lambda i: encode_tiled_2d(a.ptr + 16 * i, "bf16", M, K, K, *g.a_box, geometry.SWIZZLE))
+
+    resident = per_call(lambda i: recipe._driver_resident(loaded, g, session.stream, session.device.sm_count))
+    a_map = encode_tiled_2d(a.ptr, "bf16", M, K, K, *g.a_box, geometry.SWIZZLE)
+    args = [M, N, K, 1.0, a_map, a_map, 0.0, out.ptr, N, 8, 1, 0, 0, a_map, 1, 0]
+    pack = per_call(lambda i: loaded.pack(*args))
+    print(f"BF16 {M}x{N}x{K} (x @ W^T, BF16 out), {CALLS} calls, microseconds per call (host)")
+    print(f"{'kernel':16} {'hit':>8} {'miss':>8} {'launches made':>14}")
+    for name, hit, miss, made in rows:
+        print(f"{name:16} {hit:8.1f} {miss:8.1f} {made:14d}")
+    print(f"hopper_bf16 ({entry}, {plan.tunables}) pieces: encode {encode:.1f}, resident {resident:.1f}, "
+          f"pack {pack:.1f}")
+
+
+if __name__ == "__main__":
+    main()
