@@ -6,7 +6,8 @@ and its precision against the dtype, the operand swap for transposed layouts, th
 tunables (a tuned kernel's table is read here, once), the build and load of the module.
 Calling the plan reads the three arrays in place (arrays.py: pointer, shape, strides,
 dtype), takes the Launch made for those addresses from a small LRU (a Launch packs its
-kernel arguments once; a loop over the same buffers never packs again) and enqueues it on
+kernel arguments once; a loop over the same buffers never packs again; at new addresses a
+Hopper kernel's Launch is re-pointed from the last one, Launch.repoint) and enqueues it on
 the caller's stream. No host copy, no synchronisation. ``run_pointers`` is the same launch
 on raw addresses for a caller that has checked its operands once (the torch op): no array
 object is read per call.
@@ -156,6 +157,7 @@ class Plan:
         self._out_itemsize = arrays.ITEMSIZE[self.out_dtype]
         self._launches: OrderedDict[tuple, Any] = OrderedDict()
         self.launches_made = 0  # one per new set of addresses: a loop that keeps making them repacks each call
+        self.launches_repointed = 0  # of those, made from the previous one (_repointed)
         self._stream = ExternalStream(0)  # pointed at each caller's stream in turn
         self._state = _state_of(session)
         self._event: Event | None = None
@@ -368,7 +370,10 @@ class Plan:
         if scales is not None:
             extra["scales"] = scales
         if not self.target.measures:
-            launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream, **extra)
+            launch = self._repointed(ops, bias_ptr) if scales is None else None
+            if launch is None:
+                launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream,
+                                          **extra)
         else:  # it runs the GEMM now: on the Session's stream (capturable), after and before the caller's work
             own = session.stream
             self._order(raw, int(own.handle))
@@ -383,6 +388,16 @@ class Plan:
         self.launches_made += 1
         if len(self._launches) > LAUNCHES_KEPT:
             self._launches.popitem(last=False)
+        return launch
+
+    def _repointed(self, ops: tuple, bias_ptr: int):
+        """The most recent Launch re-pointed at these operands (Launch.repoint: a Hopper launch
+        copies its arguments and encodes only the moved operands' tensor maps), or None where
+        its recipe cannot."""
+        if not self._launches:
+            return None
+        launch = next(reversed(self._launches.values())).repoint(*ops, bias_ptr)
+        self.launches_repointed += launch is not None
         return launch
 
     def _c_width(self, C: DeviceArray) -> int:

@@ -15,7 +15,9 @@ tools/gen_wgmma.py reproducing cu/hopper/wgmma.cuh byte for byte.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
+import struct
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from hypothesis import strategies as st
 
 from gemm_driver import kernels
 from gemm_driver.cuda import tensor_map
+from gemm_driver.cuda.module import C_TYPES, PackedArgs
 from gemm_driver.cuda.nvrtc import compile_cuda
 from gemm_driver.inspection.sass import parse
 from gemm_driver.inspection.tools import run_on_cubin
@@ -506,6 +509,62 @@ def test_c_is_stored_by_tma_only_where_its_rows_allow(monkeypatch):
             assert maps[2][1:] == ("fp32", 300, 200, lds[2], 64, 32, 128)
     _, launches, maps, _ = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(300, 200, 64), {"STORE": 0})
     assert launches[-1][3][14] == 0 and len(maps) == 2  # STORE=0: the kernel's own stores
+
+
+class PackingKernel(FakeKernel):
+    """A fake entry that packs its arguments as a loaded Kernel does (PackedArgs of its signature)."""
+
+    def __init__(self, name, log, signature):
+        super().__init__(name, log)
+        self.signature = signature
+
+    def pack(self, *args):
+        return PackedArgs(self.signature, args)
+
+
+def argument_bytes(packed: PackedArgs, signature) -> list[bytes]:
+    """Each argument's bytes as cuLaunchKernel reads them through the packed pointer array."""
+    pointers = (ctypes.c_void_p * len(signature)).from_address(packed.address)
+    sizes = [128 if t == "tensormap" else ctypes.sizeof(C_TYPES[t]) for t in signature]
+    return [ctypes.string_at(pointers[i], size) for i, size in enumerate(sizes)]
+
+
+def test_a_repointed_launch_packs_what_a_new_launch_at_those_addresses_packs(monkeypatch):
+    spec, p = SPECS["hopper_bf16"], GemmProblem(300, 200, 64)
+    t = spec.validate(p, {"BN": 128, "STAGES": 6})
+    encoded = []
+
+    def encode(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle):  # a map that says where it points
+        encoded.append(address)
+        return struct.pack("<QQQ", address, rows, ld) + bytes(104)
+
+    monkeypatch.setattr(recipe, "encode_tiled_2d", encode)
+    signatures = {"main": spec.signature, **{e.name: e.signature for e in spec.extra_entries}}
+    kernels_ = {name: PackingKernel(name, [], signature) for name, signature in signatures.items()}
+    signature = signatures[SELECTORS["hopper_bf16"](spec.precision, t)[0]]
+
+    def launch_at(a, b, c, bias):
+        ctx = LaunchContext(spec, kernels_, p, a, b, c, t, "stream", lambda *x, **y: 0x7F3000000000, Device(), bias)
+        return recipe.recipe(ctx, SELECTORS["hopper_bf16"], lambda ctx, kernel, g: 132)
+
+    a, b, c = Operand(0x7F0000000000, 64, 2), Operand(0x7F1000000000, 200, 2), Operand(0x7F2000000000, 200, 4)
+    first = launch_at(a, b, c, 0x7F4000000000)
+    moves = [(Operand(a.ptr + 0x400, 64, 2), b, c, 0x7F4000000000, 1),  # A moved: its map alone
+             (a, b, Operand(c.ptr + 0x800, 200, 4), 0x7F4000000100, 1),  # C and the bias: C's map
+             (a, Operand(b.ptr + 16, 200, 2), c, 0x7F4000000000, 1)]
+    for a2, b2, c2, bias2, maps in moves:
+        del encoded[:]
+        again = first.repoint(a2, b2, c2, bias2)
+        assert len(encoded) == maps
+        fresh = launch_at(a2, b2, c2, bias2)
+        assert argument_bytes(again.packed, signature) == argument_bytes(fresh.packed, signature)
+    # C at an odd address can no longer be stored by TMA: a decision changes, so all is made again
+    del encoded[:]
+    again = first.repoint(a, b, Operand(c.ptr + 4, 200, 4), 0x7F4000000000)
+    assert len(encoded) == 2 and argument_bytes(again.packed, signature)[14] == bytes(4)
+    # a launch that packs an operand first is made again too (the packing pass reads the new one)
+    packed_first = launch_at(Operand(a.ptr + 2, 64, 2), b, c, 0)
+    assert packed_first.passes and packed_first.repoint(Operand(a.ptr + 6, 64, 2), b, c, 0).passes
 
 
 def test_plan_of_tf32_transposes_b_for_the_rungs_and_not_for_register_a(monkeypatch):

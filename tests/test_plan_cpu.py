@@ -47,11 +47,18 @@ class CudaArray:
 
 
 class FakeLaunch:
-    def __init__(self, record, stream):
-        self.record, self.stream = record, stream
+    def __init__(self, record, stream, repoints=None):
+        self.record, self.stream, self.repoints = record, stream, repoints
 
     def __call__(self):
         self.record.append(self.stream.handle)  # the handle the launch runs on, read when it runs
+
+    def repoint(self, a, b, c, bias=0):
+        """As Launch.repoint: None unless the recipe re-points (``repoints``: a list to record in)."""
+        if self.repoints is None:
+            return None
+        self.repoints.append((a, b, c, bias))
+        return FakeLaunch(self.record, self.stream, self.repoints)
 
 
 class FakeSession:
@@ -583,6 +590,19 @@ def test_run_pointers_shares_the_launches_of_run_and_follows_the_stream(on_gpu):
     assert problem == GemmProblem(4, 3, 2)
     assert (opa.ptr, opa.ld, opa.itemsize, opb.ptr, opb.ld) == (a.ptr, 2, 4, b.ptr, 3)
     assert (opc.ptr, opc.ld) == (c.ptr + 0x100, 3) and p.launches_made == 2
+
+
+def test_a_launch_at_new_addresses_is_repointed_from_the_last_where_its_recipe_can(on_gpu):
+    s = FakeSession()
+    p = Plan(s, 4, 3, 2)
+    p.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
+    p._launches[next(iter(p._launches))].repoints = moved = []  # as a Hopper recipe's Launch
+    p.run_pointers(0xA100, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
+    assert len(s.launchers) == 1 and p.launches_made == 2 and p.launches_repointed == 1
+    (a, b, c, bias), = moved
+    assert (a.ptr, b.ptr, c.ptr, bias) == (0xA100, 0xB000, 0xC000, 0) and s.runs == [1, 1]
+    p.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)  # the first addresses: kept, not made again
+    assert p.launches_made == 2 and len(moved) == 1
 
 
 def test_run_pointers_applies_the_operand_swap(on_gpu):

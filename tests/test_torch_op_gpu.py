@@ -122,3 +122,30 @@ def test_routes_are_reused_across_calls_and_streams(torch, gt):
     assert rel(torch, y, want) < 1e-2 and rel(torch, z, want) < 1e-2
     gt.linear(x[:128], w, b, "relu")  # a new shape: a new route
     assert routes.stats()["misses"] == after["misses"] + 1
+
+
+def test_inputs_at_new_addresses_repoint_the_hopper_launch_and_stay_right(torch, gt):
+    """Each x at a new address (all kept alive) makes the plan re-point its last Launch
+    (Plan._repointed: A's tensor map encoded again, the rest copied); every output is checked
+    element by element against float64, and the first x again (a kept Launch) as well."""
+    from gemm_driver.torch import routes
+
+    g = torch.Generator(device="cuda").manual_seed(5)
+    w = (torch.randn(384, 256, device="cuda", generator=g) * 0.5).bfloat16()
+    b = torch.randn(384, device="cuda", generator=g).bfloat16()
+    xs = [(torch.randn(200, 256, device="cuda", generator=g) * 0.5).bfloat16() for _ in range(5)]
+
+    def check(x):
+        y = gt.linear(x, w, b, "gelu", kernel="hopper_bf16")
+        want = torch.nn.functional.gelu(torch.nn.functional.linear(x.double(), w.double(), b.double()),
+                                        approximate="tanh")
+        assert torch.all((y.double() - want).abs() <= 2.0**-7 * want.abs() + 2e-2)
+        assert gt.ran["forward"] == "hopper_bf16 (fused)"
+
+    check(xs[0])
+    before = routes.stats()
+    for x in xs[1:]:
+        check(x)
+    check(xs[0])
+    after = routes.stats()
+    assert after["launches_repointed"] >= before["launches_repointed"] + 4

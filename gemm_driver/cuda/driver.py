@@ -17,10 +17,10 @@ from .base import Resource, api, device_count, driver_version, gpu_available, in
 from .device import Context, Device
 from .memory import DeviceBuffer, PinnedWords, copy_2d_async, memset_2d32_async, pointer_device
 from .module import (ARGUMENT_TYPES, C_TYPES, TENSOR_MAP, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES, Kernel, Module,
-                     PackedArgs, TensorMapArgument)
+                     PackedArgs)
 from .streams import Event, ExternalStream, Stream, stream_is_capturing, stream_wait
 
 __all__ = ["ARGUMENT_TYPES", "C_TYPES", "TENSOR_MAP", "TENSOR_MAP_ALIGN", "TENSOR_MAP_BYTES", "Context", "Device",
            "DeviceBuffer", "Event", "ExternalStream", "Kernel", "Module", "PackedArgs", "PinnedWords", "Resource",
-           "Stream", "TensorMapArgument", "api", "copy_2d_async", "device_count", "driver_version", "gpu_available",
+           "Stream", "api", "copy_2d_async", "device_count", "driver_version", "gpu_available",
            "init", "memset_2d32_async", "pointer_device", "stream_is_capturing", "stream_wait"]

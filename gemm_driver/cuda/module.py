@@ -4,8 +4,10 @@ its declared C signature) and the packing of typed launch arguments, tensor maps
 from __future__ import annotations
 
 import ctypes
+import struct
 import weakref
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -36,35 +38,113 @@ TENSOR_MAP_ALIGN = 128
 ARGUMENT_TYPES = (*C_TYPES, TENSOR_MAP)
 
 
-class TensorMapArgument:
-    """A 128-byte-aligned host copy of an encoded tensor map, for one kernel argument."""
+def _tensor_map_bytes(value: Any) -> memoryview:
+    """The 128 bytes of an encoded tensor map (any bytes-like value), checked."""
+    try:
+        view = memoryview(value).cast("B")
+    except TypeError:
+        raise TypeError(f"a {TENSOR_MAP} argument takes the {TENSOR_MAP_BYTES} bytes of an encoded "
+                        f"CUtensorMap (bytes-like), got {type(value).__name__}") from None
+    if view.nbytes != TENSOR_MAP_BYTES:
+        raise TypeError(f"a {TENSOR_MAP} argument is the {TENSOR_MAP_BYTES} bytes of an encoded CUtensorMap; "
+                        f"got {view.nbytes} bytes")
+    return view
 
-    def __init__(self, value: Any):
-        try:
-            view = memoryview(value).cast("B")
-        except TypeError:
-            raise TypeError(f"a {TENSOR_MAP} argument takes the {TENSOR_MAP_BYTES} bytes of an encoded "
-                            f"CUtensorMap (bytes-like), got {type(value).__name__}") from None
-        if view.nbytes != TENSOR_MAP_BYTES:
-            raise TypeError(f"a {TENSOR_MAP} argument is the {TENSOR_MAP_BYTES} bytes of an encoded CUtensorMap; "
-                            f"got {view.nbytes} bytes")
-        self._storage = (ctypes.c_uint8 * (TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN))()
-        start = ctypes.addressof(self._storage)
-        self.address = start + (-start) % TENSOR_MAP_ALIGN
-        ctypes.memmove(self.address, view.tobytes(), TENSOR_MAP_BYTES)
+
+# C type -> (struct format, bits): the values are packed with struct, wrapped to the type's width
+# as ctypes would store them
+_FORMATS = {"int": ("i", 32), "unsigned": ("I", 32), "long long": ("q", 64), "unsigned long long": ("Q", 64),
+            "float": ("f", 32), "double": ("d", 64), "ptr": ("Q", 64), TENSOR_MAP: (f"{TENSOR_MAP_BYTES}s", 0)}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where a signature's arguments sit in one buffer: each at its size's alignment, a tensor
+    map at TENSOR_MAP_ALIGN; ``whole`` packs them all at once (padding included)."""
+
+    offsets: tuple[int, ...]
+    size: int
+    whole: struct.Struct
+
+
+_LAYOUTS: dict[tuple[str, ...], _Layout] = {}
+
+
+def _layout(signature: tuple[str, ...]) -> _Layout:
+    """The signature's layout, worked out once."""
+    known = _LAYOUTS.get(signature)
+    if known is None:
+        offsets, end, fmt = [], 0, "<"
+        for t in signature:
+            size = TENSOR_MAP_BYTES if t == TENSOR_MAP else ctypes.sizeof(C_TYPES[t])
+            pad = -end % (TENSOR_MAP_ALIGN if t == TENSOR_MAP else size)
+            fmt += "x" * pad + _FORMATS[t][0]
+            offsets.append(end + pad)
+            end += pad + size
+        known = _LAYOUTS[signature] = _Layout(tuple(offsets), end, struct.Struct(fmt))
+    return known
+
+
+# integer C type -> the values struct packs as they are (the common case, checked first)
+_IN_RANGE = {"int": (-(1 << 31), (1 << 31) - 1), "unsigned": (0, (1 << 32) - 1), "long long": (-(1 << 63), (1 << 63) - 1),
+             "unsigned long long": (0, (1 << 64) - 1), "ptr": (0, (1 << 64) - 1)}
+
+
+def _stored(ctype: str, value: Any) -> Any:
+    """``value`` as a ``ctype`` argument holds it: checked and converted (_as_c_value), integers
+    wrapped to the type's width, a float rounded to FP32, a tensor map as its 128 bytes."""
+    if type(value) is int and ctype in _IN_RANGE:
+        low, high = _IN_RANGE[ctype]
+        if low <= value <= high:
+            return value
+    if ctype == TENSOR_MAP:
+        return _tensor_map_bytes(value).tobytes()
+    v = _as_c_value(ctype, value)
+    fmt, bits = _FORMATS[ctype]
+    if ctype == "float":
+        return ctypes.c_float(v).value  # out of range: inf, as ctypes stores it
+    if fmt in "iIqQ":
+        v &= (1 << bits) - 1
+        if fmt in "iq" and v >> (bits - 1):
+            v -= 1 << bits
+    return v
 
 
 class PackedArgs:
-    """Kernel arguments packed once into a ``void*[]``, reusable for many launches."""
+    """Kernel arguments packed once into a ``void*[]``, reusable for many launches.
 
-    def __init__(self, signature: Sequence[str], values: Sequence[Any]):
-        if len(signature) != len(values):
+    The values sit in one buffer (its start TENSOR_MAP_ALIGN-aligned), which ``replaced``
+    copies whole: a launch at new addresses changes a few arguments and keeps the rest.
+    cuLaunchKernel copies the values when it is called, so a packed set may be dropped once its
+    launches are enqueued (or captured)."""
+
+    def __init__(self, signature: Sequence[str], values: Sequence[Any], *, _copy_of: "PackedArgs | None" = None):
+        if _copy_of is None and len(signature) != len(values):
             raise TypeError(f"kernel takes {len(signature)} arguments, {len(values)} given")
-        self._values = [TensorMapArgument(v) if t == TENSOR_MAP else C_TYPES[t](_as_c_value(t, v))
-                        for t, v in zip(signature, values)]
-        self._pointers = (ctypes.c_void_p * len(values))(
-            *[v.address if isinstance(v, TensorMapArgument) else ctypes.addressof(v) for v in self._values]
-        )
+        self._signature = tuple(signature)
+        self._layout = layout = _layout(self._signature)
+        self._storage = ctypes.create_string_buffer(layout.size + TENSOR_MAP_ALIGN)
+        start = ctypes.addressof(self._storage)
+        self._shift = (-start) % TENSOR_MAP_ALIGN
+        base = start + self._shift
+        if _copy_of is not None:
+            ctypes.memmove(base, _copy_of._base, layout.size)
+        else:
+            layout.whole.pack_into(self._storage, self._shift, *map(_stored, self._signature, values))
+        self._pointers = (ctypes.c_void_p * len(layout.offsets))(*[base + offset for offset in layout.offsets])
+
+    @property
+    def _base(self) -> int:
+        return ctypes.addressof(self._storage) + self._shift
+
+    def replaced(self, changes: Mapping[int, Any]) -> "PackedArgs":
+        """A copy with the arguments at the given positions set to new values."""
+        copy = PackedArgs(self._signature, (), _copy_of=self)
+        for index, value in changes.items():
+            ctype = self._signature[index]
+            struct.pack_into("<" + _FORMATS[ctype][0], copy._storage, copy._shift + self._layout.offsets[index],
+                             _stored(ctype, value))
+        return copy
 
     @property
     def address(self) -> int:

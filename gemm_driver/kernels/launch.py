@@ -29,6 +29,7 @@ SGEMM arguments (+ the spec's ``scratch`` pointers). The Session builds the cont
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
@@ -109,6 +110,13 @@ class Launch:
 
     def synchronize(self) -> None:
         self.stream.synchronize()
+
+    def repoint(self, a: Operand, b: Operand, c: Operand, bias: int = 0) -> "Launch | None":
+        """This GEMM at other operand addresses (same problem, tunables and stream), made from
+        this Launch where its recipe can (the Hopper recipes: only the moved operands' tensor
+        maps are encoded again); None where it cannot, and a new Launch is made instead."""
+        again = getattr(self.enqueue, "repoint", None)
+        return None if again is None else dataclasses.replace(self, enqueue=again(a, b, c, bias))
 
     def record(self) -> dict:
         """What ran, for the results JSON."""

@@ -61,10 +61,12 @@ class RouteCache:
 
     def stats(self) -> dict[str, int]:
         """Routes kept, hits, misses, and the Launches their plans made (one per new set of
-        addresses: when it grows with every step, an operand's address changes each call)."""
+        addresses: when it grows with every step, an operand's address changes each call) and
+        how many of them were re-pointed from the one before (the cheap way: Plan._repointed)."""
         plans = {id(p): p for route in self._routes.values() for p in (route.fused, route.wide) if p is not None}
         return {"routes": len(self._routes), "hits": self.hits, "misses": self.misses,
-                "launches_made": sum(p.launches_made for p in plans.values())}
+                "launches_made": sum(p.launches_made for p in plans.values()),
+                "launches_repointed": sum(p.launches_repointed for p in plans.values())}
 
     def clear(self) -> None:
         self._routes.clear()

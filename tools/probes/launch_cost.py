@@ -8,6 +8,7 @@ WARMUP untimed ones:
 
   hit        Plan.run_pointers at addresses it has a Launch for
   miss       Plan.run_pointers with A 16 bytes further on each call: a Launch is made each time
+             (re-pointed from the last one where the recipe can: the "re-pointed" column)
   encode     one tensor map (tensor_map.encode_tiled_2d), as the Hopper recipe makes 2-3 a Launch
   resident   the driver's occupancy answer a persistent grid is sized by (asked once per
              loaded kernel and launch shape since: recipe.resident_clusters)
@@ -47,7 +48,7 @@ def main() -> None:
         call = lambda a_ptr: plan.run_pointers(a_ptr, w.ptr, out.ptr, stream, lda=K, ldb=K, ldc=N)  # noqa: E731
         hit = per_call(lambda i: call(a.ptr))
         miss = per_call(lambda i: call(a.ptr + 16 * i))
-        rows.append((kernel, hit, miss, plan.launches_made))
+        rows.append((kernel, hit, miss, plan.launches_made, plan.launches_repointed))
         session.synchronize()
     spec = kernels.get("hopper_bf16")
     plan = api.plan(M, N, K, dtype="bfloat16", kernel="hopper_bf16", trans_b=True, out_dtype="bfloat16")
@@ -60,9 +61,9 @@ def main() -> None:
     args = [M, N, K, 1.0, a_map, a_map, 0.0, out.ptr, N, 8, 1, 0, 0, a_map, 1, 0]
     pack = per_call(lambda i: loaded.pack(*args))
     print(f"BF16 {M}x{N}x{K} (x @ W^T, BF16 out), {CALLS} calls, microseconds per call (host)")
-    print(f"{'kernel':16} {'hit':>8} {'miss':>8} {'launches made':>14}")
-    for name, hit, miss, made in rows:
-        print(f"{name:16} {hit:8.1f} {miss:8.1f} {made:14d}")
+    print(f"{'kernel':16} {'hit':>8} {'miss':>8} {'launches made':>14} {'re-pointed':>11}")
+    for name, hit, miss, made, repointed in rows:
+        print(f"{name:16} {hit:8.1f} {miss:8.1f} {made:14d} {repointed:11d}")
     print(f"hopper_bf16 ({entry}, {plan.tunables}) pieces: encode {encode:.1f}, resident {resident:.1f}, "
           f"pack {pack:.1f}")
 

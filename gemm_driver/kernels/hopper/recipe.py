@@ -16,11 +16,17 @@ One recipe serves every rung: the spec hands it ``select(tunables) -> (entry nam
    C (else the kernel stores from registers, told so by c_tma = 0), and passes the bias.
 
 M = 0 or N = 0 writes nothing, so it enqueues nothing.
+
+The launch it returns can be re-pointed (``Launch.repoint``): the same GEMM at other operand
+addresses, made from it by copying its packed arguments and encoding again only the tensor
+maps whose operand moved (H100: a new Launch took about 245 us of host time, a tensor map
+28 us). A launch that packs an operand, or addresses that change a decision (packing, C by
+TMA stores), are made from scratch.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from ...cuda.driver import api
 from ...cuda.errors import CudaError, check
@@ -84,55 +90,140 @@ def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Calla
         return _nothing
     entry, g = select(precision, t)
     kernel = ctx.kernels[entry]
-    passes: list[Callable[[], None]] = []
-    a_rows, a_cols = (p.k, p.m) if g.trans_a else (p.m, p.k)  # as stored
-    a_ptr, a_ld = _readable(ctx, passes, "a", ctx.a, a_rows, a_cols, precision, transpose=False)
-    if g.b_transposed:  # B^T: N x K
-        b_ptr, b_ld = _readable(ctx, passes, "b", ctx.b, p.k, p.n, precision, transpose=True)
-        b_rows, b_cols = p.n, p.k
-    else:
-        b_rows, b_cols = (p.n, p.k) if g.trans_b else (p.k, p.n)  # as stored
-        b_ptr, b_ld = _readable(ctx, passes, "b", ctx.b, b_rows, b_cols, precision, transpose=False)
-    a_map = encode_tiled_2d(a_ptr, precision, a_rows, a_cols, a_ld, *g.a_box, geo.SWIZZLE)
-    b_map = encode_tiled_2d(b_ptr, precision, b_rows, b_cols, b_ld, *g.b_box, geo.SWIZZLE)
-    args: list[Any] = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, ctx.c.ptr, ctx.c.ld]
     splits = t.get("SPLITS", 1) if g.arguments == "split" else 1
-    if g.arguments in ("group", "split"):
-        args.append(t.get("GROUP_M", DEFAULT_GROUP_M))
-    if g.arguments == "split":
-        partial_bytes, counter_bytes = geo.split_scratch(p, g, splits)
-        args += [splits, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
-                 ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
-    if g.tma_store:
-        args += c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map, g.out_dtype, enabled=bool(t.get("STORE", 1)))
-        args.append(ctx.bias)
     if g.persistent:
         grid = (geo.persistent_grid(geo.work_units(p, g, splits), resident(ctx, kernel, g), g.cluster), 1, 1)
     else:
         grid = geo.tile_grid(p, g)
-    packed, block, stream = kernel.pack(*args), (g.threads, 1, 1), ctx.stream
-    programmatic = bool(t.get("PDL", 0))
+    return _Shape(ctx, g, kernel, grid, splits).enqueue_at(ctx.a, ctx.b, ctx.c, ctx.bias)
 
-    def enqueue() -> None:
-        for run_pass in passes:
+
+class _Shape:
+    """What a Hopper GEMM's launches share whatever the operands' addresses: the problem, the
+    entry and its geometry, the grid, the stream. ``enqueue_at`` makes the launch at given
+    addresses (an ``_Enqueue``)."""
+
+    def __init__(self, ctx, g: geo.Geometry, kernel, grid, splits: int):
+        self.ctx, self.g, self.kernel, self.grid, self.splits = ctx, g, kernel, grid, splits
+        p = ctx.problem
+        self.a_stored = (p.k, p.m) if g.trans_a else (p.m, p.k)
+        if g.b_transposed:  # B^T: N x K, from a transposed copy
+            self.b_stored = (p.n, p.k)
+        else:
+            self.b_stored = (p.n, p.k) if g.trans_b else (p.k, p.n)
+        self.store_enabled = bool(ctx.tunables.get("STORE", 1))
+        self.programmatic = bool(ctx.tunables.get("PDL", 0))
+
+    def _map(self, address: int, stored: tuple[int, int], ld: int, box: tuple[int, int]) -> bytes:
+        return encode_tiled_2d(address, self.ctx.spec.precision, *stored, ld, *box, geo.SWIZZLE)
+
+    def enqueue_at(self, a, b, c, bias: int, previous: "_Enqueue | None" = None) -> "_Enqueue":
+        """The launch on operands ``a``, ``b``, ``c`` (ptr, ld) and ``bias`` (an address, 0 for
+        none). With ``previous`` (a launch of this shape at other addresses, packing nothing
+        and deciding C's stores alike) its arguments are copied and only the tensor maps and
+        pointers that moved are made again."""
+        ctx, g, p, precision = self.ctx, self.g, self.ctx.problem, self.ctx.spec.precision
+        passes: list[Callable[[], None]] = []
+        a_ptr, a_ld = _readable(ctx, passes, "a", a, *self.a_stored, precision, transpose=False)
+        if g.b_transposed:
+            b_ptr, b_ld = _readable(ctx, passes, "b", b, p.k, p.n, precision, transpose=True)
+        else:
+            b_ptr, b_ld = _readable(ctx, passes, "b", b, *self.b_stored, precision, transpose=False)
+        c_tma = g.tma_store and c_tma_possible(c.ptr, c.ld, p.n, g.out_dtype, enabled=self.store_enabled)
+        at = _At(a_ptr, a_ld, b_ptr, b_ld, c.ptr, c.ld, c_tma, bias)
+        if (previous is not None and not passes and not previous.passes
+                and (a_ld, b_ld, c.ld, c_tma) == (previous.at.a_ld, previous.at.b_ld, previous.at.c_ld, previous.at.c_tma)):
+            return _Enqueue(self, at, passes, previous.packed.replaced(self._moved(previous.at, at)))
+        a_map = self._map(a_ptr, self.a_stored, a_ld, g.a_box)
+        b_map = self._map(b_ptr, self.b_stored, b_ld, g.b_box)
+        args: list[Any] = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, c.ptr, c.ld]
+        if g.arguments in ("group", "split"):
+            args.append(ctx.tunables.get("GROUP_M", DEFAULT_GROUP_M))
+        if g.arguments == "split":
+            partial_bytes, counter_bytes = geo.split_scratch(p, g, self.splits)
+            args += [self.splits, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
+                     ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
+        if g.tma_store:
+            self.store_at = len(args)  # c_map, c_tma, bias from here
+            args += [self._c_map(c) if c_tma else a_map, int(c_tma), bias]
+        return _Enqueue(self, at, passes, self.kernel.pack(*args))
+
+    def _c_map(self, c) -> bytes:
+        rows, cols = geo.STORE_CHUNK
+        return encode_tiled_2d(c.ptr, self.g.out_dtype, self.ctx.problem.m, self.ctx.problem.n, c.ld, rows, cols,
+                               geo.store_swizzle(self.g.out_dtype))
+
+    def _moved(self, before: "_At", now: "_At") -> dict[int, Any]:
+        """The arguments (by position) that differ between two sets of addresses."""
+        g, changes = self.g, {}
+        if now.a_ptr != before.a_ptr:
+            changes[A_MAP] = self._map(now.a_ptr, self.a_stored, now.a_ld, g.a_box)
+        if now.b_ptr != before.b_ptr:
+            changes[B_MAP] = self._map(now.b_ptr, self.b_stored, now.b_ld, g.b_box)
+        if now.c_ptr != before.c_ptr:
+            changes[C_POINTER] = now.c_ptr
+            if now.c_tma:
+                changes[self.store_at] = self._c_map(_Operand(now.c_ptr, now.c_ld))
+        if g.tma_store and now.bias != before.bias:
+            changes[self.store_at + 2] = now.bias
+        return changes
+
+
+class _At(NamedTuple):
+    """The addresses (and leading dimensions) a launch was packed for, as the kernel reads them."""
+
+    a_ptr: int
+    a_ld: int
+    b_ptr: int
+    b_ld: int
+    c_ptr: int
+    c_ld: int
+    c_tma: bool
+    bias: int
+
+
+class _Operand(NamedTuple):
+    ptr: int
+    ld: int
+
+
+# positions of A's and B's maps and of C in every entry's arguments (rungs.SIGNATURE)
+A_MAP, B_MAP, C_POINTER = 4, 5, 7
+
+
+class _Enqueue:
+    """One Hopper GEMM at fixed addresses: calling it enqueues the packing passes (if any) and
+    the kernel; ``repoint`` makes the same GEMM at other addresses (Launch.repoint)."""
+
+    def __init__(self, shape: _Shape, at: _At, passes: list, packed):
+        self.shape, self.at, self.passes, self.packed = shape, at, passes, packed
+
+    def __call__(self) -> None:
+        for run_pass in self.passes:
             run_pass()
-        kernel.launch(grid, block, packed, stream, programmatic=programmatic)
+        s = self.shape
+        s.kernel.launch(s.grid, (s.g.threads, 1, 1), self.packed, s.ctx.stream, programmatic=s.programmatic)
 
-    return enqueue
+    def repoint(self, a, b, c, bias: int) -> "_Enqueue":
+        return self.shape.enqueue_at(a, b, c, bias, previous=self)
+
+
+def c_tma_possible(address: int, ldc: int, n: int, out_dtype: str = "fp32", *, enabled: bool = True) -> bool:
+    """Whether any_shape's TMA-store epilogue can write C: tunable STORE on, TMA's rules for the
+    address and row stride met, and N whole 16 bytes. TMA's rules are not enough: a store clips
+    the row at a 16-byte granule, not at the element. Measured on the H200 (any_shape, N = 3, 7,
+    127, ldc a multiple of 4): every row's element N was written too."""
+    return (enabled and tma_layout_problem(address, ldc, out_dtype) is None
+            and n * geo.OUT_ITEMSIZE[out_dtype] % 16 == 0)
 
 
 def c_store_arguments(address: int, ldc: int, m: int, n: int, spare_map: bytes, out_dtype: str = "fp32", *,
                       enabled: bool = True) -> list:
     """(c_map, c_tma) of any_shape's TMA-store epilogue: C's map (``out_dtype`` elements, 64 x 32
-    boxes, geo.store_swizzle) and 1 where TMA can write C's rows and ``enabled`` (tunable STORE);
-    else ``spare_map`` (never read) and 0, and the kernel stores from registers or through
-    store_staged, as before.
-
-    TMA's rules for the address and row stride are not enough: a store clips the row at a
-    16-byte granule, not at the element. Measured on the H200 (any_shape, N = 3, 7, 127, ldc a
-    multiple of 4): every row's element N was written too. So N must be whole 16 bytes."""
-    if (not enabled or tma_layout_problem(address, ldc, out_dtype) is not None
-            or n * geo.OUT_ITEMSIZE[out_dtype] % 16):
+    boxes, geo.store_swizzle) and 1 where TMA can write C (``c_tma_possible``); else
+    ``spare_map`` (never read) and 0, and the kernel stores from registers or through
+    store_staged, as before."""
+    if not c_tma_possible(address, ldc, n, out_dtype, enabled=enabled):
         return [spare_map, 0]
     rows, cols = geo.STORE_CHUNK
     return [encode_tiled_2d(address, out_dtype, m, n, ldc, rows, cols, geo.store_swizzle(out_dtype)), 1]
