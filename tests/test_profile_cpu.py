@@ -157,6 +157,15 @@ def test_sides_split_at_the_marker_and_the_table_fits_120_columns():
     assert max(len(line) for line in text.splitlines()) <= command.WIDTH
 
 
+def test_mma_sync_counts_the_tensor_pipe_s_instructions_that_are_not_wgmma():
+    both = ({"sm__inst_executed_pipe_tensor_op_hmma.sum": 65536.0, "sm__inst_executed_pipe_tensor_op_gmma.sum": 65536.0},
+            {})
+    sync_only = ({"sm__inst_executed_pipe_tensor_op_hmma.sum": 4096.0}, {})  # a GPU without wgmma's counter
+    (gmma, hmma) = metrics.rows((both, sync_only))
+    assert (hmma.label, hmma.values) == ("mma.sync instructions", (0.0, 4096.0))
+    assert (gmma.label, gmma.values) == ("wgmma instructions", (65536.0, None))
+
+
 def test_a_kernel_alone_has_no_ratio_column():
     result = _result(baseline=None)
     assert list(result["sides"]) == ["hopper_bf16"]
