@@ -66,8 +66,10 @@ def test_table_document_keeps_the_winner_the_runners_up_and_the_rejects():
 
 def test_a_partial_sweep_replaces_its_shapes_entries_and_keeps_the_others():
     entry = lambda shape, tflops: {"shape": list(shape), "best": {}, "tflops": tflops}  # noqa: E731
-    kept = {"created": "before", "entries": [entry((1, 64, 64), 1.0), entry((32, 64, 64), 2.0), entry((512, 64, 64), 3.0)]}
-    document = {"schema": tuned.SCHEMA, "created": "now", "entries": [entry((32, 64, 64), 5.0), entry((16, 64, 64), 6.0)]}
+    kept = {"created": "before",
+            "entries": [entry((1, 64, 64), 1.0), entry((32, 64, 64), 2.0), entry((512, 64, 64), 3.0)]}
+    document = {"schema": tuned.SCHEMA, "created": "now",
+                "entries": [entry((32, 64, 64), 5.0), entry((16, 64, 64), 6.0)]}
     merged = autotune.merge_tables(document, kept)
     assert [(e["shape"][0], e["tflops"]) for e in merged["entries"]] == [(1, 1.0), (32, 5.0), (512, 3.0), (16, 6.0)]
     assert merged["created"] == "now" and merged["kept_from"] == {"created": "before", "entries": 2}

@@ -44,7 +44,8 @@ def test_small_m_is_offered_one_consumer_tiles_split_over_k():
     assert {**selection.SMALL_M_TILES[0], "SPLITS": 4} in small and selection.TILE_64x64 in small
     # 4096 / 64 tiles of 64 x 64 split 8 ways would be 512 CTAs: more than two an SM can hold
     assert {**selection.SMALL_M_TILES[1], "SPLITS": 8} not in small
-    assert not any(c.get("CONSUMERS") == 1 and c.get("SPLITS") for c in selection.candidates(GemmProblem(256, 4096, 7168)))
+    wide = selection.candidates(GemmProblem(256, 4096, 7168))
+    assert not any(c.get("CONSUMERS") == 1 and c.get("SPLITS") for c in wide)
 
 
 def _entry(shape, speeds):

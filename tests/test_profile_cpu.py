@@ -158,8 +158,8 @@ def test_sides_split_at_the_marker_and_the_table_fits_120_columns():
 
 
 def test_mma_sync_counts_the_tensor_pipe_s_instructions_that_are_not_wgmma():
-    both = ({"sm__inst_executed_pipe_tensor_op_hmma.sum": 65536.0, "sm__inst_executed_pipe_tensor_op_gmma.sum": 65536.0},
-            {})
+    both = ({"sm__inst_executed_pipe_tensor_op_hmma.sum": 65536.0,
+             "sm__inst_executed_pipe_tensor_op_gmma.sum": 65536.0}, {})
     sync_only = ({"sm__inst_executed_pipe_tensor_op_hmma.sum": 4096.0}, {})  # a GPU without wgmma's counter
     (gmma, hmma) = metrics.rows((both, sync_only))
     assert (hmma.label, hmma.values) == ("mma.sync instructions", (0.0, 4096.0))

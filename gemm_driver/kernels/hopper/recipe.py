@@ -19,8 +19,8 @@ M = 0 or N = 0 writes nothing, so it enqueues nothing.
 
 The launch it returns can be re-pointed (``Launch.repoint``): the same GEMM at other operand
 addresses, made from it by copying its packed arguments and encoding again only the tensor
-maps whose operand moved (H100: a new Launch took about 245 us of host time, a tensor map
-28 us). A launch that packs an operand, or addresses that change a decision (packing, C by
+maps whose operand moved (H100, tools/probes/launch_cost.py: a plan call at new addresses
+took 245 us of host time with a Launch made from scratch, 86 us re-pointed). A launch that packs an operand, or addresses that change a decision (packing, C by
 TMA stores), are made from scratch.
 """
 
@@ -112,6 +112,7 @@ class _Shape:
         else:
             self.b_stored = (p.n, p.k) if g.trans_b else (p.k, p.n)
         self.store_enabled = bool(ctx.tunables.get("STORE", 1))
+        self.store_at = 0  # where c_map, c_tma and bias sit (STORE_SIGNATURE), set by the first launch
         self.programmatic = bool(ctx.tunables.get("PDL", 0))
 
     def _map(self, address: int, stored: tuple[int, int], ld: int, box: tuple[int, int]) -> bytes:
@@ -131,9 +132,10 @@ class _Shape:
             b_ptr, b_ld = _readable(ctx, passes, "b", b, *self.b_stored, precision, transpose=False)
         c_tma = g.tma_store and c_tma_possible(c.ptr, c.ld, p.n, g.out_dtype, enabled=self.store_enabled)
         at = _At(a_ptr, a_ld, b_ptr, b_ld, c.ptr, c.ld, c_tma, bias)
-        if (previous is not None and not passes and not previous.passes
-                and (a_ld, b_ld, c.ld, c_tma) == (previous.at.a_ld, previous.at.b_ld, previous.at.c_ld, previous.at.c_tma)):
-            return _Enqueue(self, at, passes, previous.packed.replaced(self._moved(previous.at, at)))
+        before = previous.at if previous is not None else None
+        if (before is not None and not passes and not previous.passes
+                and (a_ld, b_ld, c.ld, c_tma) == (before.a_ld, before.b_ld, before.c_ld, before.c_tma)):
+            return _Enqueue(self, at, passes, previous.packed.replaced(self._moved(before, at)))
         a_map = self._map(a_ptr, self.a_stored, a_ld, g.a_box)
         b_map = self._map(b_ptr, self.b_stored, b_ld, g.b_box)
         args: list[Any] = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, c.ptr, c.ld]

@@ -26,10 +26,11 @@ log2 of the number of 128 x 128 tiles (how full the grid is), log2 K (how deep e
 loop is, and whether splitting pays) and log2 M (how many rows a 128-row tile wastes at small
 M). They were chosen, with ``NEIGHBOURS``, on the tuning set alone, each shape's pick made
 without its own measurements: on the H100's table the pick measured 1.031x slower than that
-shape's winner (geometric mean over the 99 shapes; 1.037x after the small-M re-sweep) against 1.037-1.048 for log2(M, N, K) with
-1-4 neighbours and 1.165 for the analytic rule. results/h100-80gb-hbm3/autotune-hopper-bf16-
-tuning-set.txt has the sweep, ending with the check of the first fit (log2(M, N, K), 4
-neighbours: 1.048); tests/test_hopper_selection.py repeats the check on the committed table.
+shape's winner (geometric mean over the 99 shapes; 1.037x after the small-M re-sweep) against
+1.037-1.048 for log2(M, N, K) with 1-4 neighbours and 1.165 for the analytic rule.
+results/h100-80gb-hbm3/autotune-hopper-bf16-tuning-set.txt has the sweep, ending with the
+check of the first fit (log2(M, N, K), 4 neighbours: 1.048), and autotune-hopper-bf16-small-m.txt
+the re-sweep of M <= 128; tests/test_hopper_selection.py repeats the check on the committed table.
 
 FP16 runs the same template with the same tiles and reads the BF16 table: no FP16 sweep has
 run (in results/h100-80gb-hbm3/bench-quick.txt FP16 ran at 0.93-1.00x the BF16 speed).
