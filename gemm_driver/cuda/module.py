@@ -86,9 +86,8 @@ def _layout(signature: tuple[str, ...]) -> _Layout:
 
 
 # integer C type -> the values struct packs as they are (the common case, checked first)
-_IN_RANGE = {"int": (-(1 << 31), (1 << 31) - 1), "unsigned": (0, (1 << 32) - 1),
-             "long long": (-(1 << 63), (1 << 63) - 1), "unsigned long long": (0, (1 << 64) - 1),
-             "ptr": (0, (1 << 64) - 1)}
+_IN_RANGE = {t: (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if fmt in "iq" else (0, (1 << bits) - 1)
+             for t, (fmt, bits) in _FORMATS.items() if fmt in ("i", "I", "q", "Q")}
 
 
 def _stored(ctype: str, value: Any) -> Any:

@@ -105,6 +105,7 @@ class _Shape:
 
     def __init__(self, ctx, g: geo.Geometry, kernel, grid, splits: int):
         self.ctx, self.g, self.kernel, self.grid, self.splits = ctx, g, kernel, grid, splits
+        self.block = (g.threads, 1, 1)
         p = ctx.problem
         self.a_stored = (p.k, p.m) if g.trans_a else (p.m, p.k)
         if g.b_transposed:  # B^T: N x K, from a transposed copy
@@ -147,13 +148,11 @@ class _Shape:
                      ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
         if g.tma_store:
             self.store_at = len(args)  # c_map, c_tma, bias from here
-            args += [self._c_map(c) if c_tma else a_map, int(c_tma), bias]
+            args += [self._c_map(c.ptr, c.ld) if c_tma else a_map, int(c_tma), bias]
         return _Enqueue(self, at, passes, self.kernel.pack(*args))
 
-    def _c_map(self, c) -> bytes:
-        rows, cols = geo.STORE_CHUNK
-        return encode_tiled_2d(c.ptr, self.g.out_dtype, self.ctx.problem.m, self.ctx.problem.n, c.ld, rows, cols,
-                               geo.store_swizzle(self.g.out_dtype))
+    def _c_map(self, address: int, ldc: int) -> bytes:
+        return c_map(address, ldc, self.ctx.problem.m, self.ctx.problem.n, self.g.out_dtype)
 
     def _moved(self, before: "_At", now: "_At") -> dict[int, Any]:
         """The arguments (by position) that differ between two sets of addresses."""
@@ -165,7 +164,7 @@ class _Shape:
         if now.c_ptr != before.c_ptr:
             changes[C_POINTER] = now.c_ptr
             if now.c_tma:
-                changes[self.store_at] = self._c_map(_Operand(now.c_ptr, now.c_ld))
+                changes[self.store_at] = self._c_map(now.c_ptr, now.c_ld)
         if g.tma_store and now.bias != before.bias:
             changes[self.store_at + 2] = now.bias
         return changes
@@ -184,11 +183,6 @@ class _At(NamedTuple):
     bias: int
 
 
-class _Operand(NamedTuple):
-    ptr: int
-    ld: int
-
-
 # positions of A's and B's maps and of C in every entry's arguments (rungs.SIGNATURE)
 A_MAP, B_MAP, C_POINTER = 4, 5, 7
 
@@ -204,7 +198,7 @@ class _Enqueue:
         for run_pass in self.passes:
             run_pass()
         s = self.shape
-        s.kernel.launch(s.grid, (s.g.threads, 1, 1), self.packed, s.ctx.stream, programmatic=s.programmatic)
+        s.kernel.launch(s.grid, s.block, self.packed, s.ctx.stream, programmatic=s.programmatic)
 
     def repoint(self, a, b, c, bias: int) -> "_Enqueue":
         return self.shape.enqueue_at(a, b, c, bias, previous=self)
@@ -227,8 +221,14 @@ def c_store_arguments(address: int, ldc: int, m: int, n: int, spare_map: bytes, 
     store_staged, as before."""
     if not c_tma_possible(address, ldc, n, out_dtype, enabled=enabled):
         return [spare_map, 0]
+    return [c_map(address, ldc, m, n, out_dtype), 1]
+
+
+def c_map(address: int, ldc: int, m: int, n: int, out_dtype: str) -> bytes:
+    """C's tensor map for the TMA-store epilogue: ``out_dtype`` elements, 64 x 32 boxes
+    (geo.STORE_CHUNK), the output type's swizzle (geo.store_swizzle)."""
     rows, cols = geo.STORE_CHUNK
-    return [encode_tiled_2d(address, out_dtype, m, n, ldc, rows, cols, geo.store_swizzle(out_dtype)), 1]
+    return encode_tiled_2d(address, out_dtype, m, n, ldc, rows, cols, geo.store_swizzle(out_dtype))
 
 
 def _readable(ctx, passes: list, name: str, operand, rows: int, cols: int, precision: str, *,

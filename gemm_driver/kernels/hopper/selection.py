@@ -58,9 +58,10 @@ TILE_64x128 = {"BN": 128, "CONSUMERS": 1, "PDL": 1}  # one consumer: two CTAs an
 TILE_64x64 = {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1}
 SPLIT_TILE = {"BN": 128, "STAGES": 6}  # split-K's tiles (PDL lost with split-K: rungs.analytic_choice)
 # Small M (decode: the weight's read sets the time): one-consumer tiles, two CTAs an SM, split
-# over K so that as many CTAs as can be resident read their share of B at once.
+# over K so that as many CTAs as can be resident read their share of B at once (without PDL,
+# which lost with split-K, as for SPLIT_TILE).
 SMALL_M = 128
-SMALL_M_TILES = ({"BN": 128, "CONSUMERS": 1}, {"BN": 64, "CONSUMERS": 1, "STAGES": 6})
+SMALL_M_TILES = tuple({k: v for k, v in tile.items() if k != "PDL"} for tile in (TILE_64x128, TILE_64x64))
 SMALL_M_SPLITS = (2, 4, 8)
 
 
