@@ -95,13 +95,13 @@ def cmd_compile(args) -> int:
     for spec in specs:
         tunables = spec.resolve(overrides)
         # Unnamed, a kernel is built for the archs it runs on; named, a wrong arch is an error.
-        for arch in (archs if named else [a for a in archs if spec.runs_on(cc_of(parse_arch(a)[0]))]):
+        for target in (archs if named else [a for a in archs if spec.runs_on(cc_of(parse_arch(a)[0]))]):
             try:
-                rows.append(compile_row(spec, arch, tunables))
+                rows.append(compile_row(spec, target, tunables))
             except NvrtcError as exc:
                 failed = True
-                print(f"compile of {spec.name} for {arch} failed:\n{exc}", file=sys.stderr)
-                rows.append({"kernel": spec.name, "arch": arch, "error": exc.name})
+                print(f"compile of {spec.name} for {target} failed:\n{exc}", file=sys.stderr)
+                rows.append({"kernel": spec.name, "arch": target, "error": exc.name})
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

@@ -16,7 +16,6 @@ import build_matrix
 from test_hopper_specs import SPECS, _run_plan, sass
 
 from gemm_driver.cuda.errors import UnsupportedProblem
-from gemm_driver.kernels.hopper import geometry as geo
 from gemm_driver.kernels.hopper import recipe, rungs
 from gemm_driver.problem import GemmProblem, layout_flags
 

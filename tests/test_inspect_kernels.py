@@ -21,7 +21,7 @@ import pytest
 import build_matrix
 from gemm_driver.kernels.sources import read_source
 from gemm_driver import cli, kernels
-from gemm_driver.inspection import command, disassemble, main_loop, mix, report
+from gemm_driver.inspection import disassemble, main_loop, mix, report
 from gemm_driver.cuda.nvrtc import parse_arch
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.spec import cc_of

@@ -34,7 +34,6 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import time
-import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 

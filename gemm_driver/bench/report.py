@@ -172,11 +172,10 @@ def print_table(results: Sequence[CaseResult | dict], console: Console | None = 
     shown = shown_columns(recs)
     footnotes = tables.Footnotes()
     rows: list[list | None] = []
-    for rec in recs:
-        if rows and group_key(rec)[:5] != group_key(previous)[:5]:
+    for i, rec in enumerate(recs):
+        if i and group_key(rec)[:5] != group_key(recs[i - 1])[:5]:  # a new section
             rows.append(None)
         rows.append([cell(rec) for _, cell in shown] + [footnotes.mark(notes(rec))])
-        previous = rec
     columns = [column for column, _ in shown] + [Column("notes")]
     if not footnotes.numbers:  # no record has a note: no column for them
         columns, rows = columns[:-1], [row[:-1] if row else row for row in rows]

@@ -38,7 +38,7 @@ kernels/frameworks.py, and torch is imported only when its baseline is asked abo
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
