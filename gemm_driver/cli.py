@@ -49,6 +49,12 @@ def _listed(args) -> list:
         e.runs_on(cc) if isinstance(e, kernels.KernelSpec) else tuple(cc) >= tuple(e.min_cc)))]
 
 
+def _takes(entry) -> str:
+    """`list --wide`'s cell: the layouts, output types and epilogues (and FP8 scalings) an entry
+    declares, spelled as the bench options take them."""
+    return " | ".join(",".join(values) for values in kernels.declared(entry).values())
+
+
 def cmd_list(args) -> int:
     import shutil
     import textwrap
@@ -57,14 +63,16 @@ def cmd_list(args) -> int:
     if args.json:
         print(json.dumps([{"name": e.name, "kind": "kernel" if isinstance(e, kernels.KernelSpec) else e.kind,
                            "source": getattr(e, "source", None), "precision": e.precision, "min_arch": e.min_arch,
+                           **{what: list(values) for what, values in kernels.declared(e).items()},
                            "description": e.description} for e in entries], indent=2))
         return EXIT_OK
     if not entries:
         print(f"no kernel or provider{' in ' + args.dtype if args.dtype else ''} runs on {args.arch}")
         return EXIT_OK
-    rows = [("name", "precision", "min arch", *(("source or kind",) if args.wide else ()), "what it is")]
-    rows += [(e.name, e.precision, e.min_arch, *((getattr(e, "source", e.kind),) if args.wide else ()), e.description)
-             for e in entries]
+    rows = [("name", "precision", "min arch", *(("source or kind", "takes: layouts | D | epilogues [| FP8 scalings]") if args.wide
+                                                  else ()), "what it is")]
+    rows += [(e.name, e.precision, e.min_arch, *((getattr(e, "source", e.kind), _takes(e)) if args.wide else ()),
+              e.description) for e in entries]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     indent = sum(widths) + 2 * len(widths)
     # --wide: one line per entry, as long as it takes; else the descriptions wrap under their column

@@ -55,10 +55,25 @@ def test_list_prints_every_kernel_and_provider(capsys):
         assert line.split()[:3] == [entry.name, entry.precision, entry.min_arch]
     code, out, err = run(capsys, "list", "--wide")
     header, *lines = out.strip().splitlines()
-    assert "source or kind" in header and len(lines) == len(kernels.ALL)
+    assert "source or kind" in header and "takes: layouts | D | epilogues" in header and len(lines) == len(kernels.ALL)
     for line, entry in zip(lines, kernels.ALL.values()):
         assert line.split()[0] == entry.name and line.endswith(entry.description)
     assert any("ptx/naive.ptx" in line for line in lines)
+    takes = {line.split()[0]: line for line in lines}
+    assert " nn | fp32 | none " in takes["naive"]
+    assert " nn,nt,tn,tt | fp32,bf16 | none,bias,bias_relu,bias_gelu " in takes["hopper_bf16"]
+    assert " nt | fp32,bf16 | none,bias,bias_relu,bias_gelu | tensor,row,block " in takes["hopper_fp8"]
+
+
+def test_list_json_carries_what_each_entry_takes(capsys):
+    code, out, err = run(capsys, "list", "--json")
+    assert code == 0 and err == ""
+    listed = {e["name"]: e for e in json.loads(out)}
+    assert set(listed) == set(kernels.ALL)
+    assert (listed["naive"]["layouts"], listed["naive"]["out_dtypes"], listed["naive"]["epilogues"]) == (
+        ["nn"], ["fp32"], ["none"])
+    assert "scalings" not in listed["hopper_bf16"] and listed["hopper_bf16"]["out_dtypes"] == ["fp32", "bf16"]
+    assert listed["cublaslt_fp8_row"]["scalings"] == ["row"] and listed["cublaslt_fp8_row"]["layouts"] == ["nt"]
 
 
 @needs_no_gpu

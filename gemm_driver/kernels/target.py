@@ -66,6 +66,15 @@ def check_capabilities(target: GemmTarget, problem: GemmProblem) -> None:
             raise UnsupportedProblem(f"{target.name} does not take {what} {value!r}; it takes {', '.join(allowed)}")
 
 
+def declared(target: GemmTarget) -> dict[str, tuple[str, ...]]:
+    """What ``target`` takes beyond the row-major FP32-out GEMM, by the problem field's name:
+    layouts, out_dtypes, epilogues, and an FP8 target's scalings."""
+    fields = {"layouts": target.layouts, "out_dtypes": target.out_dtypes, "epilogues": target.epilogues}
+    scalings = getattr(target, "scalings", ("none",))
+    return {name: tuple(values) for name, values in fields.items()} | (
+        {} if tuple(scalings) == ("none",) else {"scalings": tuple(scalings)})
+
+
 def capability_refusal(target: GemmTarget, problem: GemmProblem) -> str | None:
     """``check_capabilities``' reason for refusing ``problem``, or None where ``target`` takes it."""
     try:
