@@ -25,6 +25,7 @@ from .inspection import command as inspection
 from .profile import command as profiling
 from .cuda.nvrtc import parse_arch
 from .kernels.build import default_arch
+from .kernels.target import declared
 from .kernels.spec import cc_of
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -52,7 +53,7 @@ def _listed(args) -> list:
 def _takes(entry) -> str:
     """`list --wide`'s cell: the layouts, output types and epilogues (and FP8 scalings) an entry
     declares, spelled as the bench options take them."""
-    return " | ".join(",".join(values) for values in kernels.declared(entry).values())
+    return " | ".join(",".join(values) for values in declared(entry).values())
 
 
 def cmd_list(args) -> int:
@@ -63,7 +64,7 @@ def cmd_list(args) -> int:
     if args.json:
         print(json.dumps([{"name": e.name, "kind": "kernel" if isinstance(e, kernels.KernelSpec) else e.kind,
                            "source": getattr(e, "source", None), "precision": e.precision, "min_arch": e.min_arch,
-                           **{what: list(values) for what, values in kernels.declared(e).items()},
+                           **{what: list(values) for what, values in declared(e).items()},
                            "description": e.description} for e in entries], indent=2))
         return EXIT_OK
     if not entries:

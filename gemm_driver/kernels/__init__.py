@@ -18,7 +18,7 @@ from pathlib import Path
 from . import hopper, providers, simt, tensor
 from .providers import Provider
 from .spec import Entry, KernelSpec, Tunable
-from .target import GemmTarget, declared  # noqa: F401 (the API)
+from .target import GemmTarget
 
 EXTRA_KERNELS_VARIABLE = "GEMM_DRIVER_EXTRA_KERNELS"
 
