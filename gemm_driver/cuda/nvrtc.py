@@ -86,6 +86,10 @@ def library_path(name: str = "nvrtc") -> str:
     return load_nvidia_dynamic_lib(name).abs_path
 
 
+def _nvjitlink_missing(exc: Exception) -> LibraryNotFoundError:
+    return LibraryNotFoundError(f"nvJitLink could not be loaded ({exc}); install it with: pip install nvidia-nvjitlink-cu12")
+
+
 @lru_cache(maxsize=1)
 def jitlink_version() -> tuple[int, int]:
     """nvJitLink's version (it assembles the hand-written PTX)."""
@@ -94,9 +98,7 @@ def jitlink_version() -> tuple[int, int]:
     except CudaStackMissingError:
         raise
     except Exception as exc:
-        raise LibraryNotFoundError(
-            f"nvJitLink could not be loaded ({exc}); install it with: pip install nvidia-nvjitlink-cu12"
-        ) from None
+        raise _nvjitlink_missing(exc) from None
 
 
 @lru_cache(maxsize=1)
@@ -190,9 +192,7 @@ def assemble_ptx(ptx: bytes, filename: str, arch: str) -> Compiled:
     except CudaStackMissingError:
         raise
     except Exception as exc:
-        raise LibraryNotFoundError(
-            f"nvJitLink could not be loaded ({exc}); install it with: pip install nvidia-nvjitlink-cu12"
-        ) from None
+        raise _nvjitlink_missing(exc) from None
     start = time.perf_counter()
     options = [f"-arch={arch}", "-verbose"]
     try:
