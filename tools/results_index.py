@@ -174,11 +174,12 @@ def render_gpu(root: Path, gpu: Path) -> list[str]:
     lines = [f"## {gpu.name}", ""]
     current = [r for r in runs if r.current_for]
     pairs = sorted({pair for r in current for pair in r.current_for})
-    lines += ["| family | precision | current runs, newest first |", "|---|---|---|"]
-    for family, prec in pairs:
-        named = ", ".join(f"{link(r.path)} ({r.timestamp[:10]})" for r in current if (family, prec) in r.current_for)
-        lines.append(f"| {family} | {prec} | {named} |")
-    lines.append("")
+    if pairs:  # a folder of probes without a bench run (no-gpu/) has no table
+        lines += ["| family | precision | current runs, newest first |", "|---|---|---|"]
+        for family, prec in pairs:
+            named = ", ".join(f"{link(r.path)} ({r.timestamp[:10]})" for r in current if (family, prec) in r.current_for)
+            lines.append(f"| {family} | {prec} | {named} |")
+        lines.append("")
     taken: set[Path] = set()
     for run_ in current:
         beside = siblings(root, run_)
@@ -222,7 +223,8 @@ def render_gpu(root: Path, gpu: Path) -> list[str]:
 
 def render(root: Path) -> str:
     lines = [GENERATED, "", "# Results", "",
-             "Committed runs from real GPUs, one folder per GPU; the JSON files are never edited. A run is "
+             "Committed runs from real GPUs, one folder per GPU (no-gpu/: probes of the compilers, run "
+             "without one); the JSON files are never edited. A run is "
              "current for a kernel family (its source folder: simt, tensor, hopper, ptx) and precision when no "
              "later complete run measured all of its kernels of that family and precision on all of its shapes. "
              "Headline tables: per shape, the best own kernel of the family against the fastest library "
