@@ -369,8 +369,8 @@ def test_choose_always_gives_a_valid_configuration_whose_split_k_runs_at_once(m,
 
 # ---------------------------------------------------------------- the launch plan on a fake context
 class FakeKernel:
-    def __init__(self, name, log):
-        self.entry, self.handle, self.log = name, None, log
+    def __init__(self, name, log, signature=()):
+        self.entry, self.handle, self.log, self.signature = name, None, log, tuple(signature)
 
     def pack(self, *args):
         return (self.entry, args)
@@ -419,9 +419,9 @@ def _run_plan(monkeypatch, name, problem, tunables=None, lds=None, misalign=(0, 
     c = Operand(base[2] + 4 * misalign[2], lds[2], 4)
     launches = []
     maps, scratch, workspace = record_maps_and_scratch(monkeypatch)
-    names = ["main", *(e.name for e in spec.extra_entries)]
-    ctx = LaunchContext(spec, {n: FakeKernel(n, launches) for n in names}, problem, a, b, c, t, "stream", workspace,
-                      Device())
+    signatures = {"main": spec.signature, **{e.name: e.signature for e in spec.extra_entries}}
+    ctx = LaunchContext(spec, {n: FakeKernel(n, launches, s) for n, s in signatures.items()}, problem, a, b, c, t,
+                        "stream", workspace, Device())
     resident = resident or (lambda ctx, kernel, g: geo.fallback_resident_clusters(132, g.ctas_per_sm, g.cluster))
     enqueue = recipe.recipe(ctx, SELECTORS[name], resident)
     enqueue()

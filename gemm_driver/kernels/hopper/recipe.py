@@ -113,7 +113,8 @@ class _Shape:
         else:
             self.b_stored = (p.n, p.k) if g.trans_b else (p.k, p.n)
         self.store_enabled = bool(ctx.tunables.get("STORE", 1))
-        self.store_at = 0  # where c_map, c_tma and bias sit (STORE_SIGNATURE), set by the first launch
+        # a TMA-store entry's last three arguments are C's map, c_tma and the bias (rungs.STORE_SIGNATURE)
+        self.store_at = len(kernel.signature) - 3 if g.tma_store else None
         self.programmatic = bool(ctx.tunables.get("PDL", 0))
 
     def _map(self, address: int, stored: tuple[int, int], ld: int, box: tuple[int, int]) -> bytes:
@@ -147,7 +148,6 @@ class _Shape:
             args += [self.splits, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
                      ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
         if g.tma_store:
-            self.store_at = len(args)  # c_map, c_tma, bias from here
             args += [self._c_map(c.ptr, c.ld) if c_tma else a_map, int(c_tma), bias]
         return _Enqueue(self, at, passes, self.kernel.pack(*args))
 
