@@ -62,11 +62,9 @@ def default_kernel(dtype: str, problem: GemmProblem, compute_capability) -> str:
     it does not take) the first baseline of the dtype's precision that declares the problem's
     layout, output type, epilogue and scaling and runs here (the precision's own baselines,
     cuBLASLt's, first: its epilogues, its FP8 row and block modes)."""
-    first = arrays.DEFAULT_KERNEL[dtype]
-    candidates = [first] + [name for precision in arrays.PRECISIONS_OF[dtype] for name in _precision.baselines(precision)]
-    candidates += [f"{family}_{precision}" for precision in arrays.PRECISIONS_OF[dtype]
-                   for family in ("cublaslt", "cublas", "torch")]
-    candidates += ["torch"] if dtype == "float32" else []
+    first, precisions = arrays.DEFAULT_KERNEL[dtype], arrays.PRECISIONS_OF[dtype]
+    candidates = [name for precision in precisions for name in _precision.baselines(precision)]
+    candidates += ["torch" if precision == "fp32" else f"torch_{precision}" for precision in precisions]
     wanted = (problem.layout, problem.out_dtype, problem.epilogue)
 
     def declares(target) -> bool:  # the layout, output type, epilogue and FP8 scaling
@@ -74,7 +72,7 @@ def default_kernel(dtype: str, problem: GemmProblem, compute_capability) -> str:
 
     if declares(kernels.get(first)):
         return first  # what it always was (its own refusal, if the GPU lacks it)
-    for name in dict.fromkeys(candidates[1:]):
+    for name in candidates:
         target = kernels.ALL.get(name)
         if target is None or target.runs_on_host or not declares(target):
             continue
