@@ -70,8 +70,8 @@ def cmd_list(args) -> int:
     if not entries:
         print(f"no kernel or provider{' in ' + args.dtype if args.dtype else ''} runs on {args.arch}")
         return EXIT_OK
-    rows = [("name", "precision", "min arch", *(("source or kind", "takes: layouts | D | epilogues [| FP8 scalings]") if args.wide
-                                                  else ()), "what it is")]
+    wide_columns = ("source or kind", "takes: layouts | D | epilogues [| FP8 scalings]")
+    rows = [("name", "precision", "min arch", *(wide_columns if args.wide else ()), "what it is")]
     rows += [(e.name, e.precision, e.min_arch, *((getattr(e, "source", e.kind), _takes(e)) if args.wide else ()),
               e.description) for e in entries]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

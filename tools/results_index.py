@@ -177,7 +177,8 @@ def render_gpu(root: Path, gpu: Path) -> list[str]:
     if pairs:  # a folder of probes without a bench run (no-gpu/) has no table
         lines += ["| family | precision | current runs, newest first |", "|---|---|---|"]
         for family, prec in pairs:
-            named = ", ".join(f"{link(r.path)} ({r.timestamp[:10]})" for r in current if (family, prec) in r.current_for)
+            named = ", ".join(f"{link(r.path)} ({r.timestamp[:10]})" for r in current
+                              if (family, prec) in r.current_for)
             lines.append(f"| {family} | {prec} | {named} |")
         lines.append("")
     taken: set[Path] = set()

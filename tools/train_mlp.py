@@ -8,9 +8,9 @@ same weights and see the same batches; every parameter and activation is BF16. P
 both loss curves, the samples per second of each (the median of ``--rounds`` passes over
 the batches, the two models taking turns, each pass after WARMUP steps and timed with a
 synchronise at each end: the loop is bound by the host on both sides, and single passes of
-the same model measured 0.38x to 0.76x of torch on one machine), the host time of one step (HOST_STEPS more steps, each
-started on an idle GPU and timed until its last launch is queued: the median), the
-largest loss difference, which kernels ran, and gemm_driver's route cache (routes, hits,
+the same model measured 0.38x to 0.76x of torch on one machine), the host time of one step
+(HOST_STEPS more steps, each started on an idle GPU and timed until its last launch is
+queued: the median), the largest loss difference, which kernels ran, and gemm_driver's route cache (routes, hits,
 misses, and the Launches its plans made: one per new set of addresses).
 
     python tools/train_mlp.py [--steps 300] [--batch 4096] [--hidden 2048] [--kernel NAME]
@@ -201,9 +201,10 @@ def main(argv=None) -> int:
         profile_steps(torch, ours, data[: args.profile])
     if args.json:
         args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "steps": args.steps,
-                                         "batch": args.batch, "hidden": args.hidden, "kernel": args.kernel, "curves": curves,
-                                         "samples_per_s": rates, "samples_per_s_rounds": rounds, "host_us_per_step": host, "kernels": gt.ran,
-                                         "routes": gt.routes.stats()}, indent=1))
+                                         "batch": args.batch, "hidden": args.hidden, "kernel": args.kernel,
+                                         "curves": curves, "samples_per_s": rates, "samples_per_s_rounds": rounds,
+                                         "host_us_per_step": host, "kernels": gt.ran, "routes": gt.routes.stats()},
+                                        indent=1))
     if args.check:
         agree = abs(mean_b / mean_a - 1) < 0.05 and ca[-1] < ca[0] and cb[-1] < cb[0]
         print("check:", "curves agree" if agree else "curves DIFFER")

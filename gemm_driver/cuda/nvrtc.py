@@ -87,7 +87,8 @@ def library_path(name: str = "nvrtc") -> str:
 
 
 def _nvjitlink_missing(exc: Exception) -> LibraryNotFoundError:
-    return LibraryNotFoundError(f"nvJitLink could not be loaded ({exc}); install it with: pip install nvidia-nvjitlink-cu12")
+    return LibraryNotFoundError(
+        f"nvJitLink could not be loaded ({exc}); install it with: pip install nvidia-nvjitlink-cu12")
 
 
 @lru_cache(maxsize=1)

@@ -20,8 +20,9 @@ M = 0 or N = 0 writes nothing, so it enqueues nothing.
 The launch it returns can be re-pointed (``Launch.repoint``): the same GEMM at other operand
 addresses, made from it by copying its packed arguments and encoding again only the tensor
 maps whose operand moved (H100, tools/probes/launch_cost.py: a plan call at new addresses
-took 245 us of host time with a Launch made from scratch, 86 us re-pointed). A launch that packs an operand, or addresses that change a decision (packing, C by
-TMA stores), are made from scratch.
+took 245 us of host time with a Launch made from scratch, 86 us re-pointed). A launch that
+packs an operand, or addresses that change a decision (packing, C by TMA stores), are made
+from scratch.
 """
 
 from __future__ import annotations
