@@ -50,9 +50,13 @@ def test_capabilities_are_declared_and_what_is_not_is_refused_in_one_line():
         spec.validate(linear(64, 64, 64, out="bf16"), {"OUT": 0})
     with pytest.raises(UnsupportedProblem, match="SWAPPED=1 .hopper_cluster_swapped. writes FP32 D from row-major"):
         spec.validate(linear(4096, 4096, 4096, "nt"), {"SWAPPED": 1})
-    for name in ("persistent_bf16", "hopper_tf32", "cluster_fp16"):  # the other rungs: row-major, FP32, none
+    for name in ("persistent_bf16", "cluster_fp16"):  # the other rungs: row-major, FP32, none
         with pytest.raises(UnsupportedProblem, match="does not take layout 'nt'"):
             SPECS[name].validate(linear(64, 64, 64, "nt"))
+    # hopper_tf32 takes the layouts by a transposed copy (tests/test_transposing.py), FP32 D only
+    SPECS["hopper_tf32"].validate(linear(64, 64, 64, "nt"))
+    with pytest.raises(UnsupportedProblem, match="does not take output type 'bf16'"):
+        SPECS["hopper_tf32"].validate(linear(64, 64, 64, "nt", out="bf16"))
 
 
 def test_choose_reads_the_stored_rows_when_it_decides_on_packing():

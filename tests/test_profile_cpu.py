@@ -54,7 +54,7 @@ def fake_ncu(directory: Path) -> Path:
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--scaling", "row"], "--scaling applies to FP8 kernels"),
     (["profile", "hopper_fp8", "--shape", "64x64x64", "--layout", "nn"], "does not take layout 'nn'"),
     (["profile", "hopper_fp8", "--shape", "64x64x64", "--layout", "nt", "--scaling", "tile"], "'tile' is not one of"),
-    (["profile", "hopper_tf32", "--shape", "64x64x64", "--layout", "tn"], "hopper_tf32 does not take layout 'tn'"),
+    (["profile", "double_buffered", "--shape", "64x64x64", "--layout", "tn"], "double_buffered does not take layout 'tn'"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--layout", "nt", "--baseline", "cublaslt_bf16",
       "--epilogue", "bias_gelu", "--out-dtype", "bf16", "--set", "OUT=0"], "OUT"),
 ])

@@ -41,11 +41,13 @@ def test_real_includes():
 
 
 def test_cu_is_laid_out_by_family():
-    """The FP32 ladder in cu/simt/, the timing harness in cu/harness/, nothing loose in cu/."""
+    """The FP32 ladder in cu/simt/, the timing harness in cu/harness/, headers several families
+    share in cu/common/, nothing loose in cu/."""
     assert not [p.name for p in (REPO / "cu").iterdir() if p.is_file()]
     for spec in kernels.KERNELS.values():
         assert spec.source.startswith(("cu/simt/", "cu/tensor/", "cu/hopper/", "ptx/")), spec.source
     assert (REPO / "cu" / "harness" / "hold_stream.cu").is_file()
+    assert (REPO / "cu" / "common" / "pack_transpose.cuh").is_file()
 
 
 def test_a_header_beside_the_including_file_wins_over_cu(tree):

@@ -5,10 +5,13 @@
 // exist. The launcher then runs one of these kernels first (a memory-bound copy, ~2 x the
 // operand's bytes of traffic) and builds the tensor map over the scratch copy instead.
 //   pack_rows:      dst = src with leading dimension ld_dst (a multiple of 16 bytes);
-//   pack_transpose: dst = src^T (cols x rows), for tf32, whose wgmma reads B only K-major.
+//   pack_transpose: dst = src^T (cols x rows), for tf32, whose wgmma reads B only K-major
+//                   (cu/common/pack_transpose.cuh, outside this namespace).
 // Columns between `cols` and ld_dst are written as zeros, so the scratch holds no stale data
 // (TMA never reads them: the tensor map's width is `cols`).
 #pragma once
+
+#include "common/pack_transpose.cuh"  // pack_transpose, shared with the kernels that take layouts by a copy
 
 namespace hopper {
 
@@ -33,27 +36,6 @@ __global__ void __launch_bounds__(256) pack_rows(const T* __restrict__ src, long
             chunk.e[i] = col < cols ? in[col] : T(0);
         }
         reinterpret_cast<uint4*>(dst + row * ld_dst)[v] = chunk.vec;
-    }
-}
-
-// 32 x 32 tiles through shared memory (one column of padding: no bank conflicts), 32 x 8
-// threads; dst is cols x rows with leading dimension ld_dst.
-template <class T>
-__global__ void __launch_bounds__(256) pack_transpose(const T* __restrict__ src, long long ld_src, int rows,
-                                                      int cols, T* __restrict__ dst, long long ld_dst) {
-    __shared__ T tile[32][33];
-    const int col0 = blockIdx.x * 32, row0 = blockIdx.y * 32;
-    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int r = row0 + ty + 8 * i, c = col0 + tx;
-        tile[ty + 8 * i][tx] = (r < rows && c < cols) ? src[r * ld_src + c] : T(0);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int out_row = col0 + ty + 8 * i, out_col = row0 + tx;  // out_row indexes src columns
-        if (out_row < cols && out_col < ld_dst) dst[out_row * ld_dst + out_col] = out_col < rows ? tile[tx][ty + 8 * i] : T(0);
     }
 }
 

@@ -34,9 +34,12 @@
 // tiles (30% of cuBLAS at 1024^3): `autotuned` picks smaller tiles, split-K or stream-K there.
 // Measurements, and what was tried and not kept (a grouped tile order among them):
 // docs/fp32-ladder.md, docs/findings.md.
+// Layouts: the kernel reads row-major A and B; an operand stored transposed is first copied
+// transposed into scratch by pack_transpose (gemm_driver/kernels/transposing.py).
 #include "gemm_common.cuh"
 #include "cp_async.cuh"
 #include "stream_k.cuh"
+#include "common/pack_transpose.cuh"
 
 namespace warptiled {
 

@@ -33,8 +33,11 @@
 // tile in grouped order, so x and y only count tiles); dynamic shared memory =
 // mma_sync_smem_bytes<T, BM, BN, BK, STAGES>() = STAGES * (BM * BK + BK * BN) * sizeof(T)
 // (above 48 KiB: opt in with cuFuncSetAttribute).
+// Layouts: the kernel reads row-major A and B; an operand stored transposed is first copied
+// transposed into scratch by pack_transpose (gemm_driver/kernels/transposing.py).
 #include "tensor_common.cuh"
 #include "mma_ptx.cuh"
+#include "common/pack_transpose.cuh"
 
 template <typename T, int BM, int BN, int BK, int STAGES>
 __host__ __device__ constexpr int mma_sync_smem_bytes() {

@@ -3,7 +3,8 @@
 In a source checkout (or an editable install) ``cu/`` and ``ptx/`` sit beside the
 package; a regular install ships them inside it as ``gemm_driver/_sources/``. ``cu/`` is
 laid out by family (``cu/simt/`` the FP32 ladder, ``cu/tensor/``, ``cu/hopper/``,
-``cu/harness/`` for the timing harness), each family's headers beside its kernels.
+``cu/harness/`` for the timing harness), each family's headers beside its kernels and the
+headers several families share in ``cu/common/``.
 
 A quoted ``#include "x.cuh"`` is resolved as the preprocessor would: first in the
 directory of the file that includes it, then in ``cu/``. NVRTC, though, knows in-memory

@@ -26,6 +26,7 @@ from ...cuda.arch_limits import MEASURED_SM_COUNT
 from ...cuda.errors import UnsupportedProblem
 from ...problem import GemmProblem
 from ..spec import Entry, KernelSpec, Tunable, ceil_div
+from ..transposing import taking_layouts
 from . import geometry as geo
 from . import selection
 from .recipe import make_recipe
@@ -90,7 +91,7 @@ def _pack_entries(precision: str, transpose: bool = False) -> tuple[Entry, ...]:
     rows = Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[precision]}>", PACK_SIGNATURE)
     if not transpose:
         return (rows,)
-    return rows, Entry("pack_transpose", "hopper::pack_transpose<float>", PACK_SIGNATURE)
+    return rows, Entry("pack_transpose", "pack_transpose<float>", PACK_SIGNATURE)  # cu/common/pack_transpose.cuh
 
 
 # spec name -> select(precision, tunables) -> (entry that runs, its Geometry)
@@ -268,8 +269,9 @@ def any_shape(precision: str) -> KernelSpec:
 
 
 def register_a(precision: str = "tf32") -> KernelSpec:
+    """hopper_tf32; every layout, operands stored transposed copied transposed first (transposing.py)."""
     select = lambda precision, t: ("main", geo.register_a(t["STAGES"], t["CM"], t["CN"], t["BM"], t["CONSUMERS"]))
-    return _spec(
+    return taking_layouts(_spec(
         "hopper_tf32",
         "rung 5 (TF32): C^T = B^T A^T, B^T fragments from registers and A as wgmma's K-major B operand, so no "
         "transposed copy of B; persistent BM x 64*CONSUMERS tiles (256 x 128, or smaller for small grids)",
@@ -280,7 +282,8 @@ def register_a(precision: str = "tf32") -> KernelSpec:
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M, SPLITS, PDL),
         select, rules=(_one_consumer_tiles,), extra_entries=_pack_entries(precision), choose=choose_register_a,
-        checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 64, "STAGES": 8}, {"BM": 128, "CONSUMERS": 1}))
+        checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 64, "STAGES": 8}, {"BM": 128, "CONSUMERS": 1})),
+        geo.ITEMSIZE[precision])
 
 
 def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:

@@ -18,6 +18,7 @@ import dataclasses
 from ...cuda.arch_limits import MAX_SHARED_PER_BLOCK  # sm_90's opt-in; smaller GPUs refuse it at load
 from .. import tuned
 from ..spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
+from ..transposing import taking_layouts
 from . import stream_k
 
 MAX_ACCUMULATORS = 128  # TM * TN above this cannot fit in 255 registers
@@ -119,7 +120,8 @@ def scratch_bytes(p, t) -> tuple[int, int]:
     rows, cols = ceil_div(p.m, t["BM"]) * t["BM"], ceil_div(p.n, t["BN"]) * t["BN"]
     return 4 * t["SPLITK"] * rows * cols, 4 * ceil_div(p.m, t["BM"]) * ceil_div(p.n, t["BN"])
 
-warptiled = KernelSpec(
+# Every layout: operands stored transposed are copied transposed first (transposing.py).
+warptiled = taking_layouts(KernelSpec(
     name="warptiled",
     description="block -> warp -> lane tiling, conflict-free LDS.128 fragments, cp.async multi-stage pipeline",
     source="cu/simt/warptiled.cu",
@@ -141,13 +143,13 @@ warptiled = KernelSpec(
         {"BM": 64, "BN": 64, "BK": 16, "WM": 32, "WN": 32, "TM": 8, "TN": 4, "STAGES": 3, "SPLITK": 4},
         {"BM": 64, "BN": 32, "BK": 16, "WM": 32, "WN": 16, "TM": 4, "TN": 4, "STAGES": 2},
     ),
-)
+), itemsize=4)
 
 # The stream-K rung: warptiled with STREAMK=1 and the tiling that won at 1000-1024^3 with split-K
 # (128x128, 32x64 warps, 8x8 lanes: two CTAs an SM, 64 tiles at 1024^3 for 264 resident slots).
 STREAM_K_TILING = {"BM": 128, "BN": 128, "BK": 16, "WM": 32, "WN": 64, "TM": 8, "TN": 8, "STAGES": 3}
 
-stream_k_rung = dataclasses.replace(  # the same kernel, build and launch recipe as warptiled
+stream_k_rung = dataclasses.replace(  # the same kernel, build, launch recipe and layouts as warptiled
     warptiled,
     name="stream_k",
     description="warptiled with stream-K: a persistent grid sharing out all k steps, data-parallel waves first "
@@ -195,7 +197,7 @@ _PRODUCT = (
 )
 TUNE_SPACE = tuple(_PRODUCT)  # tests/test_autotune.py: the rules accept every entry
 
-autotuned = dataclasses.replace(  # the same kernel, build and launch recipe as warptiled
+autotuned = dataclasses.replace(  # the same kernel, build, launch recipe and layouts as warptiled
     warptiled,
     name="autotuned",
     description="warptiled with the configuration (tiles and schedule) tuned on this GPU for the nearest shape "

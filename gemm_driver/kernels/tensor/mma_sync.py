@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from .. import tuned
 from ..spec import KernelSpec, Tunable, ceil_div
+from ..transposing import taking_layouts
 from .common import MIN_CC, STORAGE, fits_shared_memory, itemsize, per_chunk, threads
 from .packing import pack_entry, packing_recipe
 
@@ -156,7 +157,8 @@ def mma_sync(precision: str, *, name: str | None = None, description: str | None
              defaults: dict[str, int] | None = None, **extra) -> KernelSpec:
     smem = smem_bytes(precision)
     storage = STORAGE[precision]
-    return KernelSpec(
+    # Every layout: operands stored transposed are copied transposed first (transposing.py).
+    return taking_layouts(KernelSpec(
         name=name or f"mma_sync_{precision}",
         description=description or ("mma.sync with ldmatrix, XOR-swizzled shared tiles, cp.async ring, "
                                     "grouped block order; unaligned operands packed first"),
@@ -175,7 +177,7 @@ def mma_sync(precision: str, *, name: str | None = None, description: str | None
         extra_entries=(pack_entry(storage),),
         launch_recipe=packing_recipe,
         **extra,
-    )
+    ), itemsize(precision))
 
 
 def plain(precision: str) -> KernelSpec:

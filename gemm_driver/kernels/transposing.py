@@ -1,0 +1,108 @@
+"""Every layout for kernels that read row-major A and B only: a transposed copy first.
+
+``taking_layouts(spec, storage)`` gives such a kernel the layouts nn, nt, tn and tt. Its
+launch recipe is wrapped: each operand the problem stores transposed (A as K x M, B as N x K)
+is first written as its row-major transpose (``pack_transpose``, cu/common/pack_transpose.cuh:
+32 x 32 tiles through shared memory) into Session scratch, rows padded to whole 16-byte
+multiples, and the kernel's own recipe then runs the row-major ("nn") problem on the copy.
+Nothing else of the kernel changes: its tunables, its choice per shape and its build.
+
+The copy reads and writes the operand once each: the same kernel writing B^T for the TF32
+wgmma rungs took 49 us for a 4096 x 4096 FP32 operand on the H100 (docs/hopper.md), about a
+tenth of a TF32 tensor-core GEMM of that size and, by that figure, about 2% of an FP32 SIMT
+one (~2.7 ms). The Hopper BF16/FP16 kernels read every layout in place (TMA boxes and
+wgmma's transpose bits) and do not use this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+from ..problem import LAYOUTS, GemmProblem
+from .launch import Enqueue, LaunchContext, LaunchRecipe, Operand, standard_recipe
+from .spec import Entry, KernelSpec, ceil_div
+
+SIGNATURE = ("ptr", "long long", "int", "int", "ptr", "long long")  # src, ld_src, rows, cols, dst, ld_dst
+STORAGE = {4: "float", 2: "unsigned short"}  # element bytes -> the copy's T: it moves bits, never converts
+THREADS = 256  # pack_transpose is __launch_bounds__(256): 32 x 8 threads a tile
+TILE = 32
+MAX_GRID_Y = 65535  # the source's 32-row tiles run along grid y
+SCRATCH = {"a": "transposed_a", "b": "transposed_b"}  # Session workspace names, apart from any packing's
+
+
+class Copy(NamedTuple):
+    """The row-major copy of an operand stored transposed (``rows`` x ``cols`` as stored):
+    ``cols`` x ``ld`` elements at ``ptr``, made by the ``launch`` of the copy kernel."""
+
+    ptr: int
+    ld: int
+    itemsize: int
+    launch: Enqueue
+
+
+def transpose_entry(itemsize: int) -> Entry:
+    return Entry("transpose", f"pack_transpose<{STORAGE[itemsize]}>", SIGNATURE)
+
+
+def copy_ld(rows: int, itemsize: int) -> int:
+    """The copy's leading dimension: ``rows`` (the stored rows become its columns) rounded up
+    to whole 16-byte multiples, as cp.async and TMA read rows."""
+    per = 16 // itemsize
+    return ceil_div(max(rows, 1), per) * per
+
+
+def _copy_fits_the_grid(p: GemmProblem, t) -> str | None:
+    for name, stored, rows in (("A", p.trans_a, p.k), ("B", p.trans_b, p.n)):
+        if stored and ceil_div(rows, TILE) > MAX_GRID_Y:
+            return (f"{name} stored transposed has {rows} rows; its transposed copy takes at most "
+                    f"{MAX_GRID_Y} x {TILE} = {MAX_GRID_Y * TILE}")
+    return None
+
+
+def _copy(ctx: LaunchContext, which: str, operand: Operand, rows: int, cols: int) -> Copy:
+    """Reserve the scratch for the transpose of ``operand`` (``rows`` x ``cols`` as stored)
+    and make the launch that writes it."""
+    ld = copy_ld(rows, operand.itemsize)
+    dst = ctx.workspace(SCRATCH[which], max(cols, 1) * ld * operand.itemsize)
+    kernel, stream = ctx.kernels["transpose"], ctx.stream
+    args = kernel.pack(operand.ptr, operand.ld, rows, cols, dst, ld)
+    grid = (ceil_div(cols, TILE), ceil_div(rows, TILE), 1)
+    return Copy(dst, ld, operand.itemsize, lambda: kernel.launch(grid, (THREADS, 1, 1), args, stream))
+
+
+def transposing(recipe: LaunchRecipe) -> LaunchRecipe:
+    """``recipe`` for every layout: the nn problem as it was; otherwise the transposed copies
+    first (A^T stored K x M, B^T stored N x K), then ``recipe`` on the nn problem over them."""
+
+    def with_copies(ctx: LaunchContext) -> Enqueue:
+        p = ctx.problem
+        if not (p.trans_a or p.trans_b):
+            return recipe(ctx)
+        nn = dataclasses.replace(p, trans_a=False, trans_b=False)
+        copies, a, b = [], ctx.a, ctx.b
+        if p.trans_a and not nn.is_empty:
+            copies.append(_copy(ctx, "a", ctx.a, p.k, p.m))
+            a = copies[-1]
+        if p.trans_b and not nn.is_empty:
+            copies.append(_copy(ctx, "b", ctx.b, p.n, p.k))
+            b = copies[-1]
+        gemm = recipe(dataclasses.replace(ctx, problem=nn, a=a, b=b))
+
+        def enqueue() -> None:
+            for copy in copies:
+                copy.launch()
+            gemm()
+
+        return enqueue
+
+    return with_copies
+
+
+def taking_layouts(spec: KernelSpec, itemsize: int) -> KernelSpec:
+    """``spec`` declaring every layout, the ones with a transposed operand by a copy first
+    (A and B hold ``itemsize``-byte elements)."""
+    return dataclasses.replace(
+        spec, layouts=LAYOUTS, rules=(*spec.rules, _copy_fits_the_grid),
+        extra_entries=(*spec.extra_entries, transpose_entry(itemsize)),
+        launch_recipe=transposing(spec.launch_recipe or standard_recipe))
