@@ -100,8 +100,9 @@ PATHS: dict[str, Path] = {
     "cu/simt/warptiled.cu": lambda spec, t: (t["SPLITK"] > 1, t["STREAMK"], t["MIN_BLOCKS"]),
     "cu/tensor/wmma.cu": _SIZES_ONLY,  # BF16 and FP16 differ in the fragment type alone
     "cu/tensor/wmma_smem.cu": _SIZES_ONLY,
-    # TF32 rounds each landed tile and reads B by LDS.32; ASYNC=0 is the register path
-    "cu/tensor/mma_sync.cu": lambda spec, t: (spec.precision == "tf32", t["ASYNC"]),
+    # TF32 rounds each landed tile and reads B by LDS.32; ASYNC=0 is the register path; a
+    # linear layer's D (another type, an epilogue) has its own store code
+    "cu/tensor/mma_sync.cu": lambda spec, t: (spec.precision == "tf32", t["ASYNC"], t["OUT"] or t["EPI"]),
     "cu/hopper/wgmma_tma.cu": _TF32,
     "cu/hopper/warp_specialized.cu": _TF32,
     "cu/hopper/persistent.cu": _TF32,

@@ -198,10 +198,11 @@ def test_default_geometry_and_shared_memory_follow_the_file_headers(name, thread
 
 
 def test_defaults_are_the_measured_best_at_4096():
+    fp32_out = {"OUT": 0, "EPI": 0}  # D in FP32, no epilogue: what a row-major GEMM's problem sets
     assert SPECS["mma_sync_bf16"].resolve() == SPECS["mma_sync_fp16"].resolve() == {
-        "BM": 128, "BN": 256, "BK": 32, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 4, "GROUP_M": 8, "ASYNC": 1}
+        "BM": 128, "BN": 256, "BK": 32, "WARPS_M": 2, "WARPS_N": 4, "STAGES": 4, "GROUP_M": 8, "ASYNC": 1, **fp32_out}
     assert SPECS["mma_sync_tf32"].resolve() == {
-        "BM": 256, "BN": 128, "BK": 16, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 4, "GROUP_M": 8, "ASYNC": 1}
+        "BM": 256, "BN": 128, "BK": 16, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 4, "GROUP_M": 8, "ASYNC": 1, **fp32_out}
     assert SPECS["wmma_smem_bf16"].resolve() == {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2,
                                                  "STAGES": 3}
     assert SPECS["wmma_bf16"].resolve() == {"WARPS_M": 2, "WARPS_N": 2, "FRAGS_M": 4, "FRAGS_N": 4}
@@ -260,7 +261,7 @@ def test_aligned_operands_launch_the_gemm_alone():
     assert asked == {} and [entry[0] for entry in log] == ["main"]
     _, grid, block, args = log[0]
     assert grid == (1, 3, 1) and block == (256, 1, 1)
-    assert args == (300, 200, 64, 1.5, 4096, 64, 8192, 200, 0.0, 4096, 7)
+    assert args == (300, 200, 64, 1.5, 4096, 64, 8192, 200, 0.0, 4096, 7, 0)  # ..., C, ldc, no bias
 
 
 def test_a_misaligned_a_is_packed_with_its_leading_dimension_rounded_up():
@@ -305,7 +306,8 @@ def test_without_a_table_the_tuned_kernel_runs_mma_sync_defaults_and_says_so(mon
     monkeypatch.setattr(tuned, "load_table", lambda gpu, directory=None, kernel=None: real(gpu, tmp_path, kernel))
     spec = SPECS[f"mma_sync_tuned_{prec}"]
     tunables, why = spec.choose(GemmProblem(4096, 4096, 4096), "NVIDIA Imaginary GPU")
-    assert tunables == SPECS[f"mma_sync_{prec}"].resolve() != spec.resolve()
+    assert "OUT" not in tunables and "EPI" not in tunables  # the problem sets those (a BF16 D, say)
+    assert spec.resolve(tunables) == SPECS[f"mma_sync_{prec}"].resolve() != spec.resolve()
     assert why == (f"no tuned table for this GPU (imaginary-gpu.mma_sync_tuned_{prec}.json); "
                    f"mma_sync_{prec} defaults")
 
@@ -332,9 +334,9 @@ def test_tune_spaces_are_small_valid_and_hold_the_measured_winners():
         spec = kernels.KERNELS[name]
         assert 8 <= len(space) <= 16 and len({tuple(sorted(c.items())) for c in space}) == len(space)
         for config in space:
-            assert spec.validate(GemmProblem(4096, 4096, 4096), config) == config
+            assert "OUT" not in config and spec.validate(GemmProblem(4096, 4096, 4096), config) == spec.resolve(config)
         plain = SPECS[name.replace("_tuned", "")]
-        assert plain.resolve() in space and spec.resolve() in space
+        assert plain.resolve() in map(spec.resolve, space) and spec.resolve() in map(spec.resolve, space)
     assert tensor.TUNE_SPACES["mma_sync_tuned_fp16"] == tensor.TUNE_SPACES["mma_sync_tuned_bf16"]
     tiles = {(c["BM"], c["BN"], c["BK"], c["WARPS_M"], c["WARPS_N"]) for c in tensor.TUNE_SPACES["mma_sync_tuned_bf16"]}
     assert {(64, 64, 64, 2, 2), (128, 256, 32, 2, 4), (256, 128, 64, 4, 2), (128, 128, 64, 2, 2)} <= tiles
@@ -380,5 +382,6 @@ def test_signatures_are_the_registry_contract():
         base = spec.entry.split("<")[0]
         params = re.search(re.escape(base) + r"\s*\(([^)]*)\)", text, re.S).group(1)
         kinds = [p.split()[-2] if "*" not in p else "ptr" for p in params.replace("__restrict__", "").split(",")]
-        assert kinds == ["int", "int", "int", "float", "ptr", "int", "ptr", "int", "float", "ptr", "int"]
-        assert spec.signature == ("int", "int", "int", "float", "ptr", "int", "ptr", "int", "float", "ptr", "int")
+        sgemm = ("int", "int", "int", "float", "ptr", "int", "ptr", "int", "float", "ptr", "int")
+        bias = ("ptr",) if spec.source.endswith("mma_sync.cu") else ()  # a linear layer's bias vector
+        assert tuple(kinds) == spec.signature == (*sgemm, *bias)

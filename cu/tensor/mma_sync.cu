@@ -37,6 +37,7 @@
 // transposed into scratch by pack_transpose (gemm_driver/kernels/transposing.py).
 #include "tensor_common.cuh"
 #include "mma_ptx.cuh"
+#include "common/epilogue.cuh"
 #include "common/pack_transpose.cuh"
 
 template <typename T, int BM, int BN, int BK, int STAGES>
@@ -202,12 +203,44 @@ __device__ __forceinline__ void grouped_tile(int block, int tiles_m, int tiles_n
     tile_n = in_group / rows;
 }
 
+// Columns col and col + 1 of one row of a linear layer's D (``row`` points at the row): one
+// pair store where both are inside N and the row takes pairs, else one element at a time. C
+// is read only when beta != 0 (it may hold NaN otherwise).
+template <class Epi>
+__device__ __forceinline__ void store_pair(const Epi& epi, typename Epi::T* row, int col, float v0, float v1,
+                                           bool pairs_aligned) {
+    using Out = typename Epi::Out;
+    typename Epi::T* p = row + col;
+    const float b0 = epi.bias_at(col), b1 = epi.bias_at(col + 1);
+    float x = epi.alpha * v0, y = epi.alpha * v1;
+    if (pairs_aligned && col + 1 < epi.N) {
+        if (epi.beta != 0.0f) {
+            const float2 old = Out::load2(p);
+            x = fmaf(epi.beta, old.x, x), y = fmaf(epi.beta, old.y, y);
+        }
+        Out::store2(p, epi.finish(x, b0), epi.finish(y, b1));
+        return;
+    }
+    if (col < epi.N) {
+        if (epi.beta != 0.0f) x = fmaf(epi.beta, Out::load(p), x);
+        Out::store(p, epi.finish(x, b0));
+    }
+    if (col + 1 < epi.N) {
+        if (epi.beta != 0.0f) y = fmaf(epi.beta, Out::load(p + 1), y);
+        Out::store(p + 1, epi.finish(y, b1));
+    }
+}
+
 }  // namespace mma_detail
 
-template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, int GROUP_M, bool ASYNC>
+// OUT, EPI: D's type and the fused epilogue (common/epilogue.cuh); C and bias (N elements,
+// read when EPI != EPI_NONE) are of D's type.
+template <typename T, int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, int GROUP_M, bool ASYNC,
+          int OUT, int EPI>
 __global__ void __launch_bounds__(WARPS_M * WARPS_N * 32, WARPS_M * WARPS_N * 32 >= 256 ? 1 : 2)
 mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda, const T* __restrict__ B,
-              int ldb, float beta, float* __restrict__ C, int ldc) {
+              int ldb, float beta, typename output::OutType<OUT>::T* __restrict__ C, int ldc,
+              const typename output::OutType<OUT>::T* __restrict__ bias) {
     using Op = tc::Operand<T>;
     constexpr bool TF32 = sizeof(T) == 4;
     constexpr int THREADS = WARPS_M * WARPS_N * 32, PC = Op::PER_CHUNK;
@@ -351,21 +384,40 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
     else k_loop(false);
 
     // Epilogue from registers: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of
-    // each m16 x n8 tile; a row's four lanes write 32 contiguous bytes.
-    const bool pairs_aligned = tc::aligned_to(C, 8) && ldc % 2 == 0;
+    // each m16 x n8 tile; a row's four lanes write 32 contiguous bytes (FP32 D).
     const int g = lane >> 2, t = lane & 3;
+    if constexpr (OUT == output::OUT_FP32 && EPI == output::EPI_NONE) {
+        const bool pairs_aligned = tc::aligned_to(C, 8) && ldc % 2 == 0;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-        const int row = m0 + wm * WTM + i * 16 + g;
+        for (int i = 0; i < MT; ++i) {
+            const int row = m0 + wm * WTM + i * 16 + g;
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-            const int col = n0 + wn * WTN + j * 8 + 2 * t;
-            if (row < M)
-                tc::store_pair(C, (long long)row * ldc, col, N, acc[i][j][0], acc[i][j][1], alpha, beta,
-                               pairs_aligned);
-            if (row + 8 < M)
-                tc::store_pair(C, (long long)(row + 8) * ldc, col, N, acc[i][j][2], acc[i][j][3], alpha, beta,
-                               pairs_aligned);
+            for (int j = 0; j < NT; ++j) {
+                const int col = n0 + wn * WTN + j * 8 + 2 * t;
+                if (row < M)
+                    tc::store_pair(C, (long long)row * ldc, col, N, acc[i][j][0], acc[i][j][1], alpha, beta,
+                                   pairs_aligned);
+                if (row + 8 < M)
+                    tc::store_pair(C, (long long)(row + 8) * ldc, col, N, acc[i][j][2], acc[i][j][3], alpha, beta,
+                                   pairs_aligned);
+            }
+        }
+    } else {  // a linear layer's D: act(alpha acc + beta C + bias), rounded once to D's type
+        const output::Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
+        const bool pairs_aligned = output::c_pairs_aligned(C, ldc);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            const int row = m0 + wm * WTM + i * 16 + g;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int col = n0 + wn * WTN + j * 8 + 2 * t;
+                if (row < M)
+                    mma_detail::store_pair(epi, C + (long long)row * ldc, col, acc[i][j][0], acc[i][j][1],
+                                           pairs_aligned);
+                if (row + 8 < M)
+                    mma_detail::store_pair(epi, C + (long long)(row + 8) * ldc, col, acc[i][j][2], acc[i][j][3],
+                                           pairs_aligned);
+            }
         }
     }
 }

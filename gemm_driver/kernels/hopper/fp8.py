@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from ... import fp8 as _fp8
 from ...cuda.errors import UnsupportedProblem
 from ...problem import GemmProblem, fp8_rule
+from ..linear import LinearSpec
 from ..spec import Entry, Tunable, ceil_div
 from ..target import check_capabilities
 from . import geometry as geo
@@ -175,9 +176,9 @@ def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str
 
 # ---------------------------------------------------------------- the spec
 @dataclass(frozen=True)
-class Fp8Spec(rungs.LinearSpec):
+class Fp8Spec(LinearSpec):
     """A KernelSpec of scaled FP8 problems: ``validate`` sets SCALING, OUT and EPI from the problem
-    (a given value that differs is refused, as LinearSpec does for its arguments), so the
+    (a given value that differs is refused, as kernels/linear.py's LinearSpec does), so the
     resolved tunables name the build that computes it; ``scalings`` are the modes it takes
     (kernels/target.py), ``probe`` a problem it computes."""
 

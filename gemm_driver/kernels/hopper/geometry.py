@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ...cuda.arch_limits import limits
 from ...cuda.tensor_map import tma_layout_problem
 from ...problem import GemmProblem
+from .. import linear
 from ..spec import Dims, ceil_div
 
 BM = 128  # tile rows of rungs 1-4 (two consumer warpgroups of 64)
@@ -38,13 +39,8 @@ ELEMENT = {"bf16": "hopper::bf16_t", "fp16": "hopper::fp16_t", "tf32": "hopper::
            "fp8": "hopper::e4m3_t"}  # hopper_common.cuh
 STORAGE = {"bf16": "unsigned short", "fp16": "unsigned short", "tf32": "float",
            "fp8": "unsigned char"}  # pack kernels' T
-
-
-# any_shape's template arguments for the output type and the epilogue (hopper_epilogue.cuh's
-# OutId and EpiId), by problem.py's spelling.
-OUT_CODE = {"fp32": 0, "bf16": 1, "fp16": 2}
-EPILOGUE_CODE = {"none": 0, "bias": 1, "bias_relu": 2, "bias_gelu": 3}
-OUT_DTYPE = {code: name for name, code in OUT_CODE.items()}
+# any_shape's template arguments for D's type and the epilogue (common/epilogue.cuh's codes)
+OUT_CODE, EPILOGUE_CODE, OUT_DTYPE = linear.OUT_CODE, linear.EPILOGUE_CODE, linear.OUT_DTYPE
 OUT_ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 

@@ -14,7 +14,8 @@ entry) do not appear in the name expression: they change no code, so they share 
 The last BF16/FP16 rung also computes a linear layer: either operand stored transposed, D in
 FP32 or the inputs' 16-bit type, bias then ReLU or GELU in the epilogue. Each of those changes
 the kernel's code, so each is a template argument, carried as a tunable (OUT, EPI, TRANS_A,
-TRANS_B) that the problem sets (``LinearSpec.validate``): a build per combination that runs.
+TRANS_B) that the problem sets (``AnyShapeSpec``, a kernels/linear.py LinearSpec): a build per
+combination that runs.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from ...cuda.arch_limits import MEASURED_SM_COUNT
-from ...cuda.errors import UnsupportedProblem
 from ...problem import GemmProblem
 from ..spec import Entry, KernelSpec, Tunable, ceil_div
+from ..linear import OUTPUT_TUNABLES, LinearSpec, output_tunables
 from ..transposing import taking_layouts
 from . import geometry as geo
 from . import selection
@@ -180,8 +181,7 @@ def cluster(precision: str) -> KernelSpec:
 # The linear-layer template arguments: set from the problem, never chosen.
 LINEAR = ("OUT", "EPI", "TRANS_A", "TRANS_B")
 LINEAR_TUNABLES = (
-    Tunable("OUT", 0, (0, 1, 2), "D's type, set by the problem's out_dtype: 0 FP32, 1 BF16, 2 FP16"),
-    Tunable("EPI", 0, (0, 1, 2, 3), "epilogue, set by the problem: 0 none, 1 bias, 2 bias + ReLU, 3 bias + GELU"),
+    *OUTPUT_TUNABLES,
     Tunable("TRANS_A", 0, (0, 1), "1: A stored K x M (set by the problem's layout: tn, tt)"),
     Tunable("TRANS_B", 0, (0, 1), "1: B stored N x K (set by the problem's layout: nt, tt)"),
 )
@@ -190,32 +190,18 @@ LINEAR_TUNABLES = (
 def linear_tunables(problem: GemmProblem) -> dict[str, int]:
     """The template arguments ``problem`` fixes: output type, epilogue, which operands are stored
     transposed."""
-    return {"OUT": geo.OUT_CODE[problem.out_dtype], "EPI": geo.EPILOGUE_CODE[problem.epilogue],
-            "TRANS_A": int(problem.trans_a), "TRANS_B": int(problem.trans_b)}
+    return {**output_tunables(problem), "TRANS_A": int(problem.trans_a), "TRANS_B": int(problem.trans_b)}
 
 
 @dataclass(frozen=True)
-class LinearSpec(KernelSpec):
-    """A KernelSpec whose output type, epilogue and layout are template arguments: ``validate``
-    sets them from the problem (a given value that differs is refused), so the resolved tunables
-    name the build that computes this problem. A subclass names other such arguments by
-    overriding ``fixed_tunables`` and ``fixed_by``."""
+class AnyShapeSpec(LinearSpec):
+    """A LinearSpec (kernels/linear.py) whose operand layouts are template arguments too."""
 
     def fixed_tunables(self, problem: GemmProblem) -> dict[str, int]:
-        """The tunables ``problem`` sets."""
         return linear_tunables(problem)
 
     def fixed_by(self, problem: GemmProblem) -> str:
-        """What of ``problem`` sets them, for the refusal's words."""
         return f"layout {problem.layout}, out {problem.out_dtype}, epilogue {problem.epilogue}"
-
-    def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
-        fixed = self.fixed_tunables(problem)
-        for name, value in (overrides or {}).items():
-            if name in fixed and value != fixed[name]:
-                raise UnsupportedProblem(
-                    f"{self.name}: {name} is set by the problem ({self.fixed_by(problem)}): {fixed[name]}, not {value}")
-        return super().validate(problem, {**(overrides or {}), **fixed})
 
 
 def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
@@ -259,7 +245,7 @@ def any_shape(precision: str) -> KernelSpec:
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
         _any_shape_select, rules=(_swapped_shape,), extra_entries=entries,
-        choose=choose_any_shape, spec_class=LinearSpec,
+        choose=choose_any_shape, spec_class=AnyShapeSpec,
         layouts=("nn", "nt", "tn", "tt"), out_dtypes=("fp32", precision),
         epilogues=tuple(geo.EPILOGUE_CODE),
         # BF16 and FP16 are one template: bf16 builds the 128 x 64 tiles choose() takes on small

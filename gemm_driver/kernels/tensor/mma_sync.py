@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import tuned
-from ..spec import KernelSpec, Tunable, ceil_div
+from ..linear import OUTPUT_TUNABLES, LinearSpec
+from ..spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
 from ..transposing import taking_layouts
 from .common import MIN_CC, STORAGE, fits_shared_memory, itemsize, per_chunk, threads
 from .packing import pack_entry, packing_recipe
@@ -113,6 +114,7 @@ def tunables(precision: str, defaults: dict[str, int]) -> tuple[Tunable, ...]:
         Tunable("GROUP_M", d["GROUP_M"], (1, 4, 8, 16), "tile rows a group of consecutive blocks walks (L2 reuse)"),
         Tunable("ASYNC", d["ASYNC"], (0, 1),
                 "1: cp.async copies, operands it cannot read packed first; 0: loads through registers, any alignment"),
+        *OUTPUT_TUNABLES,
     )
 
 
@@ -123,6 +125,9 @@ DEFAULTS = {
     "tf32": {"BM": 256, "BN": 128, "BK": 16, "WARPS_M": 4, "WARPS_N": 2, "STAGES": 4, "GROUP_M": 8, "ASYNC": 1},
 }
 DEFAULTS["fp16"] = DEFAULTS["bf16"]
+# D's types: FP32 or the inputs' 16-bit type (TF32's inputs are FP32), each with every epilogue
+OUT_DTYPES = {"bf16": ("fp32", "bf16"), "fp16": ("fp32", "fp16"), "tf32": ("fp32",)}
+EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
 
 
 def _config(bm, bn, bk, wm, wn, stages) -> dict[str, int]:
@@ -158,13 +163,17 @@ def mma_sync(precision: str, *, name: str | None = None, description: str | None
     smem = smem_bytes(precision)
     storage = STORAGE[precision]
     # Every layout: operands stored transposed are copied transposed first (transposing.py).
-    return taking_layouts(KernelSpec(
+    # D in FP32 or the inputs' 16-bit type, with every epilogue (OUT, EPI: set by the problem).
+    return taking_layouts(LinearSpec(
         name=name or f"mma_sync_{precision}",
         description=description or ("mma.sync with ldmatrix, XOR-swizzled shared tiles, cp.async ring, "
                                     "grouped block order; unaligned operands packed first"),
         source="cu/tensor/mma_sync.cu",
         entry=(f"mma_sync_gemm<{storage}, {{BM}}, {{BN}}, {{BK}}, {{WARPS_M}}, {{WARPS_N}}, {{STAGES}}, "
-               "{GROUP_M}, {ASYNC}>"),
+               "{GROUP_M}, {ASYNC}, {OUT}, {EPI}>"),
+        signature=(*SGEMM_SIGNATURE, "ptr"),  # + the bias (0 without an epilogue)
+        out_dtypes=OUT_DTYPES[precision],
+        epilogues=EPILOGUES,
         tunables=tunables(precision, defaults or DEFAULTS[precision]),
         rules=(_warp_tile, _fits_registers(precision), _k_steps_even(precision),
                _b_rows_span_the_swizzle(precision), _copies_divide(precision),
@@ -180,9 +189,13 @@ def mma_sync(precision: str, *, name: str | None = None, description: str | None
     ), itemsize(precision))
 
 
+# The linear-layer build the tests compile beside the defaults: D in the 16-bit type, bias + GELU.
+LINEAR_CHECKED = {"bf16": {"OUT": 1, "EPI": 3}, "fp16": {"OUT": 2, "EPI": 3}, "tf32": {"OUT": 0, "EPI": 3}}
+
+
 def plain(precision: str) -> KernelSpec:
     # The register path at the default tiling is built too: it is the no-copy fallback.
-    spec = mma_sync(precision, checked=({"ASYNC": 0},))
+    spec = mma_sync(precision, checked=({"ASYNC": 0}, LINEAR_CHECKED[precision]))
     if precision == "tf32":
         spec = replace(spec, description=spec.description + "; FP32 in, rounded to TF32 (nearest) once in shared memory")
     return spec

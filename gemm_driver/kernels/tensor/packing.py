@@ -72,7 +72,7 @@ def packing_recipe(ctx: LaunchContext) -> Enqueue:
             copies.append(pack(ctx, "b", ctx.b, p.k, p.n))
             b_ptr, ldb = copies[-1].ptr, copies[-1].ld
     main, packer = ctx.kernels["main"], ctx.kernels.get("pack")
-    args = main.pack(p.m, p.n, p.k, p.alpha, a_ptr, lda, b_ptr, ldb, p.beta, ctx.c.ptr, ctx.c.ld)
+    args = main.pack(p.m, p.n, p.k, p.alpha, a_ptr, lda, b_ptr, ldb, p.beta, ctx.c.ptr, ctx.c.ld, ctx.bias)
     grid, block = spec.grid(p, t), spec.block(t)
     launches: list[Callable[[], None]] = [
         (lambda c=c: packer.launch(c.grid, (PACK_THREADS, 1, 1), c.args, ctx.stream)) for c in copies]
