@@ -7,8 +7,8 @@ tunables (a tuned kernel's table is read here, once), the build and load of the 
 Calling the plan reads the three arrays in place (arrays.py: pointer, shape, strides,
 dtype), takes the Launch made for those addresses from a small LRU (a Launch packs its
 kernel arguments once; a loop over the same buffers never packs again; at new addresses a
-Hopper kernel's Launch is re-pointed from the last one, Launch.repoint) and enqueues it on
-the caller's stream. No host copy, no synchronisation. ``run_pointers`` is the same launch
+Hopper kernel's or a cuBLAS/cuBLASLt Launch is re-pointed from the last one, Launch.repoint)
+and enqueues it on the caller's stream. No host copy, no synchronisation. ``run_pointers`` is the same launch
 on raw addresses for a caller that has checked its operands once (the torch op): no array
 object is read per call.
 
@@ -369,12 +369,12 @@ class Plan:
         session, extra = self.session, ({"bias": bias} if bias is not None else {})
         if scales is not None:
             extra["scales"] = scales
-        if not self.target.measures:
-            launch = self._repointed(ops, bias_ptr) if scales is None else None
-            if launch is None:
-                launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream,
-                                          **extra)
-        else:  # it runs the GEMM now: on the Session's stream (capturable), after and before the caller's work
+        # From the last Launch where it can be re-pointed (a measuring library's only where it
+        # would measure nothing: cuBLASLt at the same alignments), else made anew.
+        launch = self._repointed(ops, bias_ptr) if scales is None else None
+        if launch is None and not self.target.measures:
+            launch = session.launcher(self.kernel, self.run_problem, *ops, self.tunables, stream=self._stream, **extra)
+        elif launch is None:  # it runs the GEMM now: on the Session's stream (capturable), after and before the caller's work
             own = session.stream
             self._order(raw, int(own.handle))
             saved = self._save_c(C, own) if self.problem.beta != 0 else None
@@ -392,8 +392,8 @@ class Plan:
 
     def _repointed(self, ops: tuple, bias_ptr: int):
         """The most recent Launch re-pointed at these operands (Launch.repoint: a Hopper launch
-        copies its arguments and encodes only the moved operands' tensor maps), or None where
-        its recipe cannot."""
+        copies its arguments and encodes only the moved operands' tensor maps, a cuBLAS one
+        makes its argument tuple again), or None where it cannot."""
         if not self._launches:
             return None
         launch = next(reversed(self._launches.values())).repoint(*ops, bias_ptr)

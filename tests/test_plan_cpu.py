@@ -460,6 +460,10 @@ class ModelHandle:
     def set_math_mode(self, mode):
         self.settings.append(("mode", mode))
 
+    def get_math_mode(self):
+        """The last mode set (0 before any): the session's own handle sets and restores it per call."""
+        return next((value for what, value in reversed(self.settings) if what == "mode"), 0)
+
 
 def stored(x: np.ndarray, trans: bool, pad: int):
     """x's storage: row-major with ``pad`` spare columns, or (trans) its transpose so stored."""
@@ -492,6 +496,42 @@ def test_cublas_transposed_operands_compute_the_product(trans_a, trans_b):
     planned.enqueue()
     mode = int(precision.get("fp32").cublas.math_mode)
     assert handle.settings == [("stream", 77), ("mode", mode), ("stream", 78), ("mode", mode)]  # set on change only
+
+
+@pytest.mark.parametrize("per_call", [False, True])
+@pytest.mark.parametrize("layout", ["nn", "tn"])
+def test_a_cublas_launch_repointed_at_other_operands_computes_there(per_call, layout):
+    """Launch.repoint of a cuBLAS GemmEx launch: the product at the new addresses (and leading
+    dimensions), the first launch's output left as it was, one binding of the stream."""
+    from gemm_driver.kernels import providers
+    from gemm_driver.kernels.launch import Launch
+    from gemm_driver.problem import layout_flags
+
+    rng = np.random.default_rng(5)
+    m, n, k = 6, 4, 5
+    trans_a, trans_b = layout_flags(layout)
+    draw = lambda rows, cols: rng.uniform(-1, 1, (rows, cols)).astype(np.float32)
+    first = [stored(draw(m, k), trans_a, 1), stored(draw(k, n), trans_b, 2), stored(np.zeros((m, n), np.float32), False, 1)]
+    a2, b2 = draw(m, k), draw(k, n)
+    second = [stored(a2, trans_a, 3), stored(b2, trans_b, 0), stored(np.zeros((m, n), np.float32), False, 2)]
+    handle = ModelHandle()
+    session = types.SimpleNamespace(cublas=lambda: handle, stream=types.SimpleNamespace(handle=77),
+                                    stream_per_call=per_call)
+    problem = GemmProblem(m, n, k, 1.5, 0.0, trans_a=trans_a, trans_b=trans_b)
+    made = providers.PROVIDERS[0].launcher(providers.PROVIDERS[0], session, problem, *(op for _, op in first))
+    launch = Launch("cublas", made.enqueue, session.stream)
+    launch()
+    before = first[2][0].copy()
+    moved = launch.repoint(*(op for _, op in second))
+    assert moved is not None and moved.target == "cublas" and moved.stream is launch.stream
+    moved()
+    np.testing.assert_allclose(second[2][0][:, :n], 1.5 * (a2.astype(np.float64) @ b2), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(first[2][0], before)
+    mode = int(precision.get("fp32").cublas.math_mode)
+    if per_call:  # the stream and math mode were bound once, by the first launch
+        assert handle.settings == [("stream", 77), ("mode", mode)]
+    else:  # the session's handle: the mode set and restored around each call
+        assert handle.settings == [("mode", mode), ("mode", 0)] * 2
 
 
 # --- the linear layer: layouts, output type, bias and activation ------------------------------
@@ -603,6 +643,54 @@ def test_a_launch_at_new_addresses_is_repointed_from_the_last_where_its_recipe_c
     assert (a.ptr, b.ptr, c.ptr, bias) == (0xA100, 0xB000, 0xC000, 0) and s.runs == [1, 1]
     p.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)  # the first addresses: kept, not made again
     assert p.launches_made == 2 and len(moved) == 1
+
+
+def test_a_cublaslt_launch_is_repointed_only_where_a_new_launcher_would_pick_the_same_matmul(monkeypatch):
+    from gemm_driver.cuda import cublaslt
+    from gemm_driver.kernels.launch import Launch
+
+    class Matmul:
+        timings, runs = {"measured": 1.0}, []
+
+        def run(self, a, b, c, stream, alpha, beta, bias=0, scales=None):
+            self.runs.append((a, b, c, bias))
+
+        def describe(self):
+            return {}
+
+    monkeypatch.setattr(cublaslt, "version", lambda: (13, 1, 0))
+    session = types.SimpleNamespace(workspace=lambda name, nbytes: 0x100000, stream="stream",
+                                    cublaslt_matmul=lambda q, scratch, alignment, bias_alignment: Matmul())
+    lt = kernels.get("cublaslt_bf16")
+    op = lambda ptr, ld: plans.Operand(ptr, ld, 2)
+    problem = GemmProblem(64, 64, 64, out_dtype="bf16", epilogue="bias")
+    made = lt.launcher(lt, session, problem, op(0xA000, 64), op(0xB000, 64), op(0xC000, 64), bias=0xD000)
+    launch = Launch("cublaslt_bf16", made.enqueue, "stream")
+    moved = launch.repoint(op(0xA400, 64), op(0xB000, 64), op(0xC100, 64), 0xD100)  # 256-byte aligned again
+    moved()
+    assert Matmul.runs == [(0xA400, 0xB000, 0xC100, 0xD100)]
+    assert launch.repoint(op(0xA010, 64), op(0xB000, 64), op(0xC000, 64), 0xD000) is None  # A 16-byte aligned
+    assert launch.repoint(op(0xA000, 72), op(0xB000, 64), op(0xC000, 64), 0xD000) is None  # another lda
+    assert launch.repoint(op(0xA000, 64), op(0xB000, 64), op(0xC000, 64), 0xD002) is None  # the bias's alignment
+
+
+def test_a_measuring_librarys_launch_is_repointed_without_measuring_again(on_gpu, fences, monkeypatch):
+    """cuBLASLt measures its candidates when a launcher is made, so a new one runs on the
+    Session's stream between two events; one re-pointed (same alignments) skips all that."""
+    import dataclasses
+
+    monkeypatch.setitem(kernels.ALL, "cublas", dataclasses.replace(kernels.get("cublas"), measures=True))
+    s = FakeSession()
+    p = Plan(s, 4, 3, 2)
+    p.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
+    assert len(s.launchers) == 1 and ("record", 1) in fences  # made on the Session's stream, ordered by events
+    made = len(fences)
+    p._launches[next(iter(p._launches))].repoints = moved = []  # as cuBLASLt's at equal alignments
+    p.run_pointers(0xA100, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
+    assert len(s.launchers) == 1 and p.launches_repointed == 1 and len(moved) == 1 and len(fences) == made
+    p._launches[next(reversed(p._launches))].repoints = None  # other alignments: it cannot
+    p.run_pointers(0xA104, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
+    assert len(s.launchers) == 2 and p.launches_repointed == 1 and len(fences) > made
 
 
 def test_run_pointers_applies_the_operand_swap(on_gpu):

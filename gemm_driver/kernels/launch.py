@@ -113,10 +113,12 @@ class Launch:
 
     def repoint(self, a: Operand, b: Operand, c: Operand, bias: int = 0) -> "Launch | None":
         """This GEMM at other operand addresses (same problem, tunables and stream), made from
-        this Launch where its recipe can (the Hopper recipes: only the moved operands' tensor
-        maps are encoded again); None where it cannot, and a new Launch is made instead."""
+        this Launch where its recipe or library launcher can (the Hopper recipes: only the
+        moved operands' tensor maps are encoded again; cuBLAS: the argument tuple); None where
+        it cannot, and a new Launch is made instead."""
         again = getattr(self.enqueue, "repoint", None)
-        return None if again is None else dataclasses.replace(self, enqueue=again(a, b, c, bias))
+        moved = None if again is None else again(a, b, c, bias)
+        return None if moved is None else dataclasses.replace(self, enqueue=moved)
 
     def record(self) -> dict:
         """What ran, for the results JSON."""

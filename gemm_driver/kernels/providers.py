@@ -125,35 +125,36 @@ class Provider:
 def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
     """cublasGemmEx in the provider's precision: explicit types, compute type and math mode,
     C and D in the problem's out_dtype. Operands stored transposed (the problem's trans_a /
-    trans_b) go through cuBLAS's own transpose flags (``cublas.gemm_ex_arguments``)."""
+    trans_b) go through cuBLAS's own transpose flags (``cublas.gemm_ex_arguments``). The
+    arguments are made once; at other addresses the enqueue's ``repoint`` (Launch.repoint)
+    makes them again and keeps the rest (handle, types, stream)."""
     handle, types = session.cublas(), _precision.gemm_types(provider.precision, problem.out_dtype)
-    ops = (problem.trans_a, problem.trans_b)
-    if ops == (False, False) and not session.stream_per_call:
-        args = (problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld)
-        return ProviderLaunch(lambda: cublas.gemm_ex(handle, *args, types=types))
-    # C stays row-major: a caller's transposed C is swapped away before this
-    rest = cublas.gemm_ex_arguments(problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld,
-                                    problem.beta, c.ptr, c.ld, types, *ops)
-    gemm_ex = handle._lib.cublasGemmEx
-    if not session.stream_per_call:
-        def enqueue() -> None:
-            with cublas._math_mode(handle, types.math_mode):
+    gemm_ex, per_call, stream, mode = handle._lib.cublasGemmEx, session.stream_per_call, session.stream, \
+        int(types.math_mode)
+
+    def at(a, b, c) -> Enqueue:
+        # C stays row-major: a caller's transposed C is swapped away before this
+        rest = cublas.gemm_ex_arguments(problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld,
+                                        problem.beta, c.ptr, c.ld, types, problem.trans_a, problem.trans_b)
+        if not per_call:
+            def enqueue() -> None:
+                with cublas._math_mode(handle, types.math_mode):
+                    gemm_ex(handle.ptr, *rest)
+        else:
+            # The handle kept for callers' streams (Session.on): only these launches use it, so its
+            # stream and math mode are set when they change instead of set and restored per call.
+            def enqueue() -> None:
+                want = (int(stream.handle), mode)
+                if getattr(handle, "caller_stream_binding", None) != want:
+                    handle.set_stream(want[0])
+                    handle.set_math_mode(mode)
+                    handle.caller_stream_binding = want
                 gemm_ex(handle.ptr, *rest)
 
-        return ProviderLaunch(enqueue)
-    # The handle kept for callers' streams (Session.on): only these launches use it, so its
-    # stream and math mode are set when they change instead of set and restored per call.
-    stream, mode = session.stream, int(types.math_mode)
+        enqueue.repoint = lambda a, b, c, bias=0: at(a, b, c)  # GemmEx takes no bias
+        return enqueue
 
-    def enqueue_on_callers_stream() -> None:
-        want = (int(stream.handle), mode)
-        if getattr(handle, "caller_stream_binding", None) != want:
-            handle.set_stream(want[0])
-            handle.set_math_mode(mode)
-            handle.caller_stream_binding = want
-        gemm_ex(handle.ptr, *rest)
-
-    return ProviderLaunch(enqueue_on_callers_stream)
+    return ProviderLaunch(at(a, b, c))
 
 
 def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c, bias: int = 0) -> ProviderLaunch:
@@ -208,12 +209,25 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c,
     scale_ptrs, keep = _lt_scale_pointers(session, problem, scales)
     if not matmul.timings:  # measured once per Session matmul (problem, alignment), not per launcher
         matmul.autotune(a.ptr, b.ptr, c.ptr, session.stream, problem.alpha, problem.beta, bias=bias, scales=scale_ptrs)
-    alpha, beta = problem.alpha, problem.beta
+    alpha, beta, lds = problem.alpha, problem.beta, (a.ld, b.ld, c.ld)
 
-    def enqueue(_padded=keep) -> None:  # the default keeps the padded scales as long as the launch
-        matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta, bias=bias, scales=scale_ptrs)
+    def at(a, b, c, bias) -> Enqueue:
+        def enqueue(_padded=keep) -> None:  # the default keeps the padded scales as long as the launch
+            matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta, bias=bias, scales=scale_ptrs)
 
-    return ProviderLaunch(enqueue, matmul.describe())
+        def repoint(a, b, c, bias=0) -> Enqueue | None:
+            """This matmul at other operands (Launch.repoint) where a new launcher would pick it
+            too: the same leading dimensions and pointer alignments (the problem and the
+            heuristic's candidates depend on them), no FP8 scales; else None."""
+            same = ((a.ld, b.ld, c.ld) == lds and scale_ptrs is None
+                    and tuple(cublaslt.pointer_alignment(x.ptr) for x in (a, b, c)) == alignment
+                    and (cublaslt.pointer_alignment(bias) if bias else cublaslt.MAX_ALIGNMENT) == bias_alignment)
+            return at(a, b, c, bias) if same else None
+
+        enqueue.repoint = repoint
+        return enqueue
+
+    return ProviderLaunch(at(a, b, c, bias), matmul.describe())
 
 
 def _lt_scale_pointers(session, problem: GemmProblem, scales) -> tuple[tuple[int, int] | None, Any]:
