@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ...problem import EPILOGUES
 from .. import tuned
 from ..linear import OUTPUT_TUNABLES, LinearSpec
 from ..spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
@@ -127,7 +128,6 @@ DEFAULTS = {
 DEFAULTS["fp16"] = DEFAULTS["bf16"]
 # D's types: FP32 or the inputs' 16-bit type (TF32's inputs are FP32), each with every epilogue
 OUT_DTYPES = {"bf16": ("fp32", "bf16"), "fp16": ("fp32", "fp16"), "tf32": ("fp32",)}
-EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
 
 
 def _config(bm, bn, bk, wm, wn, stages) -> dict[str, int]:
