@@ -13,21 +13,11 @@ from gemm_driver.cuda.errors import UnsupportedProblem
 from gemm_driver.kernels import transposing
 from gemm_driver.kernels.launch import LaunchContext
 from gemm_driver.problem import LAYOUTS, GemmProblem
+from test_tensor_specs import FakeKernel
 
 TAKING = ["warptiled", "stream_k", "autotuned", "mma_sync_bf16", "mma_sync_fp16", "mma_sync_tf32",
           "mma_sync_tuned_bf16", "mma_sync_tuned_fp16", "mma_sync_tuned_tf32", "hopper_tf32"]
 SCRATCH = {"transposed_a": 0xA0000, "transposed_b": 0xB0000}
-
-
-class FakeKernel:
-    def __init__(self, name, log):
-        self.name, self.log = name, log
-
-    def pack(self, *args):
-        return args
-
-    def launch(self, grid, block, args, stream):
-        self.log.append((self.name, tuple(grid), tuple(block), args))
 
 
 def _launch(problem, a, b, itemsize=4):

@@ -384,40 +384,25 @@ mma_sync_gemm(int M, int N, int K, float alpha, const T* __restrict__ A, int lda
     else k_loop(false);
 
     // Epilogue from registers: lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of
-    // each m16 x n8 tile; a row's four lanes write 32 contiguous bytes (FP32 D).
+    // each m16 x n8 tile; a row's four lanes write 32 contiguous bytes (FP32 D). FP32 D without
+    // an epilogue keeps tc::store_pair, the code the rung was measured with; a linear layer's D
+    // (another type, an epilogue) goes through common/epilogue.cuh, rounded once at the store.
+    constexpr bool PLAIN = OUT == output::OUT_FP32 && EPI == output::EPI_NONE;
+    const output::Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
+    const bool pairs_aligned = PLAIN ? tc::aligned_to(C, 8) && ldc % 2 == 0 : output::c_pairs_aligned(C, ldc);
+    auto store = [&](int row, int col, float v0, float v1) {
+        if constexpr (PLAIN) tc::store_pair(C, (long long)row * ldc, col, N, v0, v1, alpha, beta, pairs_aligned);
+        else mma_detail::store_pair(epi, C + (long long)row * ldc, col, v0, v1, pairs_aligned);
+    };
     const int g = lane >> 2, t = lane & 3;
-    if constexpr (OUT == output::OUT_FP32 && EPI == output::EPI_NONE) {
-        const bool pairs_aligned = tc::aligned_to(C, 8) && ldc % 2 == 0;
 #pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            const int row = m0 + wm * WTM + i * 16 + g;
+    for (int i = 0; i < MT; ++i) {
+        const int row = m0 + wm * WTM + i * 16 + g;
 #pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const int col = n0 + wn * WTN + j * 8 + 2 * t;
-                if (row < M)
-                    tc::store_pair(C, (long long)row * ldc, col, N, acc[i][j][0], acc[i][j][1], alpha, beta,
-                                   pairs_aligned);
-                if (row + 8 < M)
-                    tc::store_pair(C, (long long)(row + 8) * ldc, col, N, acc[i][j][2], acc[i][j][3], alpha, beta,
-                                   pairs_aligned);
-            }
-        }
-    } else {  // a linear layer's D: act(alpha acc + beta C + bias), rounded once to D's type
-        const output::Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
-        const bool pairs_aligned = output::c_pairs_aligned(C, ldc);
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            const int row = m0 + wm * WTM + i * 16 + g;
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                const int col = n0 + wn * WTN + j * 8 + 2 * t;
-                if (row < M)
-                    mma_detail::store_pair(epi, C + (long long)row * ldc, col, acc[i][j][0], acc[i][j][1],
-                                           pairs_aligned);
-                if (row + 8 < M)
-                    mma_detail::store_pair(epi, C + (long long)(row + 8) * ldc, col, acc[i][j][2], acc[i][j][3],
-                                           pairs_aligned);
-            }
+        for (int j = 0; j < NT; ++j) {
+            const int col = n0 + wn * WTN + j * 8 + 2 * t;
+            if (row < M) store(row, col, acc[i][j][0], acc[i][j][1]);
+            if (row + 8 < M) store(row + 8, col, acc[i][j][2], acc[i][j][3]);
         }
     }
 }
