@@ -43,6 +43,13 @@ def test_what_is_not_taken_or_contradicts_the_problem_is_refused_in_one_line():
     assert "OUT is set by the problem (out fp16, epilogue none): 2, not 0" in str(info.value)
     with pytest.raises(UnsupportedProblem, match="does not take output type 'fp16'"):
         kernels.KERNELS["mma_sync_bf16"].validate(GemmProblem(64, 64, 64, out_dtype="fp16"))
+    # compile and inspect build without a problem: an output type or epilogue it never runs is refused too
+    with pytest.raises(UnsupportedProblem) as info:
+        kernels.KERNELS["mma_sync_tf32"].resolve({"OUT": 1})
+    assert str(info.value) == "mma_sync_tf32: OUT=1 is not among what it takes: 0 (fp32)"
+    with pytest.raises(UnsupportedProblem, match="OUT=2 is not among what it takes: 0 .fp32., 1 .bf16."):
+        kernels.KERNELS["hopper_bf16"].resolve({"OUT": 2})
+    assert kernels.KERNELS["mma_sync_bf16"].resolve({"OUT": 1, "EPI": 3})["EPI"] == 3
 
 
 class FakeKernel:

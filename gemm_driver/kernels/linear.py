@@ -17,6 +17,7 @@ from typing import Mapping
 from ..cuda.errors import UnsupportedProblem
 from ..problem import GemmProblem
 from .spec import KernelSpec, Tunable
+from .target import check_capabilities
 
 # common/epilogue.cuh's OutId and EpiId, by problem.py's spelling
 OUT_CODE = {"fp32": 0, "bf16": 1, "fp16": 2}
@@ -47,7 +48,19 @@ class LinearSpec(KernelSpec):
         """What of ``problem`` sets them, for the refusal's words."""
         return f"out {problem.out_dtype}, epilogue {problem.epilogue}"
 
+    def resolve(self, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        """KernelSpec.resolve, with OUT and EPI held to what the kernel declares: `compile` and
+        `inspect` build without a problem, and a build of an output type it never runs is refused."""
+        values = super().resolve(overrides)
+        for name, codes, declared in (("OUT", OUT_CODE, self.out_dtypes), ("EPI", EPILOGUE_CODE, self.epilogues)):
+            allowed = {codes[d]: d for d in declared}
+            if name in values and values[name] not in allowed:
+                choices = ", ".join(f"{code} ({what})" for code, what in allowed.items())
+                raise UnsupportedProblem(f"{self.name}: {name}={values[name]} is not among what it takes: {choices}")
+        return values
+
     def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        check_capabilities(self, problem)  # what the kernel does not take is said in those words
         fixed = self.fixed_tunables(problem)
         for name, value in (overrides or {}).items():
             if name in fixed and value != fixed[name]:
