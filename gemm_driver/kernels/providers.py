@@ -129,14 +129,13 @@ def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c, bia
     arguments are made once; at other addresses the enqueue's ``repoint`` (Launch.repoint)
     makes them again and keeps the rest (handle, types, stream)."""
     handle, types = session.cublas(), _precision.gemm_types(provider.precision, problem.out_dtype)
-    gemm_ex, per_call, stream, mode = handle._lib.cublasGemmEx, session.stream_per_call, session.stream, \
-        int(types.math_mode)
+    gemm_ex, stream, mode = handle._lib.cublasGemmEx, session.stream, int(types.math_mode)
 
     def at(a, b, c) -> Enqueue:
         # C stays row-major: a caller's transposed C is swapped away before this
         rest = cublas.gemm_ex_arguments(problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld,
                                         problem.beta, c.ptr, c.ld, types, problem.trans_a, problem.trans_b)
-        if not per_call:
+        if not session.stream_per_call:
             def enqueue() -> None:
                 with cublas._math_mode(handle, types.math_mode):
                     gemm_ex(handle.ptr, *rest)
