@@ -112,7 +112,7 @@ def test_torch_transposed_views_through_cublas_flags(torch, kernel, which):
     assert_right(GemmProblem(70, 50, 90), "float32", host, out)
 
 
-@pytest.mark.parametrize("dtype, kernel", [("float32", "naive"), ("bfloat16", "mma_sync_bf16")])
+@pytest.mark.parametrize("dtype, kernel", [("float32", "naive"), ("bfloat16", "wmma_smem_bf16")])
 def test_torch_all_transposed_is_the_operand_swap(torch, dtype, kernel):
     (a, b, _), host = operands(torch, 70, 50, 90, dtype, seed=17)
     out = gemm_driver.gemm(a.t().contiguous().t(), b.t().contiguous().t(), kernel=kernel)
@@ -136,8 +136,8 @@ def test_torch_two_byte_out(torch):
     gemm_driver.gemm(a, b, out=out)
     torch.cuda.synchronize()
     assert_right(GemmProblem(m, n, k, out_dtype="bf16"), "bfloat16", host, out)
-    with pytest.raises(ValueError, match=r"^mma_sync_bf16 does not take output type 'bf16'; it takes fp32$"):
-        gemm_driver.gemm(a, b, out=out, kernel="mma_sync_bf16")
+    with pytest.raises(ValueError, match=r"^wmma_smem_bf16 does not take output type 'bf16'; it takes fp32$"):
+        gemm_driver.gemm(a, b, out=out, kernel="wmma_smem_bf16")
 
 
 @pytest.mark.parametrize("how", ["argument", "current", "raw handle", "protocol"])

@@ -93,9 +93,12 @@ CONFIGS = list(_configurations())
 @pytest.mark.parametrize("name, tunables", CONFIGS,
                          ids=[f"{n}-" + "-".join(f"{k}{v}" for k, v in t.items()) for n, t in CONFIGS])
 def test_fixed_paths(session, name, tunables):
+    spec = kernels.KERNELS[name]
     for index, (m, n, k, pads, misalign) in enumerate(CASES):
         for alpha, beta in (SCALARS[index % 3], SCALARS[(index + 1) % 3]):
-            case = GemmCase(GemmProblem(m, n, k, alpha, beta), pads, misalign, data_seed=index)
+            # the problem a linear-layer build computes (its output type and epilogue), else the FP32 GEMM
+            problem = replace(spec.probe(m, n, k, tunables), alpha=alpha, beta=beta)
+            case = GemmCase(problem, pads, misalign, data_seed=index)
             outcome = check_case(session, name, case, tunables)
             assert outcome.ok, f"{name} {tunables} {case.describe()}: {outcome.message}"
 
