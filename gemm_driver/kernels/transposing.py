@@ -7,11 +7,10 @@ is first written as its row-major transpose (``pack_transpose``, cu/common/pack_
 multiples, and the kernel's own recipe then runs the row-major ("nn") problem on the copy.
 Nothing else of the kernel changes: its tunables, its choice per shape and its build.
 
-The copy reads and writes the operand once each: the same kernel writing B^T for the TF32
-wgmma rungs took 49 us for a 4096 x 4096 FP32 operand on the H100 (docs/hopper.md), about a
-tenth of a TF32 tensor-core GEMM of that size and, by that figure, about 2% of an FP32 SIMT
-one (~2.7 ms). The Hopper BF16/FP16 kernels read every layout in place (TMA boxes and
-wgmma's transpose bits) and do not use this.
+The copy reads and writes the operand once each. At 4096^3 on an H200
+(results/h200/bench-layouts-copy-*.txt) one copy added 27-41 us to mma_sync_bf16's 290 us,
+38-83 us to hopper_tf32's 348 us and 41-85 us to autotuned's 2.76 ms. The Hopper BF16/FP16
+kernels read every layout in place (TMA boxes and wgmma's transpose bits) and do not use this.
 """
 
 from __future__ import annotations
