@@ -118,7 +118,7 @@ class Session:
                 module, symbols = Module(built.compiled.cubin, name=spec.source), built.entries
             self._modules.append(module)
             signatures = {"main": (spec.signature, spec.dynamic_smem(tunables)),
-                          **{e.name: (e.signature, e.dynamic_smem(tunables)) for e in spec.extra_entries}}
+                          **{e.name: (e.signature, e.dynamic_smem(tunables)) for e in spec.entries_for(tunables)}}
             loaded = {name: module.kernel(symbols[name], *signatures[name]) for name in signatures}
             self._loaded[key] = LoadedKernel(spec, dict(tunables), loaded, built)
         return self._loaded[key]

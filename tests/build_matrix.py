@@ -109,7 +109,8 @@ PATHS: dict[str, Path] = {
     "cu/hopper/cluster_multicast.cu": lambda spec, t: (_TF32(spec, t), t["CM"], t["CN"]),  # who multicasts
     # one or two consumer warpgroups (setmaxnreg split, CTAs an SM), the cluster entry's shape
     "cu/hopper/any_shape.cu": lambda spec, t: (t["CONSUMERS"], t["CM"], t["CN"]),
-    "cu/hopper/tf32_register_a.cu": lambda spec, t: (t["CONSUMERS"], t["CM"] * t["CN"] > 1),
+    # TRANS_B=1 adds any_shape's entry for B stored N x K (or its cluster entry)
+    "cu/hopper/tf32_register_a.cu": lambda spec, t: (t["CONSUMERS"], t["CM"] * t["CN"] > 1, t["TRANS_B"]),
     # FP8: the consumers as any_shape's, and the loop the scaling mode and promotion choose
     "cu/hopper/fp8.cu": lambda spec, t: (t["CONSUMERS"], t["CM"] * t["CN"] > 1, t["SCALING"], t["PROMOTE"]),
 }

@@ -21,7 +21,7 @@ from gemm_driver.case import PreparedCase
 from gemm_driver.checking import check_case
 from gemm_driver.kernels import hopper
 from gemm_driver.problem import GemmProblem
-from gemm_driver.strategies import GemmCase, gemm_cases
+from gemm_driver.strategies import GemmCase, Variants, gemm_cases
 from helpers import assert_same_bits
 
 pytestmark = pytest.mark.gpu
@@ -79,9 +79,9 @@ def _check(session, name, case, tunables=None):
     return outcome
 
 
-def _drawn(session, name, tunables, examples):
+def _drawn(session, name, tunables, examples, variants=None):
     @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(case=gemm_cases())
+    @given(case=gemm_cases() if variants is None else gemm_cases(variants=variants))
     def holds(case: GemmCase):
         _check(session, name, case, tunables)
 
@@ -96,6 +96,16 @@ def test_drawn_cases_with_chosen_tunables(hopper_session, name):
 @pytest.mark.parametrize("name, tunables", FORCED, ids=[f"{n}{t}" for n, t in FORCED])
 def test_drawn_cases_on_forced_paths(hopper_session, name, tunables):
     _drawn(hopper_session, name, tunables, FORCED_DRAWN)
+
+
+# hopper_tf32 with B stored N x K (nt, tt): any_shape's entries over B as stored
+STORED_NK = [{}, {"CM": 2}, {"CM": 2, "CN": 2, "STAGES": 3}, {"BM": 128, "CONSUMERS": 1, "SPLITS": 3},
+             {"BM": 64, "STAGES": 8, "CN": 2, "SPLITS": 2}, {"BM": 128, "CM": 2, "SPLITS": 2}]
+
+
+@pytest.mark.parametrize("tunables", STORED_NK, ids=[str(t) for t in STORED_NK])
+def test_tf32_with_b_stored_n_x_k_on_forced_paths(hopper_session, tunables):
+    _drawn(hopper_session, "hopper_tf32", tunables, FORCED_DRAWN, Variants(layouts=("nt", "tt")))
 
 
 @pytest.mark.parametrize("name", NAMES)

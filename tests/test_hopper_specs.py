@@ -19,6 +19,7 @@ import ctypes
 import importlib.util
 import struct
 from pathlib import Path
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -49,7 +50,8 @@ LADDERS = {
     "tf32": ["wgmma_tma_tf32", "warp_specialized_tf32", "persistent_tf32", "cluster_tf32", "hopper_tf32"],
 }
 CONFIGURATIONS = [(name, t) for name, spec in SPECS.items() for t in spec.configurations()]
-GEMM_ENTRIES = {"main", "cluster", "swapped"}
+GEMM_ENTRIES = {"main", "cluster", "swapped", "stored_nk", "stored_nk_cluster"}
+TMA_STORE_ENTRIES = {"main", "cluster", "stored_nk", "stored_nk_cluster"}  # of the last rungs (hopper_*)
 P256 = GemmProblem(256, 256, 256)
 
 
@@ -66,7 +68,7 @@ def test_every_hopper_spec_is_sm_90a_only():
         assert spec.arch_specific and spec.min_cc == (9, 0) and spec.min_arch == "sm_90a"
         assert spec.runs_on((9, 0)) and not spec.runs_on((8, 0)) and not spec.runs_on((10, 0))
         assert spec.source.startswith("cu/hopper/") and spec.launch_recipe is not None
-        assert 1 <= len(spec.configurations()) <= 4  # the build matrix's share (tests/build_matrix.py)
+        assert 1 <= len(spec.configurations()) <= 6  # the build matrix's share (tests/build_matrix.py)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_100", "sm_89"])
@@ -95,7 +97,7 @@ def sass(result, entry="main"):
 def test_configuration_builds_for_sm_90a_without_spills_and_issues_wgmma_and_tma(b):
     name, result = b.spec.name, build_matrix.built(b.spec, b.arch, b.config)
     assert result.compiled.arch == "sm_90a"
-    assert set(result.entries) == {"main", *(e.name for e in SPECS[name].extra_entries)}
+    assert set(result.entries) == {"main", *(e.name for e in SPECS[name].entries_for(b.config))}
     for entry, symbol in result.entries.items():
         r = result.compiled.resources[symbol]
         assert (r.spill_bytes, r.stack_bytes) == (0, 0), f"{name} {entry}: {r}"
@@ -104,11 +106,11 @@ def test_configuration_builds_for_sm_90a_without_spills_and_issues_wgmma_and_tma
         if entry in GEMM_ENTRIES:
             assert sum(o.startswith(("HGMMA", "QGMMA")) for o in opcodes) >= 4, entry  # QGMMA: FP8's wgmma
             assert sum(o.startswith("UTMALDG") for o in opcodes) >= 2, entry
-            # any_shape's entries store C by TMA (EPILOGUE 3); the rungs before it and the
-            # swapped entry store from registers
+            # any_shape's entries store C by TMA (EPILOGUE 3), hopper_tf32's for B stored N x K
+            # too; the rungs before it, the swapped entry and the register-A kernel store from registers
             stores = sum(o.startswith("UTMASTG") for o in opcodes)
-            assert (stores >= 1) == (name.startswith("hopper_") and entry != "swapped" and name != "hopper_tf32"), \
-                (name, entry, stores)
+            by_tma = name.startswith("hopper_") and entry in TMA_STORE_ENTRIES and (name, entry) != ("hopper_tf32", "main")
+            assert (stores >= 1) == by_tma, (name, entry, stores)
         else:  # the packing kernels copy with plain loads and stores
             assert not any(o.startswith(("HGMMA", "UTMALDG")) for o in opcodes), entry
 
@@ -157,7 +159,7 @@ def _config_checks(name, t):
         cfg = f"hopper_rung1::Config<{elem}, {t['BN']}, {t['STAGES']}>"
     elif name.startswith("warp_specialized"):
         cfg = f"hopper_rung2::Config<{elem}, {t['BN']}, {t['STAGES']}>"
-    elif name == "hopper_tf32":
+    elif name == "hopper_tf32" and entry == "main":
         cfg = f"hopper_tf32ra::Config<{t['BM']}, {t['CONSUMERS']}, {t['STAGES']}, {t['CM']}, {t['CN']}>"
     else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries
         cfg = f"hopper_pws::Config<{elem}, {g.bn}, {4 if entry == 'swapped' else t['STAGES']}, {g.cm}, {g.cn}, " \
@@ -170,7 +172,7 @@ def _config_checks(name, t):
         checks += [(f"{cfg}::A_SLICE_ROWS", g.a_box[0]), (f"{cfg}::B_SLICE_ROWS", g.b_box[0])]
     if "hopper_rung1" not in cfg:
         checks.append((f"{cfg}::THREADS", g.threads))
-    if name == "hopper_tf32":
+    if "hopper_tf32ra" in cfg:
         checks.append((f"{cfg}::CTAS_PER_SM", g.ctas_per_sm))
     return checks
 
@@ -579,6 +581,36 @@ def test_plan_of_tf32_transposes_b_for_the_rungs_and_not_for_register_a(monkeypa
     assert [m[2:7] for m in maps] == [(300, 100, 100, 256, 32), (100, 200, 200, 32, 32)]
 
 
+def test_plan_of_tf32_with_b_stored_n_x_k_reads_it_as_stored(monkeypatch):
+    """nt and tt: any_shape's entry over B as stored (N x K is K-major, as TF32 wgmma reads it),
+    no transposed copy, C by TMA stores; its cluster entry where CM x CN > 1."""
+    p = GemmProblem(300, 200, 100, trans_b=True)
+    t, launches, maps, scratch = _run_plan(monkeypatch, "hopper_tf32", p, lds=(100, 100, 200))
+    assert t["TRANS_B"] == 1 and [e for e, *_ in launches] == ["stored_nk"] and scratch == {}
+    # A: M x K, box 128 rows (64 * CONSUMERS) x 32; B as stored: N x K, box BM = 256 rows x 32; C
+    assert [m[2:7] for m in maps] == [(300, 100, 100, 128, 32), (200, 100, 100, 256, 32), (300, 200, 200, 64, 32)]
+    _, launches, maps, _ = _run_plan(monkeypatch, "hopper_tf32", p, {"CM": 2}, lds=(100, 100, 200))
+    assert [e for e, *_ in launches] == ["stored_nk_cluster"] and maps[1][5] == 128  # B's box halved across CM
+    _, launches, _, scratch = _run_plan(monkeypatch, "hopper_tf32", replace(p, k=101), lds=(101, 101, 200))
+    assert [e for e, *_ in launches] == ["pack_rows", "pack_rows", "stored_nk"]  # 404-byte rows: packed, not transposed
+    assert set(scratch) == set(recipe.PACKED.values())
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (4096, 3900, 4096), (3900, 4096, 4096), (1024, 1024, 16384),
+                                   (16, 576, 7168), (16384, 128, 4096)])
+def test_tf32_choose_with_b_stored_n_x_k_is_the_rule_on_the_transposed_problem(shape):
+    """any_shape's 64*CONSUMERS x BM tiles are the register-A tiles of C^T = B^T A^T transposed:
+    the rule's pick for the N x M problem, its cluster roles swapped (its CN is our CM)."""
+    m, n, k = shape
+    spec = SPECS["hopper_tf32"]
+    transposed, _ = spec.choose(GemmProblem(n, m, k), "NVIDIA H100 80GB HBM3")
+    tunables, note = spec.choose(GemmProblem(m, n, k, trans_b=True), "NVIDIA H100 80GB HBM3")
+    assert tunables == {**transposed, "CM": transposed.get("CN", 1), "CN": transposed.get("CM", 1)}
+    assert note.startswith(f"B stored N x K: any_shape's tiles, as the rule picks for {n}x{m}: ")
+    for trans_a in (False, True):
+        spec.validate(GemmProblem(m, n, k, trans_a=trans_a, trans_b=True), tunables)
+
+
 def test_plan_of_rung_1_and_empty_problems(monkeypatch):
     _, launches, maps, _ = _run_plan(monkeypatch, "wgmma_tma_tf32", GemmProblem(129, 130, 33))
     assert [(e, g, b) for e, g, b, _ in launches][-1] == ("main", (2, 2, 1), (128, 1, 1))
@@ -593,8 +625,11 @@ def test_plan_arguments_match_each_entry_signature(monkeypatch, name):  # FP8 (s
     signatures = {"main": spec.signature, **{e.name: e.signature for e in spec.extra_entries}}
     for problem, misalign in ((GemmProblem(77, 300, 4099), (1, 1, 1)), (GemmProblem(1, 1, 1), (0, 0, 0))):
         for overrides in spec.configurations():
-            _, launches, _, _ = _run_plan(monkeypatch, name, problem, overrides, misalign=misalign,
-                                          lds=(problem.k, problem.n, problem.n))
+            stored = spec.probe(problem.m, problem.n, problem.k, overrides)  # the layout a build takes
+            laid = replace(problem, trans_a=stored.trans_a, trans_b=stored.trans_b)
+            _, launches, _, _ = _run_plan(monkeypatch, name, laid, overrides, misalign=misalign,
+                                          lds=(laid.m if laid.trans_a else laid.k, laid.k if laid.trans_b else laid.n,
+                                               laid.n))
             for entry, grid, block, args in launches:
                 assert len(args) == len(signatures[entry]), (entry, args)
                 assert all(1 <= x for x in grid) and block[0] in (128, 256, 384)

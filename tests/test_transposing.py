@@ -20,9 +20,9 @@ TAKING = ["warptiled", "stream_k", "autotuned", "mma_sync_bf16", "mma_sync_fp16"
 SCRATCH = {"transposed_a": 0xA0000, "transposed_b": 0xB0000}
 
 
-def _launch(problem, a, b, itemsize=4):
-    """A recipe wrapped by ``transposing`` on stand-ins. -> (launches in order, workspace
-    asked for, the context the wrapped recipe got)."""
+def _launch(problem, a, b, itemsize=4, copied=frozenset("ab")):
+    """A recipe wrapped by ``transposing`` (copying the ``copied`` operands) on stand-ins.
+    -> (launches in order, workspace asked for, the context the wrapped recipe got)."""
     log, asked, seen = [], {}, []
 
     def gemm_recipe(ctx):
@@ -36,7 +36,7 @@ def _launch(problem, a, b, itemsize=4):
     operand = lambda ptr, ld: SimpleNamespace(ptr=ptr, ld=ld, itemsize=itemsize)
     ctx = LaunchContext(None, {"transpose": FakeKernel("transpose", log)}, problem, operand(*a), operand(*b),
                         operand(0xC0000, problem.n), {}, "stream", workspace)
-    enqueue = transposing.transposing(gemm_recipe)(ctx)
+    enqueue = transposing.transposing(gemm_recipe, copied)(ctx)
     assert not log, "the copies are planned when the launcher is made, and run only when it is called"
     enqueue()
     return log, asked, seen[0]
@@ -94,6 +94,24 @@ def test_both_stored_transposed_are_copied_into_their_own_scratch_a_first():
     assert log[0][3][0] == 0x1000 and log[1][3][0] == 0x2000
     assert set(asked) == {"transposed_a", "transposed_b"}
     assert (seen.problem.alpha, seen.problem.beta) == (0.5, 2.0)  # the rest of the problem is kept
+
+
+def test_a_kernel_that_reads_b_stored_n_x_k_gets_only_a_copied():
+    """hopper_tf32 reads B stored N x K itself (TF32 wgmma's K-major B): tt copies A alone and
+    hands on a problem that keeps trans_b; nt copies nothing."""
+    problem = GemmProblem(33, 65, 17, trans_a=True, trans_b=True)
+    log, asked, seen = _launch(problem, (0x1000, 36), (0x2000, 20), copied=frozenset("a"))
+    assert [entry[0] for entry in log] == ["transpose", "gemm"] and log[0][3][0] == 0x1000
+    assert set(asked) == {"transposed_a"}
+    assert seen.problem == GemmProblem(33, 65, 17, trans_b=True) and (seen.b.ptr, seen.b.ld) == (0x2000, 20)
+    problem = GemmProblem(33, 65, 17, trans_b=True)
+    log, asked, seen = _launch(problem, (0x1000, 20), (0x2000, 20), copied=frozenset("a"))
+    assert log == [("gemm",)] and asked == {} and seen.problem is problem
+    spec = kernels.KERNELS["hopper_tf32"]
+    rows = transposing.MAX_GRID_Y * transposing.TILE + 1  # B is never copied: no grid limit on its rows
+    spec.validate(GemmProblem(8, rows, 64, trans_b=True))
+    with pytest.raises(UnsupportedProblem, match="A stored transposed has 2097121 rows"):
+        spec.validate(GemmProblem(8, 64, rows, trans_a=True))
 
 
 def test_an_empty_problem_copies_nothing():

@@ -69,7 +69,8 @@ class LinearSpec(KernelSpec):
         return super().validate(problem, {**(overrides or {}), **fixed})
 
     def probe(self, m: int, n: int, k: int, tunables: Mapping[str, int] | None = None) -> GemmProblem:
-        """The row-major problem with the output type and epilogue that ``tunables`` name, so a
-        checked configuration may name a linear-layer build."""
+        """The problem with the layout (TRANS_A, TRANS_B where the kernel has them), output type
+        and epilogue that ``tunables`` name, so a checked configuration may name a linear-layer build."""
         t = {**{tn.name: tn.default for tn in self.tunables}, **(tunables or {})}
-        return GemmProblem(m, n, k, out_dtype=OUT_DTYPE[t.get("OUT", 0)], epilogue=EPILOGUE[t.get("EPI", 0)])
+        return GemmProblem(m, n, k, trans_a=bool(t.get("TRANS_A", 0)), trans_b=bool(t.get("TRANS_B", 0)),
+                           out_dtype=OUT_DTYPE[t.get("OUT", 0)], epilogue=EPILOGUE[t.get("EPI", 0)])

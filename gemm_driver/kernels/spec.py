@@ -46,12 +46,15 @@ class Tunable:
 class Entry:
     """A further entry point of a kernel's source (e.g. a packing kernel run before the
     GEMM), loaded beside the main one and handed to the spec's launch recipe by ``name``.
-    ``expression`` may be a name expression template filled from the tunables."""
+    ``expression`` may be a name expression template filled from the tunables. ``needed``
+    says for which tunables a build holds it (an entry only some problems run is not
+    compiled into the others' builds)."""
 
     name: str
     expression: str
     signature: tuple[str, ...]
     dynamic_smem: Callable[[Tunables], int] = field(default=lambda t: 0)
+    needed: Callable[[Tunables], bool] = field(default=lambda t: True)
 
 
 @dataclass(frozen=True)
@@ -230,16 +233,20 @@ class KernelSpec:
         GPU's opt-in limit (Device.max_shared_per_block_optin); the rules only know the largest
         any GPU gives (cuda/arch_limits.py)."""
         for entry, needs in (("main", self.dynamic_smem(tunables)),
-                             *((e.name, e.dynamic_smem(tunables)) for e in self.extra_entries)):
+                             *((e.name, e.dynamic_smem(tunables)) for e in self.entries_for(tunables))):
             if needs > per_block:
                 where = "" if entry == "main" else f" (entry {entry})"
                 raise UnsupportedProblem(f"{self.name}{where} needs {needs} bytes of shared memory per block; "
                                          f"this GPU gives at most {per_block}")
 
+    def entries_for(self, tunables: Tunables) -> tuple[Entry, ...]:
+        """The extra entries a build with ``tunables`` holds (Entry.needed)."""
+        return tuple(e for e in self.extra_entries if e.needed(tunables))
+
     def entry_expressions(self, tunables: Tunables) -> dict[str, str]:
-        """Entry name -> name expression: ``"main"`` for ``entry``, then each extra entry."""
+        """Entry name -> name expression: ``"main"`` for ``entry``, then each extra entry it needs."""
         return {"main": self.name_expression(tunables),
-                **{e.name: e.expression.format(**tunables) for e in self.extra_entries}}
+                **{e.name: e.expression.format(**tunables) for e in self.entries_for(tunables)}}
 
 
 def parse_tunable(pair: str) -> tuple[str, int]:

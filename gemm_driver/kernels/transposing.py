@@ -51,12 +51,15 @@ def copy_ld(rows: int, itemsize: int) -> int:
     return ceil_div(max(rows, 1), per) * per
 
 
-def _copy_fits_the_grid(p: GemmProblem, t) -> str | None:
-    for name, stored, rows in (("A", p.trans_a, p.k), ("B", p.trans_b, p.n)):
-        if stored and ceil_div(rows, TILE) > MAX_GRID_Y:
-            return (f"{name} stored transposed has {rows} rows; its transposed copy takes at most "
-                    f"{MAX_GRID_Y} x {TILE} = {MAX_GRID_Y * TILE}")
-    return None
+def _copies_fit_the_grid(copied: frozenset[str]):
+    def copy_fits_the_grid(p: GemmProblem, t) -> str | None:
+        for name, stored, rows in (("A", p.trans_a, p.k), ("B", p.trans_b, p.n)):
+            if name.lower() in copied and stored and ceil_div(rows, TILE) > MAX_GRID_Y:
+                return (f"{name} stored transposed has {rows} rows; its transposed copy takes at most "
+                        f"{MAX_GRID_Y} x {TILE} = {MAX_GRID_Y * TILE}")
+        return None
+
+    return copy_fits_the_grid
 
 
 def _copy(ctx: LaunchContext, which: str, operand: Operand, rows: int, cols: int) -> Copy:
@@ -70,23 +73,25 @@ def _copy(ctx: LaunchContext, which: str, operand: Operand, rows: int, cols: int
     return Copy(dst, ld, operand.itemsize, lambda: kernel.launch(grid, (THREADS, 1, 1), args, stream))
 
 
-def transposing(recipe: LaunchRecipe) -> LaunchRecipe:
+def transposing(recipe: LaunchRecipe, copied: frozenset[str] = frozenset("ab")) -> LaunchRecipe:
     """``recipe`` for every layout: the nn problem as it was; otherwise the transposed copies
-    first (A^T stored K x M, B^T stored N x K), then ``recipe`` on the nn problem over them."""
+    of the ``copied`` operands stored transposed first (A^T stored K x M, B^T stored N x K),
+    then ``recipe`` on the problem over them (an operand not in ``copied`` keeps its layout)."""
 
     def with_copies(ctx: LaunchContext) -> Enqueue:
         p = ctx.problem
-        if not (p.trans_a or p.trans_b):
+        copy_a, copy_b = p.trans_a and "a" in copied, p.trans_b and "b" in copied
+        if not (copy_a or copy_b):
             return recipe(ctx)
-        nn = dataclasses.replace(p, trans_a=False, trans_b=False)
+        inner = dataclasses.replace(p, trans_a=p.trans_a and not copy_a, trans_b=p.trans_b and not copy_b)
         copies, a, b = [], ctx.a, ctx.b
-        if p.trans_a and not nn.is_empty:
+        if copy_a and not inner.is_empty:
             copies.append(_copy(ctx, "a", ctx.a, p.k, p.m))
             a = copies[-1]
-        if p.trans_b and not nn.is_empty:
+        if copy_b and not inner.is_empty:
             copies.append(_copy(ctx, "b", ctx.b, p.n, p.k))
             b = copies[-1]
-        gemm = recipe(dataclasses.replace(ctx, problem=nn, a=a, b=b))
+        gemm = recipe(dataclasses.replace(ctx, problem=inner, a=a, b=b))
 
         def enqueue() -> None:
             for copy in copies:
@@ -98,10 +103,12 @@ def transposing(recipe: LaunchRecipe) -> LaunchRecipe:
     return with_copies
 
 
-def taking_layouts(spec: KernelSpec, itemsize: int) -> KernelSpec:
+def taking_layouts(spec: KernelSpec, itemsize: int, reads_transposed_b: bool = False) -> KernelSpec:
     """``spec`` declaring every layout, the ones with a transposed operand by a copy first
-    (A and B hold ``itemsize``-byte elements)."""
+    (A and B hold ``itemsize``-byte elements). ``reads_transposed_b``: the kernel reads B
+    stored N x K itself, so only A is copied."""
+    copied = frozenset("a" if reads_transposed_b else "ab")
     return dataclasses.replace(
-        spec, layouts=LAYOUTS, rules=(*spec.rules, _copy_fits_the_grid),
+        spec, layouts=LAYOUTS, rules=(*spec.rules, _copies_fit_the_grid(copied)),
         extra_entries=(*spec.extra_entries, transpose_entry(itemsize)),
-        launch_recipe=transposing(spec.launch_recipe or standard_recipe))
+        launch_recipe=transposing(spec.launch_recipe or standard_recipe, copied))

@@ -145,12 +145,14 @@ def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, c
     loads 1/CN of the A tile and 1/CM of the B tile and multicasts them. Boxes, as (rows, cols)
     of the stored matrix: A {BM/CN m, BK} K-major, or {BK/CN k, 64 m} (BM/64 of them) when A is
     stored K x M; B {BK/CM k, 64 n} (BN/64 of them) N-major, or {BN/CM n, BK} when B is stored
-    N x K (B^T for tf32, which wgmma reads only K-major)."""
+    N x K. TF32's wgmma reads B only K-major: B stored K x N is copied transposed first
+    (``b_transposed``); B stored N x K is read as it is."""
     bk, tf32, bm = k_tile(precision), precision == "tf32", 64 * consumers
     return Geometry(bm=bm, bn=bn, bk=bk, threads=128 * (consumers + 1),
                     smem=persistent_smem(stages, bn, consumers, tma_store),
                     a_box=(bk // cn, 64) if trans_a else (bm // cn, bk),
-                    b_box=(bn // cm, bk) if tf32 or trans_b else (bk // cm, 64), cm=cm, cn=cn, b_transposed=tf32,
+                    b_box=(bn // cm, bk) if tf32 or trans_b else (bk // cm, 64), cm=cm, cn=cn,
+                    b_transposed=tf32 and not trans_b,
                     persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments=arguments,
                     tma_store=tma_store, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype)
 

@@ -20,7 +20,7 @@ combination that runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from ...cuda.arch_limits import MEASURED_SM_COUNT
@@ -254,22 +254,65 @@ def any_shape(precision: str) -> KernelSpec:
                  {"BN": 64, "STAGES": 8} if precision == "bf16" else {"BN": 128, "CONSUMERS": 1}))
 
 
+@dataclass(frozen=True)
+class RegisterASpec(LinearSpec):
+    """``hopper_tf32``: B's layout is a template argument the problem sets (TRANS_B); FP32 D,
+    no epilogue (no OUT or EPI tunables)."""
+
+    def fixed_tunables(self, problem: GemmProblem) -> dict[str, int]:
+        return {"TRANS_B": int(problem.trans_b)}
+
+    def fixed_by(self, problem: GemmProblem) -> str:
+        return f"layout {problem.layout}"
+
+
+def _register_a_select(precision: str, t) -> tuple[str, geo.Geometry]:
+    """TRANS_B=0: tf32_register_a.cu. TRANS_B=1, B stored N x K, already K-major as TF32 wgmma
+    reads it: any_shape.cu over B as stored, 64*CONSUMERS (m) x BM (n) tiles (the register-A
+    tile of C^T = B^T A^T, transposed), the cluster entry when CM x CN > 1."""
+    if t.get("TRANS_B"):
+        entry = "stored_nk_cluster" if t["CM"] * t["CN"] > 1 else "stored_nk"
+        return entry, geo.persistent(precision, t["BM"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
+                                     tma_store=True, trans_b=True)
+    return "main", geo.register_a(t["STAGES"], t["CM"], t["CN"], t["BM"], t["CONSUMERS"])
+
+
+def _stored_nk_entries(precision: str) -> tuple[Entry, ...]:
+    """any_shape.cu's entries for B stored N x K (FP32 D, no epilogue, A row-major), built only
+    into the TRANS_B=1 builds that run them."""
+    elem, smem = geo.ELEMENT[precision], lambda t: _register_a_select(precision, {**t, "TRANS_B": 1})[1].smem
+    clustered = lambda t: t["CM"] * t["CN"] > 1
+    return (
+        Entry("stored_nk", f"hopper_any_shape<{elem}, {{BM}}, {{STAGES}}, {{CONSUMERS}}, 3, 0, 0, 0, 1>",
+              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and not clustered(t)),
+        Entry("stored_nk_cluster",
+              f"hopper_any_shape_cluster<{elem}, {{BM}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, 0, 0, 0, 1>",
+              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and clustered(t)),
+    )
+
+
 def register_a(precision: str = "tf32") -> KernelSpec:
-    """hopper_tf32; every layout, operands stored transposed copied transposed first (transposing.py)."""
-    select = lambda precision, t: ("main", geo.register_a(t["STAGES"], t["CM"], t["CN"], t["BM"], t["CONSUMERS"]))
+    """hopper_tf32; every layout: B stored N x K (nt, tt) read as it is by any_shape.cu's
+    entries, A stored transposed (tn, tt) copied transposed first (transposing.py)."""
     return taking_layouts(_spec(
         "hopper_tf32",
         "rung 5 (TF32): C^T = B^T A^T, B^T fragments from registers and A as wgmma's K-major B operand, so no "
-        "transposed copy of B; persistent BM x 64*CONSUMERS tiles (256 x 128, or smaller for small grids)",
+        "transposed copy of B; persistent BM x 64*CONSUMERS tiles (256 x 128, or smaller for small grids); "
+        "B stored N x K (nt, tt): any_shape's 64*CONSUMERS x BM tiles over B as stored",
         "cu/hopper/tf32_register_a.cu", "hopper_tf32_register_a<{BM}, {CONSUMERS}, {STAGES}, {CM}, {CN}>", precision,
-        (Tunable("BM", 256, (64, 128, 256), "tile rows of m (wgmma's N)"),
-         Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups of 64 n each; 1: two CTAs an SM"),
+        (Tunable("BM", 256, (64, 128, 256), "tile rows of m (wgmma's N); with B stored N x K, tile columns of n"),
+         Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups of 64 n each (B stored N x K: of 64 m); "
+                 "1: two CTAs an SM"),
          Tunable("STAGES", 4, (2, 3, 4, 6, 8), "TMA ring depth (BM x 128 + 64 * CONSUMERS x 128 bytes a stage)"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
-         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M, SPLITS, PDL),
-        select, rules=(_one_consumer_tiles,), extra_entries=_pack_entries(precision), choose=choose_register_a,
-        checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 64, "STAGES": 8}, {"BM": 128, "CONSUMERS": 1})),
-        geo.ITEMSIZE[precision])
+         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M, SPLITS, PDL,
+         Tunable("TRANS_B", 0, (0, 1), "1: B stored N x K, read as stored (set by the problem's layout: nt, tt)")),
+        _register_a_select, rules=(_one_consumer_tiles,),
+        extra_entries=(*_pack_entries(precision), *_stored_nk_entries(precision)), choose=choose_register_a,
+        spec_class=RegisterASpec,
+        checked=({"STAGES": 3, "CM": 2, "CN": 2}, {"BM": 64, "STAGES": 8}, {"BM": 128, "CONSUMERS": 1},
+                 {"TRANS_B": 1}, {"TRANS_B": 1, "CM": 2})),
+        geo.ITEMSIZE[precision], reads_transposed_b=True)
 
 
 def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:
@@ -280,7 +323,19 @@ def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:
 
 
 def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
-    """Tunables of ``hopper_tf32`` for a shape, from measurements with cuBLAS TF32 beside
+    """Tunables of ``hopper_tf32`` for a shape. With B stored N x K, any_shape.cu's tiles are
+    the register-A tiles of the transposed problem (C^T = B^T A^T) transposed: the rule below
+    on the N x M problem, its cluster roles swapped with it (its CN, CTAs sharing its A = our
+    B, is our CM)."""
+    if not problem.trans_b:
+        return _register_a_rule(problem)
+    tunables, why = _register_a_rule(replace(problem, m=problem.n, n=problem.m, trans_b=False))
+    tunables = {**tunables, "CM": tunables.get("CN", 1), "CN": tunables.get("CM", 1)}
+    return tunables, f"B stored N x K: any_shape's tiles, as the rule picks for {problem.n}x{problem.m}: {why}"
+
+
+def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
+    """Tunables of ``hopper_tf32``'s register-A kernel for a shape, from measurements with cuBLAS TF32 beside
     (sustained: 2 s of launches, two rounds; sweeps: results/h100-80gb-hbm3/autotune-hopper-tf32.txt,
     results/h200/autotune-hopper-tf32-split-k.txt):
 
