@@ -188,6 +188,65 @@ def test_a_failing_call_raises_a_named_cublas_error():
             d.desc.set(binding._DESC_TRANSA, ctypes.c_int8(1))  # wrong width: cuBLASLt checks the size
 
 
+def test_a_candidate_that_fails_under_capture_is_recorded_and_skipped(monkeypatch):
+    """autotune on stand-ins for the GPU: candidate 1 runs once, then invalidates its capture;
+    it is skipped with the error, and the others are timed and chosen among."""
+    from gemm_driver.cuda import driver, graph
+    from gemm_driver.cuda.errors import CudaError
+
+    class FakeEvent:
+        clock = 0.0
+
+        def __init__(self):
+            self.at = 0.0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def record(self, stream):
+            FakeEvent.clock += 1.0
+            self.at = FakeEvent.clock
+
+        def synchronize(self):
+            pass
+
+        @staticmethod
+        def elapsed_ms(start, end):
+            return end.at - start.at
+
+    class FakeGraph:
+        def __init__(self, stream, record):
+            record()
+            self.candidate = capturing[0]
+            if self.candidate == 1:
+                raise CudaError("CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error "
+                                "during capture", "cuStreamEndCapture")
+
+        def launch(self):
+            FakeEvent.clock += {0: 3.0, 2: 1.0}[self.candidate]  # 2 is the faster of those that run
+
+        def close(self):
+            pass
+
+    capturing = [None]
+    monkeypatch.setattr(driver, "Event", FakeEvent)
+    monkeypatch.setattr(graph, "Graph", FakeGraph)
+    mm = object.__new__(lt.LtMatmul)
+    mm.candidates, mm._described = [object()] * 3, {}
+
+    def run(a, b, c, stream, alpha, beta, candidate, bias, scales):
+        capturing[0] = candidate
+
+    mm.run = run
+    timings = mm.autotune(1, 2, 3, "stream")
+    assert [t.ms is None for t in timings] == [False, True, False]
+    assert timings[1].error.startswith("not capturable in a CUDA graph: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED")
+    assert timings[1].launches == 0 and timings[0].launches > 0 and mm.chosen == 2
+
+
 def test_descriptors_close_once_and_refuse_use_after():
     d = lt.MatmulDescriptors(lt.LtProblem.packed(8, 8, 8, "bf16"))
     d.close()

@@ -46,7 +46,7 @@ from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DE
 from .cublaslt_layout import (BLOCK_SCALE_ROW_MULTIPLE, LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem,
                               MatmulDescriptors, _describe_problem, _Preference, block_scale_ld, pointer_alignment,
                               scale_mode_refusal, validate)
-from .errors import CublasError
+from .errors import CublasError, CudaError
 
 __all__ = ["BLOCK_SCALE_ROW_MULTIPLE", "DEFAULT_CANDIDATES", "DEFAULT_WORKSPACE_BYTES", "LT_PRECISIONS", "MAX_ALIGNMENT",
            "CandidateTiming", "LtHandle", "LtMatmul", "LtPrecision", "LtProblem", "MatmulDescriptors", "block_scale_ld",
@@ -186,8 +186,9 @@ class LtMatmul:
                  scales: tuple[int, int] | None = None) -> list[CandidateTiming]:
         """Time every candidate on ``stream`` and choose the fastest.
 
-        Each candidate runs once untimed (a candidate that fails there is recorded and
-        skipped), then enough runs to last about ``target_ms`` are captured in a CUDA graph:
+        Each candidate runs once untimed (a candidate that fails there, or then fails under
+        stream capture, is recorded and skipped), then enough runs to last about ``target_ms``
+        are captured in a CUDA graph:
         a replay runs them back to back, so Python's ~10 us per call never counts as GPU
         time (timed call by call, a 1024^3 BF16 GEMM of 7 us measured 27-38 us on the
         H100 and the wrong candidate won). Each graph is replayed ``rounds`` times between
@@ -214,8 +215,15 @@ class LtMatmul:
                         errors[index] = str(exc)
                         continue
                     once = max(Event.elapsed_ms(start, end), 1e-3)  # host-bound for small GEMMs: an upper bound
-                    launches[index] = n = min(100, max(2, math.ceil(target_ms / once)))
-                    graphs[index] = Graph(stream, lambda run=launch(index), n=n: [run() for _ in range(n)])
+                    n = min(100, max(2, math.ceil(target_ms / once)))
+                    try:
+                        graphs[index] = Graph(stream, lambda run=launch(index), n=n: [run() for _ in range(n)])
+                    except (CublasError, CudaError) as exc:
+                        # ran, yet not under capture (seen once on an H200: a block-scaled FP8
+                        # candidate, its capture invalidated, four test workers sharing the GPU)
+                        errors[index] = f"not capturable in a CUDA graph: {exc}"
+                        continue
+                    launches[index] = n
                 best: dict[int, float] = {}
                 for round_ in range(rounds):
                     order = sorted(graphs) if round_ % 2 == 0 else sorted(graphs, reverse=True)

@@ -1,15 +1,17 @@
 """Every layout for kernels that read row-major A and B only: a transposed copy first.
 
-``taking_layouts(spec, storage)`` gives such a kernel the layouts nn, nt, tn and tt. Its
+``taking_layouts(spec, itemsize)`` gives such a kernel the layouts nn, nt, tn and tt. Its
 launch recipe is wrapped: each operand the problem stores transposed (A as K x M, B as N x K)
 is first written as its row-major transpose (``pack_transpose``, cu/common/pack_transpose.cuh:
 32 x 32 tiles through shared memory) into Session scratch, rows padded to whole 16-byte
 multiples, and the kernel's own recipe then runs the row-major ("nn") problem on the copy.
-Nothing else of the kernel changes: its tunables, its choice per shape and its build.
+Nothing else of the kernel changes: its tunables, its choice per shape and its build. A kernel
+that reads B stored N x K itself (``reads_transposed_b``: hopper_tf32, whose TF32 wgmma reads
+B K-major) gets A copied alone and the problem with B's layout as it was.
 
 The copy reads and writes the operand once each. At 4096^3 on an H200
 (results/h200/bench-layouts-copy-*.txt) one copy added 27-41 us to mma_sync_bf16's 290 us,
-38-83 us to hopper_tf32's 348 us and 41-85 us to autotuned's 2.76 ms. The Hopper BF16/FP16
+38-83 us to hopper_tf32's 348 us (before it read B stored N x K in place) and 41-85 us to autotuned's 2.76 ms. The Hopper BF16/FP16
 kernels read every layout in place (TMA boxes and wgmma's transpose bits) and do not use this.
 """
 
