@@ -109,7 +109,8 @@ def test_configuration_builds_for_sm_90a_without_spills_and_issues_wgmma_and_tma
             # any_shape's entries store C by TMA (EPILOGUE 3), hopper_tf32's for B stored N x K
             # too; the rungs before it, the swapped entry and the register-A kernel store from registers
             stores = sum(o.startswith("UTMASTG") for o in opcodes)
-            by_tma = name.startswith("hopper_") and entry in TMA_STORE_ENTRIES and (name, entry) != ("hopper_tf32", "main")
+            by_tma = (name.startswith("hopper_") and entry in TMA_STORE_ENTRIES
+                      and (name, entry) != ("hopper_tf32", "main"))
             assert (stores >= 1) == by_tma, (name, entry, stores)
         else:  # the packing kernels copy with plain loads and stores
             assert not any(o.startswith(("HGMMA", "UTMALDG")) for o in opcodes), entry

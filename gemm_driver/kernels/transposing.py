@@ -11,8 +11,9 @@ B K-major) gets A copied alone and the problem with B's layout as it was.
 
 The copy reads and writes the operand once each. At 4096^3 on an H200
 (results/h200/bench-layouts-copy-*.txt) one copy added 27-41 us to mma_sync_bf16's 290 us,
-38-83 us to hopper_tf32's 348 us (before it read B stored N x K in place) and 41-85 us to autotuned's 2.76 ms. The Hopper BF16/FP16
-kernels read every layout in place (TMA boxes and wgmma's transpose bits) and do not use this.
+38-83 us to hopper_tf32's 348 us (before it read B stored N x K in place) and 41-85 us to
+autotuned's 2.76 ms. The Hopper BF16/FP16 kernels read every layout in place (TMA boxes and
+wgmma's transpose bits) and do not use this.
 """
 
 from __future__ import annotations
