@@ -345,6 +345,9 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
     ((1024, 1024, 16384), {"SPLITS": 4}),  # 32 tiles, each K slice 4096 long
     ((2048, 1024, 8192), {"SPLITS": 2}),  # 64 tiles: 128 units, all resident
     ((1024, 1024, 4096), {"BM": 64, "STAGES": 8, "PDL": 1}),  # K too short to split
+    ((16, 576, 7168), {"BM": 64, "STAGES": 8, "SPLITS": 6}),  # 5 small tiles: 30 units, slices of 1195
+    ((16, 5120, 4096), {"BM": 64, "STAGES": 8, "SPLITS": 3}),  # 40 small tiles: 120 units
+    ((16, 7168, 1024), {"BM": 64, "STAGES": 8, "PDL": 1}),  # 56 small tiles, K too short to split
 ])
 def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_small_ones(shape, picked):
     spec, problem = SPECS["hopper_tf32"], GemmProblem(*shape)

@@ -350,6 +350,8 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
       H100 (results/h100-80gb-hbm3/autotune-hopper-small-grids.txt): 1024^3 167 TFLOP/s against
       135 for the 128 x 64 tiles of one consumer, two CTAs an SM, chosen before (cuBLAS 146);
       16384x128x4096 even (170 against 171).
+    - Where those tiles still leave SMs idle (small M: a row of tiles along N), split-K over them:
+      the most slices that keep every unit resident and every slice >= 1024 of K, no PDL.
     - PDL (programmatic dependent launch) on full grids and the 64 x 128 tiles. H100, back-to-back
       calls on a held stream (pdl-graph-and-stream.txt): 2048^3 49.7 us against 51.6 without,
       4096^3 360 against 366; it lost with split-K (108 against 107 at 1024x1024x16384), and on
@@ -367,9 +369,24 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
         return ({"SPLITS": splits},
                 f"{tiles} tiles of 256x128, deep K: {splits}-way split-K (H200: 317 TFLOP/s at 1024x1024x16384)")
     small = ceil_div(problem.m, 64) * tiles_n
+    splits = _small_tile_splits(small, problem.k)
+    if splits >= 2:
+        return ({"BM": 64, "STAGES": 8, "SPLITS": splits},
+                f"{tiles} tiles of 256x128 leave SMs idle, and {small} of 64x128 too: {splits}-way split-K")
     return ({"BM": 64, "STAGES": 8, "PDL": 1},
             f"{tiles} tiles of 256x128 leave SMs idle: {small} of 64x128, 8 stages, PDL "
             "(H100: 167 TFLOP/s at 1024^3)")
+
+
+SMALL_TILE_SLICE = 1024  # the fewest k a split-K slice of the 64 x 128 tiles keeps
+
+
+def _small_tile_splits(units: int, k: int) -> int:
+    """``choose``'s split-K slices for ``units`` 64 x 128 tiles that leave SMs idle: the most of
+    SPLITS' choices that keeps every unit resident (one CTA an SM) and every slice >= 1024 of
+    K; < 2: do not split."""
+    most = min(SMS // units, k // SMALL_TILE_SLICE)
+    return max((s for s in SPLITS.choices if s <= most), default=1)
 
 
 # ---------------------------------------------------------------- choose (the last rung)
