@@ -351,7 +351,11 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
       135 for the 128 x 64 tiles of one consumer, two CTAs an SM, chosen before (cuBLAS 146);
       16384x128x4096 even (170 against 171).
     - Where those tiles still leave SMs idle (small M: a row of tiles along N), split-K over them:
-      the most slices that keep every unit resident and every slice >= 1024 of K, no PDL.
+      the most slices that keep every unit resident and every slice >= 1024 of K, no PDL. H200,
+      the 13 validation shapes it changes, against the faster of cuBLAS and cuBLASLt
+      (results/h200/bench-tf32-small-m-split-k-validate.txt; before: bench-corpus-validate-tf32):
+      geometric mean 0.86 against 0.50, e.g. 16x576x7168 18.9 us against 68.4 (cuBLAS 11.1),
+      128x1536x7168 26.3 against 68.9 (25.5); one lost a little, 16x7168x2048 23.4 against 22.6.
     - PDL (programmatic dependent launch) on full grids and the 64 x 128 tiles. H100, back-to-back
       calls on a held stream (pdl-graph-and-stream.txt): 2048^3 49.7 us against 51.6 without,
       4096^3 360 against 366; it lost with split-K (108 against 107 at 1024x1024x16384), and on
