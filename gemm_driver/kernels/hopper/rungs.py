@@ -345,7 +345,8 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
       the sweep; 4096^3 even (322-326 either way, sustained).
     - Fewer, and deep K: split-K over 256 x 128 tiles, every slice keeping >= 4096 of K and every
       unit resident (H200: 1024x1024x16384 317 TFLOP/s with 4 splits, cuBLAS 294; 206 for the
-      small tiles below).
+      small tiles below). Not for M <= 64, where a 256-row tile computes 4x the rows a 64-row
+      one does for nothing: those take the small tiles' split-K below.
     - Else 64 x 128 tiles (BM=64: wgmma m64n64k8 in each of the two consumers), 8 stages, PDL.
       H100 (results/h100-80gb-hbm3/autotune-hopper-small-grids.txt): 1024^3 167 TFLOP/s against
       135 for the 128 x 64 tiles of one consumer, two CTAs an SM, chosen before (cuBLAS 146);
@@ -369,7 +370,7 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
                     f"{tiles} tiles of 256x128, 1x2 cluster sharing A, PDL (H100: 345 TFLOP/s at 8192^3)")
         return {"PDL": 1}, f"{tiles} tiles of 256x128, an odd number of tile columns: no cluster; PDL"
     splits = _deep_k_splits(tiles, problem.k)
-    if splits >= 2:
+    if splits >= 2 and problem.m > 64:
         return ({"SPLITS": splits},
                 f"{tiles} tiles of 256x128, deep K: {splits}-way split-K (H200: 317 TFLOP/s at 1024x1024x16384)")
     small = ceil_div(problem.m, 64) * tiles_n
