@@ -348,6 +348,8 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
     ((16, 576, 7168), {"BM": 64, "STAGES": 8, "SPLITS": 6}),  # 5 small tiles: 30 units, slices of 1195
     ((16, 5120, 4096), {"BM": 64, "STAGES": 8, "SPLITS": 3}),  # 40 small tiles: 120 units
     ((16, 7168, 1024), {"BM": 64, "STAGES": 8, "PDL": 1}),  # 56 small tiles, K too short to split
+    ((16, 6144, 24576), {"BM": 64, "STAGES": 8, "SPLITS": 2}),  # deep K, M <= 64: small tiles, not 256-row
+    ((128, 6144, 24576), {"SPLITS": 2}),  # deep K, M > 64: split-K over 256 x 128 tiles
 ])
 def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_small_ones(shape, picked):
     spec, problem = SPECS["hopper_tf32"], GemmProblem(*shape)

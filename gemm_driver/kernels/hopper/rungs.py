@@ -346,7 +346,11 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
     - Fewer, and deep K: split-K over 256 x 128 tiles, every slice keeping >= 4096 of K and every
       unit resident (H200: 1024x1024x16384 317 TFLOP/s with 4 splits, cuBLAS 294; 206 for the
       small tiles below). Not for M <= 64, where a 256-row tile computes 4x the rows a 64-row
-      one does for nothing: those take the small tiles' split-K below.
+      one does for nothing: those take the small tiles' split-K below. H200, the tuning set's six
+      such shapes (results/h200/probe-tf32-deep-k-small-m-before-after.txt): 2.2-3.0x faster
+      than split-K over 256-row tiles (32x4096x14336 66.8 us against 171.0); the validation
+      set's seven (bench-tf32-deep-k-small-m-validate.txt): 0.85-0.92 of the faster of cuBLAS
+      and cuBLASLt, against 0.30-0.41 before (bench-corpus-validate-tf32).
     - Else 64 x 128 tiles (BM=64: wgmma m64n64k8 in each of the two consumers), 8 stages, PDL.
       H100 (results/h100-80gb-hbm3/autotune-hopper-small-grids.txt): 1024^3 167 TFLOP/s against
       135 for the 128 x 64 tiles of one consumer, two CTAs an SM, chosen before (cuBLAS 146);
