@@ -23,13 +23,13 @@ from typing import NamedTuple
 
 from ..problem import LAYOUTS, GemmProblem
 from .launch import Enqueue, LaunchContext, LaunchRecipe, Operand, standard_recipe
-from .spec import Entry, KernelSpec, ceil_div
+from .spec import MAX_GRID, Entry, KernelSpec, ceil_div
 
 SIGNATURE = ("ptr", "long long", "int", "int", "ptr", "long long")  # src, ld_src, rows, cols, dst, ld_dst
 STORAGE = {4: "float", 2: "unsigned short"}  # element bytes -> the copy's T: it moves bits, never converts
 THREADS = 256  # pack_transpose is __launch_bounds__(256): 32 x 8 threads a tile
 TILE = 32
-MAX_GRID_Y = 65535  # the source's 32-row tiles run along grid y
+MAX_GRID_Y = MAX_GRID[1]  # the source's 32-row tiles run along grid y
 SCRATCH = {"a": "transposed_a", "b": "transposed_b"}  # Session workspace names, apart from any packing's
 
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from ...cuda.arch_limits import limits
 from ...cuda.tensor_map import tma_layout_problem
 from ...problem import GemmProblem
-from .. import linear
-from ..spec import Dims, ceil_div
+from .. import linear, transposing
+from ..spec import MAX_GRID, Dims, ceil_div
 
 BM = 128  # tile rows of rungs 1-4 (two consumer warpgroups of 64)
 SWIZZLE = 128  # bytes: every tensor map, as the wgmma descriptors assume
@@ -30,9 +30,9 @@ SMEM_PER_SM = SM_90.shared_per_sm  # of which the system reserves 1 KiB per resi
 STAGING_BYTES = 64 * 40 * 4  # one consumer's epilogue staging (store_staged: 64 rows x 40 floats)
 STORE_CHUNK = (64, 32)  # rows x columns of C in one TMA store (store_tma): one 8 KiB staging buffer
 STORE_CHUNK_BYTES = STORE_CHUNK[0] * STORE_CHUNK[1] * 4  # FP32; a 16-bit C uses half of it
-MAX_GRID_Y = 65535
+MAX_GRID_Y = MAX_GRID[1]
 PACK_THREADS = 256  # pack_rows and pack_transpose are __launch_bounds__(256)
-TRANSPOSE_TILE = 32
+TRANSPOSE_TILE = transposing.TILE  # pack_transpose's tiles (cu/common/pack_transpose.cuh)
 
 ITEMSIZE = {"bf16": 2, "fp16": 2, "tf32": 4, "fp8": 1}  # A and B in memory (tf32 is FP32 storage, fp8 e4m3 codes)
 ELEMENT = {"bf16": "hopper::bf16_t", "fp16": "hopper::fp16_t", "tf32": "hopper::tf32_t",

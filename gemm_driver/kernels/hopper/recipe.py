@@ -109,10 +109,8 @@ class _Shape:
         self.block = (g.threads, 1, 1)
         p = ctx.problem
         self.a_stored = (p.k, p.m) if g.trans_a else (p.m, p.k)
-        if g.b_transposed:  # B^T: N x K, from a transposed copy
-            self.b_stored = (p.n, p.k)
-        else:
-            self.b_stored = (p.n, p.k) if g.trans_b else (p.k, p.n)
+        # B as its map reads it: N x K when stored so, or as the transposed copy of a K x N B
+        self.b_stored = (p.n, p.k) if g.trans_b or g.b_transposed else (p.k, p.n)
         self.store_enabled = bool(ctx.tunables.get("STORE", 1))
         # a TMA-store entry's last three arguments are C's map, c_tma and the bias (rungs.STORE_SIGNATURE)
         self.store_at = len(kernel.signature) - 3 if g.tma_store else None

@@ -315,11 +315,18 @@ def register_a(precision: str = "tf32") -> KernelSpec:
         geo.ITEMSIZE[precision], reads_transposed_b=True)
 
 
-def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:
+def _split_k(units: int, k: int, slice_k: int, most: int, cluster: int = 1) -> int:
     """``choose``'s split-K slices for ``units`` tiles (or cluster blocks of ``cluster`` CTAs):
-    at most 4, every slice keeping >= 4096 of K, and no more units than clusters resident on
-    the H100 (slices meet at a barrier only when all of them run at once); < 2: do not split."""
-    return min(4, SMS // cluster // units, k // 4096)
+    the most of SPLITS' choices up to ``most`` that keeps every slice >= ``slice_k`` of K and no
+    more units than clusters resident on the H100 (slices meet at a barrier only when all of
+    them run at once); < 2: do not split."""
+    limit = min(most, SMS // cluster // units, k // slice_k)
+    return max((s for s in SPLITS.choices if s <= limit), default=1)
+
+
+def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:
+    """Split-K over full-size tiles: at most 4 slices, each >= 4096 of K."""
+    return _split_k(units, k, 4096, 4, cluster)
 
 
 def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
@@ -387,15 +394,10 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
             "(H100: 167 TFLOP/s at 1024^3)")
 
 
-SMALL_TILE_SLICE = 1024  # the fewest k a split-K slice of the 64 x 128 tiles keeps
-
-
 def _small_tile_splits(units: int, k: int) -> int:
-    """``choose``'s split-K slices for ``units`` 64 x 128 tiles that leave SMs idle: the most of
-    SPLITS' choices that keeps every unit resident (one CTA an SM) and every slice >= 1024 of
-    K; < 2: do not split."""
-    most = min(SMS // units, k // SMALL_TILE_SLICE)
-    return max((s for s in SPLITS.choices if s <= most), default=1)
+    """Split-K over hopper_tf32's 64 x 128 tiles (one CTA an SM): any of SPLITS' choices, each
+    slice >= 1024 of K."""
+    return _split_k(units, k, 1024, max(SPLITS.choices))
 
 
 # ---------------------------------------------------------------- choose (the last rung)
