@@ -88,7 +88,40 @@ def test_committed_tables_are_valid_and_autotuned_resolves_from_them():
             spec.validate(GemmProblem(m, n, k), entry["best"])
             assert entry["tflops"] > 0 and entry["cublas_tflops"] > 0
         tunables, why = spec.choose(GemmProblem(4096, 4096, 4096), document["gpu"])
-        assert why == "tuned at 4096x4096x4096" and spec.validate(GemmProblem(4096, 4096, 4096), tunables)
+        assert "predicted" in why and "nearest tuning shapes" in why, why
+        spec.validate(GemmProblem(4096, 4096, 4096), tunables)
+
+
+def _entry(shape, timings):
+    """A table entry (as table_document writes it) from {configuration label: TFLOP/s}."""
+    ranked = sorted(timings.items(), key=lambda item: -item[1])
+    return {"shape": list(shape), "best": dict(ranked[0][0]), "tflops": ranked[0][1], "cublas_tflops": 1.0,
+            "runners_up": [{"tunables": dict(t), "tflops": v} for t, v in ranked[1:]]}
+
+
+def test_autotuned_votes_with_the_nearest_tuning_shapes(tmp_path, monkeypatch):
+    """The pick follows the neighbours' timings (stream-K on small M, big tiles on big shapes), a
+    configuration measured nowhere near is not picked, and one the neighbours never ran leaves
+    warptiled's defaults with the reason."""
+    big = ()  # warptiled's defaults: 128 x 256 tiles, data-parallel
+    small_sk = (("BM", 64), ("BN", 64), ("WM", 32), ("WN", 32), ("TN", 4), ("STREAMK", 1))
+    entries = [_entry((4096, 4096, 4096), {big: 50.0, small_sk: 20.0}),
+               _entry((8192, 4096, 4096), {big: 51.0, small_sk: 21.0}),
+               _entry((16, 4096, 4096), {big: 2.0, small_sk: 9.0}),
+               _entry((32, 6144, 4096), {big: 3.0, small_sk: 12.0})]
+    document = {"schema": tuned.SCHEMA, "kernel": "warptiled", "gpu": "Some GPU", "entries": entries}
+    (tmp_path / "some-gpu.json").write_text(json.dumps(document))
+    load = tuned.load_table
+    monkeypatch.setattr(tuned, "load_table", lambda name: load(name, tmp_path))
+    spec = kernels.KERNELS["autotuned"]
+    assert spec.choose(GemmProblem(6000, 5000, 4000), "Some GPU")[0] == dict(big)
+    tunables, why = spec.choose(GemmProblem(24, 5000, 3000), "Some GPU")
+    assert tunables == dict(small_sk) and "(32x6144x4096, 16x4096x4096)" in why, why
+    unknown = (("BM", 64), ("BN", 32), ("WM", 32), ("WN", 16), ("TM", 4), ("TN", 4))  # in TUNE_SPACE
+    document["entries"] = [_entry((4096, 4096, 4096), {unknown + (("BK", 32),): 10.0})]  # not in TUNE_SPACE
+    (tmp_path / "some-gpu.json").write_text(json.dumps(document))
+    assert spec.choose(GemmProblem(4096, 4096, 4096), "Some GPU") == (
+        {}, "the tuned table measured none of these configurations near this shape; warptiled defaults")
 
 
 def test_sweep_report_ranks_the_ran_and_lists_the_rejected():

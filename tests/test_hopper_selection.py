@@ -20,7 +20,7 @@ SHAPES = [(1, 4096, 4096), (32, 28672, 4096), (256, 6144, 4096), (768, 768, 768)
 def test_every_offered_candidate_is_a_valid_configuration(shape):
     problem = GemmProblem(*shape)
     offered = selection.candidates(problem)
-    assert len(offered) == len({selection.label(c) for c in offered}) >= 6
+    assert len(offered) == len({tuned.label(c) for c in offered}) >= 6
     for precision in ("bf16", "fp16"):
         for tunables in offered:
             kernels.KERNELS[f"hopper_{precision}"].validate(problem, tunables)  # raises, naming the rule, if not
@@ -75,8 +75,8 @@ def test_a_candidate_no_neighbour_measured_counts_as_twice_as_slow():
     # even at a neighbour's 0.6x of its winner's speed
     entries = [_entry((4096, 4096, 4096), [(FULL, 600.0)])]
     assert selection.vote(entries, GemmProblem(4096, 4096, 4096))[0] == FULL
-    assert selection.slowdown_at(entries[0], FULL) == 1.0
-    assert selection.slowdown_at(entries[0], FAST_SMALL) == float("inf")
+    assert tuned.slowdown_at(entries[0], FULL) == 1.0
+    assert tuned.slowdown_at(entries[0], FAST_SMALL) == float("inf")
 
 
 def test_the_vote_offers_only_candidates_the_shape_can_run():
@@ -110,7 +110,7 @@ def test_the_h100_table_is_the_tuning_set_swept():
     assert {tuple(e["shape"]) for e in table["entries"]} == tuning  # and so no validation shape
     for entry in table["entries"]:  # every offered candidate ran there
         offered = selection.candidates(GemmProblem(*entry["shape"]))
-        assert all(selection.slowdown_at(entry, c) < float("inf") for c in offered), entry["shape"]
+        assert all(tuned.slowdown_at(entry, c) < float("inf") for c in offered), entry["shape"]
 
 
 def test_on_the_h100_the_vote_chooses_and_holds_up_with_each_shape_left_out():

@@ -6,6 +6,8 @@
     python tools/autotune.py --shapes 1024,4093x4091x4099 --json run.json
     python tools/autotune.py --kernel mma_sync_tuned_bf16,mma_sync_tuned_tf32 --write
                                                    # -> gemm_driver/tuned/<gpu>.<kernel>.json each
+    python tools/autotune.py --corpus all:tune --gpus all --write
+                                                   # autotuned's table from the corpus's tuning set
     python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --journal sweep.jsonl --write
                                                    # every candidate of kernels/hopper/selection.py on
                                                    # the corpus's tuning set; resumable
@@ -16,9 +18,10 @@
                                                    # table keeps its other shapes' entries
 
 ``--corpus`` takes a corpus's tuning set only (docs/corpus.md): no sweep reads the validation
-set. For ``hopper_bf16`` the table keeps every candidate's TFLOP/s per shape (the vote of
-kernels/hopper/selection.py reads them all), and the sweep ends with the vote checked on the
-tuning set itself, each shape left out of its own vote.
+set. The table keeps every configuration's TFLOP/s per shape: ``autotuned`` and ``hopper_bf16``
+read it by the vote of kernels/tuned.py (the nearest swept shapes predict each configuration's
+slowdown), and their sweeps end with the vote checked on the tuning set itself, each shape left
+out of its own vote.
 
 Every configuration is verified against the float64 reference before it is timed; cuBLAS
 of the kernel's precision is timed on the same operands for the % column. Needs a GPU;
@@ -42,6 +45,7 @@ from gemm_driver.corpus import corpus
 from gemm_driver.cuda.driver import Device
 from gemm_driver.kernels import tensor, tuned
 from gemm_driver.kernels.hopper import selection
+from gemm_driver.kernels.simt import warptiling
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 from gemm_driver.problem import GemmProblem
 
@@ -58,6 +62,10 @@ TARGETS = {"autotuned": ("warptiled", TUNE_SPACE),
            **{name: (name, space) for name, space in tensor.TUNE_SPACES.items()},
            "hopper_bf16": ("hopper_bf16", lambda shape: selection.candidates(GemmProblem(*shape)))}
 
+
+# The kernels that vote over their table (tuned.vote): the configurations each offers a shape,
+# for the left-out check printed after a sweep.
+VOTERS = {"autotuned": warptiling.offered, "hopper_bf16": selection.candidates}
 
 targets = comma_choice("--kernel", TARGETS)  # '--kernel' values: a comma list of tuned kernels
 
@@ -108,12 +116,12 @@ def main(argv=None) -> int:
         title = f"{name} " if len(names) > 1 else ""
         for r in results:
             print("\n" + "\n".join(r.report_lines(args.top, title=title)))
-        document = autotune.table_document(results, spec, environment, keep=None if callable(space) else 5)
+        document = autotune.table_document(results, spec, environment, keep=None)  # every timing: the vote reads them
         if args.merge:
             kept = tuned.load_table(environment["gpu"]["name"], kernel=name)
             document = autotune.merge_tables(document, kept) if kept else document
-        if name == selection.TABLE_KERNEL:
-            print("\n" + "\n".join(left_out_check(document["entries"])))
+        if name in VOTERS:
+            print("\n" + "\n".join(left_out_check(document["entries"], VOTERS[name])))
         if args.json:
             path = Path(args.json)
             if len(names) > 1:  # run.json -> run.<kernel>.json, one per kernel
@@ -138,10 +146,10 @@ def corpus_shapes(parser, spec: str) -> list[tuple[int, int, int]]:
         parser.error(str(exc))
 
 
-def left_out_check(entries: list[dict]) -> list[str]:
+def left_out_check(entries: list[dict], offered) -> list[str]:
     """The vote checked on the tuning set: each shape's pick when it is left out of the vote,
     and how much slower that pick measured there than the shape's winner."""
-    slowdowns = [min(x, selection.UNMEASURED_SLOWDOWN) for x in selection.left_out_slowdowns(entries)]
+    slowdowns = [min(x, tuned.UNMEASURED_SLOWDOWN) for x in tuned.left_out_slowdowns(entries, offered)]
     if not slowdowns:
         return ["left-out check: fewer than two shapes"]
     geomean = math.exp(sum(math.log(x) for x in slowdowns) / len(slowdowns))

@@ -1,12 +1,27 @@
-"""The tuned tables' lookup: per GPU, which configuration the autotuned kernel runs per shape.
+"""The tuned tables' lookup: per GPU, which configuration a tuned kernel runs per shape.
 
 A table is data from a real sweep on that GPU (``bench/autotune.py``, driven by
 ``tools/autotune.py``), committed per GPU: ``gemm_driver/tuned/<gpu>.json`` for the FP32
 ``autotuned`` kernel (its sweep runs warptiled), ``gemm_driver/tuned/<gpu>.<kernel>.json``
 for every other tuned kernel (e.g. ``h100-80gb-hbm3.mma_sync_tuned_bf16.json``), whose
-``kernel`` field must name that kernel. Per problem the configuration tuned for the
-nearest shape is taken (``pick``); a GPU without a table gets the kernel's defaults, and
-the reason says so. Pure: no GPU, no timing.
+``kernel`` field must name that kernel. Pure: no GPU, no timing.
+
+Two ways to read a table for a shape it was not swept on:
+
+- ``pick``: the winner of the nearest swept shape (log2 M, N, K). Tables of a few shapes
+  (``mma_sync_tuned_*``) are read this way.
+- ``vote``: the configuration the nearest swept shapes predict fastest, from every
+  configuration's measured TFLOP/s there (a table swept over a corpus's tuning set, which
+  keeps them all). Its ``NEIGHBOURS`` nearest shapes in ``features`` vote with weight
+  1 / (distance + 0.25): a configuration's predicted slowdown is the weighted mean over them
+  of the neighbour's best TFLOP/s over the configuration's there, ``UNMEASURED_SLOWDOWN``
+  where it did not run. A vote rather than the nearest shape's winner: near a boundary (the
+  grid filling up, K growing deep enough to split) one neighbour's winner is noise between two
+  configurations a few percent apart, and the neighbours' timings average it out.
+  ``left_out_slowdowns`` checks it on the table itself, each shape voted for without its own
+  measurements. ``hopper/selection.py`` and ``autotuned`` read their tables this way.
+
+A GPU without a table gets the kernel's defaults (or its analytic rule), and the reason says so.
 """
 
 from __future__ import annotations
@@ -15,9 +30,10 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..problem import GemmProblem
+from .spec import ceil_div
 
 TUNED_DIR = Path(__file__).resolve().parent.parent / "tuned"
 SCHEMA = "gemm_driver.tuned/1"
@@ -62,3 +78,82 @@ def pick(table: Mapping | None, problem: GemmProblem) -> tuple[dict[str, int], s
     nearest = min(table["entries"], key=lambda e: shape_distance(shape, e["shape"]))
     label = "x".join(map(str, nearest["shape"]))
     return dict(nearest["best"]), f"tuned at {label}"
+
+
+# --- the vote ----------------------------------------------------------------------------
+NEIGHBOURS = 2
+UNMEASURED_SLOWDOWN = 2.0
+Offered = Callable[[GemmProblem], Sequence[Mapping[str, int]]]  # the configurations that may run a shape
+
+
+def features(shape: Sequence[int]) -> tuple[float, float, float]:
+    """(log2 of the 128 x 128 tiles, log2 K, log2 M) of an (M, N, K) shape: how full the grid
+    is, how deep each tile's loop is (whether splitting pays), how many rows a tall tile wastes."""
+    m, n, k = (max(x, 1) for x in shape)
+    return math.log2(ceil_div(m, 128) * ceil_div(n, 128)), math.log2(k), math.log2(m)
+
+
+def distance(a: Sequence[int], b: Sequence[int]) -> float:
+    """How far apart two shapes are in ``features``."""
+    return math.dist(features(a), features(b))
+
+
+def label(tunables: Mapping[str, int]) -> str:
+    """'BN=128 STAGES=6 SPLITS=2': how a configuration is named in tables and reasons."""
+    return " ".join(f"{name}={value}" for name, value in sorted(tunables.items())) or "defaults"
+
+
+def _key(tunables: Mapping[str, int]) -> tuple:
+    return tuple(sorted(tunables.items()))
+
+
+def measured(entry: Mapping) -> dict[tuple, float]:
+    """A table entry's TFLOP/s per configuration (its winner and every runner-up)."""
+    rows = [{"tunables": entry["best"], "tflops": entry["tflops"]}, *entry.get("runners_up", ())]
+    return {_key(r["tunables"]): r["tflops"] for r in rows if r.get("tflops")}
+
+
+def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered) -> tuple[dict[str, int], str] | None:
+    """The configuration of ``offered(problem)`` the nearest measured shapes predict fastest for
+    ``problem``, with the reason; None without entries, without a configuration offered, or
+    where no neighbour measured any of them."""
+    choices = list(offered(problem))
+    if not entries or not choices:
+        return None
+    shape = (max(problem.m, 1), max(problem.n, 1), max(problem.k, 1))
+    nearest = sorted(entries, key=lambda e: distance(shape, e["shape"]))[:NEIGHBOURS]
+    weights = [1 / (distance(shape, e["shape"]) + 0.25) for e in nearest]
+    speeds = [measured(e) for e in nearest]
+
+    def slowdown(candidate: Mapping[str, int]) -> float:
+        total = 0.0
+        for weight, speed in zip(weights, speeds):
+            tflops = speed.get(_key(candidate))
+            total += weight * (max(speed.values()) / tflops if tflops else UNMEASURED_SLOWDOWN)
+        return total / sum(weights)
+
+    predicted = {label(c): (slowdown(c), dict(c)) for c in choices}
+    best_label, (best_slowdown, best) = min(predicted.items(), key=lambda item: item[1][0])
+    if best_slowdown >= UNMEASURED_SLOWDOWN:  # no neighbour ran any of them: nothing to go by
+        return None
+    near = ", ".join("x".join(map(str, e["shape"])) for e in nearest)
+    return best, (f"{best_label}: predicted {best_slowdown:.3f}x the fastest by the {len(nearest)} nearest tuning "
+                  f"shapes ({near})")
+
+
+def left_out_slowdowns(entries: Sequence[Mapping], offered: Offered) -> list[float]:
+    """The vote checked on its own table: per entry, how much slower the configuration the other
+    entries vote for measured there than that entry's winner (inf where it did not run)."""
+    slowdowns = []
+    for entry in entries:
+        picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]), offered)
+        if picked is not None:
+            slowdowns.append(slowdown_at(entry, picked[0]))
+    return slowdowns
+
+
+def slowdown_at(entry: Mapping, tunables: Mapping[str, int]) -> float:
+    """How much slower ``tunables`` measured than the entry's winner (inf where it did not run)."""
+    speed = measured(entry)
+    tflops = speed.get(_key(tunables))
+    return max(speed.values()) / tflops if tflops else math.inf

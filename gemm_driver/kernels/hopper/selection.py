@@ -13,15 +13,10 @@ slice; split-K with a 2 x 1 cluster only over an even number of tile rows.
 The fitted pick. ``tools/autotune.py --kernel hopper_bf16 --corpus all:tune`` verifies and
 times every candidate on each shape of the tuning set (docs/corpus.md: no validation shape is
 ever swept) and writes ``gemm_driver/tuned/<gpu>.hopper_bf16.json`` with every candidate's
-TFLOP/s per shape. For any other shape, its ``NEIGHBOURS`` nearest tuning shapes vote, with
-weight 1 / (distance + 0.25): a candidate's predicted slowdown is the weighted mean over them
-of the neighbour's best TFLOP/s over the candidate's there, counting ``UNMEASURED_SLOWDOWN``
-where the candidate did not run (refused, failed, or not offered on that shape). The candidate
-with the smallest predicted slowdown runs. A vote rather than the nearest shape's winner: near
-a boundary (the grid filling up, K growing deep enough to split) one neighbour's winner is
-noise between two candidates a few percent apart, and the neighbours' timings average it out.
+TFLOP/s per shape. For any other shape the nearest tuning shapes vote (``tuned.vote``: each
+candidate's predicted slowdown, weighted by closeness) among the candidates offered for it.
 
-Distance is measured in the features that decide between the candidates (``features``):
+Distance is measured in the features that decide between the candidates (``tuned.features``):
 log2 of the number of 128 x 128 tiles (how full the grid is), log2 K (how deep each tile's
 loop is, and whether splitting pays) and log2 M (how many rows a 128-row tile wastes at small
 M). They were chosen, with ``NEIGHBOURS``, on the tuning set alone, each shape's pick made
@@ -38,18 +33,15 @@ run (in results/h100-80gb-hbm3/bench-quick.txt FP16 ran at 0.93-1.00x the BF16 s
 
 from __future__ import annotations
 
-import math
 from typing import Mapping, Sequence
 
 from ...cuda.arch_limits import MEASURED_SM_COUNT
 from ...problem import GemmProblem
+from .. import tuned
 from ..spec import ceil_div
-from ..tuned import load_table
 
 SMS = MEASURED_SM_COUNT
 TABLE_KERNEL = "hopper_bf16"  # the table both precisions read
-NEIGHBOURS = 2
-UNMEASURED_SLOWDOWN = 2.0
 
 TILE_128x256 = {"PDL": 1}
 TILE_128x128 = {"BN": 128, "STAGES": 6, "PDL": 1}
@@ -87,75 +79,17 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
     return [dict(c) for c in offered]
 
 
-def features(shape: Sequence[int]) -> tuple[float, float, float]:
-    """(log2 of the 128 x 128 tiles, log2 K, log2 M) of an (M, N, K) shape."""
-    m, n, k = (max(x, 1) for x in shape)
-    return math.log2(ceil_div(m, 128) * ceil_div(n, 128)), math.log2(k), math.log2(m)
-
-
-def distance(a: Sequence[int], b: Sequence[int]) -> float:
-    """How far apart two shapes are in ``features``."""
-    return math.dist(features(a), features(b))
-
-
-def label(tunables: Mapping[str, int]) -> str:
-    """'BN=128 STAGES=6 SPLITS=2': how a candidate is named in tables and reasons."""
-    return " ".join(f"{name}={value}" for name, value in sorted(tunables.items())) or "defaults"
-
-
-def _key(tunables: Mapping[str, int]) -> tuple:
-    return tuple(sorted(tunables.items()))
-
-
-def measured(entry: Mapping) -> dict[tuple, float]:
-    """A table entry's TFLOP/s per candidate (its winner and every runner-up)."""
-    rows = [{"tunables": entry["best"], "tflops": entry["tflops"]}, *entry.get("runners_up", ())]
-    return {_key(r["tunables"]): r["tflops"] for r in rows if r.get("tflops")}
-
-
 def vote(entries: Sequence[Mapping], problem: GemmProblem) -> tuple[dict[str, int], str] | None:
-    """The candidate the nearest measured shapes predict fastest for ``problem``, with the reason;
-    None without entries."""
-    if not entries:
-        return None
-    shape = (max(problem.m, 1), max(problem.n, 1), max(problem.k, 1))
-    nearest = sorted(entries, key=lambda e: distance(shape, e["shape"]))[:NEIGHBOURS]
-    weights = [1 / (distance(shape, e["shape"]) + 0.25) for e in nearest]
-    speeds = [measured(e) for e in nearest]
-
-    def slowdown(candidate: dict) -> float:
-        total = 0.0
-        for weight, speed in zip(weights, speeds):
-            tflops = speed.get(_key(candidate))
-            total += weight * (max(speed.values()) / tflops if tflops else UNMEASURED_SLOWDOWN)
-        return total / sum(weights)
-
-    predicted = {label(c): (slowdown(c), c) for c in candidates(problem)}
-    best_label, (best_slowdown, best) = min(predicted.items(), key=lambda item: item[1][0])
-    near = ", ".join("x".join(map(str, e["shape"])) for e in nearest)
-    return best, (f"{best_label}: predicted {best_slowdown:.3f}x the fastest by the {len(nearest)} nearest tuning "
-                  f"shapes ({near})")
+    """The candidate the nearest measured shapes predict fastest for ``problem`` (tuned.vote)."""
+    return tuned.vote(entries, problem, candidates)
 
 
 def fitted(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str] | None:
     """The vote over this GPU's tuning-set table, or None where the GPU has none."""
-    table = load_table(gpu_name, kernel=TABLE_KERNEL)
+    table = tuned.load_table(gpu_name, kernel=TABLE_KERNEL)
     return vote(table["entries"], problem) if table else None
 
 
 def left_out_slowdowns(entries: Sequence[Mapping]) -> list[float]:
-    """The vote checked on its own table: per entry, how much slower the candidate the other
-    entries vote for measured there than that entry's winner (inf where it did not run)."""
-    slowdowns = []
-    for entry in entries:
-        picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]))
-        if picked is not None:
-            slowdowns.append(slowdown_at(entry, picked[0]))
-    return slowdowns
-
-
-def slowdown_at(entry: Mapping, tunables: Mapping[str, int]) -> float:
-    """How much slower ``tunables`` measured than the entry's winner (inf where it did not run)."""
-    speed = measured(entry)
-    tflops = speed.get(_key(tunables))
-    return max(speed.values()) / tflops if tflops else math.inf
+    """tuned.left_out_slowdowns over this family's candidates."""
+    return tuned.left_out_slowdowns(entries, candidates)

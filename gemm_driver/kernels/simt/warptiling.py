@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 
 from ...cuda.arch_limits import MAX_SHARED_PER_BLOCK  # sm_90's opt-in; smaller GPUs refuse it at load
+from ...cuda.errors import UnsupportedProblem
+from ...problem import GemmProblem
 from .. import tuned
 from ..spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
 from ..transposing import taking_layouts
@@ -197,13 +199,47 @@ _PRODUCT = (
 )
 TUNE_SPACE = tuple(_PRODUCT)  # tests/test_autotune.py: the rules accept every entry
 
+
+
+def _named(tunables) -> dict[str, int]:
+    """A configuration by the tunables it sets away from warptiled's defaults: how a table names
+    it (bench/autotune.table_document; tables written before that named every tunable)."""
+    defaults = warptiled.resolve()
+    return {k: v for k, v in warptiled.resolve(tunables).items() if defaults[k] != v}
+
+
+def offered(problem: GemmProblem) -> list[dict[str, int]]:
+    """The configurations of TUNE_SPACE that can run ``problem``, as a table names them."""
+    usable = []
+    for tunables in TUNE_SPACE:
+        try:
+            warptiled.validate(problem, tunables)
+        except UnsupportedProblem:
+            continue
+        usable.append(_named(tunables))
+    return usable
+
+
+def choose_autotuned(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
+    """The vote of this GPU's table (tuned.vote over ``offered``), warptiled's defaults without one."""
+    table = tuned.load_table(gpu_name)
+    if table is None:
+        return {}, "no tuned table for this GPU; warptiled defaults"
+    entries = [{**e, "best": _named(e["best"]),
+                "runners_up": [{**r, "tunables": _named(r["tunables"])} for r in e.get("runners_up", ())]}
+               for e in table["entries"]]
+    picked = tuned.vote(entries, problem, offered)
+    return picked if picked is not None else ({}, "the tuned table measured none of these configurations near "
+                                                  "this shape; warptiled defaults")
+
+
 autotuned = dataclasses.replace(  # the same kernel, build, launch recipe and layouts as warptiled
     warptiled,
     name="autotuned",
-    description="warptiled with the configuration (tiles and schedule) tuned on this GPU for the nearest shape "
-                "(gemm_driver/tuned/)",
+    description="warptiled with the configuration (tiles and schedule) the nearest shapes of this GPU's "
+                "tuning-set sweep predict fastest (gemm_driver/tuned/)",
     checked=({},),  # the same kernel as warptiled, which the tests build in several shapes
-    choose=lambda problem, gpu_name: tuned.pick(tuned.load_table(gpu_name), problem),
+    choose=choose_autotuned,
 )
 
 SPECS = (warptiled, stream_k_rung, autotuned)
