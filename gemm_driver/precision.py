@@ -61,9 +61,9 @@ OUTPUT_FLOOR = {"fp32": 0.0, "bf16": 0.0, "fp16": 2.0**-25}
 # GELU (tanh form) changes by at most 1.13 |dv| for a change dv of its argument: its steepest
 # slope is 1.1289 (near v = 1.5), so the error before the activation grows by that factor.
 GELU_SLOPE = 1.13
-# A kernel evaluates GELU in FP32 with a fast tanh or exp (tanh.approx.f32, __expf): the tanh
-# term 0.5 v tanh(.) is charged a tanh relative error of 2^-10, i.e. 2^-11 |v| in all, which
-# covers tanh.approx.f32 (about 2^-11 relative) and __expf's few ulps with FP32's roundings.
+# A kernel evaluates GELU in FP32 with a fast tanh (tanh.approx.f32, common/epilogue.cuh): the
+# tanh term 0.5 v tanh(.) is charged a tanh relative error of 2^-10, i.e. 2^-11 |v| in all, which
+# covers tanh.approx.f32 (about 2^-11 relative) with FP32's roundings.
 GELU_EVALUATION = 2.0**-11
 
 
