@@ -84,8 +84,10 @@ def test_inside_a_cuda_graph(torch, gt):
             assert rel(torch, y, want) < 1e-2
 
 
-def test_short_training_run_agrees_with_torch(torch):
-    command = [sys.executable, str(ROOT / "tools" / "train_mlp.py"), "--steps", "60", "--rounds", "1", "--check"]
+@pytest.mark.parametrize("graphed", [False, True], ids=["eager", "graph"])
+def test_short_training_run_agrees_with_torch(torch, graphed):
+    command = [sys.executable, str(ROOT / "tools" / "train_mlp.py"), "--steps", "60", "--rounds", "1", "--check",
+               *(["--graph"] if graphed else [])]
     run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
 

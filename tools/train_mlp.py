@@ -14,12 +14,16 @@ queued: the median), the largest loss difference, which kernels ran, and gemm_dr
 misses, and the Launches its plans made: one per new set of addresses).
 
     python tools/train_mlp.py [--steps 300] [--batch 4096] [--hidden 2048] [--kernel NAME]
-                              [--rounds 5] [--profile N] [--json FILE] [--check]
+                              [--rounds 5] [--profile N] [--json FILE] [--check] [--graph]
 
 ``--kernel``: the kernel gemm_driver's layers run (default: gemm()'s default, the dtype's
 cuBLAS or cuBLASLt where an epilogue is fused; ``hopper_bf16`` runs this project's own).
 ``--profile N``: N more steps of gemm_driver's model under cProfile, its 25 costliest
 functions (own time) printed last: where the host time of a step goes.
+
+``--graph``: each model's whole step (forward, backward, AdamW) is captured once in a CUDA
+graph and replayed per batch (``graphed_stepper``), for both models alike: the host's per-call
+costs drop out, and the comparison is of the GPU work.
 
 ``--check`` exits 1 unless the two curves agree (mean loss of the last tenth within 5% of
 each other) and both losses fell; a GPU and torch are needed (exit 2 otherwise).
@@ -50,6 +54,7 @@ def parse(argv):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--graph", action="store_true", help="capture each model's whole step in a CUDA graph")
     args = parser.parse_args(argv)
     if args.steps <= WARMUP or args.batch < 1 or args.hidden < 1 or args.profile < 0 or args.rounds < 1:
         parser.error(f"--steps must exceed {WARMUP}; --batch, --hidden and --rounds must be positive, --profile not "
@@ -95,20 +100,60 @@ def stepper(torch, model):
     return step
 
 
-def train(torch, model, data) -> tuple[list[float], float]:
+def graphed_stepper(torch, model, sample):
+    """``stepper``'s step captured whole (forward, backward, AdamW with ``capturable``) in one
+    CUDA graph, as torch.compile's "reduce-overhead" mode would: step(x, labels) copies the batch
+    into the graph's input buffers and replays it, so the host launches one graph a step. Three
+    eager steps on the first batch come first (on a side stream, as torch's docs do it): they
+    make the routes, plans and launches the capture records, and the optimizer's state."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0, capturable=True)
+    x, labels = (t.clone() for t in sample)
+
+    def body():
+        loss = torch.nn.functional.cross_entropy(model(x).float(), labels)
+        loss.backward()
+        opt.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        loss = body()
+
+    def step(batch, batch_labels):
+        x.copy_(batch)
+        labels.copy_(batch_labels)
+        graph.replay()
+        return loss.detach().clone()
+
+    return step
+
+
+def make_stepper(torch, model, data, graphed: bool):
+    return graphed_stepper(torch, model, data[0]) if graphed else stepper(torch, model)
+
+
+def train(torch, model, data, graphed: bool = False) -> tuple[list[float], float]:
     """(losses, host microseconds per step)."""
-    step = stepper(torch, model)
+    step = make_stepper(torch, model, data, graphed)
     losses = [step(x, labels) for x, labels in data]
     torch.cuda.synchronize()
     return [float(v) for v in losses], host_us(torch, step, data)
 
 
-def alternating_rates(torch, models: dict, data, rounds: int) -> dict[str, list[float]]:
+def alternating_rates(torch, models: dict, data, rounds: int, graphed: bool = False) -> dict[str, list[float]]:
     """Samples per second of each model over all of ``data``, once a round, the models taking
     turns (in order in even rounds, reversed in odd ones) so that a busy moment of the host
     (the loop is bound by it) does not always fall on the same side; each model keeps
     training with its own optimizer (the curves above are the comparison of losses)."""
-    steps = {name: stepper(torch, model) for name, model in models.items()}
+    steps = {name: make_stepper(torch, model, data, graphed) for name, model in models.items()}
     rates: dict[str, list[float]] = {name: [] for name in models}
     for r in range(rounds):
         for name in (list(steps) if r % 2 == 0 else list(steps)[::-1]):
@@ -178,14 +223,15 @@ def main(argv=None) -> int:
     curves, host = {}, {}
     models = {"torch nn.Linear": reference, "gemm_driver.torch.Linear": ours}
     for name, model in models.items():
-        curves[name], host[name] = train(torch, model, data)
-    rounds = alternating_rates(torch, models, data, args.rounds)
+        curves[name], host[name] = train(torch, model, data, args.graph)
+    rounds = alternating_rates(torch, models, data, args.rounds, args.graph)
     rates = {name: statistics.median(values) for name, values in rounds.items()}
     (a, ca), (b, cb) = curves.items()
     tail = max(args.steps // 10, 1)
     mean_a, mean_b = sum(ca[-tail:]) / tail, sum(cb[-tail:]) / tail
     print(f"{torch.cuda.get_device_name()}, BF16, batch {args.batch}, MLP {IN}-{args.hidden}-{args.hidden}-{CLASSES}, "
-          f"{args.steps} steps (teacher-labelled Gaussian inputs, seed 1234)")
+          f"{args.steps} steps (teacher-labelled Gaussian inputs, seed 1234)"
+          + (", each step one CUDA graph replay" if args.graph else ""))
     print(f"{'step':>5} {a:>16} {b:>26}")
     for step in list(range(0, args.steps, max(args.steps // 15, 1))) + [args.steps - 1]:
         print(f"{step:5d} {ca[step]:16.4f} {cb[step]:26.4f}")
@@ -201,7 +247,7 @@ def main(argv=None) -> int:
         profile_steps(torch, ours, data[: args.profile])
     if args.json:
         args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "steps": args.steps,
-                                         "batch": args.batch, "hidden": args.hidden, "kernel": args.kernel,
+                                         "batch": args.batch, "hidden": args.hidden, "kernel": args.kernel, "graph": args.graph,
                                          "curves": curves, "samples_per_s": rates, "samples_per_s_rounds": rounds,
                                          "host_us_per_step": host, "kernels": gt.ran, "routes": gt.routes.stats()},
                                         indent=1))

@@ -15,7 +15,8 @@ up to the last call queued):
 Then the same first layer's route inside training steps of tools/train_mlp.py's model
 (gemm_driver.torch.Linear, BF16, batch 4096, hidden 2048), each step started on an idle GPU:
 the host time of a whole step, and of the library's parts in it (Route.__call__, of which
-Plan.run_pointers, of which the Launch itself), summed over the step's GEMMs.
+Plan.run_pointers, of which the Launch itself), summed over the step's GEMMs; then each GEMM's
+launch time alone.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def main() -> None:
         training_breakdown(kernel)
 
 
-def timed(owner, name: str, totals: dict, label: str) -> None:
-    """Wrap owner.name so that its host time adds up in totals[label]."""
+def timed(owner, name: str, totals: dict, label: str, per_plan: dict | None = None) -> None:
+    """Wrap owner.name so that its host time adds up in totals[label] (and, with ``per_plan``,
+    in per_plan[the Plan's kernel, problem and layout], a list of call times)."""
     inner = getattr(owner, name)
 
     def wrapper(*args, **kwargs):
@@ -83,7 +85,13 @@ def timed(owner, name: str, totals: dict, label: str) -> None:
         try:
             return inner(*args, **kwargs)
         finally:
-            totals[label] += time.perf_counter() - start
+            spent = time.perf_counter() - start
+            totals[label] += spent
+            if per_plan is not None:
+                plan = args[0]
+                p = plan.problem
+                layout = "".join("t" if t else "n" for t in plan.layout[:2])
+                per_plan.setdefault(f"{plan.kernel} {p.m}x{p.n}x{p.k} {layout} {p.epilogue}", []).append(spent)
 
     setattr(owner, name, wrapper)
 
@@ -104,10 +112,11 @@ def training_breakdown(kernel, steps: int = 20) -> None:
     for x, labels in data[:5]:
         step(x, labels)
     totals = {"route": 0.0, "run_pointers": 0.0, "launch": 0.0}
+    per_plan: dict[str, list[float]] = {}
     originals = (gt.routes.Route.__call__, plans.Plan.run_pointers, plans.Plan._enqueue)
     timed(gt.routes.Route, "__call__", totals, "route")
     timed(plans.Plan, "run_pointers", totals, "run_pointers")
-    timed(plans.Plan, "_enqueue", totals, "launch")
+    timed(plans.Plan, "_enqueue", totals, "launch", per_plan)
     rows = []
     try:
         for x, labels in data[5:]:
@@ -124,6 +133,9 @@ def training_breakdown(kernel, steps: int = 20) -> None:
     print(f"training step, kernel {kernel or 'default'} ({gt.ran}), host us (median of {steps}): step "
           f"{median[0]:.0f}, in Route.__call__ {median[1]:.0f}, of which run_pointers {median[2]:.0f}, of which "
           f"the launches {median[3]:.0f}")
+    for name, times in sorted(per_plan.items()):
+        times = sorted(times)
+        print(f"    launch {name:44} median {times[len(times) // 2] * 1e6:6.1f} us over {len(times)} calls")
 
 
 if __name__ == "__main__":
