@@ -96,17 +96,13 @@ __device__ __forceinline__ void barrier_arrive_cluster(Barrier* bar, unsigned ct
 
 // Wait until the phase of parity `parity` has completed. A fresh barrier is in phase 0, so
 // waiting for parity 1 returns at once: that is how a producer sees every slot free at start.
-// try_wait suspends the thread until the phase completes or a time limit passes; the limit is
-// the hint (in ns, here 10 ms) instead of the hardware's short default, so a waiting warp goes
-// round the loop about once, not many times: every turn is instructions issued and energy
-// spent that do no math (docs/profiling.md, "Where the energy gap is").
 __device__ __forceinline__ void barrier_wait(Barrier* bar, unsigned parity) {
     asm volatile(
         "{\n.reg .pred ready;\n"
         "WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1, %2;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
         "@!ready bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
-        "r"(parity), "n"(10000000)
+        "r"(parity)
         : "memory");
 }
 
