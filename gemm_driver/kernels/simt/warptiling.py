@@ -200,7 +200,6 @@ _PRODUCT = (
 TUNE_SPACE = tuple(_PRODUCT)  # tests/test_autotune.py: the rules accept every entry
 
 
-
 def _named(tunables) -> dict[str, int]:
     """A configuration by the tunables it sets away from warptiled's defaults: how a table names
     it (bench/autotune.table_document; tables written before that named every tunable)."""
