@@ -191,3 +191,13 @@ def test_a_sweep_over_two_gpus_runs_every_trial_once_and_keeps_each_shape_on_one
         assert len({t.gpu for t in r.trials}) == 1  # a shape's trials share its operands: one GPU
     assert {t.gpu for r in results for t in r.trials} <= {0, 1}
     assert len(journal.load()) == len(shapes) * 3  # every trial once, baselines included
+
+
+def test_the_vote_needs_entries_and_an_offered_configuration():
+    entries = [_entry((4096, 4096, 4096), {(("BM", 64),): 10.0})]
+    offer = lambda problem: [{"BM": 64}]  # noqa: E731
+    assert tuned.vote(entries, GemmProblem(4096, 4096, 4096), offer)[0] == {"BM": 64}
+    assert tuned.vote([], GemmProblem(4096, 4096, 4096), offer) is None
+    assert tuned.vote(entries, GemmProblem(4096, 4096, 4096), lambda problem: []) is None
+    assert tuned.vote(entries, GemmProblem(4096, 4096, 4096), lambda problem: [{"BM": 128}]) is None  # unmeasured
+
