@@ -92,7 +92,7 @@ enum EpiId { EPI_NONE = 0, EPI_BIAS = 1, EPI_BIAS_RELU = 2, EPI_BIAS_GELU = 3 };
 
 // GELU, tanh form: 0.5 v (1 + tanh(u)) with u = sqrt(2/pi) (v + 0.044715 v^3), with the tensor
 // core's neighbour, the MUFU unit, doing tanh in one instruction (tanh.approx.f32, sm_75 and later:
-// about 2^-11 relative error, which precision.py's GELU_EVALUATION charges). MUFU issues 16 results
+// about 2^-11 relative error, which precision.py's GELU_EVALUATION charges). MUFU gives 16 results
 // per clock and SM against 128 FMAs, so its count sets the epilogue's pace: one here, where the
 // exp and reciprocal form (v / (1 + exp(-2u))) took two. 0.5 v + 0.5 v tanh(u) is one FMA.
 __device__ __forceinline__ float gelu_tanh(float v) {

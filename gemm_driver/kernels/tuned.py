@@ -84,6 +84,9 @@ def pick(table: Mapping | None, problem: GemmProblem) -> tuple[dict[str, int], s
 NEIGHBOURS = 2
 UNMEASURED_SLOWDOWN = 2.0
 Offered = Callable[[GemmProblem], Sequence[Mapping[str, int]]]  # the configurations that may run a shape
+# How a family names a stored configuration the way its Offered does (tables written with other
+# spellings of the same configuration); by default as stored.
+Named = Callable[[Mapping[str, int]], Mapping[str, int]]
 
 
 def features(shape: Sequence[int]) -> tuple[float, float, float]:
@@ -107,13 +110,15 @@ def _key(tunables: Mapping[str, int]) -> tuple:
     return tuple(sorted(tunables.items()))
 
 
-def measured(entry: Mapping) -> dict[tuple, float]:
-    """A table entry's TFLOP/s per configuration (its winner and every runner-up)."""
+def measured(entry: Mapping, named: Named = dict) -> dict[tuple, float]:
+    """A table entry's TFLOP/s per configuration (its winner and every runner-up), each as
+    ``named`` names it."""
     rows = [{"tunables": entry["best"], "tflops": entry["tflops"]}, *entry.get("runners_up", ())]
-    return {_key(r["tunables"]): r["tflops"] for r in rows if r.get("tflops")}
+    return {_key(named(r["tunables"])): r["tflops"] for r in rows if r.get("tflops")}
 
 
-def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered) -> tuple[dict[str, int], str] | None:
+def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
+         named: Named = dict) -> tuple[dict[str, int], str] | None:
     """The configuration of ``offered(problem)`` the nearest measured shapes predict fastest for
     ``problem``, with the reason; None without entries, without a configuration offered, or
     where no neighbour measured any of them."""
@@ -123,7 +128,7 @@ def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered) -> 
     shape = (max(problem.m, 1), max(problem.n, 1), max(problem.k, 1))
     nearest = sorted(entries, key=lambda e: distance(shape, e["shape"]))[:NEIGHBOURS]
     weights = [1 / (distance(shape, e["shape"]) + 0.25) for e in nearest]
-    speeds = [measured(e) for e in nearest]
+    speeds = [measured(e, named) for e in nearest]  # only the neighbours' configurations are named
 
     def slowdown(candidate: Mapping[str, int]) -> float:
         total = 0.0

@@ -231,10 +231,7 @@ def choose_autotuned(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     table = tuned.load_table(gpu_name)
     if table is None:
         return {}, "no tuned table for this GPU; warptiled defaults"
-    entries = [{**e, "best": _named(e["best"]),
-                "runners_up": [{**r, "tunables": _named(r["tunables"])} for r in e.get("runners_up", ())]}
-               for e in table["entries"]]
-    picked = tuned.vote(entries, problem, offered)
+    picked = tuned.vote(table["entries"], problem, offered, _named)
     return picked if picked is not None else ({}, "the tuned table measured none of these configurations near "
                                                   "this shape; warptiled defaults")
 
