@@ -94,6 +94,16 @@ FORCED_CASES = [Case(*shape, s, "bf16" if i % 2 else "fp32", tunables=t)
                 for i, (t, shape) in enumerate(FORCED) for s in SCALINGS]
 UNPROMOTED_CASES = [Case(300, 260, 1000, s, out, tunables={"PROMOTE": 0, **t}) for s in ("tensor", "row")
                     for out, t in (("fp32", {}), ("bf16", {"BN": 256, "STAGES": 4}))]
+# The overlapped promotion (two part buffers in turn): units of one k tile (K <= 128), of an odd and
+# an even count, split-K slices starting at kt0 > 0, 64-row tiles, a cluster, a bias epilogue
+OVERLAPPED = [
+    ({}, (256, 384, 100)), ({}, (300, 260, 1000)), ({}, (264, 520, 1024)),
+    ({"SPLITS": 3}, (256, 384, 4096)), ({"BN": 64, "CONSUMERS": 1, "STAGES": 6}, (100, 200, 1000)),
+    ({"CN": 2}, (520, 260, 640)),
+]
+OVERLAPPED_CASES = [Case(*shape, s, "bf16" if i % 2 else "fp32", tunables={"PROMOTE": 2, **t})
+                    for i, (t, shape) in enumerate(OVERLAPPED) for s in SCALINGS] + [
+    Case(333, 517, 999, "block", "bf16", "bias_gelu", tunables={"PROMOTE": 2})]
 EPILOGUE_CASES = [
     Case(333, 517, 999, "block", "bf16", "bias_gelu"), Case(512, 512, 512, "row", "fp32", "bias_relu", beta=1.0),
     Case(256, 200, 384, "tensor", "bf16", "bias", alpha=-0.75), Case(1, 300, 700, "block", "fp32", "bias"),
@@ -103,7 +113,8 @@ LAYOUT_CASES = [  # padded rows, misaligned bases (A and B packed; C by scalar s
     Case(200, 512, 136, s, "bf16", pads=(0, 0, 2)) for s in SCALINGS] + [
     Case(300, 400, 1000, s, "fp32", scale_draw=draw) for s in SCALINGS for draw in ((20, 0), (4, 8), (4, -2))]
 
-CASES = SHAPE_CASES + SMALL_M_CASES + FORCED_CASES + UNPROMOTED_CASES + EPILOGUE_CASES + LAYOUT_CASES
+CASES = (SHAPE_CASES + SMALL_M_CASES + FORCED_CASES + UNPROMOTED_CASES + OVERLAPPED_CASES + EPILOGUE_CASES
+         + LAYOUT_CASES)
 SAME_SIGNED = (64, 256, 16384)
 
 
@@ -119,7 +130,8 @@ def _build_one(tunables: dict) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def prebuilt():
     """Every build the module uses, compiled into the on-disk cache by parallel processes."""
-    extra = [Case(*SAME_SIGNED, s) for s in SCALINGS] + [Case(*SAME_SIGNED, "tensor", tunables={"PROMOTE": 0})]
+    extra = [Case(*SAME_SIGNED, s, tunables=t) for s in SCALINGS for t in ({}, {"PROMOTE": 2})] + [
+        Case(*SAME_SIGNED, "tensor", tunables={"PROMOTE": 0})]
     # one job per build: runtime tunables (SPLITS, PDL, STORE, GROUP_M) share their build
     jobs = list({tuple(SPEC.entry_expressions(t).values()): t for t in map(_resolved, CASES + extra)}.values())
     with ProcessPoolExecutor(min(len(jobs), os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -159,11 +171,12 @@ def test_drawn_cases(hopper_session):
     assert outcome.ok, f"{outcome.failing_case.describe() if outcome.failing_case else ''}: {outcome.message}"
 
 
+@pytest.mark.parametrize("promote", [1, 2])
 @pytest.mark.parametrize("scaling", SCALINGS)
-def test_promoted_sums_stay_within_the_bound_on_same_signed_data_at_k_16384(hopper_session, scaling):
-    outcome = run(hopper_session, Case(*SAME_SIGNED, scaling), 5, same_signed=True)
+def test_promoted_sums_stay_within_the_bound_on_same_signed_data_at_k_16384(hopper_session, scaling, promote):
+    outcome = run(hopper_session, Case(*SAME_SIGNED, scaling, tunables={"PROMOTE": promote}), 5, same_signed=True)
     assert outcome.ok, outcome.message
-    print(f"{NAME} {scaling}: max error / bound {outcome.verification.max_error_ratio:.3g}")
+    print(f"{NAME} {scaling} PROMOTE={promote}: max error / bound {outcome.verification.max_error_ratio:.3g}")
 
 
 def test_unpromoted_accumulation_errs_more_on_same_signed_data(hopper_session):

@@ -78,6 +78,8 @@ def test_what_it_does_not_compute_is_refused_in_one_line(problem, message):
     ("tensor", {"BN": 256}, "PROMOTE=1 keeps a second accumulator"),
     ("row", {"BN": 256, "PROMOTE": 0, "CONSUMERS": 1}, "BN=256 takes two consumer warpgroups"),
     ("block", {"PROMOTE": 0}, "block scaling is applied where each 128 of K is promoted"),
+    ("tensor", {"PROMOTE": 2, "CONSUMERS": 1, "STAGES": 4}, "PROMOTE=2 with one consumer warpgroup"),
+    ("row", {"PROMOTE": 2, "BN": 256}, "PROMOTE=2 keeps two more accumulators"),
     ("block", {"CONSUMERS": 1}, "2 CTAs per SM of"),  # 6 stages of 64 x 128 + 128 x 128 codes, twice
 ])
 def test_rules(scaling, overrides, message):

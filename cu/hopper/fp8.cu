@@ -13,7 +13,8 @@
 //
 // Tunables: BN (64, 128; 256 without promotion), STAGES, CONSUMERS (2: 128-row tiles; 1: 64-row
 // tiles, two CTAs an SM, for small M), CM x CN clusters, SPLITS, GROUP_M, PDL, STORE (0: C's own
-// stores instead of TMA stores), PROMOTE (0: the unpromoted variant, tensor and row scaling only);
+// stores instead of TMA stores), PROMOTE (0: the unpromoted variant, tensor and row scaling only;
+// 2: promotion overlapped with the next k tile's wgmma);
 // set by the problem: SCALING (0 tensor, 1 row, 2 block), OUT (0 FP32, 1 BF16) and EPI (0 none,
 // 1 bias, 2 bias + ReLU, 3 bias + GELU), the template arguments below.
 // Constraints: the rules in gemm_driver/kernels/hopper/fp8.py (promotion: BN <= 128; block

@@ -49,7 +49,8 @@ TUNABLES = (
     rungs.GROUP_M,
     rungs.PDL,
     Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from registers"),
-    Tunable("PROMOTE", 1, (0, 1), "1: each 128 of K summed by the tensor core, then added in FP32 registers; "
+    Tunable("PROMOTE", 1, (0, 1, 2), "1: each 128 of K summed by the tensor core, then added in FP32 registers; "
+            "2: as 1, the next 128 of K in the tensor core meanwhile (a third accumulator); "
             "0: the whole K in the tensor core's ~14-bit accumulator (tensor and row scaling)"),
     Tunable("SCALING", 0, (0, 1, 2), "set by the problem's scaling: 0 tensor, 1 row, 2 block (fp8.py)"),
     Tunable("OUT", 0, (0, 1), "D's type, set by the problem's out_dtype: 0 FP32, 1 BF16"),
@@ -66,8 +67,11 @@ def problem_tunables(problem: GemmProblem) -> dict[str, int]:
 # ---------------------------------------------------------------- rules
 def _promotion_fits(p: GemmProblem, t) -> str | None:
     if t["PROMOTE"] and t["BN"] > 128:
-        return ("PROMOTE=1 keeps a second accumulator beside the first (BN/2 registers each a thread): "
-                "BN must be 64 or 128")
+        return (f"PROMOTE={t['PROMOTE']} keeps {'a second accumulator' if t['PROMOTE'] == 1 else 'two more accumulators'}"
+                " beside the first (BN/2 registers each a thread): BN must be 64 or 128")
+    if t["PROMOTE"] == 2 and t["BN"] == 128 and t["CONSUMERS"] == 1:
+        return ("PROMOTE=2 with one consumer warpgroup (200 registers a thread) spills three 64-register "
+                "accumulators: BN must be 64 there")
     if not t["PROMOTE"] and t["BN"] == 256 and t["CONSUMERS"] == 1:
         return "BN=256 takes two consumer warpgroups (m64n256's 128 accumulators in a one-consumer CTA's registers)"
     return None
@@ -221,9 +225,11 @@ def hopper_fp8() -> Fp8Spec:
         signature=SIGNATURE, extra_entries=ENTRIES, launch_recipe=fp8_recipe, choose=choose_fp8,
         layouts=("nt",), out_dtypes=OUT_DTYPES, epilogues=tuple(geo.EPILOGUE_CODE),
         # block scaling (two accumulators), row scaling with BF16 D + GELU on 64-row tiles in a 1 x 2
-        # cluster, and the unpromoted 128 x 256 variant: what the spill gate sees beside the default
+        # cluster, the unpromoted 128 x 256 variant, and the overlapped promotion (three accumulators)
+        # at its largest: what the spill gate sees beside the default
         checked=({"SCALING": 2}, {"SCALING": 1, "OUT": 1, "EPI": 3, "CONSUMERS": 1, "STAGES": 4, "CN": 2},
-                 {"PROMOTE": 0, "BN": 256, "STAGES": 4}),
+                 {"PROMOTE": 0, "BN": 256, "STAGES": 4}, {"PROMOTE": 2, "SCALING": 2, "OUT": 1, "EPI": 3},
+                 {"PROMOTE": 2, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "SCALING": 2}),
         **rungs.ARCH)
 
 
