@@ -120,17 +120,16 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], uns
     // scales. Two named arrays and a loop unrolled by two, never one chosen at run time: that would
     // put them in local memory. acc starts at zero (promote's FIRST form would double the code).
     float even[R], odd[R];
-    float even0 = 1.0f, even1 = 1.0f, odd0 = 1.0f, odd1 = 1.0f;
+    float3 even_scales = make_float3(1.0f, 1.0f, 1.0f), odd_scales = even_scales;  // A's two rows, B's block
 #pragma unroll
     for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-    // k tile kt into `into`, from ring slot s; its block scales are loaded before the wait on the
-    // slot so that their latency hides under it
-    auto issue = [&](float (&into)[R], int kt, float& s0, float& s1) {
-        if constexpr (BLOCK) {
-            const float b = __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt);
-            s0 = scales.a_at(row, kt, M) * b;
-            s1 = scales.a_at(row + 8, kt, M) * b;
-        }
+    // k tile kt into `into`, from ring slot s. Its block scales are loaded here and multiplied only
+    // where the tile is promoted, a k tile later: a product taken here made the thread wait for the
+    // loads (global latency) before it issued the wgmma, every k tile.
+    auto issue = [&](float (&into)[R], int kt, float3& scale) {
+        if constexpr (BLOCK)
+            scale = make_float3(scales.a_at(row, kt, M), scales.a_at(row + 8, kt, M),
+                                __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt));
         barrier_wait(&full[s], phase);
         wgmma_fence();  // `into` was read by the promotion before
         hopper_pws::mma_stage<e4m3_t, Cfg>(into, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, true);
@@ -139,33 +138,33 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], uns
     };
     // a finished k tile (the wait before says so) from ring slot `slot`: the slot goes back to
     // the producer and the part sum into acc
-    auto retire = [&](float (&done)[R], float s0, float s1, int slot) {
+    auto retire = [&](float (&done)[R], float3 scale, int slot) {
         fence_accumulators(done);
         if (t == 0) hopper_pws::release_slot<Cfg>(&empty[slot]);
-        promote<R, BLOCK, false>(acc, done, s0, s1);
+        promote<R, BLOCK, false>(acc, done, scale.x * scale.z, scale.y * scale.z);
     };
     int kt = w.kt0, older = s;  // older: the slot of the k tile issued first of the two in flight
-    issue(even, kt++, even0, even1);
+    issue(even, kt++, even_scales);
     while (true) {
         if (kt == w.kt1) {
             wgmma_wait<0>();
-            retire(even, even0, even1, older);
+            retire(even, even_scales, older);
             return;
         }
         int newer = s;
-        issue(odd, kt++, odd0, odd1);
+        issue(odd, kt++, odd_scales);
         wgmma_wait<1>();  // the even k tile is done; the odd one may still run
-        retire(even, even0, even1, older);
+        retire(even, even_scales, older);
         older = newer;
         if (kt == w.kt1) {
             wgmma_wait<0>();
-            retire(odd, odd0, odd1, older);
+            retire(odd, odd_scales, older);
             return;
         }
         newer = s;
-        issue(even, kt++, even0, even1);
+        issue(even, kt++, even_scales);
         wgmma_wait<1>();
-        retire(odd, odd0, odd1, older);
+        retire(odd, odd_scales, older);
         older = newer;
     }
 }

@@ -147,35 +147,38 @@ def _nothing() -> None:
 
 # ---------------------------------------------------------------- choose
 def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
-    """Tunables of ``hopper_fp8`` for a shape, by the BF16 kernel's rules (choose_any_shape) carried
-    over to the tiles promotion allows (BN <= 128); NOT YET MEASURED on a GPU in FP8:
+    """Tunables of ``hopper_fp8`` for a shape: the overlapped promotion (PROMOTE=2) everywhere,
+    tiles by the rules below, measured on one H200 on six shapes x three scalings
+    (tools/probes/fp8_configs.py; results/h200/probe-fp8-configs.txt):
 
-    - M <= 64 (decode-like): 64-row tiles of one consumer warpgroup, two CTAs an SM; 64-column
-      tiles where 128-column ones leave SMs idle; split-K over deep K (every slice >= 4096 of K).
-    - A full grid of 128 x 128 tiles: those, 6 stages, PDL (no PDL behind a packing pass).
-    - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident.
-    - Else 128 x 64 tiles, 8 stages, PDL."""
+    - M <= 64 (decode-like): 64 x 64 tiles of one consumer warpgroup, two CTAs an SM (at
+      64x4096x7168 1.3-1.5x the 64 x 128 tiles); split-K where the tiles leave SMs idle and every
+      slice keeps >= 2048 of K (2 splits there: 1.1-1.35x unsplit).
+    - A full grid of 128 x 128 tiles: those, 4 stages, no cluster (the best geometric mean over
+      4096^3, 8192^3, 4096x14336x4096 and 4096x7168x16384; clusters and 6 stages within 5%).
+    - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
+    - Else 128 x 64 tiles, 8 stages (128x7168x2048: within 2% of the best configuration)."""
     m, n, k = problem.m, problem.n, problem.k
     packed = k % 16 != 0  # rows of codes TMA cannot read in place are packed first: nothing for PDL to overlap
     pdl = {} if packed else {"PDL": 1}
+    overlapped = {"PROMOTE": 2}
     if m <= 64:
-        bn = 128 if ceil_div(n, 128) >= rungs.SMS else 64
-        small = {"BN": bn, "CONSUMERS": 1, "STAGES": 6 if bn == 64 else 4}  # as deep a ring as two CTAs an SM allow
-        units = ceil_div(n, bn)
-        splits = min(4, 2 * rungs.SMS // units, k // 4096)  # two one-consumer CTAs an SM
+        small = {"BN": 64, "CONSUMERS": 1, "STAGES": 6, **overlapped}
+        units = ceil_div(n, 64)
+        splits = min(4, 2 * rungs.SMS // units, k // 2048)  # two one-consumer CTAs an SM
         if splits >= 2:
-            return ({**small, "SPLITS": splits},
-                    f"M = {m}: {units} tiles of 64x{bn} (one consumer), {splits}-way split-K (not measured)")
-        return ({**small, **pdl},
-                f"M = {m}: {units} tiles of 64x{bn} (one consumer, two CTAs an SM) (not measured)")
+            return ({**small, "SPLITS": splits}, f"M = {m}: {units} tiles of 64x64 (one consumer), {splits}-way split-K")
+        return {**small, **pdl}, f"M = {m}: {units} tiles of 64x64 (one consumer, two CTAs an SM)"
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
     if tiles >= rungs.FULL_GRID:
-        return {**pdl}, f"{tiles} tiles of 128x128, 6 stages{', PDL' if pdl else ', packed operands'} (not measured)"
+        return ({"STAGES": 4, **overlapped, **pdl},
+                f"{tiles} tiles of 128x128, 4 stages{', PDL' if pdl else ', packed operands'}")
     splits = min(4, rungs.SMS // tiles, k // 4096)  # every slice >= 4096 of K, every unit resident
     if splits >= 2:
-        return {"SPLITS": splits}, f"{tiles} tiles of 128x128, deep K: {splits}-way split-K (not measured)"
-    return ({"BN": 64, "STAGES": 8, **pdl},
-            f"{tiles} tiles of 128x128: {ceil_div(m, 128) * ceil_div(n, 64)} of 128x64, 8 stages (not measured)")
+        return ({"SPLITS": splits, **overlapped},
+                f"{tiles} tiles of 128x128, deep K: {splits}-way split-K (not measured)")
+    return ({"BN": 64, "STAGES": 8, **overlapped, **pdl},
+            f"{tiles} tiles of 128x128: {ceil_div(m, 128) * ceil_div(n, 64)} of 128x64, 8 stages")
 
 
 # ---------------------------------------------------------------- the spec
