@@ -247,6 +247,12 @@ def torch_scaled_enqueue(session, problem: GemmProblem, a, b, c, scales) -> Call
             torch._scaled_mm(A, B, scale_a, scale_b, out_dtype=out_dtype, use_fast_accum=False, out=C)
 
     scale_a, scale_b = _torch_scales(torch, session, problem, scales, device, call)
+    if problem.scaling == "block":  # cuBLASLt takes block scales on some shapes only (not M = 1 on cuBLAS 13.0)
+        try:
+            call(scale_a, scale_b)
+        except RuntimeError as exc:
+            raise UnsupportedProblem(f"torch._scaled_mm does not take this block-scaled shape: "
+                                     f"{first_line(exc)[:120]}") from exc
 
     def launch() -> None:
         try:
