@@ -91,7 +91,7 @@ TUNABLES = (
     Tunable("TM", 8, (4, 8, 16), "rows per lane (groups of 4)"),
     Tunable("TN", 16, (4, 8, 16), "columns per lane (groups of 4)"),
     Tunable("STAGES", 3, (2, 3, 4, 5), "cp.async pipeline depth"),
-    Tunable("SPLITK", 1, (1, 2, 3, 4), "blocks sharing the k loop of one C tile (grid z)"),
+    Tunable("SPLITK", 1, (1, 2, 3, 4, 8), "blocks sharing the k loop of one C tile (grid z)"),
     Tunable("STREAMK", 0, (0, 1), "1: stream-K, a persistent grid sharing out all k steps; 0: a CTA per C tile"),
     Tunable("MIN_BLOCKS", 0, (0, 1), "CTAs an SM the registers are budgeted for (launch bounds): 0 aims for "
             "16 warps an SM, 1 lets a CTA take up to 255 registers a thread"),
@@ -180,11 +180,13 @@ stream_k_rung = dataclasses.replace(  # the same kernel, build, launch recipe an
 # (autotune-stream-k-min-blocks.txt); 4 stages, BK 8 or 32, 64x32 warps, 4x16 lanes, 128x64 and
 # 64x256 tiles around it did not beat it (autotune-fp32-4warp-variants.txt). 32x128 tiles of 4
 # warps (4x8 per lane) are for small M: at M = 16 every 64-row tile computes four times the rows
-# there are, and the H200's validation run had its 25 shapes of M = 16 at 0.62-0.92x cuBLAS,
-# compute-bound on that padding (docs/corpus.md); they are not yet swept on a GPU, so no table
-# holds them and the vote does not pick them. 28 configurations a shape, so a sweep of the 9
-# default shapes (tools/autotune.py) stays near 5 minutes.
-DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM = (1, 0, 0), (2, 0, 0), (4, 0, 0), (1, 1, 0), (1, 1, 1)  # SPLITK, STREAMK, PER_SM
+# there are, and the H200's validation run had its 25 shapes of M = 16 at 0.62-0.92x cuBLAS before
+# the sweep had them, 1.00-1.66x after (docs/corpus.md). Split-K 8 over 64 x 64 tiles and split-K 4
+# over 64 x 32 are for narrow N with a few hundred rows (554x57x1517: 9 tiles of 64 x 64), the
+# lowest ratios of that run. 30 configurations a shape, so a sweep of the 9 default shapes
+# (tools/autotune.py) stays near 5 minutes.
+DP, SPLIT_2, SPLIT_4, SPLIT_8 = (1, 0, 0), (2, 0, 0), (4, 0, 0), (8, 0, 0)  # SPLITK, STREAMK, PER_SM
+SK, SK_PER_SM = (1, 1, 0), (1, 1, 1)
 TILINGS = (
     # (BM, BN, WM, WN, TM, TN), STAGES choices, schedules, MIN_BLOCKS choices
     ((128, 256, 64, 64, 8, 16), (3,), (DP, SPLIT_2, SPLIT_4, SK), (0,)),  # 8 warps, one CTA an SM
@@ -194,8 +196,8 @@ TILINGS = (
     ((128, 128, 32, 64, 8, 8), (4,), (DP, SPLIT_2), (0,)),  # 4093x4091x4099's and a close second at 1024^3
     ((64, 128, 32, 64, 8, 8), (3,), (DP, SPLIT_2), (0,)),
     ((64, 128, 32, 64, 8, 8), (3,), (SK,), (1,)),  # 4 warps, stream-K on small grids
-    ((64, 64, 32, 32, 8, 4), (3,), (DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM), (0,)),
-    ((64, 32, 32, 16, 4, 4), (3,), (DP,), (0,)),
+    ((64, 64, 32, 32, 8, 4), (3,), (DP, SPLIT_2, SPLIT_4, SPLIT_8, SK, SK_PER_SM), (0,)),
+    ((64, 32, 32, 16, 4, 4), (3,), (DP, SPLIT_4), (0,)),  # narrow N
     ((32, 128, 32, 32, 4, 8), (3,), (DP, SPLIT_2, SPLIT_4, SK, SK_PER_SM), (0,)),  # small M
 )
 _PRODUCT = (
