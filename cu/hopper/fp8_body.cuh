@@ -123,17 +123,6 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], uns
     float3 even_scales = make_float3(1.0f, 1.0f, 1.0f), odd_scales = even_scales;  // A's two rows, B's block
 #pragma unroll
     for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-    // The descriptors of ring slot 0's A rows (this consumer's 64) and B tile. A slot's are these
-    // plus its offset, and a k32 step's 32 bytes add 2, all in the low word (the start address is
-    // kept >> 4 in its low 14 bits; shared memory ends below 2^18 bytes, so it never carries): a
-    // few 32-bit adds a k tile where mma_stage's smem_desc masked and shifted each of the eight
-    // addresses (about 50 instructions a k tile in the SASS).
-    static_assert(!Cfg::A_M_MAJOR && !Cfg::B_N_MAJOR, "e4m3 operands are K-major");
-    const unsigned base = smem_u32(smem);
-    const unsigned long long a_desc = smem_desc(base + consumer * 64 * 128, 16, 1024);
-    const unsigned long long b_desc = smem_desc(base + Cfg::A_BYTES, 16, 1024);
-    const unsigned a_low = static_cast<unsigned>(a_desc), b_low = static_cast<unsigned>(b_desc);
-    const unsigned long long a_high = a_desc & ~0xFFFFFFFFull, b_high = b_desc & ~0xFFFFFFFFull;
     // k tile kt into `into`, from ring slot s. Its block scales are loaded here and multiplied only
     // where the tile is promoted, a k tile later: a product taken here made the thread wait for the
     // loads (global latency) before it issued the wgmma, every k tile.
@@ -143,11 +132,7 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], uns
                                 __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt));
         barrier_wait(&full[s], phase);
         wgmma_fence();  // `into` was read by the promotion before
-        const unsigned slot = s * (Cfg::STAGE_BYTES >> 4);
-#pragma unroll
-        for (int step = 0; step < KTile<e4m3_t>::STEPS; ++step)
-            mma_ss<e4m3_t, Cfg::BN, 0, 0>(into, a_high | (a_low + slot + 2 * step), b_high | (b_low + slot + 2 * step),
-                                          step == 0 ? 0 : 1);
+        hopper_pws::mma_stage<e4m3_t, Cfg>(into, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, true);
         wgmma_commit();
         if (++s == Cfg::STAGES) s = 0, phase ^= 1;
     };
