@@ -247,7 +247,7 @@ def torch_scaled_enqueue(session, problem: GemmProblem, a, b, c, scales) -> Call
             torch._scaled_mm(A, B, scale_a, scale_b, out_dtype=out_dtype, use_fast_accum=False, out=C)
 
     scale_a, scale_b = _torch_scales(torch, session, problem, scales, device, call)
-    if problem.scaling == "block":  # cuBLASLt takes block scales on some shapes only (not M = 1 on cuBLAS 13.0)
+    if problem.scaling == "block":  # cuBLASLt takes block scales on some shapes only (not M = 1 on the H200)
         try:
             call(scale_a, scale_b)
         except RuntimeError as exc:

@@ -1,13 +1,14 @@
 """Probe: hopper_fp8's configurations on the FP8 issue's shapes, each scaling mode beside its
-baselines, to measure what choose_fp8 should pick (its rules were the BF16 kernel's, carried over).
+baselines: what choose_fp8's rules were fitted on.
 
 Every configuration is built first (parallel processes into the on-disk cache), then on each
 (shape, scaling) case verified once against the float64 reference and timed hot through the bench's
 own run_case and GpuTimer; the baselines of the same scaling (cuBLASLt's mode, torch._scaled_mm)
 are timed on the same operands. BF16 D, no epilogue, nt.
 
-Run from the repository root:  PYTHONPATH=. python3 tools/probes/fp8_configs.py [--json PATH] [--shapes ...]
-Output on an H200: results/h200/probe-fp8-configs.txt (and .json)
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/fp8_configs.py [--json PATH] [--small-only]
+Output on an H200: results/h200/probe-fp8-configs.txt (and .json), run with the choose_fp8 of
+before the fit (its "chosen now" column) and before the block scales were multiplied at promotion.
 """
 
 from __future__ import annotations
@@ -70,49 +71,59 @@ def label(t: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in t.items())
 
 
+def tflops(problem: GemmProblem, outcome) -> float | None:
+    return problem.flops / outcome.timing.median_ms / 1e9 if outcome.ok else None
+
+
+def measure(session, timer, budget, shape, scaling: str, rows: list) -> tuple:
+    """One (shape, scaling) case: the baselines, every configuration, then choose's pick, on the
+    same operands; each trial appended to ``rows`` and printed. Returns the summary line's parts."""
+    p = problem(shape, scaling)
+    with PreparedCase.random(p, "fp8", [*shape, len(scaling)], products=products_for(session, p)) as case:
+        base = {}
+        for name in BASELINES[scaling]:
+            o = run_case(session, name, case, timer=timer, budget=budget)
+            base[name] = tflops(p, o)
+            rows.append({"shape": shape, "scaling": scaling, "kernel": name, "status": o.status,
+                         "tflops": base[name], "detail": o.message if not o.ok else ""})
+        best_base = max((v for v in base.values() if v), default=None)
+        ours = []
+        for t in configurations(shape[0]):
+            o = run_case(session, NAME, case, tunables=t, timer=timer, budget=budget)
+            tf = tflops(p, o)
+            rows.append({"shape": shape, "scaling": scaling, "kernel": NAME, "tunables": t,
+                         "status": o.status, "tflops": tf, "detail": o.message if not o.ok else ""})
+            ratio = f"{tf / best_base:.3f}x" if tf and best_base else "-"
+            print(f"{'x'.join(map(str, shape)):>16} {scaling:>6} {label(t):<52} {o.status:>7} "
+                  f"{tf or 0:8.1f} {ratio}", flush=True)
+            if tf:
+                ours.append((tf, t))
+        chosen = SPEC.choose(p, session.device.name)[0]
+        tf_chosen = tflops(p, run_case(session, NAME, case, tunables=chosen or None, timer=timer, budget=budget))
+    best = max(ours, key=lambda x: x[0]) if ours else (None, {})
+    return shape, scaling, base, best, tf_chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write every trial here")
     parser.add_argument("--scalings", default="tensor,row,block")
     parser.add_argument("--seconds", type=float, default=0.3, help="timing budget per trial")
-    parser.add_argument("--small-only", action="store_true")
+    parser.add_argument("--small-only", action="store_true", help="only the shapes of M <= 128")
     args = parser.parse_args()
     shapes = SMALL if args.small_only else LARGE + SMALL
     cases = [(shape, s) for shape in shapes for s in args.scalings.split(",")]
     t0 = time.time()
     prebuild(cases)
     print(f"built in {time.time() - t0:.0f} s", flush=True)
-    rows, summary = [], []
+    rows = []
     with Session() as session:
         timer, budget = GpuTimer(session.stream, session.arch), Budget(seconds=args.seconds, energy=False)
-        for shape, scaling in cases:
-            p = problem(shape, scaling)
-            with PreparedCase.random(p, "fp8", [*shape, len(scaling)], products=products_for(session, p)) as case:
-                base = {}
-                for name in BASELINES[scaling]:
-                    o = run_case(session, name, case, timer=timer, budget=budget)
-                    base[name] = p.flops / o.timing.median_ms / 1e9 if o.ok else None
-                    rows.append({"shape": shape, "scaling": scaling, "kernel": name, "status": o.status,
-                                 "tflops": base[name], "detail": o.message if not o.ok else ""})
-                best_base = max((v for v in base.values() if v), default=None)
-                ours = []
-                for t in configurations(shape[0]):
-                    o = run_case(session, NAME, case, tunables=t, timer=timer, budget=budget)
-                    tf = p.flops / o.timing.median_ms / 1e9 if o.ok else None
-                    rows.append({"shape": shape, "scaling": scaling, "kernel": NAME, "tunables": t,
-                                 "status": o.status, "tflops": tf, "detail": o.message if not o.ok else ""})
-                    ratio = f"{tf / best_base:.3f}x" if tf and best_base else "-"
-                    print(f"{'x'.join(map(str, shape)):>16} {scaling:>6} {label(t):<52} {o.status:>7} "
-                          f"{tf or 0:8.1f} {ratio}", flush=True)
-                    if tf:
-                        ours.append((tf, t))
-                chosen = SPEC.choose(p, session.device.name)[0]
-                o = run_case(session, NAME, case, tunables=chosen or None, timer=timer, budget=budget)
-                tf_chosen = p.flops / o.timing.median_ms / 1e9 if o.ok else None
-                best = max(ours, key=lambda x: x[0]) if ours else (None, {})
-                summary.append((shape, scaling, base, best, tf_chosen))
+        summary = [measure(session, timer, budget, shape, scaling, rows) for shape, scaling in cases]
         timer.close()
-    print("\nshape            scaling  baselines (TFLOP/s)                     chosen now   best config (ratio to best baseline)")
+        device = session.device.name
+    print("\nshape            scaling  baselines (TFLOP/s)                     chosen now   "
+          "best config (ratio to best baseline)")
     for shape, scaling, base, (tf, t), chosen in summary:
         bases = " ".join(f"{k}={v:.0f}" if v else f"{k}=-" for k, v in base.items())
         best_base = max((v for v in base.values() if v), default=None)
@@ -122,7 +133,7 @@ def main() -> int:
               f"{tf or 0:6.0f} {r} {label(t)}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": session.device.name, "rows": rows}, f, indent=1)
+            json.dump({"device": device, "rows": rows}, f, indent=1)
     return 0
 
 

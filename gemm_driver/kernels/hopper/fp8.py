@@ -67,8 +67,9 @@ def problem_tunables(problem: GemmProblem) -> dict[str, int]:
 # ---------------------------------------------------------------- rules
 def _promotion_fits(p: GemmProblem, t) -> str | None:
     if t["PROMOTE"] and t["BN"] > 128:
-        return (f"PROMOTE={t['PROMOTE']} keeps {'a second accumulator' if t['PROMOTE'] == 1 else 'two more accumulators'}"
-                " beside the first (BN/2 registers each a thread): BN must be 64 or 128")
+        more = "a second accumulator" if t["PROMOTE"] == 1 else "two more accumulators"
+        return (f"PROMOTE={t['PROMOTE']} keeps {more} beside the first (BN/2 registers each a thread): "
+                "BN must be 64 or 128")
     if t["PROMOTE"] == 2 and t["BN"] == 128 and t["CONSUMERS"] == 1:
         return ("PROMOTE=2 with one consumer warpgroup (200 registers a thread) spills three 64-register "
                 "accumulators: BN must be 64 there")
@@ -153,7 +154,8 @@ def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str
 
     - M <= 64 (decode-like): 64 x 64 tiles of one consumer warpgroup, two CTAs an SM (at
       64x4096x7168 1.3-1.5x the 64 x 128 tiles); split-K where the tiles leave SMs idle and every
-      slice keeps >= 2048 of K (2 splits there: 1.1-1.35x unsplit).
+      slice keeps >= 2048 of K (2 splits there: 1.1-1.35x unsplit; the 3 this rule gives it were
+      not in the probe).
     - A full grid of 128 x 128 tiles: those, 4 stages, no cluster (the best geometric mean over
       4096^3, 8192^3, 4096x14336x4096 and 4096x7168x16384; clusters and 6 stages within 5%).
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
@@ -167,7 +169,8 @@ def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str
         units = ceil_div(n, 64)
         splits = min(4, 2 * rungs.SMS // units, k // 2048)  # two one-consumer CTAs an SM
         if splits >= 2:
-            return ({**small, "SPLITS": splits}, f"M = {m}: {units} tiles of 64x64 (one consumer), {splits}-way split-K")
+            return ({**small, "SPLITS": splits},
+                    f"M = {m}: {units} tiles of 64x64 (one consumer), {splits}-way split-K")
         return {**small, **pdl}, f"M = {m}: {units} tiles of 64x64 (one consumer, two CTAs an SM)"
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
     if tiles >= rungs.FULL_GRID:
