@@ -179,17 +179,17 @@ def test_promoted_sums_stay_within_the_bound_on_same_signed_data_at_k_16384(hopp
     print(f"{NAME} {scaling} PROMOTE={promote}: max error / bound {outcome.verification.max_error_ratio:.3g}")
 
 
-def test_unpromoted_accumulation_errs_more_on_same_signed_data(hopper_session):
+def test_unpromoted_accumulation_exceeds_the_bound_on_same_signed_data(hopper_session):
     """The question the promotion answers: left in the tensor core for all of K = 16384, the
     ~14-bit accumulator's truncations add up (the model errs by ~25% where the bound allows
-    1.6%). Whether the hardware's error exceeds the bound is printed; that it exceeds the
-    promoted kernel's on the same data is asserted."""
+    1.6%). The hardware's unpromoted error is over the bound (15.7 times it on the H200, the
+    promoted one 0.037 of it on the same data)."""
     promoted = run(hopper_session, Case(*SAME_SIGNED, "tensor"), 5, same_signed=True)
     unpromoted = run(hopper_session, Case(*SAME_SIGNED, "tensor", tunables={"PROMOTE": 0}), 5, same_signed=True)
     ratios = [o.verification.max_error_ratio for o in (promoted, unpromoted)]
     print(f"{NAME} tensor, max error / bound: promoted {ratios[0]:.3g}, unpromoted {ratios[1]:.3g}")
     assert promoted.ok, promoted.message
-    assert ratios[1] > ratios[0], ratios
+    assert ratios[1] > 1.0 > ratios[0], ratios
 
 
 def test_split_k_is_bitwise_reproducible(hopper_session):
