@@ -10,6 +10,7 @@ from gemm_driver import kernels
 from gemm_driver.bench import autotune
 from gemm_driver.bench.autotune import ShapeResult, Trial
 from gemm_driver.kernels import tuned
+from gemm_driver.kernels.simt import warptiling
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 from gemm_driver.problem import GemmProblem
 
@@ -201,3 +202,19 @@ def test_the_vote_needs_entries_and_an_offered_configuration():
     assert tuned.vote(entries, GemmProblem(4096, 4096, 4096), lambda problem: []) is None
     assert tuned.vote(entries, GemmProblem(4096, 4096, 4096), lambda problem: [{"BM": 128}]) is None  # unmeasured
 
+
+
+def test_the_left_out_check_names_a_table_written_with_every_tunable_as_the_vote_does():
+    """A table written before tables named only what differs from the defaults (the H100's) holds
+    full configurations: checked with warptiling.named, its left-out slowdowns are those of the
+    same table written sparsely, not an empty list of unmatched names."""
+    full = kernels.KERNELS["warptiled"].resolve
+    small_sk = {"BM": 64, "BN": 64, "WM": 32, "WN": 32, "TN": 4, "STREAMK": 1}
+    timings = [((4096, 4096, 4096), 50.0, 20.0), ((8192, 4096, 4096), 51.0, 21.0),
+               ((16, 4096, 4096), 2.0, 9.0), ((32, 6144, 4096), 3.0, 12.0)]
+    sparse = [_entry(s, {(): big, tuple(small_sk.items()): sk}) for s, big, sk in timings]
+    written_full = [_entry(s, {tuple(full({}).items()): big, tuple(full(small_sk).items()): sk})
+                    for s, big, sk in timings]
+    expected = tuned.left_out_slowdowns(sparse, warptiling.offered, warptiling.named)
+    assert len(expected) == 4
+    assert tuned.left_out_slowdowns(written_full, warptiling.offered, warptiling.named) == expected

@@ -63,9 +63,9 @@ TARGETS = {"autotuned": ("warptiled", TUNE_SPACE),
            "hopper_bf16": ("hopper_bf16", lambda shape: selection.candidates(GemmProblem(*shape)))}
 
 
-# The kernels that vote over their table (tuned.vote): the configurations each offers a shape,
-# for the left-out check printed after a sweep.
-VOTERS = {"autotuned": warptiling.offered, "hopper_bf16": selection.candidates}
+# The kernels that vote over their table (tuned.vote): the configurations each offers a shape and
+# how it names a stored one, for the left-out check printed after a sweep.
+VOTERS = {"autotuned": (warptiling.offered, warptiling.named), "hopper_bf16": (selection.candidates, dict)}
 
 targets = comma_choice("--kernel", TARGETS)  # '--kernel' values: a comma list of tuned kernels
 
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
             kept = tuned.load_table(environment["gpu"]["name"], kernel=name)
             document = autotune.merge_tables(document, kept) if kept else document
         if name in VOTERS:
-            print("\n" + "\n".join(left_out_check(document["entries"], VOTERS[name])))
+            print("\n" + "\n".join(left_out_check(document["entries"], *VOTERS[name])))
         if args.json:
             path = Path(args.json)
             if len(names) > 1:  # run.json -> run.<kernel>.json, one per kernel
@@ -146,10 +146,10 @@ def corpus_shapes(parser, spec: str) -> list[tuple[int, int, int]]:
         parser.error(str(exc))
 
 
-def left_out_check(entries: list[dict], offered) -> list[str]:
+def left_out_check(entries: list[dict], offered, named=dict) -> list[str]:
     """The vote checked on the tuning set: each shape's pick when it is left out of the vote,
     and how much slower that pick measured there than the shape's winner."""
-    slowdowns = [min(x, tuned.UNMEASURED_SLOWDOWN) for x in tuned.left_out_slowdowns(entries, offered)]
+    slowdowns = [min(x, tuned.UNMEASURED_SLOWDOWN) for x in tuned.left_out_slowdowns(entries, offered, named)]
     if not slowdowns:
         return ["left-out check: fewer than two shapes"]
     geomean = math.exp(sum(math.log(x) for x in slowdowns) / len(slowdowns))

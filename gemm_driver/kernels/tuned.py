@@ -146,19 +146,20 @@ def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
                   f"shapes ({near})")
 
 
-def left_out_slowdowns(entries: Sequence[Mapping], offered: Offered) -> list[float]:
+def left_out_slowdowns(entries: Sequence[Mapping], offered: Offered, named: Named = dict) -> list[float]:
     """The vote checked on its own table: per entry, how much slower the configuration the other
-    entries vote for measured there than that entry's winner (inf where it did not run)."""
+    entries vote for measured there than that entry's winner (inf where it did not run), the
+    table's configurations named as ``vote`` names them."""
     slowdowns = []
     for entry in entries:
-        picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]), offered)
+        picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]), offered, named)
         if picked is not None:
-            slowdowns.append(slowdown_at(entry, picked[0]))
+            slowdowns.append(slowdown_at(entry, picked[0], named))
     return slowdowns
 
 
-def slowdown_at(entry: Mapping, tunables: Mapping[str, int]) -> float:
+def slowdown_at(entry: Mapping, tunables: Mapping[str, int], named: Named = dict) -> float:
     """How much slower ``tunables`` measured than the entry's winner (inf where it did not run)."""
-    speed = measured(entry)
+    speed = measured(entry, named)
     tflops = speed.get(_key(tunables))
     return max(speed.values()) / tflops if tflops else math.inf

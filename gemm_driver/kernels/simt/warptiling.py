@@ -209,7 +209,7 @@ _PRODUCT = (
 TUNE_SPACE = tuple(_PRODUCT)  # tests/test_autotune.py: the rules accept every entry
 
 
-def _named(tunables) -> dict[str, int]:
+def named(tunables) -> dict[str, int]:
     """A configuration by the tunables it sets away from warptiled's defaults: how a table names
     it (bench/autotune.table_document; tables written before that named every tunable)."""
     defaults = warptiled.resolve()
@@ -224,7 +224,7 @@ def offered(problem: GemmProblem) -> list[dict[str, int]]:
             warptiled.validate(problem, tunables)
         except UnsupportedProblem:
             continue
-        usable.append(_named(tunables))
+        usable.append(named(tunables))
     return usable
 
 
@@ -233,7 +233,7 @@ def choose_autotuned(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     table = tuned.load_table(gpu_name)
     if table is None:
         return {}, "no tuned table for this GPU; warptiled defaults"
-    picked = tuned.vote(table["entries"], problem, offered, _named)
+    picked = tuned.vote(table["entries"], problem, offered, named)
     return picked if picked is not None else ({}, "the tuned table measured none of these configurations near "
                                                   "this shape; warptiled defaults")
 
