@@ -25,6 +25,7 @@ from gemm_driver.bench.timing import Budget, GpuTimer
 from gemm_driver.case import PreparedCase, run_case
 from gemm_driver.device_reference import products_for
 from gemm_driver.kernels.build import build
+from gemm_driver.kernels.tuned import label
 from gemm_driver.problem import GemmProblem
 
 NAME = "hopper_fp8"
@@ -65,10 +66,6 @@ def prebuild(cases) -> None:
             jobs[tuple(SPEC.entry_expressions(resolved).values())] = resolved
     with ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")) as pool:
         list(pool.map(_build, jobs.values()))
-
-
-def label(t: dict) -> str:
-    return ",".join(f"{k}={v}" for k, v in t.items())
 
 
 def tflops(problem: GemmProblem, outcome) -> float | None:
