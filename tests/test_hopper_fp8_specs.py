@@ -103,7 +103,7 @@ def test_geometry_is_any_shapes_with_one_byte_elements():
     ((1024, 1024, 16384), {"SPLITS": 2, "PROMOTE": 2}),  # 64 tiles, deep K
     ((1024, 1024, 1024), {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),
     ((1, 7168, 16384), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 2}),  # decode: 112 tiles
-    ((64, 4096, 7168), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 3}),  # 64 tiles
+    ((64, 4096, 7168), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 2}),  # 64 tiles
     ((64, 4096, 1024), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "PDL": 1}),
     ((16, 32768, 512), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 512 tiles of 64 x 64
 ])

@@ -47,7 +47,7 @@ def configurations(m: int) -> list[dict]:
     one = [{"CONSUMERS": 1, "BN": 64, "STAGES": 6, "PROMOTE": p} for p in (1, 2)] + [
         {"CONSUMERS": 1, "BN": 128, "STAGES": 4, "PROMOTE": 1}]
     two = [{"BN": 64, "STAGES": 8, "PROMOTE": p} for p in (1, 2)] + [{"PROMOTE": 2}]
-    return [{**c, "SPLITS": s} for c in one for s in (1, 2, 4)] + [{**c, "SPLITS": s} for c in two for s in (1, 2)]
+    return [{**c, "SPLITS": s} for c in one for s in (1, 2, 3, 4)] + [{**c, "SPLITS": s} for c in two for s in (1, 2)]
 
 
 def problem(shape, scaling: str) -> GemmProblem:

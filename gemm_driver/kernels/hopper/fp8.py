@@ -153,9 +153,9 @@ def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str
     (tools/probes/fp8_configs.py; results/h200/probe-fp8-configs.txt):
 
     - M <= 64 (decode-like): 64 x 64 tiles of one consumer warpgroup, two CTAs an SM (at
-      64x4096x7168 1.3-1.5x the 64 x 128 tiles); split-K where the tiles leave SMs idle and every
-      slice keeps >= 2048 of K (2 splits there: 1.1-1.35x unsplit; the 3 this rule gives it were
-      not in the probe).
+      64x4096x7168 1.3-1.5x the 64 x 128 tiles); split-K 2 ways where the tiles leave SMs idle and
+      each slice keeps >= 2048 of K (at 64x4096x7168 1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4
+      slices, in each scaling: results/h200/probe-fp8-small-splits.txt).
     - A full grid of 128 x 128 tiles: those, 4 stages, no cluster (the best geometric mean over
       4096^3, 8192^3, 4096x14336x4096 and 4096x7168x16384; clusters and 6 stages within 5%).
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
@@ -167,7 +167,7 @@ def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str
     if m <= 64:
         small = {"BN": 64, "CONSUMERS": 1, "STAGES": 6, **overlapped}
         units = ceil_div(n, 64)
-        splits = min(4, 2 * rungs.SMS // units, k // 2048)  # two one-consumer CTAs an SM
+        splits = min(2, 2 * rungs.SMS // units, k // 2048)  # two one-consumer CTAs an SM
         if splits >= 2:
             return ({**small, "SPLITS": splits},
                     f"M = {m}: {units} tiles of 64x64 (one consumer), {splits}-way split-K")
