@@ -76,8 +76,9 @@ __device__ __forceinline__ void promote(float (&acc)[R], const float (&part)[R],
 // ring's position, carried from unit to unit. row: the thread's first row; nb: the unit's
 // 128-column block of B (block scales).
 template <class Cfg, int SCALING>
-__device__ __forceinline__ void k_loop_promoted(float (&acc)[Cfg::BN / 2], unsigned char* smem, hopper::Barrier* full,
-                                                hopper::Barrier* empty, const Unit& w, int consumer, int t, int& s,
+__device__ __forceinline__ void k_loop_promoted(float (&acc)[Cfg::BN / 2], hopper::Barrier* full,
+                                                hopper::Barrier* empty, const Unit& w,
+                                                const hopper_pws::TileDescriptors<Cfg>& desc, int t, int& s,
                                                 int& phase, const Scales& scales, int M, int row, int nb) {
     constexpr bool BLOCK = SCALING == SCALE_BLOCK;
     float part[Cfg::BN / 2];
@@ -91,7 +92,7 @@ __device__ __forceinline__ void k_loop_promoted(float (&acc)[Cfg::BN / 2], unsig
         }
         barrier_wait(&full[s], phase);
         wgmma_fence();  // part was read by the last promotion
-        hopper_pws::mma_stage<e4m3_t, Cfg>(part, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, true);
+        hopper_pws::mma_stage<e4m3_t, Cfg>(part, desc, s, true);
         wgmma_commit();
         wgmma_wait<0>();
         fence_accumulators(part);
@@ -110,10 +111,10 @@ __device__ __forceinline__ void k_loop_promoted(float (&acc)[Cfg::BN / 2], unsig
 // in while the tensor cores work on the one just issued. Costs a third BN/2-register array: 192
 // accumulator registers a thread at BN = 128, within the 224 the consumers get with two of them.
 template <class Cfg, int SCALING>
-__device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], unsigned char* smem,
-                                                  hopper::Barrier* full, hopper::Barrier* empty, const Unit& w,
-                                                  int consumer, int t, int& s, int& phase, const Scales& scales,
-                                                  int M, int row, int nb) {
+__device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], hopper::Barrier* full,
+                                                  hopper::Barrier* empty, const Unit& w,
+                                                  const hopper_pws::TileDescriptors<Cfg>& desc, int t, int& s,
+                                                  int& phase, const Scales& scales, int M, int row, int nb) {
     constexpr bool BLOCK = SCALING == SCALE_BLOCK;
     constexpr int R = Cfg::BN / 2;
     // The part sums of the unit's even and odd k tiles (counted from kt0), each with its block
@@ -132,7 +133,7 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], uns
                                 __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt));
         barrier_wait(&full[s], phase);
         wgmma_fence();  // `into` was read by the promotion before
-        hopper_pws::mma_stage<e4m3_t, Cfg>(into, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, true);
+        hopper_pws::mma_stage<e4m3_t, Cfg>(into, desc, s, true);
         wgmma_commit();
         if (++s == Cfg::STAGES) s = 0, phase ^= 1;
     };
@@ -172,14 +173,15 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], uns
 // One unit's k tiles summed by the tensor core alone, one k tile of wgmma in flight (the BF16
 // kernel's loop): no promotion.
 template <class Cfg>
-__device__ __forceinline__ void k_loop_unpromoted(float (&acc)[Cfg::BN / 2], unsigned char* smem,
-                                                  hopper::Barrier* full, hopper::Barrier* empty, const Unit& w,
-                                                  int consumer, int t, int& s, int& phase) {
+__device__ __forceinline__ void k_loop_unpromoted(float (&acc)[Cfg::BN / 2], hopper::Barrier* full,
+                                                  hopper::Barrier* empty, const Unit& w,
+                                                  const hopper_pws::TileDescriptors<Cfg>& desc, int t, int& s,
+                                                  int& phase) {
     int prev = -1;
     for (int kt = w.kt0; kt < w.kt1; ++kt) {
         barrier_wait(&full[s], phase);
         wgmma_fence();
-        hopper_pws::mma_stage<e4m3_t, Cfg>(acc, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
+        hopper_pws::mma_stage<e4m3_t, Cfg>(acc, desc, s, kt == w.kt0);
         wgmma_commit();
         wgmma_wait<1>();
         if (prev >= 0 && t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
@@ -225,7 +227,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
     volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
-    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;  // wg: uniform (run's)
     // Everything a role needs is computed inside it, after setmaxnreg: a value live across the
     // register hand-over (even blockIdx.x / CLUSTER) was spilled to local memory by ptxas.
     auto schedule = [&] { return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, splits, group_m); };
@@ -275,18 +277,19 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         const float epi_alpha = SCALING == SCALE_TENSOR ? alpha * (__ldg(scales.a) * __ldg(scales.b))
                                 : SCALING == SCALE_ROW  ? 1.0f
                                                         : alpha;
+        const hopper_pws::TileDescriptors<Cfg> desc(smem_u32(smem), consumer);
         float acc[BN / 2];
         int s = 0, phase = 0, stores = 0;
         for (int u = cluster_id; u < sched.units; u += clusters) {
             const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
             const int row0 = w.m0 + 64 * consumer, row = row0 + 16 * warp + lane / 4;
             if constexpr (PROMOTE == 2)
-                k_loop_overlapped<Cfg, SCALING>(acc, smem, full, empty, w, consumer, t, s, phase, scales, M, row,
+                k_loop_overlapped<Cfg, SCALING>(acc, full, empty, w, desc, t, s, phase, scales, M, row,
                                                 w.n0 / 128);
             else if constexpr (PROMOTE == 1)
-                k_loop_promoted<Cfg, SCALING>(acc, smem, full, empty, w, consumer, t, s, phase, scales, M, row,
+                k_loop_promoted<Cfg, SCALING>(acc, full, empty, w, desc, t, s, phase, scales, M, row,
                                               w.n0 / 128);
-            else k_loop_unpromoted<Cfg>(acc, smem, full, empty, w, consumer, t, s, phase);
+            else k_loop_unpromoted<Cfg>(acc, full, empty, w, desc, t, s, phase);
             if constexpr (SCALING == SCALE_ROW)
                 scale_rows_and_columns<BN>(acc, scales, alpha, M, N, row, w.n0 + 2 * (lane % 4));
             int2 chunks = make_int2(0, BN / 32);

@@ -161,25 +161,54 @@ __device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, 
     }
 }
 
-// Tried: building the descriptors once a stage and stepping them by addition. It cut the
-// instructions executed by 17% (ncu, 2048x1024x8192: 10.4 M against 12.5 M, same time at base
-// clocks), but 4096^3 ran 675-677 TFLOP/s against 749 (H100, alternating runs,
-// descriptor-stepping-before-after.txt): not kept.
 // Descriptors (smem_desc in hopper_common.cuh), per k step of 16 (32 bytes of a 128-byte row):
 //   K-major: the step moves 32 bytes along the row; SBO = 1024 (the next 8 rows of m or n).
 //   M- or N-major: the step moves 16 k rows (16 x 128 bytes); SBO = 1024 (the next 8 k rows),
 //     LBO = 8 KiB (the next 64-wide block of m or n); transpose bit set.
 // A consumer's 64 rows of m are one 8 KiB block in either major.
+//
+// They are made by addition. A descriptor's high word (SBO, the swizzle) is the same in every
+// stage and k step, and its low word holds the start address >> 4 below the LBO field, so the
+// descriptor of another stage or step is the first one plus (offset >> 4) in the low word: one
+// 32-bit add where smem_desc spends a mask, a shift and an or on each (the SASS of the 128 x 256
+// tile: 87 instructions a k tile and warp, 13 around each wgmma). Shared addresses stay below
+// 256 KiB, so the add never carries out of the 14-bit address field.
+// With `wg` uniform (run) the descriptors stay in uniform registers: the loop went from 87 to 47
+// instructions a k tile and warp, the GEMM from 29.4 M to 19.0 M at 4096^3 (cuBLAS 16.6 M), and
+// the joules per GEMM fell 1-5% (results/h200/descriptors-by-addition-before-after.txt). An earlier
+// form, 64-bit steps from a warpgroup index the compiler took as varying, ran slower on the H100
+// (h100-80gb-hbm3/descriptor-stepping-before-after.txt).
+struct Descriptor {
+    unsigned lo, hi;
+    __device__ __forceinline__ explicit Descriptor(unsigned long long d)
+        : lo(static_cast<unsigned>(d)), hi(static_cast<unsigned>(d >> 32)) {}
+    // The descriptor `units` x 16 bytes further on.
+    __device__ __forceinline__ unsigned long long at(unsigned units) const {
+        return static_cast<unsigned long long>(hi) << 32 | (lo + units);
+    }
+};
+
+// A consumer's descriptors of its 64 rows of A and of the B tile in ring slot 0, k step 0.
+template <class Cfg>
+struct TileDescriptors {
+    Descriptor a, b;
+    __device__ __forceinline__ TileDescriptors(unsigned smem, int consumer)
+        : a(smem_desc(smem + consumer * 64 * 128, Cfg::A_M_MAJOR ? 64 * 128 : 16, 1024)),
+          b(smem_desc(smem + Cfg::A_BYTES, Cfg::B_N_MAJOR ? 64 * 128 : 16, 1024)) {}
+};
+
+// The wgmma of ring slot `slot`'s k tile into d (first: d starts at zero).
 template <class Elem, class Cfg>
-__device__ __forceinline__ void mma_stage(float (&d)[Cfg::BN / 2], unsigned stage, int consumer, bool first) {
-    const unsigned a = stage + consumer * 64 * 128, b = stage + Cfg::A_BYTES;
+__device__ __forceinline__ void mma_stage(float (&d)[Cfg::BN / 2], const TileDescriptors<Cfg>& desc, int slot,
+                                          bool first) {
+    static_assert(Cfg::STAGE_BYTES % 16 == 0, "stages start on 16-byte units");
+    const unsigned stage = slot * (Cfg::STAGE_BYTES / 16);
 #pragma unroll
     for (int step = 0; step < KTile<Elem>::STEPS; ++step) {
-        const unsigned long long ad = Cfg::A_M_MAJOR ? smem_desc(a + step * 16 * 128, 64 * 128, 1024)
-                                                     : smem_desc(a + step * 32, 16, 1024);
-        const unsigned long long bd = Cfg::B_N_MAJOR ? smem_desc(b + step * 16 * 128, 64 * 128, 1024)
-                                                     : smem_desc(b + step * 32, 16, 1024);
-        mma_ss<Elem, Cfg::BN, Cfg::B_N_MAJOR ? 1 : 0, Cfg::A_M_MAJOR ? 1 : 0>(d, ad, bd, first && step == 0 ? 0 : 1);
+        const unsigned a_step = Cfg::A_M_MAJOR ? step * 16 * 128 / 16 : step * 32 / 16;
+        const unsigned b_step = Cfg::B_N_MAJOR ? step * 16 * 128 / 16 : step * 32 / 16;
+        mma_ss<Elem, Cfg::BN, Cfg::B_N_MAJOR ? 1 : 0, Cfg::A_M_MAJOR ? 1 : 0>(
+            d, desc.a.at(stage + a_step), desc.b.at(stage + b_step), first && step == 0 ? 0 : 1);
     }
 }
 
@@ -339,7 +368,9 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
     volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
-    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    // wg from lane 0: the compiler then knows it is the same in a warp and keeps what derives from it
+    // (the consumer's descriptors) in uniform registers.
+    const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;
     // The schedule is set up inside each role, after setmaxnreg: values computed before it would
     // be live across the producer's shrink to 40 registers, and ptxas spilled them.
     auto schedule = [&] { return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, SPLIT_K ? splits : 1, group_m); };
@@ -383,6 +414,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
         const int consumer = wg - 1, warp = t / 32, lane = t % 32;
         float* staging = reinterpret_cast<float*>(smem + Cfg::STAGING_OFFSET) + consumer * Cfg::STAGING_FLOATS;
+        const TileDescriptors<Cfg> desc(smem_u32(smem), consumer);
         float d[BN / 2];
         int s = 0, phase = 0, stores = 0;  // stores: TMA stores this warpgroup issued (store_tma)
         for (int u = cluster_id; u < sched.units; u += clusters) {
@@ -394,7 +426,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                 if constexpr (SWAPPED)
                     mma_stage_swapped<Elem, Cfg>(d, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
                 else
-                    mma_stage<Elem, Cfg>(d, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
+                    mma_stage<Elem, Cfg>(d, desc, s, kt == w.kt0);
                 wgmma_commit();
                 wgmma_wait<1>();
                 if (prev >= 0 && t == 0) release_slot<Cfg>(&empty[prev]);
