@@ -1,5 +1,6 @@
 """The profile command without a GPU: its arguments, the line it prints without ncu, and the
-reading of ncu's output (a raw-page CSV and a --query-metrics excerpt captured on an H100)."""
+reading of ncu's output (a raw-page CSV and a --query-metrics excerpt captured on an H100; a
+source-page excerpt captured on an H200)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import pytest
 
 from gemm_driver import cli
 from gemm_driver.cuda.driver import gpu_available
-from gemm_driver.profile import command, metrics, ncu, target
+from gemm_driver.profile import command, metrics, ncu, sass, target
 
 DATA = Path(__file__).parent / "data"
 RAW_CSV = DATA / "ncu-raw-hopper-bf16-1024.csv"  # profile hopper_bf16 --shape 1024x1024x1024, H100
 QUERY = DATA / "ncu-query-metrics-h100-excerpt.txt"  # lines of `ncu --query-metrics` on that H100
+# `ncu --import REPORT --csv --page source --print-source sass` of hopper_bf16 at 1024^3 (SourceCounters,
+# H200): its first 480 SASS instructions and 6 of its columns
+SOURCE_CSV = DATA / "ncu-source-hopper-bf16-1024-excerpt.csv"
 
 
 @pytest.fixture
@@ -47,6 +51,8 @@ def fake_ncu(directory: Path) -> Path:
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--set", "NOPE=1"], "NOPE"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--set", "BN"], "NAME=INTEGER"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--json", "."], "--json takes a file path"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--source", "0"], "a whole number of stretches (1 or more)"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--source", "all"], "a whole number of stretches"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--layout", "nx"], "--layout 'nx' is not one of nn, nt"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--layout", "nn,nt"], "--layout takes one value in profile"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--epilogue", "gelu"], "--epilogue 'gelu' is not one of"),
@@ -210,3 +216,60 @@ def test_an_fp8_request_names_its_scaling_and_the_header_shows_it():
     result = _result()
     result["request"] = {**result["request"], "layout": "nt", "out_dtype": "bf16", "scaling": "block"}
     assert "1024x1024x1024 nt bf16 none block scales" in command.render(result).splitlines()[0]
+
+
+# ---------------------------------------------------------------- --source: counters per SASS instruction
+def test_source_page_is_read_per_instruction():
+    (listing,) = sass.parse_source_csv(SOURCE_CSV.read_text())
+    assert listing.kernel.startswith("void hopper_any_shape<hopper::bf16_t")
+    assert len(listing.instructions) == 480
+    first = listing.instructions[0]
+    assert first.sass == "LDC R1, c[0x0][0x28]" and first.executed == 1536 and first.samples == 19
+    with pytest.raises(ValueError, match="SourceCounters"):
+        sass.parse_source_csv('"Kernel Name","k"\n"Address","Source"\n"0x0","NOP"\n')
+    with pytest.raises(ValueError, match="no kernel"):
+        sass.parse_source_csv("==PROF== nothing\n")
+
+
+def test_the_hottest_stretch_is_the_k_loop():
+    (listing,) = sass.parse_source_csv(SOURCE_CSV.read_text())
+    top = sass.stretches(listing, 3)
+    loop = top[0]  # 128 CTAs x 2 consumers x 4 warps x 16 k tiles / 2 (two k tiles an iteration)
+    assert (loop.length, loop.times) == (152, 8192) and loop.first_sass.startswith("ULEA")
+    assert loop.last_sass.startswith("@P0") and "BRA" in loop.last_sass
+    assert [s.executed for s in top] == sorted((s.executed for s in top), reverse=True)
+
+
+def test_stretches_cut_where_the_count_changes_and_skip_code_never_run():
+    ins = [sass.Instruction(str(i), f"I{i}", n, 1.0) for i, n in enumerate([5, 5, 0, 0, 100, 100, 100, 5])]
+    found = sass.stretches(sass.Listing("k", tuple(ins)), 10)
+    assert [(s.first, s.last, s.times) for s in found] == [(4, 6, 100), (0, 1, 5), (7, 7, 5)]
+    assert found[0].as_dict(sass.Listing("k", tuple(ins)).executed)["share"] == pytest.approx(300 / 315)
+
+
+def test_listings_go_to_launches_in_order_else_by_name():
+    a, b = sass.Listing("a", ()), sass.Listing("void k<(int)64, (bool)1>(int)", ())
+    assert sass.match([a, b], ["a", "b"]) == [a, b]
+    assert sass.match([b], ["a", "marker", "void k<64, 1>(int)"]) == [None, None, b]
+
+
+def test_source_counters_are_asked_of_ncu_only_with_source():
+    plain = ncu.profile_command("ncu", ["m1"], "r.ncu-rep", ["python"])
+    assert "--section" not in plain
+    with_source = ncu.profile_command("ncu", ["m1"], "r.ncu-rep", ["python"], ("SourceCounters",))
+    at = with_source.index("--section")
+    assert with_source[at + 1] == "SourceCounters" and with_source[-1] == "python"
+
+
+def test_the_source_section_shows_each_side_s_stretches_within_120_columns():
+    result = _result()
+    listings = sass.parse_source_csv(SOURCE_CSV.read_text())
+    launches = ncu.parse_raw_csv(RAW_CSV.read_text())
+    # the two captures are of different builds: the listing goes to the first launch, as in the report's order
+    result["source"] = command.source_section(result, launches, [listings[0], None, None], 2)
+    side = result["source"]["sides"]["hopper_bf16"]
+    assert side["instructions_in_code"] == 480 and len(side["stretches"]) == 2
+    assert "cublas_bf16" not in result["source"]["sides"]  # the excerpt holds our kernel's listing only
+    text = command.render(result)
+    assert "hottest SASS of hopper_bf16" in text and "152 x 8,192" in text
+    assert max(len(line) for line in text.splitlines()) <= command.WIDTH

@@ -9,7 +9,8 @@ profiles compare whatever the power cap and the temperature were doing, and flus
 caches before each replay pass (--cache-control all): DRAM bytes are a cold launch's.
 The table puts the kernel's metrics beside the baseline's with their ratio; ``--json``
 writes everything, every metric of both sides included. ``--export`` keeps ncu's report
-for the Nsight Compute GUI.
+for the Nsight Compute GUI. ``--source N`` adds ncu's source counters and shows where each
+side's instructions go: its N hottest stretches of SASS (sass.py).
 
 Exit status: 0 profiled; 1 a side failed verification; 2 bad input, no GPU, no ncu (one
 line naming what to install) or ncu failed.
@@ -34,7 +35,7 @@ from ..kernels.spec import KernelSpec, parse_tunable
 from ..kernels.target import capability_refusal, check_capabilities
 from ..problem import (DEFAULT_EPILOGUE, DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, EPILOGUES, LAYOUTS, OUT_DTYPES, parse_shape,
                        parse_variants, variant_label)
-from . import metrics, ncu
+from . import metrics, ncu, sass
 from .target import problem_of
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -73,6 +74,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random operands (default 0)")
     p.add_argument("--json", metavar="PATH", help="write the metrics of both sides, the table and the settings")
     p.add_argument("--export", metavar="PATH", help="keep Nsight Compute's report (.ncu-rep) at PATH")
+    p.add_argument("--source", type=_typed(_positive, "count"), metavar="N",
+                   help="also collect ncu's source counters and show each side's N hottest stretches of SASS "
+                   "(consecutive instructions executed equally often: a loop body), by instructions executed")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"expected a whole number of stretches (1 or more), got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"expected a whole number of stretches (1 or more), got {value}")
+    return value
 
 
 def check_request(args) -> dict:
@@ -148,15 +162,20 @@ def cmd_profile(args) -> int:
         report_path = _report_path(args.export) if args.export else str(work / "profile.ncu-rep")
         target = [sys.executable, "-m", "gemm_driver.profile.target", str(work / "request.json"),
                   str(work / "report.json")]
-        command = ncu.profile_command(tool, wanted, report_path, target)
+        source = getattr(args, "source", None)
+        command = ncu.profile_command(tool, wanted, report_path, target, ("SourceCounters",) if source else ())
         output = ncu.run_profile(command)
         report = _target_report(work / "report.json", output)
         if report["status"] != "ok":
             print(f"gemm-driver profile: {report['error']}", file=sys.stderr)
             return EXIT_FAILED if report["status"] == "FAILED" else EXIT_USAGE
         launches = ncu.parse_raw_csv(ncu.raw_csv(tool, report_path))
+        listings = sass.match(sass.parse_source_csv(ncu.source_csv(tool, report_path)),
+                              [k.name for k in launches]) if source else None
     result = assemble(request, report, launches, {"path": tool, "version": ncu.version(tool), "command": command},
                       wanted, missing)
+    if listings is not None:
+        result["source"] = source_section(result, launches, listings, source)
     print(render(result))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -211,6 +230,22 @@ def assemble(request: dict, report: dict, launches: Sequence[ncu.ProfiledKernel]
     }
 
 
+def source_section(result: dict, launches: Sequence[ncu.ProfiledKernel], listings, top: int) -> dict:
+    """Each side's main launch: its instructions executed and its ``top`` hottest stretches (the
+    whole listing stays in the report that --export keeps)."""
+    at = {k.id: i for i, k in enumerate(launches)}
+    section = {"stretches_shown": top, "sides": {}}
+    for name, side in result["sides"].items():
+        listing = listings[at[side["main"]]]
+        if listing is None:
+            continue
+        total = listing.executed
+        section["sides"][name] = {
+            "kernel": listing.kernel, "instructions_in_code": len(listing.instructions), "executed": total,
+            "stretches": [s.as_dict(total) for s in sass.stretches(listing, top)]}
+    return section
+
+
 def _number(value: float | None) -> str:
     if value is None:
         return "-"
@@ -252,4 +287,21 @@ def render(result: dict) -> str:
         if len(names) > 1:
             line += f"{row['ratio']:>8.2f}x" if row["ratio"] is not None else f"{'-':>9}"
         lines.append(line)
+    for name, side in (result.get("source") or {}).get("sides", {}).items():
+        lines += [""] + render_stretches(name, side)
     return "\n".join(line[:WIDTH] for line in lines)
+
+
+def render_stretches(name: str, side: dict) -> list[str]:
+    """A side's hottest stretches of SASS: share of the instructions executed, how many times
+    each of its instructions ran, its warp-stall samples, its first and last instruction."""
+    lines = textwrap.wrap(f"hottest SASS of {name} (ncu's source counters): {side['executed']:,.0f} warp "
+                          f"instructions executed, {side['instructions_in_code']} instructions of code; stretches "
+                          "of consecutive instructions executed equally often, most executed first", WIDTH)
+    lines.append(f"  {'share':>6} {'executed':>13} {'instructions x times':>22} {'stall samples':>13}  "
+                 "first .. last instruction")
+    for s in side["stretches"]:
+        span = f"{s['instructions']} x {s['times']:,.0f}"
+        lines.append(f"  {s['share'] or 0:6.1%} {s['executed']:13,.0f} {span:>22} {s['stall_samples']:13,.0f}  "
+                     f"{s['first_sass']} .. {s['last_sass']}")
+    return lines

@@ -93,12 +93,15 @@ def available_metrics(ncu: str) -> set[str]:
     return parse_query(_run([ncu, "--query-metrics"], "ncu --query-metrics").stdout)
 
 
-def profile_command(ncu: str, metrics: Sequence[str], report: str, target: Sequence[str]) -> list[str]:
+def profile_command(ncu: str, metrics: Sequence[str], report: str, target: Sequence[str],
+                    sections: Sequence[str] = ()) -> list[str]:
     """ncu around ``target``: only the launches between cuProfilerStart and cuProfilerStop,
-    clocks locked to base, caches flushed before each replay pass, every process followed."""
+    clocks locked to base, caches flushed before each replay pass, every process followed;
+    ``sections`` adds ncu's own sections (SourceCounters: counters per SASS instruction)."""
+    extra = [arg for name in sections for arg in ("--section", name)]
     return [ncu, "--target-processes", "all", "--profile-from-start", "off", "--clock-control", "base",
-            "--cache-control", "all", "--metrics", ",".join(metrics), "--export", report, "--force-overwrite",
-            *target]
+            "--cache-control", "all", "--metrics", ",".join(metrics), *extra, "--export", report,
+            "--force-overwrite", *target]
 
 
 def run_profile(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
@@ -116,6 +119,12 @@ def raw_csv(ncu: str, report: str) -> str:
         raise NcuError(f"ncu wrote no report at {report}: nothing was profiled")
     return _run([ncu, "--import", report, "--csv", "--page", "raw", "--print-units", "base"],
                 "ncu --import").stdout
+
+
+def source_csv(ncu: str, report: str) -> str:
+    """The report's source page as CSV: each launch's SASS with its source counters (sass.py)."""
+    return _run([ncu, "--import", report, "--csv", "--page", "source", "--print-source", "sass"],
+                "ncu --import (source page)").stdout
 
 
 @dataclass
