@@ -57,6 +57,10 @@ struct Scales {
     __device__ __forceinline__ float row_b(int col, int N) const {
         return col < N ? __ldg(b + static_cast<long long>(col) * b_ld) : 0.0f;
     }
+    // Block scaling: k tile kb's scales of A's rows `row` and row + 8, and of B's block nb.
+    __device__ __forceinline__ float3 block(int row, int kb, int nb, int M) const {
+        return make_float3(a_at(row, kb, M), a_at(row + 8, kb, M), __ldg(b + static_cast<long long>(nb) * b_ld + kb));
+    }
 };
 
 // acc (+)= part, or with block scales acc = fma(part, s[h], acc) for the thread's two rows
@@ -86,9 +90,8 @@ __device__ __forceinline__ void k_loop_promoted(float (&acc)[Cfg::BN / 2], hoppe
         // the scales of this k tile, loaded before the wait so that their latency hides under it
         float s0 = 1.0f, s1 = 1.0f;
         if constexpr (BLOCK) {
-            const float b = __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt);
-            s0 = scales.a_at(row, kt, M) * b;
-            s1 = scales.a_at(row + 8, kt, M) * b;
+            const float3 f = scales.block(row, kt, nb, M);
+            s0 = f.x * f.z, s1 = f.y * f.z;
         }
         barrier_wait(&full[s], phase);
         wgmma_fence();  // part was read by the last promotion
@@ -126,11 +129,11 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], hop
     for (int i = 0; i < R; ++i) acc[i] = 0.0f;
     // k tile kt into `into`, from ring slot s. Its block scales are loaded here and multiplied only
     // where the tile is promoted, a k tile later: a product taken here made the thread wait for the
-    // loads (global latency) before it issued the wgmma, every k tile.
+    // loads (global latency) before it issued the wgmma, every k tile. (Loading them a k tile
+    // earlier still, for the long-scoreboard stall ncu puts on that product, ran 2-6% slower:
+    // results/h200/fp8-block-scales-ahead-before-after.txt.)
     auto issue = [&](float (&into)[R], int kt, float3& scale) {
-        if constexpr (BLOCK)
-            scale = make_float3(scales.a_at(row, kt, M), scales.a_at(row + 8, kt, M),
-                                __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt));
+        if constexpr (BLOCK) scale = scales.block(row, kt, nb, M);
         barrier_wait(&full[s], phase);
         wgmma_fence();  // `into` was read by the promotion before
         hopper_pws::mma_stage<e4m3_t, Cfg>(into, desc, s, true);
