@@ -329,6 +329,27 @@ def test_with_a_table_the_nearest_shape_wins(monkeypatch, tmp_path):
         tuned.load_table("NVIDIA Imaginary GPU", tmp_path, kernel="mma_sync_tuned_fp16")
 
 
+def test_with_a_timed_table_the_vote_decides_whatever_the_table_spelt(monkeypatch, tmp_path):
+    """A table with timings (tools/autotune.py keeps every configuration's) is read by the vote,
+    as autotuned's is: the neighbours' fastest wins, whether the table names a configuration by
+    every tunable (older tables) or by those away from the tuned variant's defaults."""
+    real = tuned.load_table
+    monkeypatch.setattr(tuned, "load_table", lambda gpu, directory=None, kernel=None: real(gpu, tmp_path, kernel))
+    small, large = mma_sync.TUNE_SPACE["bf16"][-3], mma_sync.TUNE_SPACE["bf16"][0]
+    sparse = {k: v for k, v in large.items() if mma_sync.TUNED_DEFAULTS["bf16"][k] != v}
+    runner = lambda t, tf: {"tunables": t, "tflops": tf}  # noqa: E731
+    entries = [{"shape": [1024, 1024, 1024], "best": small, "tflops": 200.0, "runners_up": [runner(sparse, 150.0)]},
+               {"shape": [2048, 2048, 2048], "best": small, "tflops": 300.0, "runners_up": [runner(large, 290.0)]},
+               {"shape": [8192, 8192, 8192], "best": sparse, "tflops": 500.0, "runners_up": [runner(small, 300.0)]}]
+    table = {"schema": tuned.SCHEMA, "kernel": "mma_sync_tuned_bf16", "gpu": "NVIDIA Imaginary GPU", "entries": entries}
+    (tmp_path / "imaginary-gpu.mma_sync_tuned_bf16.json").write_text(json.dumps(table))
+    spec = SPECS["mma_sync_tuned_bf16"]
+    tunables, why = spec.choose(GemmProblem(8000, 8100, 7900), "NVIDIA Imaginary GPU")
+    assert tunables == large and "predicted" in why and "8192x8192x8192" in why
+    assert spec.choose(GemmProblem(1000, 1000, 1000), "NVIDIA Imaginary GPU")[0] == small
+    assert all(c in mma_sync.offered_configs(spec, GemmProblem(4096, 4096, 4096)) for c in (small, large))
+
+
 def test_tune_spaces_are_small_valid_and_hold_the_measured_winners():
     for name, space in tensor.TUNE_SPACES.items():
         spec = kernels.KERNELS[name]
@@ -346,7 +367,7 @@ def test_committed_tensor_tables_resolve():
     """Per-kernel tables (<gpu>.<kernel>.json) written by tools/autotune.py --kernel ... --write."""
     for path in sorted(tuned.TUNED_DIR.glob("*.*.json")):
         slug, name = path.stem.split(".", 1)
-        if name == "hopper_bf16":  # not a nearest-shape table: the vote's (test_hopper_selection.py)
+        if name == "hopper_bf16":  # its candidates are per shape (test_hopper_selection.py)
             continue
         document = json.loads(path.read_text())
         assert document["schema"] == tuned.SCHEMA and document["kernel"] == name
@@ -354,8 +375,9 @@ def test_committed_tensor_tables_resolve():
         spec = kernels.KERNELS[name]
         for entry in document["entries"]:
             spec.validate(GemmProblem(*entry["shape"]), entry["best"])
-        first = document["entries"][0]["shape"]
-        assert spec.choose(GemmProblem(*first), document["gpu"])[1] == "tuned at " + "x".join(map(str, first))
+        first = GemmProblem(*document["entries"][0]["shape"])
+        tunables, why = spec.choose(first, document["gpu"])  # the vote over the table's timings
+        assert "predicted" in why and spec.validate(first, tunables)
 
 
 def _autotune_tool():

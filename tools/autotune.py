@@ -18,10 +18,10 @@
                                                    # table keeps its other shapes' entries
 
 ``--corpus`` takes a corpus's tuning set only (docs/corpus.md): no sweep reads the validation
-set. The table keeps every configuration's TFLOP/s per shape: ``autotuned`` and ``hopper_bf16``
-read it by the vote of kernels/tuned.py (the nearest swept shapes predict each configuration's
-slowdown), and their sweeps end with the vote checked on the tuning set itself, each shape left
-out of its own vote.
+set. The table keeps every configuration's TFLOP/s per shape: ``autotuned``, ``hopper_bf16`` and
+``mma_sync_tuned_*`` read it by the vote of kernels/tuned.py (the nearest swept shapes predict
+each configuration's slowdown), and their sweeps end with the vote checked on the tuning set
+itself, each shape left out of its own vote.
 
 Every configuration is verified against the float64 reference before it is timed; cuBLAS
 of the kernel's precision is timed on the same operands for the % column. Needs a GPU;
@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from functools import partial
 from pathlib import Path
 
 from gemm_driver import kernels
@@ -47,6 +48,7 @@ from gemm_driver.kernels import tensor, tuned
 from gemm_driver.kernels.hopper import selection
 from gemm_driver.kernels.simt import warptiling
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
+from gemm_driver.kernels.tensor import mma_sync
 from gemm_driver.problem import GemmProblem
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
@@ -65,7 +67,10 @@ TARGETS = {"autotuned": ("warptiled", TUNE_SPACE),
 
 # The kernels that vote over their table (tuned.vote): the configurations each offers a shape and
 # how it names a stored one, for the left-out check printed after a sweep.
-VOTERS = {"autotuned": (warptiling.offered, warptiling.named), "hopper_bf16": (selection.candidates, dict)}
+VOTERS = {"autotuned": (warptiling.offered, warptiling.named), "hopper_bf16": (selection.candidates, dict),
+          **{name: (partial(mma_sync.offered_configs, kernels.KERNELS[name]),
+                    partial(mma_sync.named_config, kernels.KERNELS[name].precision))
+             for name in tensor.TUNE_SPACES}}
 
 targets = comma_choice("--kernel", TARGETS)  # '--kernel' values: a comma list of tuned kernels
 

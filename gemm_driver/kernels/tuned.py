@@ -113,16 +113,17 @@ def _key(tunables: Mapping[str, int]) -> tuple:
 def measured(entry: Mapping, named: Named = dict) -> dict[tuple, float]:
     """A table entry's TFLOP/s per configuration (its winner and every runner-up), each as
     ``named`` names it."""
-    rows = [{"tunables": entry["best"], "tflops": entry["tflops"]}, *entry.get("runners_up", ())]
+    rows = [{"tunables": entry["best"], "tflops": entry.get("tflops")}, *entry.get("runners_up", ())]
     return {_key(named(r["tunables"])): r["tflops"] for r in rows if r.get("tflops")}
 
 
 def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
          named: Named = dict) -> tuple[dict[str, int], str] | None:
     """The configuration of ``offered(problem)`` the nearest measured shapes predict fastest for
-    ``problem``, with the reason; None without entries, without a configuration offered, or
+    ``problem``, with the reason; None without timed entries, without a configuration offered, or
     where no neighbour measured any of them."""
     choices = list(offered(problem))
+    entries = [e for e in entries if measured(e, named)]  # an entry without timings says nothing
     if not entries or not choices:
         return None
     shape = (max(problem.m, 1), max(problem.n, 1), max(problem.k, 1))

@@ -19,7 +19,10 @@ and truncation differ, products exact in FP32).
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
+from typing import Mapping
 
+from ...cuda.errors import UnsupportedProblem
 from ...problem import EPILOGUES
 from .. import tuned
 from ..linear import OUTPUT_TUNABLES, LinearSpec
@@ -201,22 +204,50 @@ def plain(precision: str) -> KernelSpec:
     return spec
 
 
-def _choose(name: str, fallback_name: str, fallback: dict[str, int]):
+# A configuration as the vote names it: its tiling, whatever the table spelt (tools/autotune.py
+# now names the tunables away from the tuned variant's defaults; older tables named all of them).
+CONFIG_KEYS = tuple(_config(64, 64, 64, 2, 2, 3))
+
+
+def named_config(precision: str, tunables: Mapping[str, int]) -> dict[str, int]:
+    full = {**TUNED_DEFAULTS[precision], **tunables}
+    return {k: full[k] for k in CONFIG_KEYS}
+
+
+def offered_configs(spec: KernelSpec, problem) -> list[dict[str, int]]:
+    """The configurations of TUNE_SPACE that ``spec`` can run ``problem`` with, as the vote names them."""
+    usable = []
+    for tunables in TUNE_SPACE[spec.precision]:
+        try:
+            spec.validate(problem, tunables)
+        except UnsupportedProblem:
+            continue
+        usable.append(named_config(spec.precision, tunables))
+    return usable
+
+
+def _choose(spec: KernelSpec, fallback_name: str, fallback: dict[str, int]):
+    """The vote of this GPU's table over the configurations that can run the shape (tuned.vote,
+    as autotuned and hopper_bf16 choose), the nearest shape's winner where no neighbour measured
+    any of them, ``fallback`` without a table."""
+    offered = partial(offered_configs, spec)
+    named = partial(named_config, spec.precision)
+
     def choose(problem, gpu_name):
-        table = tuned.load_table(gpu_name, kernel=name)
+        table = tuned.load_table(gpu_name, kernel=spec.name)
         if not table or not table.get("entries"):
-            path = tuned.tuned_path(gpu_name, kernel=name)
+            path = tuned.tuned_path(gpu_name, kernel=spec.name)
             return dict(fallback), f"no tuned table for this GPU ({path.name}); {fallback_name} defaults"
-        return tuned.pick(table, problem)
+        return tuned.vote(table["entries"], problem, offered, named) or tuned.pick(table, problem)
     return choose
 
 
 def autotuned(precision: str) -> KernelSpec:
     name = f"mma_sync_tuned_{precision}"
-    return mma_sync(
+    spec = mma_sync(
         precision, name=name, defaults=TUNED_DEFAULTS[precision],
-        description=f"mma_sync_{precision} with the configuration tuned on this GPU for the nearest shape "
-                    f"(gemm_driver/tuned/<gpu>.{name}.json)",
+        description=f"mma_sync_{precision} with the configuration the nearest shapes of this GPU's tuning sweep "
+                    f"predict fastest (gemm_driver/tuned/<gpu>.{name}.json)",
         checked=({},),  # its own defaults; mma_sync's are built under that name, the space by the tests
-        choose=_choose(name, f"mma_sync_{precision}", DEFAULTS[precision]),
     )
+    return replace(spec, choose=_choose(spec, f"mma_sync_{precision}", DEFAULTS[precision]))
