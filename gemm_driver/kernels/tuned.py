@@ -8,8 +8,8 @@ for every other tuned kernel (e.g. ``h100-80gb-hbm3.mma_sync_tuned_bf16.json``),
 
 Two ways to read a table for a shape it was not swept on:
 
-- ``pick``: the winner of the nearest swept shape (log2 M, N, K). Tables of a few shapes
-  (``mma_sync_tuned_*``) are read this way.
+- ``pick``: the winner of the nearest swept shape (log2 M, N, K): what ``mma_sync_tuned_*``
+  fall back to where the vote has no timings to go by.
 - ``vote``: the configuration the nearest swept shapes predict fastest, from every
   configuration's measured TFLOP/s there (a table swept over a corpus's tuning set, which
   keeps them all). Its ``NEIGHBOURS`` nearest shapes in ``features`` vote with weight
@@ -19,7 +19,8 @@ Two ways to read a table for a shape it was not swept on:
   grid filling up, K growing deep enough to split) one neighbour's winner is noise between two
   configurations a few percent apart, and the neighbours' timings average it out.
   ``left_out_slowdowns`` checks it on the table itself, each shape voted for without its own
-  measurements. ``hopper/selection.py`` and ``autotuned`` read their tables this way.
+  measurements. ``hopper/selection.py``, ``autotuned`` and ``mma_sync_tuned_*`` read their
+  tables this way.
 
 A GPU without a table gets the kernel's defaults (or its analytic rule), and the reason says so.
 """
