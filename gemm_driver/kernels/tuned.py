@@ -33,6 +33,7 @@ import re
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from ..cuda.errors import UnsupportedProblem
 from ..problem import GemmProblem
 from .spec import ceil_div
 
@@ -111,6 +112,24 @@ def _key(tunables: Mapping[str, int]) -> tuple:
     return tuple(sorted(tunables.items()))
 
 
+def runnable(spec, problem: GemmProblem, space: Sequence[Mapping[str, int]], named: Named = dict) -> list[dict]:
+    """The configurations of ``space`` that ``spec`` can run ``problem`` with (its rules, by
+    ``spec.validate``), each as ``named`` names it: what a family offers the vote."""
+    usable = []
+    for tunables in space:
+        try:
+            spec.validate(problem, tunables)
+        except UnsupportedProblem:
+            continue
+        usable.append(dict(named(tunables)))
+    return usable
+
+
+def _timed(entry: Mapping) -> bool:
+    """Whether a table entry holds any timing (its winner's or a runner-up's)."""
+    return bool(entry.get("tflops")) or any(r.get("tflops") for r in entry.get("runners_up", ()))
+
+
 def measured(entry: Mapping, named: Named = dict) -> dict[tuple, float]:
     """A table entry's TFLOP/s per configuration (its winner and every runner-up), each as
     ``named`` names it."""
@@ -124,7 +143,7 @@ def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
     ``problem``, with the reason; None without timed entries, without a configuration offered, or
     where no neighbour measured any of them."""
     choices = list(offered(problem))
-    entries = [e for e in entries if measured(e, named)]  # an entry without timings says nothing
+    entries = [e for e in entries if _timed(e)]  # an entry without timings says nothing
     if not entries or not choices:
         return None
     shape = (max(problem.m, 1), max(problem.n, 1), max(problem.k, 1))

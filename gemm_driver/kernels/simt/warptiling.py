@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 
 from ...cuda.arch_limits import MAX_SHARED_PER_BLOCK  # sm_90's opt-in; smaller GPUs refuse it at load
-from ...cuda.errors import UnsupportedProblem
 from ...problem import GemmProblem
 from .. import tuned
 from ..spec import SGEMM_SIGNATURE, KernelSpec, Tunable, ceil_div
@@ -218,14 +217,7 @@ def named(tunables) -> dict[str, int]:
 
 def offered(problem: GemmProblem) -> list[dict[str, int]]:
     """The configurations of TUNE_SPACE that can run ``problem``, as a table names them."""
-    usable = []
-    for tunables in TUNE_SPACE:
-        try:
-            warptiled.validate(problem, tunables)
-        except UnsupportedProblem:
-            continue
-        usable.append(named(tunables))
-    return usable
+    return tuned.runnable(warptiled, problem, TUNE_SPACE, named)
 
 
 def choose_autotuned(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:

@@ -22,7 +22,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Mapping
 
-from ...cuda.errors import UnsupportedProblem
 from ...problem import EPILOGUES
 from .. import tuned
 from ..linear import OUTPUT_TUNABLES, LinearSpec
@@ -216,14 +215,7 @@ def named_config(precision: str, tunables: Mapping[str, int]) -> dict[str, int]:
 
 def offered_configs(spec: KernelSpec, problem) -> list[dict[str, int]]:
     """The configurations of TUNE_SPACE that ``spec`` can run ``problem`` with, as the vote names them."""
-    usable = []
-    for tunables in TUNE_SPACE[spec.precision]:
-        try:
-            spec.validate(problem, tunables)
-        except UnsupportedProblem:
-            continue
-        usable.append(named_config(spec.precision, tunables))
-    return usable
+    return tuned.runnable(spec, problem, TUNE_SPACE[spec.precision], partial(named_config, spec.precision))
 
 
 def _choose(spec: KernelSpec, fallback_name: str, fallback: dict[str, int]):
