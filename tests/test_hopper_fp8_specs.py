@@ -43,7 +43,7 @@ def test_registered_as_a_hopper_kernel_of_the_fp8_precision():
     assert SPEC.precision == "fp8" and SPEC.min_arch == "sm_90a" and SPEC.source == "cu/hopper/fp8.cu"
     assert SPEC.layouts == ("nt",) and SPEC.out_dtypes == ("fp32", "bf16") and SPEC.scalings == ("tensor", "row", "block")
     assert set(SPEC.epilogues) == {"none", "bias", "bias_relu", "bias_gelu"}
-    assert len(SPEC.signature) == len(SPEC.extra_entries[0].signature) == 20  # any_shape's 16 + two scales, two lds
+    assert len(SPEC.signature) == len(SPEC.extra_entries[0].signature) == 21  # any_shape's 17 + two scales, two lds
 
 
 @pytest.mark.parametrize("scaling, out_dtype, epilogue, fixed", [
@@ -163,7 +163,7 @@ def test_rows_of_codes_that_are_not_16_byte_multiples_are_packed(monkeypatch):
     assert [entry for entry, *_ in launches] == ["pack_rows", "pack_rows", "main"]
     assert set(scratch) == {recipe.PACKED["a"], recipe.PACKED["b"]}
     assert [m[4] for m in maps] == [4112, 4112]  # packed rows: 4099 codes padded to 16-byte multiples
-    assert launches[-1][3][14] == 0  # c_tma: BF16 rows of 4091 are no 16-byte multiples, C stored from registers
+    assert launches[-1][3][15] == 0  # c_tma: BF16 rows of 4091 are no 16-byte multiples, C stored from registers
 
 
 def test_split_k_takes_the_workspace_and_zeroed_counters(monkeypatch):

@@ -5,8 +5,9 @@ padded and odd leading dimensions, misaligned pointers, alpha and beta including
 poisoned C and guard bands: see strategies.py / checking.py), with the tunables ``choose``
 picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles
 (BF16/FP16 and TF32), C's own stores instead of TMA stores, split-K reduced in parallel and
-serially. Fixed cases pin packing (K = 4099, odd strides, misaligned bases) and beta; split-K must give the same bits on every launch; a few large
-shapes run through the last rungs. All skip without a GPU, and on a GPU other than sm_90.
+serially, split-K of only the last wave's tiles (TAIL). Fixed cases pin packing (K = 4099, odd
+strides, misaligned bases) and beta; split-K must give the same bits on every launch; a few
+large shapes run through the last rungs. All skip without a GPU, and on a GPU other than sm_90.
 
     python -m pytest -q tests/test_hopper_gpu.py
 """
@@ -119,7 +120,7 @@ def _launches(session, name, problem, tunables, launches=5, seed=3):
     """Launch one Launch ``launches`` times (C refilled before each) and require the same
     bits every time; the verification of the first C, and what the Launch chose."""
     with PreparedCase.random(problem, SPECS[name].precision, seed) as case:
-        launch = session.launcher(name, problem, *case.device(), tunables)
+        launch = case.launcher(session, name, tunables)
 
         def run():
             out, guard = case.run(launch)
@@ -142,6 +143,23 @@ def test_split_k_is_correct_and_bitwise_reproducible(hopper_session, name, tunab
     verification, record = _launches(hopper_session, name, problem, tunables)
     assert verification.ok, verification.message
     assert record["tunables"]["SPLITS"] > 1, record
+
+
+# Tail splits (TAIL): more tiles than resident CTAs, the last partial wave's tiles cut into k ranges
+TAILS = [
+    ("hopper_bf16", GemmProblem(1024, 5120, 2048, 1.0, 0.5), {"TAIL": 4}),  # 160 tiles: 132 whole, 28 cut 4 ways
+    ("hopper_fp16", GemmProblem(1000, 5000, 3000, -1.0, 0.0), {"CM": 2, "TAIL": 4}),  # 2x1 clusters, ragged edges
+    ("hopper_bf16", GemmProblem(1024, 5120, 2048), {"BN": 128, "CONSUMERS": 1, "TAIL": 2}),  # two CTAs an SM
+    ("hopper_bf16", GemmProblem(1100, 4100, 1000, 1.0, 0.5, trans_b=True, out_dtype="bf16", epilogue="bias_gelu"),
+     {"BN": 128, "STAGES": 6, "TAIL": 4}),  # a linear layer: B stored N x K, BF16 D, bias and GELU
+]
+
+
+@pytest.mark.parametrize("name, problem, tunables", TAILS, ids=[f"{n}-{p.label}-{t}" for n, p, t in TAILS])
+def test_tail_split_is_correct_and_bitwise_reproducible(hopper_session, name, problem, tunables):
+    verification, record = _launches(hopper_session, name, problem, tunables)
+    assert verification.ok, verification.message
+    assert record["tunables"]["TAIL"] == tunables["TAIL"], record
 
 
 @pytest.mark.parametrize("name, shape", [

@@ -128,7 +128,7 @@ def test_a_16_bit_c_is_stored_by_tma_where_its_rows_allow(monkeypatch, n, ldc, c
     _, launches, maps, _ = _plan(monkeypatch, p, {"BN": 128, "STAGES": 6}, misalign=(0, 0, c_offset),
                                  lds=(64, 64, ldc))
     args = launches[-1][3]
-    assert args[14] == tma and len(maps) == 2 + tma
+    assert args[15] == tma and len(maps) == 2 + tma
     if tma:
         assert maps[2][1:] == ("bf16", 300, n, ldc, 64, 32, 64)  # 64-byte rows: 64-byte swizzle
 

@@ -273,7 +273,7 @@ def test_units_and_scratch_cover_every_tile(m, n, k, cm, cn, consumers, splits):
     assert units == -(-tiles_m // cm) * -(-tiles_n // cn) * s  # whole clusters of tiles, times the slices
     assert units * cm * cn >= tiles_m * tiles_n * s  # every tile and slice has a CTA's unit
     assert 1 <= s <= min(splits, -(-k // 64))
-    partials, counters = geo.split_scratch(p, g, splits)
+    partials, counters = geo.split_scratch(p, g, geo.split_plan(p, g, splits, 0, 132))
     if s == 1:
         assert (partials, counters) == (0, 0)
     else:  # the kernel indexes tiles up to the padded cluster grid
@@ -283,8 +283,36 @@ def test_units_and_scratch_cover_every_tile(m, n, k, cm, cn, consumers, splits):
 
 def test_split_scratch_of_the_deep_k_shape():
     g = geo.persistent("bf16", 128, 6, 2, 1, 2, "split")
-    assert geo.split_scratch(GemmProblem(1024, 1024, 16384), g, 2) == (64 * 2 * 128 * 128 * 4, 64 * 8)
-    assert geo.split_scratch(GemmProblem(1024, 1024, 64), g, 2) == (0, 0)  # one k tile: no split
+    plan = lambda p: geo.split_plan(p, g, 2, 0, 66)
+    assert geo.split_scratch(GemmProblem(1024, 1024, 16384), g, plan(GemmProblem(1024, 1024, 16384))) == (
+        64 * 2 * 128 * 128 * 4, 64 * 8)
+    assert geo.split_scratch(GemmProblem(1024, 1024, 64), g, plan(GemmProblem(1024, 1024, 64))) == (0, 0)
+
+
+@pytest.mark.parametrize("shape, bn, tail, resident, split", [
+    # 8 x 20 = 160 tiles of 128 x 256 on 132 SMs: 132 whole, the last 28 cut 4 ways (132 // 28 = 4)
+    ((1024, 5120, 5120), 256, 4, 132, geo.Split(160, 4, 132)),
+    ((1024, 5120, 5120), 256, 2, 132, geo.Split(160, 2, 132)),  # TAIL caps the ranges
+    ((1024, 5120, 5120), 256, 0, 132, geo.Split(160)),  # off
+    ((1024, 5120, 512), 256, 4, 132, geo.Split(160)),  # 8 k tiles: ranges would keep fewer than 8
+    ((1024, 5120, 1024), 256, 4, 132, geo.Split(160, 2, 132)),  # 16 k tiles: two ranges of 8
+    ((2048, 4096, 4096), 256, 4, 132, geo.Split(256)),  # 124 left over: no idle cluster to take a range
+    ((4096, 4096, 4096), 256, 4, 128, geo.Split(512)),  # whole waves: nothing to split
+    ((512, 1024, 8192), 256, 4, 132, geo.Split(16)),  # one partial wave: split-K's (SPLITS) case, not the tail's
+])
+def test_tail_split_cuts_only_the_last_partial_wave(shape, bn, tail, resident, split):
+    g = geo.persistent("bf16", bn, 4, 1, 1, 2, "split")
+    plan = geo.split_plan(GemmProblem(*shape), g, 1, tail, resident)
+    assert plan == split
+    if plan.splits > 1:  # every range of the tail runs in the last wave, beside the whole tiles' clusters
+        assert plan.whole % resident == 0 and plan.units - plan.whole <= resident
+        partials, _ = geo.split_scratch(GemmProblem(*shape), g, plan)
+        assert partials == (plan.tiles - plan.whole) * plan.splits * 128 * bn * 4
+
+
+def test_split_k_of_every_tile_comes_before_the_tail():
+    g = geo.persistent("bf16", 128, 6, 1, 1, 2, "split")
+    assert geo.split_plan(GemmProblem(1024, 1024, 16384), g, 2, 4, 132) == geo.Split(64, 2, 0)
 
 
 @pytest.mark.parametrize("precision, address, ld, rows, cols, kernel, packed_ld", [
@@ -483,8 +511,8 @@ def test_plan_of_split_k_reserves_partials_and_zeroed_counters(monkeypatch):
     t, launches, maps, scratch = _run_plan(monkeypatch, "hopper_bf16", p, tunables)
     ((entry, grid, block, args),) = launches
     assert (entry, grid, block) == ("cluster", (128, 1, 1), (384, 1, 1))  # 64 units of 2x1 clusters, all resident
-    assert args[9:11] == (8, 2) and args[11] and args[12]  # group_m, splits, workspace, counters
-    assert args[14] == 1  # C stored by TMA (its map is args[13])
+    assert args[9:12] == (8, 2, 0) and args[12] and args[13]  # group_m, splits, whole, workspace, counters
+    assert args[15] == 1  # C stored by TMA (its map is args[14])
     assert scratch == {recipe.PARTIALS: (64 * 2 * 128 * 128 * 4, False), recipe.COUNTERS: (64 * 8, True)}
     # A box 128 x 64; B box 64/CM k rows x 64 n; C: FP32, 64 rows x 32 columns a TMA store
     assert [m[5:7] for m in maps] == [(128, 64), (32, 64), (64, 32)]
@@ -499,7 +527,20 @@ def test_plan_of_the_swapped_path_and_the_one_consumer_path(monkeypatch):
     _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(1024, 1024, 1024),
                                         {"BN": 128, "CONSUMERS": 1}, resident=lambda ctx, k, g: 264)
     assert [(e, g, b) for e, g, b, _ in launches] == [("main", (128, 1, 1), (256, 1, 1))] and scratch == {}
-    assert launches[0][3][11:13] == (0, 0)  # no split: no scratch pointers
+    assert launches[0][3][12:14] == (0, 0)  # no split: no scratch pointers
+
+
+def test_plan_of_a_tail_split_cuts_the_last_wave(monkeypatch):
+    """1024x5120x5120 in 128 x 256 tiles: 160 tiles on 132 SMs; TAIL=4 runs 132 whole and cuts
+    the last 28 into 4 k ranges each (112 units, on 112 of the SMs the last wave left idle)."""
+    p = GemmProblem(1024, 5120, 5120)
+    _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", p, {"TAIL": 4}, resident=lambda ctx, k, g: 132)
+    ((entry, grid, _, args),) = launches
+    assert (entry, grid) == ("main", (132, 1, 1))
+    assert args[10:12] == (4, 132) and args[12] and args[13]  # splits, whole, workspace, counters
+    assert scratch == {recipe.PARTIALS: (28 * 4 * 128 * 256 * 4, False), recipe.COUNTERS: (160 * 8, True)}
+    _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", p, {"TAIL": 0}, resident=lambda ctx, k, g: 132)
+    assert launches[0][3][10:14] == (1, 0, 0, 0) and scratch == {}
 
 
 def test_c_is_stored_by_tma_only_where_its_rows_allow(monkeypatch):
@@ -512,11 +553,11 @@ def test_c_is_stored_by_tma_only_where_its_rows_allow(monkeypatch):
         _, launches, maps, _ = _run_plan(monkeypatch, "hopper_bf16", p, {"BN": 128, "STAGES": 6}, lds=lds,
                                          misalign=misalign)
         args = launches[-1][3]
-        assert args[14] == expect and len(maps) == 2 + expect
+        assert args[15] == expect and len(maps) == 2 + expect
         if expect:
             assert maps[2][1:] == ("fp32", 300, 200, lds[2], 64, 32, 128)
     _, launches, maps, _ = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(300, 200, 64), {"STORE": 0})
-    assert launches[-1][3][14] == 0 and len(maps) == 2  # STORE=0: the kernel's own stores
+    assert launches[-1][3][15] == 0 and len(maps) == 2  # STORE=0: the kernel's own stores
 
 
 class PackingKernel(FakeKernel):
@@ -569,7 +610,7 @@ def test_a_repointed_launch_packs_what_a_new_launch_at_those_addresses_packs(mon
     # C at an odd address can no longer be stored by TMA: a decision changes, so all is made again
     del encoded[:]
     again = first.repoint(a, b, Operand(c.ptr + 4, 200, 4), 0x7F4000000000)
-    assert len(encoded) == 2 and argument_bytes(again.packed, signature)[14] == bytes(4)
+    assert len(encoded) == 2 and argument_bytes(again.packed, signature)[15] == bytes(4)
     # a launch that packs an operand first is made again too (the packing pass reads the new one)
     packed_first = launch_at(Operand(a.ptr + 2, 64, 2), b, c, 0)
     assert packed_first.passes and packed_first.repoint(Operand(a.ptr + 6, 64, 2), b, c, 0).passes

@@ -32,8 +32,9 @@
 #include "persistent_body.cuh"
 #include "pack.cuh"
 
-// As hopper_persistent, plus: splits (1 = none); workspace: tiles * splits * 64 * CONSUMERS * BN
-// floats (unused when splits = 1);
+// As hopper_persistent, plus: splits (1 = none) and whole (hopper_pws::Schedule: the first `whole`
+// super tiles of the grouped order unsplit, 0 = split every tile); workspace: (tiles - whole
+// tiles) * splits * 64 * CONSUMERS * BN floats (unused when splits = 1);
 // counters: two ints per tile (including a cluster's tiles past the edge), zero before the first
 // launch, left zero by every launch. c_map: C's rows in the output type (box 32 columns x 64 rows;
 // 128-byte swizzle for FP32, 64-byte for 16-bit), read only when c_tma != 0 and EPILOGUE == 3 (TMA
@@ -46,12 +47,12 @@ template <class Elem, int BN, int STAGES, int CONSUMERS, int EPILOGUE, int OUT, 
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                      const __grid_constant__ hopper::TensorMap b_map, float beta,
-                     typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
+                     typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits, int whole,
                      float* __restrict__ workspace, int* __restrict__ counters,
                      const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                      const typename hopper::OutType<OUT>::T* __restrict__ bias) {
     hopper_pws::run<Elem, BN, STAGES, 1, 1, true, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB>(
-        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, workspace, counters, &c_map, c_tma, bias);
+        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, &c_map, c_tma, bias);
 }
 
 // The same with CM x CN clusters (boxes sliced as for hopper_cluster_multicast).
@@ -59,12 +60,12 @@ template <class Elem, int BN, int STAGES, int CONSUMERS, int CM, int CN, int EPI
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                              const __grid_constant__ hopper::TensorMap b_map, float beta,
-                             typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
+                             typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits, int whole,
                              float* __restrict__ workspace, int* __restrict__ counters,
                              const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                              const typename hopper::OutType<OUT>::T* __restrict__ bias) {
     hopper_pws::run<Elem, BN, STAGES, CM, CN, true, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB>(
-        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, workspace, counters, &c_map, c_tma, bias);
+        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, &c_map, c_tma, bias);
 }
 
 // The last rung (kernels/hopper/rungs.py, hopper_bf16 / hopper_fp16) launches these kernels, or,

@@ -23,7 +23,7 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
                              const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
                              int ldc, int group_m) {
     hopper_pws::run<Elem, BN, STAGES, CM, CN, false, 0>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, 1,
-                                                        nullptr, nullptr);
+                                                        0, nullptr, nullptr);
 }
 
 // The same with swapped wgmma roles (mma_stage_swapped in persistent_body.cuh): wgmma's A operand
@@ -42,5 +42,5 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(384, 1)
                            const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C, int ldc,
                            int group_m) {
     hopper_pws::run<Elem, 256, STAGES, CM, CN, false, 0, 2, true>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
-                                                                  1, nullptr, nullptr);
+                                                                  1, 0, nullptr, nullptr);
 }

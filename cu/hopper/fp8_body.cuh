@@ -218,7 +218,7 @@ __device__ __forceinline__ void scale_rows_and_columns(float (&d)[BN / 2], const
 template <int BN, int STAGES, int CM, int CN, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
-                                    int splits, float* __restrict__ workspace, int* __restrict__ counters,
+                                    int splits, int whole, float* __restrict__ workspace, int* __restrict__ counters,
                                     const TensorMap* c_map, int c_tma, const typename OutType<OUT>::T* __restrict__ bias,
                                     const Scales scales) {
     using Cfg = hopper_pws::Config<e4m3_t, BN, STAGES, CM, CN, CONSUMERS, true>;
@@ -233,7 +233,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;  // wg: uniform (run's)
     // Everything a role needs is computed inside it, after setmaxnreg: a value live across the
     // register hand-over (even blockIdx.x / CLUSTER) was spilled to local memory by ptxas.
-    auto schedule = [&] { return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, splits, group_m); };
+    auto schedule = [&] { return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, splits, whole, group_m); };
     auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
 
     if (threadIdx.x < STAGES) {
@@ -296,8 +296,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             if constexpr (SCALING == SCALE_ROW)
                 scale_rows_and_columns<BN>(acc, scales, alpha, M, N, row, w.n0 + 2 * (lane % 4));
             int2 chunks = make_int2(0, BN / 32);
-            if (sched.splits > 1) {
-                chunks = hopper_pws::reduce_splits<Cfg>(acc, w, sched.splits, sched.units <= clusters, consumer, t,
+            if (w.splits > 1) {
+                chunks = hopper_pws::reduce_splits<Cfg>(acc, w, sched.parallel(clusters), consumer, t,
                                                         workspace, counters, last_flag);
                 if (chunks.x >= chunks.y) continue;
             }

@@ -21,5 +21,5 @@ __global__ void __launch_bounds__(384, 1)
                       const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C, int ldc,
                       int group_m) {
     hopper_pws::run<Elem, BN, STAGES, 1, 1, false, 0>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, 1,
-                                                      nullptr, nullptr);
+                                                      0, nullptr, nullptr);
 }

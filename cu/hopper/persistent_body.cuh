@@ -75,30 +75,44 @@ struct Config {
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
 };
 
-// The work of one unit: a tile (m0, n0) and a k-tile range [kt0, kt1) of it.
+// The work of one unit: a tile (m0, n0), a k-tile range [kt0, kt1) of it, and, where its tile
+// is split, which of the tile's `splits` ranges it is and where the tile's partials start in the
+// split-K workspace (`part`, in partial tiles).
 struct Unit {
-    int m0, n0, kt0, kt1, tile, split;
+    int m0, n0, kt0, kt1, tile, split, splits, part;
 };
 
-// Units: super tiles (CM tile rows x CN tile columns, one per cluster) x splits; super tiles in
-// grouped order, the splits of one tile adjacent (they run at the same time, so the last one to
-// finish reduces soon after the others wrote).
+// Units: super tiles (CM tile rows x CN tile columns, one per cluster) in grouped order; the
+// first `whole` of them are one unit each, every later one is cut into `splits` k ranges, the
+// ranges of a tile adjacent (they run at the same time, so the last one to finish reduces soon
+// after the others wrote). whole = 0 splits every tile (split-K on a small grid); whole = the
+// full waves of a larger grid splits only the last, partial wave's tiles (the tail), so that
+// its ranges keep the SMs busy that the whole tiles of that wave would have left idle.
 struct Schedule {
-    int super_m, super_n, tiles_n, k_tiles, splits, group_m, units;
+    int super_m, super_n, tiles_n, k_tiles, splits, whole, group_m, units;
 
     __device__ __forceinline__ Schedule(int M, int N, int K, int BM, int BN, int BK, int cm, int cn, int splits_,
-                                        int group_m_) {
+                                        int whole_, int group_m_) {
         super_m = ceil_div(ceil_div(M, BM), cm);
         super_n = ceil_div(ceil_div(N, BN), cn);
         tiles_n = super_n * cn;
         k_tiles = ceil_div(K, BK);
         splits = max(1, min(splits_, k_tiles));  // every unit keeps at least one k tile
+        whole = splits == 1 ? 0 : min(max(whole_, 0), super_m * super_n);
         group_m = group_m_ < 1 ? 1 : group_m_;
-        units = super_m * super_n * splits;
+        units = whole + (super_m * super_n - whole) * splits;
+    }
+
+    // Whether the split tiles' ranges all run at once, each the last unit of its cluster, so
+    // that they may wait for each other (reduce_splits' parallel hand-over) without deadlock.
+    __device__ __forceinline__ bool parallel(int clusters) const {
+        return whole % clusters == 0 && units - whole <= clusters;
     }
 
     __device__ __forceinline__ Unit unit(int u, int rm, int rn, int cm, int cn, int BM, int BN) const {
-        const int split = u % splits, st = u / splits;
+        const bool cut = u >= whole;
+        const int n = cut ? splits : 1;
+        const int split = cut ? (u - whole) % splits : 0, st = cut ? whole + (u - whole) / splits : u;
         const int per_group = group_m * super_n;
         const int group = st / per_group, first = group * group_m;
         const int rows = min(super_m - first, group_m);
@@ -107,10 +121,12 @@ struct Schedule {
         Unit w;
         w.m0 = tm * BM;
         w.n0 = tn * BN;
-        w.kt0 = static_cast<int>(static_cast<long long>(split) * k_tiles / splits);
-        w.kt1 = static_cast<int>(static_cast<long long>(split + 1) * k_tiles / splits);
+        w.kt0 = static_cast<int>(static_cast<long long>(split) * k_tiles / n);
+        w.kt1 = static_cast<int>(static_cast<long long>(split + 1) * k_tiles / n);
         w.tile = tm * tiles_n + tn;
         w.split = split;
+        w.splits = n;
+        w.part = ((st - whole) * cm * cn + rn * cm + rm) * splits;
         return w;
     }
 };
@@ -289,9 +305,11 @@ __device__ __forceinline__ void gather_quads(float (&d)[4 * QUADS], const float4
 
 // Split-K. Each split stores its partial tile to the workspace (float4 per thread; a warp writes
 // 512 contiguous bytes) and counts itself in at its tile's counters (count, generation). Then:
-//  * serial (some CTAs run several units): the split that counts last adds all partials in
-//    split order 0, 1, ... and stores the whole tile; it re-arms the count for the next launch.
-//  * parallel (every unit runs at once, so waiting cannot deadlock): the splits wait for each
+//  * serial (a CTA may run a split unit before others): the split that counts last adds all
+//    partials in split order 0, 1, ... and stores the whole tile; it re-arms the count for the
+//    next launch.
+//  * parallel (Schedule::parallel: every split unit is the last unit of its CTA, so all of them
+//    run at once and waiting cannot deadlock): the splits wait for each
 //    other (a generation barrier: the last arrival resets the count and bumps the generation),
 //    then split s adds up and stores its own 1/S of the tile's 32-column chunks. The reduction
 //    reads spread over S CTAs instead of one. With two splits a split writes only the chunks the
@@ -304,12 +322,13 @@ __device__ __forceinline__ void gather_quads(float (&d)[4 * QUADS], const float4
 // kept: docs/hopper.md, docs/findings.md.
 // Returns the range of 32-column chunks this CTA stores (empty: none).
 template <class Cfg>
-__device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Unit& w, int splits, bool parallel,
+__device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Unit& w, bool parallel,
                                               int consumer, int t, float* __restrict__ workspace,
                                               int* __restrict__ counters, volatile int* flag) {
     constexpr int QUADS = Cfg::BN / 8;   // float4s per thread
     constexpr int CHUNKS = Cfg::BN / 32;  // 4 quads per chunk
     constexpr long long PART = static_cast<long long>(Cfg::CONSUMERS) * 128 * QUADS;  // float4s per partial
+    const int splits = w.splits;
     const int c0 = parallel ? w.split * CHUNKS / splits : 0;
     const int c1 = parallel ? (w.split + 1) * CHUNKS / splits : CHUNKS;
     int* count = counters + 2 * w.tile;
@@ -321,7 +340,7 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     // its latency hidden behind the stores below.
     const int seen = parallel && leader ? load_relaxed_gpu(generation) : 0;
     float4* ws = reinterpret_cast<float4*>(workspace);
-    float4* mine = ws + (static_cast<long long>(w.tile) * splits + w.split) * PART + consumer * 128 * QUADS;
+    float4* mine = ws + static_cast<long long>(w.part + w.split) * PART + consumer * 128 * QUADS;
 #pragma unroll
     for (int q = 0; q < QUADS; ++q)
         if (!keep || q < 4 * c0 || q >= 4 * c1)
@@ -340,7 +359,7 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     }
     named_barrier(1, 128 * Cfg::CONSUMERS);
     if (!*flag) return make_int2(0, 0);
-    const float4* parts = ws + static_cast<long long>(w.tile) * splits * PART + consumer * 128 * QUADS + t;
+    const float4* parts = ws + static_cast<long long>(w.part) * PART + consumer * 128 * QUADS + t;
     if (keep) {  // d += the other split's partial: with two operands the order does not change the sum
         gather_quads<QUADS, true>(d, parts + (1 - w.split) * PART, 4 * c0, 4 * c1);
         return make_int2(c0, c1);
@@ -360,8 +379,8 @@ template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPIL
           bool SWAPPED = false, int OUT = OUT_FP32, int EPI = EPI_NONE, int TA = 0, int TB = 0>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
-                                    int splits, float* __restrict__ workspace, int* __restrict__ counters,
-                                    const TensorMap* c_map = nullptr, int c_tma = 0,
+                                    int splits, int whole, float* __restrict__ workspace,
+                                    int* __restrict__ counters, const TensorMap* c_map = nullptr, int c_tma = 0,
                                     const typename OutType<OUT>::T* __restrict__ bias = nullptr) {
     using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3, TA, TB>;
     unsigned char* smem = aligned_dynamic_smem();
@@ -373,7 +392,9 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;
     // The schedule is set up inside each role, after setmaxnreg: values computed before it would
     // be live across the producer's shrink to 40 registers, and ptxas spilled them.
-    auto schedule = [&] { return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, SPLIT_K ? splits : 1, group_m); };
+    auto schedule = [&] {
+        return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, SPLIT_K ? splits : 1, whole, group_m);
+    };
     auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
     const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
 
@@ -445,9 +466,9 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             }
             int2 chunks = make_int2(0, BN / 32);  // the 32-column chunks of the tile to store
             if constexpr (SPLIT_K) {
-                if (sched.splits > 1) {
-                    chunks = reduce_splits<Cfg>(d, w, sched.splits, sched.units <= clusters, consumer, t, workspace,
-                                                counters, last_flag);
+                if (w.splits > 1) {
+                    chunks = reduce_splits<Cfg>(d, w, sched.parallel(clusters), consumer, t, workspace, counters,
+                                                last_flag);
                     if (chunks.x >= chunks.y) continue;
                 }
             }

@@ -137,15 +137,16 @@ __device__ __forceinline__ void mma_stage(float (&d)[BM / 2], unsigned (&f)[4][4
 // a_map: A (M x K, row-major) box {32, BM}; b_map: B (K x N, row-major) box {32, 32}; both
 // FP32, 128-byte swizzle; with clusters the boxes are {32, BM/CN} and {32, 32/CM}. Grid: a
 // multiple of CM*CN CTAs of 128 * (CONSUMERS + 1) threads, at most the resident CTAs and the
-// number of units (tiles x splits). Split-K (splits > 1): workspace holds a BM x BN partial per
-// tile and split, counters two zeroed ints per tile (persistent_body.cuh's reduce_splits).
+// number of units. Split-K (splits > 1; the first `whole` tiles unsplit, hopper_pws::Schedule):
+// workspace holds a BM x BN partial per split tile and split, counters two zeroed ints per tile
+// (persistent_body.cuh's reduce_splits).
 template <int BM, int CONSUMERS, int STAGES, int CM, int CN>
 __global__ void __cluster_dims__(CM * CN, 1, 1)
     __launch_bounds__(hopper_tf32ra::Config<BM, CONSUMERS, STAGES, CM, CN>::THREADS,
                       hopper_tf32ra::Config<BM, CONSUMERS, STAGES, CM, CN>::CTAS_PER_SM)
     hopper_tf32_register_a(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                            const __grid_constant__ hopper::TensorMap b_map, float beta, float* __restrict__ C,
-                           int ldc, int group_m, int splits, float* __restrict__ workspace,
+                           int ldc, int group_m, int splits, int whole, float* __restrict__ workspace,
                            int* __restrict__ counters) {
     using namespace hopper;
     using Cfg = hopper_tf32ra::Config<BM, CONSUMERS, STAGES, CM, CN>;
@@ -155,7 +156,9 @@ __global__ void __cluster_dims__(CM * CN, 1, 1)
     const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
     const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
     volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
-    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, CM, CN, splits, group_m); };
+    auto schedule = [&] {
+        return hopper_pws::Schedule(M, N, K, Cfg::BM, Cfg::BN, Cfg::BK, CM, CN, splits, whole, group_m);
+    };
     auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
 
     if (threadIdx.x == 0) {
@@ -225,9 +228,9 @@ __global__ void __cluster_dims__(CM * CN, 1, 1)
             hopper_tf32ra::fence_fragments(f1);
             if (t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
             int2 chunks = make_int2(0, BM / 32);  // the 32-row chunks of m this CTA stores
-            if (sched.splits > 1) {
+            if (w.splits > 1) {
                 chunks = hopper_pws::reduce_splits<hopper_tf32ra::SplitShape<Cfg>>(
-                    d, w, sched.splits, sched.units <= clusters, consumer, t, workspace, counters, last_flag);
+                    d, w, sched.parallel(clusters), consumer, t, workspace, counters, last_flag);
                 if (chunks.x >= chunks.y) continue;
             }
             // d[4j + 2h + e] = C^T[n_pair + h][8j + 2(lane%4) + e]: C[m][n_pair], C[m][n_pair + 1].

@@ -122,15 +122,16 @@ def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.
     b_ptr, b_ld = _recipe._readable(ctx, passes, "b", ctx.b, p.n, p.k, PRECISION, transpose=False)
     a_map = _recipe.encode_tiled_2d(a_ptr, PRECISION, p.m, p.k, a_ld, *g.a_box, geo.SWIZZLE)
     b_map = _recipe.encode_tiled_2d(b_ptr, PRECISION, p.n, p.k, b_ld, *g.b_box, geo.SWIZZLE)
-    splits = t["SPLITS"]
-    partial_bytes, counter_bytes = geo.split_scratch(p, g, splits)
+    clusters = resident(ctx, kernel, g)
+    split = geo.split_plan(p, g, t["SPLITS"], 0, clusters)
+    partial_bytes, counter_bytes = geo.split_scratch(p, g, split)
     scale_a, scale_b = ctx.scales
-    args = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, ctx.c.ptr, ctx.c.ld, t["GROUP_M"], splits,
+    args = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, ctx.c.ptr, ctx.c.ld, t["GROUP_M"], split.splits, split.whole,
             ctx.workspace(_recipe.PARTIALS, partial_bytes) if partial_bytes else 0,
             ctx.workspace(_recipe.COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0,
             *_recipe.c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map, g.out_dtype, enabled=bool(t["STORE"])),
             ctx.bias, scale_a.ptr, scale_a.ld, scale_b.ptr, scale_b.ld]
-    grid = (geo.persistent_grid(geo.work_units(p, g, splits), resident(ctx, kernel, g), g.cluster), 1, 1)
+    grid = (geo.persistent_grid(split.units, clusters, g.cluster), 1, 1)
     packed, block, stream = kernel.pack(*args), (g.threads, 1, 1), ctx.stream
     programmatic = bool(t["PDL"])
 

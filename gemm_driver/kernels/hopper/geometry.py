@@ -176,11 +176,16 @@ def effective_splits(k: int, bk: int, splits: int) -> int:
     return max(1, min(splits, ceil_div(k, bk)))
 
 
+def super_tiles(problem: GemmProblem, g: Geometry) -> int:
+    """Cluster blocks of tiles (CM tile rows x CN tile columns) a persistent kernel walks."""
+    return ceil_div(ceil_div(problem.m, g.bm), g.cm) * ceil_div(ceil_div(problem.n, g.bn), g.cn)
+
+
 def work_units(problem: GemmProblem, g: Geometry, splits: int = 1) -> int:
-    """Units of a persistent kernel (hopper_pws::Schedule): cluster blocks of tiles x slices."""
-    super_m = ceil_div(ceil_div(problem.m, g.bm), g.cm)
-    super_n = ceil_div(ceil_div(problem.n, g.bn), g.cn)
-    return super_m * super_n * effective_splits(problem.k, g.bk, splits)
+    """Units of a persistent kernel (hopper_pws::Schedule) when every tile is cut into
+    ``splits`` slices: cluster blocks of tiles x slices. (A tail split, ``split_plan``, adds
+    units only where the grid already holds more super tiles than can be resident.)"""
+    return super_tiles(problem, g) * effective_splits(problem.k, g.bk, splits)
 
 
 def persistent_grid(units: int, resident_clusters: int, cluster: int) -> int:
@@ -196,16 +201,51 @@ def fallback_resident_clusters(sm_count: int, ctas_per_sm: int, cluster: int) ->
     return max(1, sm_count * ctas_per_sm // cluster)
 
 
-# ---------------------------------------------------------------- split-K scratch
-def split_scratch(problem: GemmProblem, g: Geometry, splits: int) -> tuple[int, int]:
-    """(partial-sum workspace bytes, zeroed counter bytes) of any_shape's split-K; (0, 0) when
-    the kernel will not split. Tiles count a cluster's tiles past the edge; each split stores a
-    whole BM x BN FP32 partial; each tile has two int counters (count, generation)."""
+# ---------------------------------------------------------------- split-K
+TAIL_MIN_K_TILES = 8  # the fewest k tiles a tail range keeps: a shorter one saves less than its hand-over costs
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a persistent kernel cuts its ``tiles`` super tiles into units (hopper_pws::Schedule's
+    arguments): the first ``whole`` of the grouped order one unit each, every later one
+    ``splits`` k ranges."""
+
+    tiles: int
+    splits: int = 1
+    whole: int = 0
+
+    @property
+    def units(self) -> int:
+        return self.whole + (self.tiles - self.whole) * self.splits
+
+
+def split_plan(problem: GemmProblem, g: Geometry, splits: int, tail: int, resident_clusters: int) -> Split:
+    """SPLITS > 1 cuts every tile (whole = 0: split-K on a small grid). Else, with TAIL >= 2 and
+    more super tiles than resident clusters, the last wave's tiles (tiles mod resident, when
+    that wave is partial) are cut into as many ranges as that wave's idle clusters can run, at
+    most TAIL, each keeping >= TAIL_MIN_K_TILES k tiles; the full waves before them run whole.
+    The last wave then takes about 1/ranges of a tile's time instead of a whole tile's."""
+    tiles = super_tiles(problem, g)
     s = effective_splits(problem.k, g.bk, splits)
-    if s == 1:
+    if s > 1:
+        return Split(tiles, s)
+    rest = tiles % resident_clusters
+    if tail < 2 or tiles <= resident_clusters or rest == 0:
+        return Split(tiles)
+    s = min(tail, resident_clusters // rest, ceil_div(problem.k, g.bk) // TAIL_MIN_K_TILES)
+    return Split(tiles, s, tiles - rest) if s >= 2 else Split(tiles)
+
+
+def split_scratch(problem: GemmProblem, g: Geometry, split: Split) -> tuple[int, int]:
+    """(partial-sum workspace bytes, zeroed counter bytes) of a persistent kernel's split-K;
+    (0, 0) when it will not split. Each split tile (counting a cluster's tiles past the edge)
+    stores ``splits`` whole BM x BN FP32 partials; every tile has two int counters (count,
+    generation), indexed by its position in the padded grid."""
+    if split.splits == 1:
         return 0, 0
-    tiles = (ceil_div(ceil_div(problem.m, g.bm), g.cm) * g.cm) * (ceil_div(ceil_div(problem.n, g.bn), g.cn) * g.cn)
-    return tiles * s * g.bm * g.bn * 4, tiles * 2 * 4
+    padded = (ceil_div(ceil_div(problem.m, g.bm), g.cm) * g.cm) * (ceil_div(ceil_div(problem.n, g.bn), g.cn) * g.cn)
+    return (split.tiles - split.whole) * g.cluster * split.splits * g.bm * g.bn * 4, padded * 2 * 4
 
 
 # ---------------------------------------------------------------- packing

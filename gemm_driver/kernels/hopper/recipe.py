@@ -11,7 +11,9 @@ One recipe serves every rung: the spec hands it ``select(tunables) -> (entry nam
 3. sizes the grid: one CTA per tile for rungs 1-2; for persistent kernels whole clusters, at
    most what can be resident at once (asked of the driver: cuOccupancyMaxActiveClusters /
    ...BlocksPerMultiprocessor) and at most the work units;
-4. reserves split-K scratch (partials, and counters zeroed once: the kernel leaves them zero);
+4. cuts the work into units (geometry.split_plan: split-K of every tile, or of the last
+   partial wave's tiles only) and reserves split-K scratch (partials, and counters zeroed
+   once: the kernel leaves them zero);
 5. for any_shape's TMA-store epilogue, encodes C's map in the output type where TMA can write
    C (else the kernel stores from registers, told so by c_tma = 0), and passes the bias.
 
@@ -91,12 +93,16 @@ def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Calla
         return _nothing
     entry, g = select(precision, t)
     kernel = ctx.kernels[entry]
-    splits = t.get("SPLITS", 1) if g.arguments == "split" else 1
+    split = geo.Split(1)
     if g.persistent:
-        grid = (geo.persistent_grid(geo.work_units(p, g, splits), resident(ctx, kernel, g), g.cluster), 1, 1)
+        clusters = resident(ctx, kernel, g)
+        if g.arguments == "split":
+            split = geo.split_plan(p, g, t.get("SPLITS", 1), t.get("TAIL", 0), clusters)
+        units = split.units if g.arguments == "split" else geo.super_tiles(p, g)
+        grid = (geo.persistent_grid(units, clusters, g.cluster), 1, 1)
     else:
         grid = geo.tile_grid(p, g)
-    return _Shape(ctx, g, kernel, grid, splits).enqueue_at(ctx.a, ctx.b, ctx.c, ctx.bias)
+    return _Shape(ctx, g, kernel, grid, split).enqueue_at(ctx.a, ctx.b, ctx.c, ctx.bias)
 
 
 class _Shape:
@@ -104,8 +110,8 @@ class _Shape:
     entry and its geometry, the grid, the stream. ``enqueue_at`` makes the launch at given
     addresses (an ``_Enqueue``)."""
 
-    def __init__(self, ctx, g: geo.Geometry, kernel, grid, splits: int):
-        self.ctx, self.g, self.kernel, self.grid, self.splits = ctx, g, kernel, grid, splits
+    def __init__(self, ctx, g: geo.Geometry, kernel, grid, split: geo.Split):
+        self.ctx, self.g, self.kernel, self.grid, self.split = ctx, g, kernel, grid, split
         self.block = (g.threads, 1, 1)
         p = ctx.problem
         self.a_stored = (p.k, p.m) if g.trans_a else (p.m, p.k)
@@ -143,8 +149,8 @@ class _Shape:
         if g.arguments in ("group", "split"):
             args.append(ctx.tunables.get("GROUP_M", DEFAULT_GROUP_M))
         if g.arguments == "split":
-            partial_bytes, counter_bytes = geo.split_scratch(p, g, self.splits)
-            args += [self.splits, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
+            partial_bytes, counter_bytes = geo.split_scratch(p, g, self.split)
+            args += [self.split.splits, self.split.whole, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
                      ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
         if g.tma_store:
             args += [self._c_map(c.ptr, c.ld) if c_tma else a_map, int(c_tma), bias]

@@ -8,8 +8,8 @@ copy of B. The last BF16/FP16 rung, ``hopper_*``, runs any_shape.cu and the swap
 cluster kernel of cluster_multicast.cu, and its ``choose`` hook picks tiles, split-K and
 cluster per shape (``choose_any_shape``).
 
-Runtime arguments that are tunables (GROUP_M, SPLITS, STORE, PDL, and SWAPPED, which picks the
-entry) do not appear in the name expression: they change no code, so they share one build.
+Runtime arguments that are tunables (GROUP_M, SPLITS, TAIL, STORE, PDL, and SWAPPED, which picks
+the entry) do not appear in the name expression: they change no code, so they share one build.
 
 The last BF16/FP16 rung also computes a linear layer: either operand stored transposed, D in
 FP32 or the inputs' 16-bit type, bias then ReLU or GELU in the epilogue. Each of those changes
@@ -34,7 +34,7 @@ from .recipe import make_recipe
 
 SIGNATURE = ("int", "int", "int", "float", "tensormap", "tensormap", "float", "ptr", "int")
 GROUP_SIGNATURE = (*SIGNATURE, "int")  # + group_m
-SPLIT_SIGNATURE = (*GROUP_SIGNATURE, "int", "ptr", "ptr")  # + splits, workspace, counters
+SPLIT_SIGNATURE = (*GROUP_SIGNATURE, "int", "int", "ptr", "ptr")  # + splits, whole, workspace, counters
 STORE_SIGNATURE = (*SPLIT_SIGNATURE, "tensormap", "int", "ptr")  # + c_map, c_tma, bias (any_shape)
 PACK_SIGNATURE = ("ptr", "long long", "int", "int", "ptr", "long long")  # src, ld_src, rows, cols, dst, ld_dst
 ARCH = dict(min_cc=(9, 0), arch_specific=True)
@@ -44,6 +44,9 @@ FULL_GRID = 0.9 * SMS  # ``choose``: enough tiles to call the grid full
 STAGES = lambda default, values=(2, 3, 4, 5, 6): Tunable("STAGES", default, values, "TMA ring depth (k tiles in flight)")
 GROUP_M = Tunable("GROUP_M", 8, (1, 2, 4, 8, 16), "tile rows per group of the persistent raster (L2 reuse)")
 SPLITS = Tunable("SPLITS", 1, (1, 2, 3, 4, 6, 8), "split-K slices per tile (summed in slice order: reproducible)")
+TAIL = Tunable("TAIL", 4, (0, 2, 4), "with SPLITS=1 on a grid of more tiles than resident CTAs: split-K over the "
+               "last, partial wave's tiles, at most TAIL ranges each (geometry.split_plan); 0: off; the swapped "
+               "entry runs every tile whole")
 PDL = Tunable("PDL", 0, (0, 1), "1: programmatic dependent launch, the prologue overlapping the previous grid's tail")
 
 
@@ -238,6 +241,7 @@ def any_shape(precision: str) -> KernelSpec:
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
          SPLITS,
+         TAIL,
          GROUP_M,
          PDL,
          Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
