@@ -123,4 +123,4 @@ def test_on_the_h100_the_vote_chooses_and_holds_up_with_each_shape_left_out():
     slowdowns = selection.left_out_slowdowns(table["entries"])
     assert len(slowdowns) == len(table["entries"])
     geomean = math.exp(sum(map(math.log, slowdowns)) / len(slowdowns))
-    assert geomean < 1.04 and max(slowdowns) < 1.5  # measured: 1.031 and 1.422 (selection.py's docstring)
+    assert geomean < 1.04 and max(slowdowns) < 1.5  # measured: 1.038 and 1.395 (selection.py's docstring)

@@ -41,6 +41,7 @@ UNKNOWN_OPTION = {
     "mma_ceiling.py": ["--bogus"],
     "results_index.py": ["--bogus"],
     "results_table.py": [str(BENCH), "--bogus"],
+    "spread_check.py": ["one.jsonl", "spread.jsonl", "--bogus"],
     "train_mlp.py": ["--bogus"],
 }
 

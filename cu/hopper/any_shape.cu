@@ -60,8 +60,8 @@ template <class Elem, int BN, int STAGES, int CONSUMERS, int CM, int CN, int EPI
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                              const __grid_constant__ hopper::TensorMap b_map, float beta,
-                             typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits, int whole,
-                             float* __restrict__ workspace, int* __restrict__ counters,
+                             typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
+                             int whole, float* __restrict__ workspace, int* __restrict__ counters,
                              const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                              const typename hopper::OutType<OUT>::T* __restrict__ bias) {
     hopper_pws::run<Elem, BN, STAGES, CM, CN, true, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB>(

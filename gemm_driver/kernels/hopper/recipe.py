@@ -150,7 +150,8 @@ class _Shape:
             args.append(ctx.tunables.get("GROUP_M", DEFAULT_GROUP_M))
         if g.arguments == "split":
             partial_bytes, counter_bytes = geo.split_scratch(p, g, self.split)
-            args += [self.split.splits, self.split.whole, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
+            args += [self.split.splits, self.split.whole,
+                     ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
                      ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
         if g.tma_store:
             args += [self._c_map(c.ptr, c.ld) if c_tma else a_map, int(c_tma), bias]

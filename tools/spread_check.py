@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Compare the journals of one sweep run twice: on one GPU, and spread over several.
+
+    python tools/spread_check.py ONE_GPU.jsonl SPREAD.jsonl [--walls WALLS.txt]
+
+A journal (``tools/autotune.py --journal``, bench/spread.py's Journal) holds one line per
+finished trial: its key and its result, tagged with the GPU that ran it. This prints whether
+the spread run ran every trial of the one-GPU run exactly once (no trial lost or repeated), how
+the trials fell on the GPUs, and, per GPU of the spread run, how its times compare with the
+one-GPU run's for the same trials: the median ratio and the share within 2%. Those on the
+one-GPU run's own GPU measure the run-to-run noise; those on other GPUs add the card-to-card
+difference. ``--walls`` (lines ``gpus G ... wall S s``) adds the wall times and their ratio.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import statistics
+import sys
+
+from _toolkit import Parser
+
+
+def read(path: str) -> tuple[dict[str, dict], int]:
+    """A journal's results by key, and how many lines it has (a repeated key shows as more
+    lines than keys)."""
+    results, lines = {}, 0
+    with open(path) as journal:
+        for line in journal:
+            if line.strip():
+                row = json.loads(line)
+                results[row["key"]] = row["result"]
+                lines += 1
+    return results, lines
+
+
+def main() -> int:
+    parser = Parser(prog="spread_check.py", description=__doc__.splitlines()[0])
+    parser.add_argument("one", help="the journal of the run on one GPU")
+    parser.add_argument("spread", help="the journal of the run spread over several GPUs")
+    parser.add_argument("--walls", help="wall times: lines 'gpus G ... wall S s'")
+    args = parser.parse_args()
+    try:
+        one, one_lines = read(args.one)
+        spread, spread_lines = read(args.spread)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"spread_check: cannot read the journals: {error}", file=sys.stderr)
+        return 2
+    print(f"trials: {len(one)} on one GPU ({one_lines} lines), {len(spread)} spread ({spread_lines} lines); "
+          f"the same trials: {set(one) == set(spread)}; lost: {len(set(one) - set(spread))}, "
+          f"repeated: {spread_lines - len(spread)}")
+    on_gpu = collections.Counter(result.get("gpu") for result in spread.values())
+    print("spread run, trials per GPU: " + ", ".join(f"GPU {gpu}: {n}" for gpu, n in sorted(on_gpu.items())))
+    ratios = collections.defaultdict(list)
+    reference_gpu = {result.get("gpu") for result in one.values()}
+    for key, result in spread.items():
+        before = one.get(key)
+        if before and before.get("median_ms") and result.get("median_ms"):
+            ratios[result.get("gpu")].append(result["median_ms"] / before["median_ms"])
+    print(f"time of a trial in the spread run over its time in the one-GPU run (GPU {sorted(reference_gpu)}):")
+    for gpu, values in sorted(ratios.items()):
+        within = sum(abs(value - 1) <= 0.02 for value in values) / len(values)
+        quantiles = statistics.quantiles(values, n=10) if len(values) > 1 else values
+        print(f"  GPU {gpu}: {len(values)} trials, median {statistics.median(values):.4f}, "
+              f"10th-90th percentile {quantiles[0]:.3f}-{quantiles[-1]:.3f}, within 2%: {within:.0%}")
+    if args.walls:
+        walls = {}
+        for line in open(args.walls):
+            found = re.search(r"gpus (\S+) .*wall ([0-9.]+) s", line)
+            if found:
+                walls[found.group(1)] = float(found.group(2))
+        if len(walls) == 2:
+            (one_label, one_wall), (spread_label, spread_wall) = walls.items()
+            print(f"wall: {one_wall:.1f} s on GPUs {one_label}, {spread_wall:.1f} s on GPUs {spread_label} "
+                  f"({spread_wall / one_wall:.3f} of it)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
