@@ -7,9 +7,11 @@
 // splits of a tile meet at a barrier and each adds up one slice of the tile; otherwise the last
 // to finish (an atomic counter per tile) adds them all. The sum order is fixed either way, so
 // results are bitwise reproducible. Shapes that fill the GPU run with SPLITS = 1 (no workspace
-// touched). CONSUMERS = 1 gives 64 x BN tiles and two CTAs per SM. EPILOGUE 1 sends tiles that
-// float2 stores cannot serve well (C rows not 8-byte aligned, or the ragged last tile column)
-// through shared memory, so that a warp writes 128 contiguous bytes of a row at a time.
+// touched), except that a grid whose last wave is partial cuts that wave's tiles the same way
+// (TAIL: hopper_pws::Schedule's `whole`, geometry.split_plan). CONSUMERS = 1 gives 64 x BN
+// tiles and two CTAs per SM. EPILOGUE 1 sends tiles that float2 stores cannot serve well (C
+// rows not 8-byte aligned, or the ragged last tile column) through shared memory, so that a
+// warp writes 128 contiguous bytes of a row at a time.
 // Operands TMA cannot describe (row stride not a multiple of 16 bytes, or a base address not
 // 16-byte aligned) are first copied by hopper::pack_rows into aligned scratch (pack.cuh).
 // EPILOGUE 3 (the registered entries): C leaves by TMA stores. Each consumer writes 64 x 32
@@ -21,10 +23,10 @@
 // past), else c_tma = 0 and the stores of EPILOGUE 1 run (tunable STORE=0 forces them).
 // PDL (the host launches with programmatic stream serialization; persistent_body.cuh waits for
 // the grid ahead after the prologue): the next launch's set-up overlaps this one's tail.
-// Tunables: BN (64, 128, 256), STAGES, CONSUMERS, CM x CN clusters, SPLITS, GROUP_M, PDL,
+// Tunables: BN (64, 128, 256), STAGES, CONSUMERS, CM x CN clusters, SPLITS, TAIL, GROUP_M, PDL,
 // SWAPPED (wgmma's A = the B tile, 128 x 256, no split), STORE; and, set by the problem, the
 // output type, the epilogue and the layout (OUT, EPI, TRANS_A, TRANS_B: template arguments below).
-// Constraints: SPLITS > 1 needs
+// Constraints: SPLITS > 1 (and a tail split) needs
 // the Session's workspace and zeroed counters (left zeroed at the end); the rules in
 // gemm_driver/kernels/hopper/rungs.py refuse the rest, and choose_any_shape picks the
 // configuration for a shape.
