@@ -310,6 +310,11 @@ def test_tail_split_cuts_only_the_last_partial_wave(shape, bn, tail, resident, s
         assert partials == (plan.tiles - plan.whole) * plan.splits * 128 * bn * 4
 
 
+def test_a_residency_of_zero_plans_no_tail():
+    g = geo.persistent("bf16", 256, 4, 1, 1, 2, "split")
+    assert geo.split_plan(GemmProblem(1024, 5120, 5120), g, 1, 4, 0) == geo.Split(160)
+
+
 def test_split_k_of_every_tile_comes_before_the_tail():
     g = geo.persistent("bf16", 128, 6, 1, 1, 2, "split")
     assert geo.split_plan(GemmProblem(1024, 1024, 16384), g, 2, 4, 132) == geo.Split(64, 2, 0)

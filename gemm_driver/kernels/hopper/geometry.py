@@ -230,6 +230,7 @@ def split_plan(problem: GemmProblem, g: Geometry, splits: int, tail: int, reside
     s = effective_splits(problem.k, g.bk, splits)
     if s > 1:
         return Split(tiles, s)
+    resident_clusters = max(1, resident_clusters)  # as persistent_grid (0: a kernel that fits nowhere)
     rest = tiles % resident_clusters
     if tail < 2 or tiles <= resident_clusters or rest == 0:
         return Split(tiles)
