@@ -273,7 +273,7 @@ def test_units_and_scratch_cover_every_tile(m, n, k, cm, cn, consumers, splits):
     assert units == -(-tiles_m // cm) * -(-tiles_n // cn) * s  # whole clusters of tiles, times the slices
     assert units * cm * cn >= tiles_m * tiles_n * s  # every tile and slice has a CTA's unit
     assert 1 <= s <= min(splits, -(-k // 64))
-    partials, counters = geo.split_scratch(p, g, geo.split_plan(p, g, splits, 0, 132))
+    partials, counters = geo.split_scratch(g, geo.split_plan(p, g, splits, 0, 132))
     if s == 1:
         assert (partials, counters) == (0, 0)
     else:  # the kernel indexes tiles up to the padded cluster grid
@@ -284,9 +284,8 @@ def test_units_and_scratch_cover_every_tile(m, n, k, cm, cn, consumers, splits):
 def test_split_scratch_of_the_deep_k_shape():
     g = geo.persistent("bf16", 128, 6, 2, 1, 2, "split")
     plan = lambda p: geo.split_plan(p, g, 2, 0, 66)
-    assert geo.split_scratch(GemmProblem(1024, 1024, 16384), g, plan(GemmProblem(1024, 1024, 16384))) == (
-        64 * 2 * 128 * 128 * 4, 64 * 8)
-    assert geo.split_scratch(GemmProblem(1024, 1024, 64), g, plan(GemmProblem(1024, 1024, 64))) == (0, 0)
+    assert geo.split_scratch(g, plan(GemmProblem(1024, 1024, 16384))) == (64 * 2 * 128 * 128 * 4, 64 * 8)
+    assert geo.split_scratch(g, plan(GemmProblem(1024, 1024, 64))) == (0, 0)
 
 
 @pytest.mark.parametrize("shape, bn, tail, resident, split", [
@@ -306,7 +305,7 @@ def test_tail_split_cuts_only_the_last_partial_wave(shape, bn, tail, resident, s
     assert plan == split
     if plan.splits > 1:  # every range of the tail runs in the last wave, beside the whole tiles' clusters
         assert plan.whole % resident == 0 and plan.units - plan.whole <= resident
-        partials, _ = geo.split_scratch(GemmProblem(*shape), g, plan)
+        partials, _ = geo.split_scratch(g, plan)
         assert partials == (plan.tiles - plan.whole) * plan.splits * 128 * bn * 4
 
 

@@ -238,14 +238,14 @@ def split_plan(problem: GemmProblem, g: Geometry, splits: int, tail: int, reside
     return Split(tiles, s, tiles - rest) if s >= 2 else Split(tiles)
 
 
-def split_scratch(problem: GemmProblem, g: Geometry, split: Split) -> tuple[int, int]:
+def split_scratch(g: Geometry, split: Split) -> tuple[int, int]:
     """(partial-sum workspace bytes, zeroed counter bytes) of a persistent kernel's split-K;
     (0, 0) when it will not split. Each split tile (counting a cluster's tiles past the edge)
     stores ``splits`` whole BM x BN FP32 partials; every tile has two int counters (count,
     generation), indexed by its position in the padded grid."""
     if split.splits == 1:
         return 0, 0
-    padded = (ceil_div(ceil_div(problem.m, g.bm), g.cm) * g.cm) * (ceil_div(ceil_div(problem.n, g.bn), g.cn) * g.cn)
+    padded = split.tiles * g.cluster  # the super tiles' CTAs' tiles, past the edge included
     return (split.tiles - split.whole) * g.cluster * split.splits * g.bm * g.bn * 4, padded * 2 * 4
 
 

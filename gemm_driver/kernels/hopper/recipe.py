@@ -93,13 +93,12 @@ def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Calla
         return _nothing
     entry, g = select(precision, t)
     kernel = ctx.kernels[entry]
-    split = geo.Split(1)
+    split = geo.Split(1)  # rungs 1-2: one CTA a tile, no units
     if g.persistent:
         clusters = resident(ctx, kernel, g)
-        if g.arguments == "split":
-            split = geo.split_plan(p, g, t.get("SPLITS", 1), t.get("TAIL", 0), clusters)
-        units = split.units if g.arguments == "split" else geo.super_tiles(p, g)
-        grid = (geo.persistent_grid(units, clusters, g.cluster), 1, 1)
+        split = (geo.split_plan(p, g, t.get("SPLITS", 1), t.get("TAIL", 0), clusters) if g.arguments == "split"
+                 else geo.Split(geo.super_tiles(p, g)))
+        grid = (geo.persistent_grid(split.units, clusters, g.cluster), 1, 1)
     else:
         grid = geo.tile_grid(p, g)
     return _Shape(ctx, g, kernel, grid, split).enqueue_at(ctx.a, ctx.b, ctx.c, ctx.bias)
@@ -149,7 +148,7 @@ class _Shape:
         if g.arguments in ("group", "split"):
             args.append(ctx.tunables.get("GROUP_M", DEFAULT_GROUP_M))
         if g.arguments == "split":
-            partial_bytes, counter_bytes = geo.split_scratch(p, g, self.split)
+            partial_bytes, counter_bytes = geo.split_scratch(g, self.split)
             args += [self.split.splits, self.split.whole,
                      ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
                      ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
