@@ -50,7 +50,7 @@ LADDERS = {
     "tf32": ["wgmma_tma_tf32", "warp_specialized_tf32", "persistent_tf32", "cluster_tf32", "hopper_tf32"],
 }
 CONFIGURATIONS = [(name, t) for name, spec in SPECS.items() for t in spec.configurations()]
-GEMM_ENTRIES = {"main", "cluster", "swapped", "stored_nk", "stored_nk_cluster"}
+GEMM_ENTRIES = {"main", "cluster", "swapped", "stored_nk", "stored_nk_cluster", "decode"}
 TMA_STORE_ENTRIES = {"main", "cluster", "stored_nk", "stored_nk_cluster"}  # of the last rungs (hopper_*)
 P256 = GemmProblem(256, 256, 256)
 
@@ -132,6 +132,7 @@ def _setmaxnreg(result, entry="main"):
     ("cluster_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_bf16", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_bf16", {}, "swapped", {"DEALLOC": 56, "TRY_ALLOC": 224}),
+    ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}, "decode", {"DEALLOC": 56, "TRY_ALLOC": 200}),
     ("hopper_fp16", {"BN": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 56, "TRY_ALLOC": 200}),
     ("hopper_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 40, "TRY_ALLOC": 216}),
@@ -146,6 +147,7 @@ PROBE = b"""// a test probe, not a kernel: the host's numbers against the kernel
 #include "wgmma_tma.cu"
 #include "warp_specialized.cu"
 #include "tf32_register_a.cu"
+#include "decode_body.cuh"
 template <int HAVE, int WANT>
 __global__ void equal() { static_assert(HAVE == WANT, "the host's number differs from the kernel's Config"); }
 """
@@ -162,6 +164,8 @@ def _config_checks(name, t):
         cfg = f"hopper_rung2::Config<{elem}, {t['BN']}, {t['STAGES']}>"
     elif name == "hopper_tf32" and entry == "main":
         cfg = f"hopper_tf32ra::Config<{t['BM']}, {t['CONSUMERS']}, {t['STAGES']}, {t['CM']}, {t['CN']}>"
+    elif entry == "decode":
+        cfg = f"hopper_small_m::Config<{elem}, {t['DECODE']}, {t['CONSUMERS']}, {t['TRANS_B']}>"
     else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries
         cfg = f"hopper_pws::Config<{elem}, {g.bn}, {4 if entry == 'swapped' else t['STAGES']}, {g.cm}, {g.cn}, " \
               f"{g.bm // 64}, {str(g.tma_store).lower()}>"
@@ -173,16 +177,27 @@ def _config_checks(name, t):
         checks += [(f"{cfg}::A_SLICE_ROWS", g.a_box[0]), (f"{cfg}::B_SLICE_ROWS", g.b_box[0])]
     if "hopper_rung1" not in cfg:
         checks.append((f"{cfg}::THREADS", g.threads))
-    if "hopper_tf32ra" in cfg:
+    if "hopper_tf32ra" in cfg or entry == "decode":
         checks.append((f"{cfg}::CTAS_PER_SM", g.ctas_per_sm))
+    if entry == "decode":
+        checks.append((f"{cfg}::STAGES", geo.decode_stages(t["DECODE"], t["CONSUMERS"])))
     return checks
 
 
+# every decode tile (rows x consumers x B's layout): a few name expressions each, no build
+DECODE_CONFIGURATIONS = [
+    ("hopper_fp16", SPECS["hopper_fp16"].validate(GemmProblem(64, 256, 256, trans_b=bool(tb)),
+                                                   {"DECODE": rows, "BN": 64 * c, "CONSUMERS": c}))
+    for rows in rungs.DECODE_ROWS for c in (1, 2) for tb in (0, 1)]
+
+
 def test_host_numbers_match_the_kernels_config_structs():
-    checks = {(expr, value) for name, t in CONFIGURATIONS for expr, value in _config_checks(name, t)}
+    checks = {(expr, value) for name, t in CONFIGURATIONS + DECODE_CONFIGURATIONS
+              for expr, value in _config_checks(name, t)}
     expressions = sorted(f"equal<{expr}, {value}>" for expr, value in checks)
     headers = {}
-    for source in ("cu/hopper/wgmma_tma.cu", "cu/hopper/warp_specialized.cu", "cu/hopper/tf32_register_a.cu"):
+    for source in ("cu/hopper/wgmma_tma.cu", "cu/hopper/warp_specialized.cu", "cu/hopper/tf32_register_a.cu",
+                   "cu/hopper/decode_body.cuh"):
         headers |= included_headers(source)
         headers[source.rsplit("/", 1)[1]] = (ROOT / source).read_bytes()
     compiled = compile_cuda(PROBE, "config_probe.cu", "sm_90a", headers=headers, options=("--std=c++17",),
@@ -204,6 +219,11 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("cluster_bf16", {"CN": 4}, P256, "CN=4 is not allowed; choose one of [1, 2]"),
     ("hopper_tf32", {"STAGES": 5}, P256, "STAGES=5 is not allowed; choose one of [2, 3, 4, 6, 8]"),
     ("persistent_bf16", {"SPLITS": 2}, P256, "has no tunable 'SPLITS'"),
+    ("hopper_bf16", {"DECODE": 16}, P256, "DECODE=16 runs hopper_decode: tiles of 64 * CONSUMERS columns"),
+    ("hopper_fp16", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, P256, "(STAGES left at 4)"),
+    ("hopper_bf16", {"DECODE": 32, "BN": 128, "CONSUMERS": 2, "CM": 2}, P256, "no clusters (CM=CN=1), SWAPPED=0"),
+    ("hopper_bf16", {"DECODE": 32, "BN": 64, "CONSUMERS": 1}, GemmProblem(32, 256, 256, trans_a=True),
+     "DECODE=32 (hopper_decode) reads A row-major: layouts nn and nt"),
 ])
 def test_refused_configurations_name_the_rule_in_one_line(name, overrides, problem, message):
     with pytest.raises(ValueError) as info:
@@ -218,6 +238,42 @@ def test_what_the_rules_let_through():
     SPECS["hopper_bf16"].validate(GemmProblem(0, 8, 0))  # empty: nothing to launch
     SPECS["hopper_bf16"].validate(P256, {"BN": 128, "CONSUMERS": 1, "STAGES": 4})  # two 110592-byte CTAs
     SPECS["hopper_bf16"].validate(P256, {"SWAPPED": 1, "CM": 2, "CN": 2})
+    SPECS["hopper_bf16"].validate(GemmProblem(8, 256, 256, trans_b=True, out_dtype="bf16", epilogue="bias_gelu"),
+                                  {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "SPLITS": 8})
+
+
+@pytest.mark.parametrize("rows, consumers, stages, smem", [
+    (8, 1, 12, 111872), (16, 1, 11, 113920), (32, 1, 9, 111872), (64, 1, 6, 99584),  # two CTAs an SM
+    (16, 2, 12, 222464), (64, 2, 9, 222464),  # one CTA an SM
+])
+def test_the_decode_ring_is_as_deep_as_the_sms_shared_memory_holds(rows, consumers, stages, smem):
+    assert (geo.decode_stages(rows, consumers), geo.decode_smem(rows, consumers)) == (stages, smem)
+    ctas = geo.ctas_per_sm_of(consumers)
+    assert geo.smem_fits(smem, ctas) is None
+    assert geo.smem_fits(smem + (rows + 64 * consumers) * 128, ctas) is not None or stages == geo.DECODE_MAX_STAGES
+    g = geo.decode("bf16", rows, consumers, trans_b=True)
+    assert (g.bm, g.bn, g.a_box, g.b_box, g.threads) == (rows, 64 * consumers, (rows, 64), (64 * consumers, 64),
+                                                         128 * (consumers + 1))
+    assert geo.decode("fp16", rows, consumers).b_box == (64, 64)  # B stored K x N: 64 k rows of 64 n a box
+
+
+@pytest.mark.parametrize("shape, layout, want", [
+    ((1, 3584, 3584), "nn", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "SPLITS": 2}),  # 56 tiles: 2 splits fill 112 SMs
+    ((32, 6144, 4096), "nt", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "PDL": 1}),  # 96 tiles: no split
+    ((1, 28672, 4096), "nn", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "PDL": 1}),  # 448 64-column tiles > 264
+    ((16, 576, 7168), "nt", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SPLITS": 8}),
+    ((20, 4096, 300), "nn", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "PDL": 1}),  # 5 k tiles: too few to split
+    ((32, 4096, 4096), "tn", None),  # A stored transposed: the vote
+    ((33, 4096, 4096), "nn", None),  # past the measured M
+])
+def test_small_m_takes_the_decode_tiles(shape, layout, want):
+    p = GemmProblem(*shape, trans_a=layout[0] == "t", trans_b=layout[1] == "t")
+    got = rungs.decode_choice(p)
+    assert (got[0] if got else None) == want
+    for name in ("hopper_bf16", "hopper_fp16"):
+        chosen, why = SPECS[name].choose(p, "NVIDIA H100 80GB HBM3")
+        assert ("DECODE" in chosen) == (want is not None) and ("hopper_decode" in why) == (want is not None)
+        SPECS[name].validate(p, chosen)
 
 
 # ---------------------------------------------------------------- geometry and grids
@@ -545,6 +601,19 @@ def test_plan_of_a_tail_split_cuts_the_last_wave(monkeypatch):
     assert scratch == {recipe.PARTIALS: (28 * 4 * 128 * 256 * 4, False), recipe.COUNTERS: (160 * 8, True)}
     _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", p, {"TAIL": 0}, resident=lambda ctx, k, g: 132)
     assert launches[0][3][10:14] == (1, 0, 0, 0) and scratch == {}
+
+
+def test_plan_of_the_decode_tiles(monkeypatch):
+    """hopper_decode at 1x3584x3584 (nt): 56 tiles of 8 x 64 split 2 ways (112 units, two CTAs an
+    SM resident); A's box is 8 rows, B's 64 rows of n (stored N x K); partials 8 x 64 FP32 each."""
+    p = GemmProblem(1, 3584, 3584, trans_b=True)
+    tunables, _ = rungs.decode_choice(p)
+    _, launches, maps, scratch = _run_plan(monkeypatch, "hopper_bf16", p, tunables, lds=(3584, 3584, 3584))
+    ((entry, grid, block, args),) = launches
+    assert (entry, grid, block) == ("decode", (112, 1, 1), (256, 1, 1))
+    assert args[10:12] == (2, 0) and args[12] and args[13]  # splits, whole, workspace, counters
+    assert scratch == {recipe.PARTIALS: (56 * 2 * 8 * 64 * 4, False), recipe.COUNTERS: (56 * 8, True)}
+    assert [m[2:7] for m in maps[:2]] == [(1, 3584, 3584, 8, 64), (3584, 3584, 3584, 64, 64)]
 
 
 def test_c_is_stored_by_tma_only_where_its_rows_allow(monkeypatch):

@@ -22,6 +22,7 @@ from _toolkit import Parser, run  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "cu" / "hopper" / "wgmma.cuh"
 NS = (64, 128, 256)  # the wgmma N extents the rungs use
+NS_16BIT = (8, 16, 32, *NS)  # 16-bit types also narrow ones: the decode tiles' few rows of A (decode_body.cuh)
 TYPES_16BIT = (("bf16", "bf16"), ("fp16", "f16"))  # (namespace, PTX type)
 
 
@@ -51,6 +52,17 @@ __device__ __forceinline__ void mma_ss_n{n}(float (&d)[{r}], unsigned long long 
         "{{{regs(0, r)}}}, %{r}, %{r + 1}, p, 1, 1, %{r + 3}, %{r + 4};\\n}}\\n"
         : {outs(r).lstrip()}
         : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}}'''
+
+
+def ss_16bit_any() -> str:
+    """The 16-bit wrappers by N, for the dispatch below."""
+    chain = "\n".join(f"    {'if' if i == 0 else 'else if'} constexpr (N == {n}) mma_ss_n{n}<TRANS_A, TRANS_B>(d, a, b, scale_d);"
+                      for i, n in enumerate(NS_16BIT))
+    return f'''
+template <int N, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {{
+{chain}
 }}'''
 
 
@@ -116,21 +128,19 @@ DISPATCH = """
 // TRANS_A = 1 reads A M-major (bf16/fp16 only).
 template <class Elem, int N, int TRANS_B, int TRANS_A = 0>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
-    static_assert(N == 64 || N == 128 || N == 256, "wgmma wrappers exist for N = 64, 128, 256");
-    if constexpr (Elem::id == ElemId::bf16) {
-        if constexpr (N == 64) wgmma_ops::bf16::mma_ss_n64<TRANS_A, TRANS_B>(d, a, b, scale_d);
-        else if constexpr (N == 128) wgmma_ops::bf16::mma_ss_n128<TRANS_A, TRANS_B>(d, a, b, scale_d);
-        else wgmma_ops::bf16::mma_ss_n256<TRANS_A, TRANS_B>(d, a, b, scale_d);
-    } else if constexpr (Elem::id == ElemId::fp16) {
-        if constexpr (N == 64) wgmma_ops::fp16::mma_ss_n64<TRANS_A, TRANS_B>(d, a, b, scale_d);
-        else if constexpr (N == 128) wgmma_ops::fp16::mma_ss_n128<TRANS_A, TRANS_B>(d, a, b, scale_d);
-        else wgmma_ops::fp16::mma_ss_n256<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    if constexpr (Elem::id == ElemId::bf16 || Elem::id == ElemId::fp16) {
+        static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
+                      "16-bit wgmma wrappers exist for N = 8, 16, 32, 64, 128, 256");
+        if constexpr (Elem::id == ElemId::bf16) wgmma_ops::bf16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
+        else wgmma_ops::fp16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
     } else if constexpr (Elem::id == ElemId::e4m3) {
+        static_assert(N == 64 || N == 128 || N == 256, "e4m3 wgmma wrappers exist for N = 64, 128, 256");
         static_assert(TRANS_B == 0 && TRANS_A == 0, "e4m3 wgmma reads both operands K-major");
         if constexpr (N == 64) wgmma_ops::e4m3::mma_e4m3_ss_n64(d, a, b, scale_d);
         else if constexpr (N == 128) wgmma_ops::e4m3::mma_e4m3_ss_n128(d, a, b, scale_d);
         else wgmma_ops::e4m3::mma_e4m3_ss_n256(d, a, b, scale_d);
     } else {
+        static_assert(N == 64 || N == 128 || N == 256, "tf32 wgmma wrappers exist for N = 64, 128, 256");
         static_assert(TRANS_B == 0 && TRANS_A == 0, "tf32 wgmma reads both operands K-major");
         if constexpr (N == 64) wgmma_ops::tf32::mma_tf32_ss_n64(d, a, b, scale_d);
         else if constexpr (N == 128) wgmma_ops::tf32::mma_tf32_ss_n128(d, a, b, scale_d);
@@ -154,7 +164,8 @@ def render() -> str:
     parts = [HEAD]
     for namespace, type_str in TYPES_16BIT:
         parts.append(f'\nnamespace {namespace} {{\n#define HOPPER_TYPE_STR "{type_str}"')
-        parts.extend(ss_16bit(n) for n in NS)
+        parts.extend(ss_16bit(n) for n in NS_16BIT)
+        parts.append(ss_16bit_any())
         parts.append(f"#undef HOPPER_TYPE_STR\n}}  // namespace {namespace}")
     parts.append("\nnamespace tf32 {")
     for n in NS:

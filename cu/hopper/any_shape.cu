@@ -33,6 +33,7 @@
 // Measurements, and what was tried and not kept: docs/hopper.md, docs/findings.md.
 #include "persistent_body.cuh"
 #include "pack.cuh"
+#include "decode_body.cuh"
 
 // As hopper_persistent, plus: splits (1 = none) and whole (hopper_pws::Schedule: the first `whole`
 // super tiles of the grouped order unsplit, 0 = split every tile); workspace: (tiles - whole
@@ -74,3 +75,18 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUME
 // with SWAPPED=1, hopper_cluster_swapped (swapped wgmma roles, faster than any_shape with stores
 // from registers, slower than with TMA stores): one module holds all of them.
 #include "cluster_multicast.cu"
+
+// Small M (decode_body.cuh): MT rows of A x 64 * CONSUMERS columns of B a tile, wgmma's roles
+// swapped, the deepest ring that fits. The arguments are any_shape's; c_map and c_tma are not read
+// (C is stored from registers). TB = 1: B stored N x K. A is read row-major.
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
+    hopper_decode(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
+                  const __grid_constant__ hopper::TensorMap b_map, float beta,
+                  typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits, int whole,
+                  float* __restrict__ workspace, int* __restrict__ counters,
+                  const __grid_constant__ hopper::TensorMap c_map, int c_tma,
+                  const typename hopper::OutType<OUT>::T* __restrict__ bias) {
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
+                                                           splits, whole, workspace, counters, bias);
+}

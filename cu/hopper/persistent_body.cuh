@@ -320,7 +320,8 @@ __device__ __forceinline__ void gather_quads(float (&d)[4 * QUADS], const float4
 // barrier covers every thread's stores) and one acquire per split, with the generation read
 // while the partials are still being stored. Measurements, and the hand-overs tried and not
 // kept: docs/hopper.md, docs/findings.md.
-// Returns the range of 32-column chunks this CTA stores (empty: none).
+// Cfg::BN: the accumulator's columns (each consumer's 64 x BN), any multiple of 8 (the parallel
+// hand-over: of 32). Returns the range of 32-column chunks this CTA stores (empty: none).
 template <class Cfg>
 __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Unit& w, bool parallel,
                                               int consumer, int t, float* __restrict__ workspace,
@@ -331,6 +332,7 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     const int splits = w.splits;
     const int c0 = parallel ? w.split * CHUNKS / splits : 0;
     const int c1 = parallel ? (w.split + 1) * CHUNKS / splits : CHUNKS;
+    const int q1 = parallel ? 4 * c1 : QUADS;  // the serial hand-over sums every quad, a part chunk too
     int* count = counters + 2 * w.tile;
     int* generation = count + 1;
     const bool leader = consumer == 0 && t == 0;
@@ -364,8 +366,8 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
         gather_quads<QUADS, true>(d, parts + (1 - w.split) * PART, 4 * c0, 4 * c1);
         return make_int2(c0, c1);
     }
-    gather_quads<QUADS, false>(d, parts, 4 * c0, 4 * c1);
-    for (int s = 1; s < splits; ++s) gather_quads<QUADS, true>(d, parts + s * PART, 4 * c0, 4 * c1);
+    gather_quads<QUADS, false>(d, parts, 4 * c0, q1);
+    for (int s = 1; s < splits; ++s) gather_quads<QUADS, true>(d, parts + s * PART, 4 * c0, q1);
     return make_int2(c0, c1);
 }
 

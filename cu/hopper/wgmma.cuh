@@ -18,6 +18,43 @@ namespace wgmma_ops {
 namespace bf16 {
 #define HOPPER_TYPE_STR "bf16"
 
+// D(64x8) += A(64x16, smem) * B(16x8, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
+// TRANS_B = 1: B is N-major (0: K-major).
+template <int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_n8(float (&d)[4], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32." HOPPER_TYPE_STR "." HOPPER_TYPE_STR " "
+        "{%0, %1, %2, %3}, %4, %5, p, 1, 1, %7, %8;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
+// D(64x16) += A(64x16, smem) * B(16x16, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
+// TRANS_B = 1: B is N-major (0: K-major).
+template <int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_n16(float (&d)[8], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32." HOPPER_TYPE_STR "." HOPPER_TYPE_STR " "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, %12;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
+// D(64x32) += A(64x16, smem) * B(16x32, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
+// TRANS_B = 1: B is N-major (0: K-major).
+template <int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_n32(float (&d)[16], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32." HOPPER_TYPE_STR "." HOPPER_TYPE_STR " "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
 // D(64x64) += A(64x16, smem) * B(16x64, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
 // TRANS_B = 1: B is N-major (0: K-major).
 template <int TRANS_A, int TRANS_B>
@@ -77,6 +114,16 @@ __device__ __forceinline__ void mma_ss_n256(float (&d)[128], unsigned long long 
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
+template <int N, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
+    if constexpr (N == 8) mma_ss_n8<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 16) mma_ss_n16<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 32) mma_ss_n32<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 64) mma_ss_n64<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 128) mma_ss_n128<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 256) mma_ss_n256<TRANS_A, TRANS_B>(d, a, b, scale_d);
 }
 #undef HOPPER_TYPE_STR
 }  // namespace bf16
@@ -84,6 +131,43 @@ __device__ __forceinline__ void mma_ss_n256(float (&d)[128], unsigned long long 
 namespace fp16 {
 #define HOPPER_TYPE_STR "f16"
 
+// D(64x8) += A(64x16, smem) * B(16x8, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
+// TRANS_B = 1: B is N-major (0: K-major).
+template <int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_n8(float (&d)[4], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32." HOPPER_TYPE_STR "." HOPPER_TYPE_STR " "
+        "{%0, %1, %2, %3}, %4, %5, p, 1, 1, %7, %8;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
+// D(64x16) += A(64x16, smem) * B(16x16, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
+// TRANS_B = 1: B is N-major (0: K-major).
+template <int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_n16(float (&d)[8], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32." HOPPER_TYPE_STR "." HOPPER_TYPE_STR " "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, %12;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
+// D(64x32) += A(64x16, smem) * B(16x32, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
+// TRANS_B = 1: B is N-major (0: K-major).
+template <int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_n32(float (&d)[16], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32." HOPPER_TYPE_STR "." HOPPER_TYPE_STR " "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
 // D(64x64) += A(64x16, smem) * B(16x64, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
 // TRANS_B = 1: B is N-major (0: K-major).
 template <int TRANS_A, int TRANS_B>
@@ -143,6 +227,16 @@ __device__ __forceinline__ void mma_ss_n256(float (&d)[128], unsigned long long 
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
+template <int N, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
+    if constexpr (N == 8) mma_ss_n8<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 16) mma_ss_n16<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 32) mma_ss_n32<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 64) mma_ss_n64<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 128) mma_ss_n128<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 256) mma_ss_n256<TRANS_A, TRANS_B>(d, a, b, scale_d);
 }
 #undef HOPPER_TYPE_STR
 }  // namespace fp16
@@ -329,21 +423,19 @@ __device__ __forceinline__ void mma_e4m3_ss_n256(float (&d)[128], unsigned long 
 // TRANS_A = 1 reads A M-major (bf16/fp16 only).
 template <class Elem, int N, int TRANS_B, int TRANS_A = 0>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
-    static_assert(N == 64 || N == 128 || N == 256, "wgmma wrappers exist for N = 64, 128, 256");
-    if constexpr (Elem::id == ElemId::bf16) {
-        if constexpr (N == 64) wgmma_ops::bf16::mma_ss_n64<TRANS_A, TRANS_B>(d, a, b, scale_d);
-        else if constexpr (N == 128) wgmma_ops::bf16::mma_ss_n128<TRANS_A, TRANS_B>(d, a, b, scale_d);
-        else wgmma_ops::bf16::mma_ss_n256<TRANS_A, TRANS_B>(d, a, b, scale_d);
-    } else if constexpr (Elem::id == ElemId::fp16) {
-        if constexpr (N == 64) wgmma_ops::fp16::mma_ss_n64<TRANS_A, TRANS_B>(d, a, b, scale_d);
-        else if constexpr (N == 128) wgmma_ops::fp16::mma_ss_n128<TRANS_A, TRANS_B>(d, a, b, scale_d);
-        else wgmma_ops::fp16::mma_ss_n256<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    if constexpr (Elem::id == ElemId::bf16 || Elem::id == ElemId::fp16) {
+        static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
+                      "16-bit wgmma wrappers exist for N = 8, 16, 32, 64, 128, 256");
+        if constexpr (Elem::id == ElemId::bf16) wgmma_ops::bf16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
+        else wgmma_ops::fp16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
     } else if constexpr (Elem::id == ElemId::e4m3) {
+        static_assert(N == 64 || N == 128 || N == 256, "e4m3 wgmma wrappers exist for N = 64, 128, 256");
         static_assert(TRANS_B == 0 && TRANS_A == 0, "e4m3 wgmma reads both operands K-major");
         if constexpr (N == 64) wgmma_ops::e4m3::mma_e4m3_ss_n64(d, a, b, scale_d);
         else if constexpr (N == 128) wgmma_ops::e4m3::mma_e4m3_ss_n128(d, a, b, scale_d);
         else wgmma_ops::e4m3::mma_e4m3_ss_n256(d, a, b, scale_d);
     } else {
+        static_assert(N == 64 || N == 128 || N == 256, "tf32 wgmma wrappers exist for N = 64, 128, 256");
         static_assert(TRANS_B == 0 && TRANS_A == 0, "tf32 wgmma reads both operands K-major");
         if constexpr (N == 64) wgmma_ops::tf32::mma_tf32_ss_n64(d, a, b, scale_d);
         else if constexpr (N == 128) wgmma_ops::tf32::mma_tf32_ss_n128(d, a, b, scale_d);

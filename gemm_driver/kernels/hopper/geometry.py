@@ -87,6 +87,23 @@ def register_a_smem(stages: int, bm: int = 256, consumers: int = 2) -> int:
     return stages * (bm * 128 + 64 * consumers * 128) + 16 * stages + 16 + 1024  # + barriers, split-K flag
 
 
+# decode_body.cuh's ring: as many stages of MT x BK of A and BK x 64*CONSUMERS of B as the SM's
+# shared memory holds for its CTAs, at most DECODE_MAX_STAGES (its barriers' 256 bytes).
+DECODE_MAX_STAGES = 12
+DECODE_OVERHEAD = 256 + 1024  # barriers, alignment
+
+
+def decode_stages(mt: int, consumers: int) -> int:
+    """Config::STAGES of decode_body.cuh."""
+    budget = SMEM_PER_SM // ctas_per_sm_of(consumers) - 1024
+    return min(DECODE_MAX_STAGES, (budget - DECODE_OVERHEAD) // ((mt + 64 * consumers) * 128))
+
+
+def decode_smem(mt: int, consumers: int) -> int:
+    """Config::SMEM_BYTES of decode_body.cuh."""
+    return decode_stages(mt, consumers) * (mt + 64 * consumers) * 128 + DECODE_OVERHEAD
+
+
 def smem_fits(smem: int, ctas_per_sm: int) -> str | None:
     """Why ``ctas_per_sm`` CTAs of ``smem`` bytes cannot be resident on one SM, or None."""
     if smem > SMEM_LIMIT:
@@ -155,6 +172,17 @@ def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, c
                     b_transposed=tf32 and not trans_b,
                     persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments=arguments,
                     tma_store=tma_store, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype)
+
+
+def decode(precision: str, mt: int, consumers: int, *, trans_b: bool = False, out_dtype: str = "fp32") -> Geometry:
+    """decode_body.cuh: MT (m) x 64*CONSUMERS (n) tiles of C, computed as C^T (wgmma's A = the B
+    tile); A box {MT m, BK}, B boxes as ``persistent``'s for BN = 64*CONSUMERS; any_shape's
+    arguments (split-K, the tail), C stored from registers."""
+    bk, bn = k_tile(precision), 64 * consumers
+    return Geometry(bm=mt, bn=bn, bk=bk, threads=128 * (consumers + 1), smem=decode_smem(mt, consumers),
+                    a_box=(mt, bk), b_box=(bn, bk) if trans_b else (bk, 64), persistent=True,
+                    ctas_per_sm=ctas_per_sm_of(consumers), arguments="split", tma_store=True, trans_b=trans_b,
+                    out_dtype=out_dtype)
 
 
 def register_a(stages: int, cm: int = 1, cn: int = 1, bm: int = 256, consumers: int = 2) -> Geometry:

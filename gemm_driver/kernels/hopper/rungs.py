@@ -41,6 +41,7 @@ ARCH = dict(min_cc=(9, 0), arch_specific=True)
 SMS = MEASURED_SM_COUNT  # ``choose`` sees a GPU's name, not its Device (cuda/arch_limits.py)
 FULL_GRID = 0.9 * SMS  # ``choose``: enough tiles to call the grid full
 
+STAGES_DEFAULT = 4  # the last rung's
 STAGES = lambda default, values=(2, 3, 4, 5, 6): Tunable("STAGES", default, values, "TMA ring depth (k tiles in flight)")
 GROUP_M = Tunable("GROUP_M", 8, (1, 2, 4, 8, 16), "tile rows per group of the persistent raster (L2 reuse)")
 SPLITS = Tunable("SPLITS", 1, (1, 2, 3, 4, 6, 8), "split-K slices per tile (summed in slice order: reproducible)")
@@ -78,6 +79,19 @@ def _swapped_shape(p: GemmProblem, t) -> str | None:
                 "no split-K (SPLITS=1)")
     if t["SWAPPED"] and any(t[name] for name in LINEAR):
         return "SWAPPED=1 (hopper_cluster_swapped) writes FP32 D from row-major A and B, with no epilogue"
+    return None
+
+
+def _decode_shape(p: GemmProblem, t) -> str | None:
+    if not t["DECODE"]:
+        return None
+    if t["BN"] != 64 * t["CONSUMERS"] or t["STAGES"] != STAGES_DEFAULT:
+        return (f"DECODE={t['DECODE']} runs hopper_decode: tiles of 64 * CONSUMERS columns (BN=64 with "
+                f"CONSUMERS=1, BN=128 with 2) and the deepest ring that fits (STAGES left at {STAGES_DEFAULT})")
+    if t["CM"] * t["CN"] > 1 or t["SWAPPED"]:
+        return f"DECODE={t['DECODE']} runs hopper_decode: no clusters (CM=CN=1), SWAPPED=0"
+    if t["TRANS_A"]:
+        return f"DECODE={t['DECODE']} (hopper_decode) reads A row-major: layouts nn and nt"
     return None
 
 
@@ -208,10 +222,13 @@ class AnyShapeSpec(LinearSpec):
 
 
 def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
-    """SWAPPED=1: hopper_cluster_swapped (128 x 256, 4 stages); else any_shape, its cluster form
-    when CM x CN > 1."""
+    """SWAPPED=1: hopper_cluster_swapped (128 x 256, 4 stages); DECODE > 0: hopper_decode
+    (DECODE x 64*CONSUMERS tiles); else any_shape, its cluster form when CM x CN > 1."""
     if t["SWAPPED"]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
+    if t.get("DECODE"):
+        return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
+                                    out_dtype=geo.OUT_DTYPE[t["OUT"]])
     entry = "cluster" if t["CM"] * t["CN"] > 1 else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
@@ -220,7 +237,8 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
 
 def any_shape(precision: str) -> KernelSpec:
     elem = geo.ELEMENT[precision]
-    any_geometry = lambda t: _any_shape_select(precision, {**t, "SWAPPED": 0})[1]
+    any_geometry = lambda t: _any_shape_select(precision, {**t, "SWAPPED": 0, "DECODE": 0})[1]
+    decode_geometry = lambda t: _any_shape_select(precision, {**t, "SWAPPED": 0})[1]
     swapped_smem = geo.persistent_smem(4, 256, 2)
     linear = "{OUT}, {EPI}, {TRANS_A}, {TRANS_B}"
     entries = (
@@ -228,6 +246,8 @@ def any_shape(precision: str) -> KernelSpec:
               f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, {linear}>",
               STORE_SIGNATURE, lambda t: any_geometry(t).smem),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem),
+        Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
+              STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: bool(t.get("DECODE"))),
         *_pack_entries(precision),
     )
     return _spec(
@@ -236,7 +256,7 @@ def any_shape(precision: str) -> KernelSpec:
         "2x1 clusters on large grids (tunables chosen per shape; SWAPPED=1: swapped wgmma roles)",
         "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3, {linear}>",
         precision,
-        (Tunable("BN", 256, (64, 128, 256), "tile columns (wgmma N)"), STAGES(4, (2, 3, 4, 5, 6, 8)),
+        (Tunable("BN", 256, (64, 128, 256), "tile columns (wgmma N)"), STAGES(STAGES_DEFAULT, (2, 3, 4, 5, 6, 8)),
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
@@ -245,17 +265,20 @@ def any_shape(precision: str) -> KernelSpec:
          GROUP_M,
          PDL,
          Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
+         Tunable("DECODE", 0, (0, 8, 16, 32, 64), "> 0: hopper_decode (small M): tiles of DECODE rows of A x 64 * "
+                 "CONSUMERS columns, wgmma's A = the B tile, the deepest ring that fits; 0: any_shape"),
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
-        _any_shape_select, rules=(_swapped_shape,), extra_entries=entries,
+        _any_shape_select, rules=(_swapped_shape, _decode_shape), extra_entries=entries,
         choose=choose_any_shape, spec_class=AnyShapeSpec,
         layouts=("nn", "nt", "tn", "tt"), out_dtypes=("fp32", precision),
         epilogues=tuple(geo.EPILOGUE_CODE),
         # BF16 and FP16 are one template: bf16 builds the 128 x 64 tiles choose() takes on small
         # grids, fp16 the one-consumer tiles, so the spill gate sees both without more builds
         checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
-                 {"BN": 64, "STAGES": 8} if precision == "bf16" else {"BN": 128, "CONSUMERS": 1}))
+                 {"BN": 64, "STAGES": 8} if precision == "bf16" else {"BN": 128, "CONSUMERS": 1},
+                 {"DECODE": 16, "BN": 64, "CONSUMERS": 1}))
 
 
 @dataclass(frozen=True)
@@ -406,14 +429,51 @@ def _small_tile_splits(units: int, k: int) -> int:
 
 # ---------------------------------------------------------------- choose (the last rung)
 def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
-    """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: on a GPU with a table of the
-    corpus's tuning set, the vote of its nearest measured shapes (selection.py); elsewhere the
-    rule of ``analytic_choice``."""
+    """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: ``decode_choice`` at small M;
+    else, on a GPU with a table of the corpus's tuning set, the vote of its nearest measured
+    shapes (selection.py); elsewhere the rule of ``analytic_choice``."""
+    decode = decode_choice(problem)
+    if decode is not None:
+        return decode
     voted = selection.fitted(problem, gpu_name)
     if voted is not None:
         return voted
     tunables, why = analytic_choice(problem, gpu_name)
     return tunables, f"{why}; no tuning-set table for this GPU"
+
+
+DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
+DECODE_MAX_M = 32  # the largest M of the tuning set it was measured on
+
+
+def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """hopper_decode's tunables for M <= DECODE_MAX_M with A row-major (nn, nt), else None.
+
+    Measured on the H100 on the tuning set's small-M shapes, every configuration verified,
+    beside cuBLAS and cuBLASLt (tools/probes/small_m.py, results/h100-80gb-hbm3/probe-small-m.txt):
+    it beat what the vote picked on all seven, e.g. 1x3584x3584 8.1 us against 19.0 (cuBLAS 9.1),
+    32x6144x4096 20.2 against 22.4 (21.2), 32x3584x18944 51.3 against 54.5 (53.1); at
+    32x4096x4096, whose B stays in L2, 11.5 against 15.8 (cuBLAS 9.7). The rule it showed:
+
+    - DECODE: the fewest rows >= M (M = 1: 8 rows);
+    - one consumer (64-column tiles, two CTAs an SM), two where those tiles outnumber what two
+      CTAs an SM hold (1x28672x4096: 82.2 us against 84.1);
+    - split-K only up to one unit an SM: the most SPLITS that keeps tiles x splits <= the SMs,
+      each range >= TAIL_MIN_K_TILES k tiles (1x3584x3584: 2 splits 9.5 us, 4 10.3, 8 13.9;
+      32x4800x1600: none 6.4, 2 9.1); PDL without split-K (with it, it won twice and lost twice).
+    """
+    if problem.m > DECODE_MAX_M or problem.trans_a:
+        return None
+    rows = min(r for r in DECODE_ROWS if r >= max(problem.m, 1))
+    row_tiles = ceil_div(problem.m, rows)
+    consumers = 2 if row_tiles * ceil_div(problem.n, 64) > 2 * SMS else 1
+    tiles = row_tiles * ceil_div(problem.n, 64 * consumers)
+    splits = _split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(SPLITS.choices))
+    tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers,
+                **({"SPLITS": splits} if splits > 1 else {"PDL": 1})}
+    return tunables, (f"M = {problem.m}: hopper_decode, {tiles} tiles of {rows} x {64 * consumers}"
+                      + (f", {splits}-way split-K" if splits > 1 else ", PDL")
+                      + " (H100: 1x3584x3584 8.1 us against 19.0 for any_shape, cuBLAS 9.1)")
 
 
 def analytic_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:

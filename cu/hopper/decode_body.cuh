@@ -1,0 +1,184 @@
+// decode_body.cuh -- small M (decode: a few rows of activations A against a large weight B):
+// wgmma's roles swapped, C^T = B^T A^T, and a ring as deep as shared memory holds.
+//
+// At small M the read of B sets the time: a 16 x 4096 x 4096 GEMM is 32 MiB of B against 0.1
+// GFLOP. any_shape's tiles put M on wgmma's M side, which is 64 rows whatever M is, so at M = 16
+// three quarters of each A stage is zero fill, and a 64 x 64 tile's 16 KiB stage leaves room for
+// 6 stages, 48 KiB of B in flight a CTA. Here a tile is 64 * CONSUMERS columns of n (wgmma's M,
+// read from the B tile) by MT rows of m (wgmma's N = MT: 8, 16, 32 or 64, from the A tile), and
+// the ring is as deep as fits: at MT = 16 and one consumer a stage is 8 KiB of B and 2 KiB of
+// A, 11 stages, two CTAs an SM (176 KiB of B in flight an SM). cuBLAS runs the same form on
+// these shapes (Nsight Compute on the H100: nvjet_sm90_tss_64x16_64x16 at 32x4096x4096, a 64 x
+// 16 tile, 16 stages).
+//
+// Everything else is any_shape's (persistent_body.cuh): the persistent schedule (tiles of the
+// swapped problem in grouped order, split-K when SPLITS > 1, the tail split), the TMA loads
+// (load_stage, with A's box MT rows and B's 64 * CONSUMERS columns), the serial split-K
+// hand-over (reduce_splits: the last split to finish sums the partials in split order, so
+// results are bitwise reproducible), PDL. A is read row-major (K-major: wgmma's B operand as
+// it is); B stored K x N is N-major (wgmma's A operand transposed, imm-trans-a = 1), stored
+// N x K (TB = 1, a linear layer's weight) K-major.
+//
+// Epilogue: d[4j + 2h + e] of a consumer is C^T[16 warp + lane/4 + 8h][8j + 2(lane%4) + e] of
+// its 64 x MT block, i.e. C[m0 + 8j + 2(lane%4) + e][n0 + 64 consumer + 16 warp + lane/4 + 8h].
+// Each element is stored from registers (a warp's store covers 4 rows x 8 consecutive columns):
+// C is M x N, small beside B's K x N, so its store pattern costs little.
+#pragma once
+#include "persistent_body.cuh"
+
+namespace hopper_small_m {
+using namespace hopper;
+
+// Shared memory a CTA may use: the SM's 228 KiB, less 1 KiB reserved a CTA, over the CTAs an SM
+// holds (two with one consumer, so that one CTA's epilogue and hand-over overlap the other's loads).
+constexpr int SM_SHARED = 228 * 1024;
+
+template <class Elem, int MT, int CONSUMERS_, int TB_>
+struct Config {
+    static constexpr int CONSUMERS = CONSUMERS_, CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
+    static constexpr int THREADS = 128 * (CONSUMERS + 1);
+    // load_stage's names (persistent_body.cuh): A is the MT x BK tile of A, B the BK x BN tile of B.
+    static constexpr int BM = MT, BN = 64 * CONSUMERS, BK = KTile<Elem>::BK;
+    static constexpr int CM = 1, CN = 1, CLUSTER = 1;
+    static constexpr bool A_M_MAJOR = false, B_N_MAJOR = TB_ == 0;
+    static constexpr int A_BYTES = MT * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr int A_SLICE_ROWS = BM, B_SLICE_ROWS = B_N_MAJOR ? BK : BN;
+    // the barriers in 256 bytes after the ring, 1024 for aligning the dynamic shared memory
+    static constexpr int OVERHEAD = 256 + 1024;
+    static constexpr int BUDGET = SM_SHARED / CTAS_PER_SM - 1024;
+    static constexpr int FIT = (BUDGET - OVERHEAD) / STAGE_BYTES;
+    static constexpr int STAGES = FIT < 12 ? FIT : 12;  // 12: the barriers' 256 bytes hold 2 x 12 + 2
+    static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + OVERHEAD;
+    static constexpr int PRODUCER_REGS = 56;
+    static constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 200 : 224;
+    static_assert(Elem::bytes == 2, "the decode tiles are for 16-bit A and B");
+    static_assert(MT == 8 || MT == 16 || MT == 32 || MT == 64, "MT is a wgmma N of 8 to 64");
+    static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+    static_assert(A_BYTES % 1024 == 0, "each stage's B tile starts on a 1024-byte swizzle atom");
+    static_assert(STAGES >= 4, "a ring of at least 4 stages");
+    static_assert(2 * STAGES * 8 + 16 <= 256, "barriers fit in their 256 bytes");
+};
+
+// The accumulator as reduce_splits sees it: 64 x MT a consumer.
+template <class Cfg>
+struct SplitShape {
+    static constexpr int BN = Cfg::BM, CONSUMERS = Cfg::CONSUMERS;
+};
+
+// One ring slot's k tile: consumer c's 64 columns of n (wgmma's A) times the MT rows of A
+// (wgmma's B, K-major). B's tile is N-major (64 k rows of 128 bytes per 64 n, one 8 KiB block
+// a consumer; a k step of 16 is 16 rows) or K-major (BN rows of 128 bytes; a k step is 32 bytes).
+template <class Elem, class Cfg>
+__device__ __forceinline__ void mma_stage(float (&d)[Cfg::BM / 2], unsigned stage, int consumer, bool first) {
+    const unsigned a = stage, b = stage + Cfg::A_BYTES + consumer * 64 * 128;
+#pragma unroll
+    for (int step = 0; step < KTile<Elem>::STEPS; ++step) {
+        const unsigned long long b_desc = Cfg::B_N_MAJOR ? smem_desc(b + step * 16 * 128, 64 * 128, 1024)
+                                                         : smem_desc(b + step * 32, 16, 1024);
+        mma_ss<Elem, Cfg::BM, 0, Cfg::B_N_MAJOR ? 1 : 0>(d, b_desc, smem_desc(a + step * 32, 16, 1024),
+                                                          first && step == 0 ? 0 : 1);
+    }
+}
+
+// C[m][n] = act(alpha * acc + beta * C + bias[n]) for the consumer's 64 x MT block of C^T.
+template <int MT, class Epi>
+__device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M, int m0, int n, const Epi& epi,
+                                                 typename Epi::T* __restrict__ C, int ldc, int lane) {
+    using Out = typename Epi::Out;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int col = n + 8 * h;
+        if (col >= epi.N) continue;
+        const float b = epi.bias_at(col);
+#pragma unroll
+        for (int j = 0; j < MT / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int row = m0 + 8 * j + 2 * (lane % 4) + e;
+                if (row >= M) continue;
+                typename Epi::T* out = C + static_cast<long long>(row) * ldc + col;
+                float v = epi.alpha * d[4 * j + 2 * h + e];
+                if (epi.beta != 0.0f) v = fmaf(epi.beta, Out::load(out), v);
+                Out::store(out, epi.finish(v, b));
+            }
+        }
+    }
+}
+
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB>
+__device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
+                                    float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
+                                    int splits, int whole, float* __restrict__ workspace,
+                                    int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias) {
+    using Cfg = Config<Elem, MT, CONSUMERS, TB>;
+    constexpr int STAGES = Cfg::STAGES;
+    unsigned char* smem = aligned_dynamic_smem();
+    Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
+    Barrier* empty = full + STAGES;
+    volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
+    const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;
+    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, MT, Cfg::BN, Cfg::BK, 1, 1, splits, whole, group_m); };
+
+    if (threadIdx.x < STAGES) {
+        barrier_init(&full[threadIdx.x], 1);
+        barrier_init(&empty[threadIdx.x], CONSUMERS);
+        fence_barrier_init();
+    }
+    if (threadIdx.x == 32) {
+        tma_prefetch_map(a_map);
+        tma_prefetch_map(b_map);
+    }
+    __syncthreads();
+    take_over_from_previous_grid();  // with PDL: nothing global was touched before this
+
+    if (wg == 0) {
+        shrink_registers<Cfg::PRODUCER_REGS>();
+        if (t == 0) {
+            const hopper_pws::Schedule sched = schedule();
+            int s = 0, phase = 0;
+            for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
+                const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, MT, Cfg::BN);
+                for (int kt = w.kt0; kt < w.kt1; ++kt) {
+                    barrier_wait(&empty[s], phase ^ 1);
+                    hopper_pws::load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0,
+                                                0, 0);
+                    if (++s == STAGES) s = 0, phase ^= 1;
+                }
+            }
+        }
+        __syncwarp();
+        return;
+    }
+    grow_registers<Cfg::CONSUMER_REGS>();
+    const hopper_pws::Schedule sched = schedule();
+    const int consumer = wg - 1, warp = t / 32, lane = t % 32;
+    float d[MT / 2];
+    int s = 0, phase = 0;
+    for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
+        const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, MT, Cfg::BN);
+        int prev = -1;
+        for (int kt = w.kt0; kt < w.kt1; ++kt) {
+            barrier_wait(&full[s], phase);
+            wgmma_fence();
+            mma_stage<Elem, Cfg>(d, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
+            wgmma_commit();
+            wgmma_wait<1>();
+            if (prev >= 0 && t == 0) barrier_arrive(&empty[prev]);
+            prev = s;
+            if (++s == STAGES) s = 0, phase ^= 1;
+        }
+        wgmma_wait<0>();
+        fence_accumulators(d);
+        if (t == 0) barrier_arrive(&empty[prev]);
+        if (w.splits > 1) {
+            // the serial hand-over (a split tile's units need not all be resident at once); the
+            // flag, set before reduce_splits' last barrier, says whether this CTA summed the tile
+            hopper_pws::reduce_splits<SplitShape<Cfg>>(d, w, false, consumer, t, workspace, counters, last_flag);
+            if (!*last_flag) continue;
+        }
+        const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
+        store_transposed<MT>(d, M, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, epi, C, ldc, lane);
+    }
+}
+
+}  // namespace hopper_small_m

@@ -1,0 +1,99 @@
+"""Probe: where hopper_bf16 loses at small M (decode: a few rows of A against a large B, the
+read of B sets the time). For each tuning-set shape (no validation shape: docs/corpus.md), the
+configuration choose() picks and a fixed set of alternatives run beside cuBLAS and cuBLASLt;
+each verified once against the float64 reference, then all timed alternately: the median of 5
+rounds of 100 launches between CUDA events, after 10 untimed, each batch queued behind the
+bench's stream hold (bench/timing.py), so that no launch waits for the host. B's bytes over the time give the
+rate each streams B at (hot: B stays in L2 where it fits, 50 MB on the H100).
+
+--once: verify each launcher and launch it once more, no timing (for ncu: which kernels the
+baselines run, with what grid).
+
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/small_m.py [--once] [MxNxK ...]
+"""
+import json
+import os
+import statistics
+import sys
+
+from gemm_driver import Session, kernels
+from gemm_driver.case import PreparedCase
+from gemm_driver.bench.timing import GpuTimer
+from gemm_driver.problem import GemmProblem
+
+SHAPES = ["1x3584x3584", "32x4096x4096", "32x4800x1600", "32x6144x4096", "32x3584x18944", "1x28672x4096",
+          "32x28672x4096"]
+BASELINES = ("cublas_bf16", "cublaslt_bf16")
+ROUNDS, LAUNCHES, WARMUP = 5, 100, 10
+
+
+def alternatives(problem: GemmProblem) -> dict[str, dict]:
+    """Labelled tunables: any_shape's one-consumer tiles with and without split-K; hopper_decode
+    (DECODE = the fewest rows >= M it offers) with one and two consumers, split 1, 2, 4 or 8
+    ways ("d16x1/4": 16 rows, one consumer, 4 splits; "+pdl": PDL with a split); and the extra
+    ones a probe run passes as JSON in GEMM_PROBE_CONFIGS."""
+    configs = {"64x64": {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1},
+               "64x128": {"BN": 128, "CONSUMERS": 1, "PDL": 1},
+               "64x64/2": {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 2},
+               "64x128/4": {"BN": 128, "CONSUMERS": 1, "SPLITS": 4}}
+    rows = min((r for r in (8, 16, 32, 64) if r >= problem.m), default=64)
+    for consumers in (1, 2):
+        for splits in (1, 2, 4, 8):
+            label = f"d{rows}x{consumers}/{splits}"
+            configs[label] = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers, "SPLITS": splits,
+                              "PDL": int(splits == 1)}
+            if splits > 1 and consumers == 1:
+                configs[label + "+pdl"] = {**configs[label], "PDL": 1}
+    configs.update(json.loads(os.environ.get("GEMM_PROBE_CONFIGS", "{}")))
+    return configs
+
+
+def timed(timer: GpuTimer, runs: dict) -> dict:
+    times = {label: [] for label in runs}
+    for _ in range(ROUNDS):
+        for label, launch in runs.items():
+            timer.batch_ms(launch, WARMUP)
+            times[label].append(timer.batch_ms(launch, LAUNCHES) * 1000)
+    return {label: statistics.median(t) for label, t in times.items()}
+
+
+def main(args: list[str]) -> None:
+    once = "--once" in args
+    shapes = [a for a in args if a != "--once"] or SHAPES
+    spec = kernels.KERNELS["hopper_bf16"]
+    with Session() as s:
+        timer = GpuTimer(s.stream, s.arch)
+        print(f"{s.device.name}; us per GEMM, TB/s of B read (median of {ROUNDS} rounds of {LAUNCHES})", flush=True)
+        for label in shapes:
+            p = GemmProblem(*map(int, label.split("x")))
+            chosen, _ = spec.choose(p, s.device.name)
+            configs = {"chosen": chosen}
+            for name, t in alternatives(p).items():
+                try:
+                    spec.validate(p, t)
+                    configs[name] = t
+                except ValueError as exc:
+                    print(f"  {label} {name}: refused ({exc})")
+            with PreparedCase.random(p, "bf16", 11) as case:
+                runs = {name: case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
+                runs.update({name: case.launcher(s, name, None) for name in BASELINES})
+                for name, launch in runs.items():
+                    out, guard = case.run(launch)
+                    verdict = case.check(out)
+                    assert guard == 0 and verdict.ok, (label, name, verdict.message)
+                if once:
+                    for launch in runs.values():
+                        launch()
+                    s.stream.synchronize()
+                    continue
+                us = timed(timer, runs)
+            best = min(us[b] for b in BASELINES)
+            b_bytes = p.n * p.k * 2
+            print(f"{label}: chosen {chosen}", flush=True)
+            for name, t in sorted(us.items(), key=lambda kv: kv[1]):
+                print(f"  {name:>14} {t:8.2f} us {b_bytes / t / 1e6:6.2f} TB/s  {best / t:6.3f}x best baseline",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
