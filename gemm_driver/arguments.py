@@ -145,6 +145,9 @@ def add_bench_options(p: argparse.ArgumentParser) -> None:
                    "alternating order (forward, then reversed), and pool each kernel's samples (default 1). Under a "
                    "power cap the kernels timed later in a shape run at a lower clock: 2 gives every kernel both places")
     p.add_argument("--json", metavar="PATH", type=nonempty("a file path"), help="write environment, settings and every case with its samples")
+    p.add_argument("--resume", action="store_true", help="carry on the sweep whose cut run left the --json file "
+                   "(\"complete\": false): run only the shapes it lacks, with its seed, and write them beside its "
+                   "records; the same command otherwise (a file of another sweep is refused)")
     p.add_argument("--csv", metavar="PATH", type=nonempty("a file path"), help="write one row per case")
     p.add_argument("--dtype", action="append", type=nonempty("precisions (e.g. bf16,fp16 or all)"), help="precisions: fp32, tf32, bf16, fp16, fp8 (comma list) or all "
                    "(default: all but fp8, each with its own kernels and cuBLAS baseline)")

@@ -137,6 +137,8 @@ def cmd_bench(args) -> int:
                                  args.watchdog, args.rounds, corpus=args.corpus, variants=variants,
                                  scalings=scalings).with_seed()
     steps = request.steps()  # "nothing to run" before --gpus asks the driver
+    if args.resume:
+        request, steps = _resumed(request, steps, args)
     request = dataclasses.replace(request, gpus=bench.select_gpus(args.gpus))
     console = Console()
     # Results reach the files as each shape finishes, so a run cut off keeps what it measured.
@@ -152,6 +154,23 @@ def cmd_bench(args) -> int:
         print("interrupted: the files hold the cases that finished, marked \"complete\": false", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_FAILED if run.failed else EXIT_OK
+
+
+def _resumed(request, steps, args):
+    """--resume: the request and steps left by the cut run in --json's file (bench/resume.py);
+    as they are where the file does not exist yet."""
+    from .bench.resume import resume
+
+    if not args.json:
+        raise ValueError("--resume carries on the sweep in the --json file: give --json PATH")
+    try:
+        with open(args.json) as f:
+            document = json.load(f)
+    except FileNotFoundError:
+        return request, steps
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--resume: cannot read {args.json} as a bench JSON ({exc})") from None
+    return resume(request, steps, bench.settings_of(request), document, args.json, seed_given=args.seed is not None)
 
 
 def cmd_plot(args) -> int:

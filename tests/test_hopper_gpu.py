@@ -5,7 +5,7 @@ padded and odd leading dimensions, misaligned pointers, alpha and beta including
 poisoned C and guard bands: see strategies.py / checking.py), with the tunables ``choose``
 picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles
 (BF16/FP16 and TF32), C's own stores instead of TMA stores, split-K reduced in parallel and
-serially, split-K of only the last wave's tiles (TAIL). Fixed cases pin packing (K = 4099, odd
+serially, split-K of only the last wave's tiles (TAIL), the small-M decode tiles (DECODE). Fixed cases pin packing (K = 4099, odd
 strides, misaligned bases) and beta; split-K must give the same bits on every launch; a few
 large shapes run through the last rungs. All skip without a GPU, and on a GPU other than sm_90.
 
@@ -49,6 +49,9 @@ FORCED = [
     ("hopper_bf16", {"BN": 64, "STAGES": 8, "SPLITS": 2}),  # two splits' chunk ranges cut a group of 8 quads
     ("hopper_bf16", {"BN": 128, "CONSUMERS": 1, "SPLITS": 4, "CN": 2}),
     ("hopper_fp16", {"BN": 64, "STAGES": 8, "CN": 2, "STORE": 0}),  # 128 x 64 tiles (chosen: no cluster)
+    ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}),  # small M: swapped roles, any M in 16-row tiles
+    ("hopper_fp16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "SPLITS": 3}),  # serial split-K of 8-row tiles
+    ("hopper_bf16", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 2}),
     ("hopper_tf32", {"CM": 2, "CN": 2, "STAGES": 3}),
     ("hopper_tf32", {"CM": 2, "GROUP_M": 1}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}),  # 128 x 64 tiles, two CTAs an SM
@@ -152,6 +155,8 @@ TAILS = [
     ("hopper_bf16", GemmProblem(1024, 5120, 2048), {"BN": 128, "CONSUMERS": 1, "TAIL": 2}),  # two CTAs an SM
     ("hopper_bf16", GemmProblem(1100, 4100, 1000, 1.0, 0.5, trans_b=True, out_dtype="bf16", epilogue="bias_gelu"),
      {"BN": 128, "STAGES": 6, "TAIL": 4}),  # a linear layer: B stored N x K, BF16 D, bias and GELU
+    ("hopper_bf16", GemmProblem(16, 40000, 1024, 1.0, 0.5),  # decode: 625 tiles, 528 whole, 97 cut 2 ways
+     {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "TAIL": 4}),
 ]
 
 

@@ -57,6 +57,16 @@ CONFIGS = [
     ("hopper_fp16", "nt", "fp16", "bias_gelu", {"BN": 128, "CONSUMERS": 1}),
 ]
 
+# The small-M decode tiles (hopper_decode: A row-major, so nn and nt), each its own build, on
+# decode shapes: M = 1 split 2 ways, M past the tile's rows, odd K (A packed), split-K with C read
+DECODE_CONFIGS = [
+    ("hopper_bf16", "nt", "bf16", "bias_gelu", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}),
+    ("hopper_bf16", "nn", "fp32", "none", {"DECODE": 8, "BN": 128, "CONSUMERS": 2}),
+    ("hopper_fp16", "nt", "fp16", "bias_relu", {"DECODE": 32, "BN": 64, "CONSUMERS": 1}),
+    ("hopper_bf16", "nn", "bf16", "bias", {"DECODE": 64, "BN": 64, "CONSUMERS": 1}),
+]
+DECODE_SHAPES = [(1, 4096, 4096, 0.0, {"SPLITS": 2}), (40, 520, 1001, 0.5, {}), (13, 3000, 3000, 1.0, {"SPLITS": 3})]
+
 
 def problem_of(m, n, k, layout, out, epilogue, beta=0.0):
     trans_a, trans_b = layout_flags(layout)
@@ -75,7 +85,7 @@ def _build_one(job):
 @pytest.fixture(scope="module", autouse=True)
 def prebuilt():
     """Every build the module uses, compiled into the on-disk cache by parallel processes."""
-    jobs = [(*combo, BASE) for combo in COMBOS] + list(CONFIGS)
+    jobs = [(*combo, BASE) for combo in COMBOS] + list(CONFIGS) + list(DECODE_CONFIGS)
     with ProcessPoolExecutor(min(len(jobs), os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
         list(pool.map(_build_one, jobs))
 
@@ -154,3 +164,9 @@ def test_linear_layer_matches_the_float64_reference(session, name, layout, out, 
 @pytest.mark.parametrize("m, n, k, beta", [(1024, 1024, 512, 0.0), (777, 1000, 1001, 0.25)])
 def test_other_tile_configurations(session, name, layout, out, epi, tunables, m, n, k, beta):
     run_case(session, name, layout, out, epi, m, n, k, beta, tunables, 0, 0, seed=k)
+
+
+@pytest.mark.parametrize("name, layout, out, epi, tunables", DECODE_CONFIGS)
+@pytest.mark.parametrize("m, n, k, beta, extra", DECODE_SHAPES)
+def test_decode_tiles(session, name, layout, out, epi, tunables, m, n, k, beta, extra):
+    run_case(session, name, layout, out, epi, m, n, k, beta, {**tunables, **extra}, 0, 0, seed=m + k)

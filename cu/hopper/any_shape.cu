@@ -24,7 +24,8 @@
 // PDL (the host launches with programmatic stream serialization; persistent_body.cuh waits for
 // the grid ahead after the prologue): the next launch's set-up overlaps this one's tail.
 // Tunables: BN (64, 128, 256), STAGES, CONSUMERS, CM x CN clusters, SPLITS, TAIL, GROUP_M, PDL,
-// SWAPPED (wgmma's A = the B tile, 128 x 256, no split), STORE; and, set by the problem, the
+// SWAPPED (wgmma's A = the B tile, 128 x 256, no split), DECODE (the small-M tiles of
+// decode_body.cuh, entry hopper_decode below), STORE; and, set by the problem, the
 // output type, the epilogue and the layout (OUT, EPI, TRANS_A, TRANS_B: template arguments below).
 // Constraints: SPLITS > 1 (and a tail split) needs
 // the Session's workspace and zeroed counters (left zeroed at the end); the rules in

@@ -97,6 +97,7 @@ class BenchRequest:
     # (layout, out_dtype, epilogue) per case of a shape: --layout x --out-dtype x --epilogue
     variants: tuple[tuple[str, str, str], ...] = (DEFAULT_VARIANT,)
     scalings: tuple[str, ...] = ("tensor",)  # FP8 cases: --scaling (fp8.SCALINGS)
+    prior: tuple[dict, ...] = ()  # records of an earlier, cut run of this sweep (--resume: resume.py)
 
     def steps(self) -> list[Step]:
         """The sweep's steps; ValueError when nothing would run."""
@@ -248,20 +249,27 @@ def run(request: BenchRequest, steps: Sequence[Step], on_case: Callable[[CaseRes
     return _assemble(request, results, env, complete=complete)
 
 
+def settings_of(request: BenchRequest) -> dict:
+    """The request as the JSON's ``settings`` records it (with the precisions that ran added)."""
+    return {"kernels": list(request.kernels), "shapes": [list(s) for s in request.shapes],
+            "alpha": request.alpha, "beta": request.beta, "seed": request.seed, "mode": request.mode,
+            **request.budget.settings(), "absent_baselines": kernels.absent_baselines(),
+            "isolation": request.isolation, "watchdog_s": request.watchdog_s, "rounds": request.rounds,
+            "variants": [list(v) for v in request.variants], "scalings": list(request.scalings)}
+
+
 def _assemble(request: BenchRequest, results: list[CaseResult], env: dict, *, complete: bool) -> BenchRun:
     """The records (with the roofline) and the JSON document of ``results``."""
     gpu = env.get("gpu")
     gpu_name = gpu.get("name", "unknown GPU") if isinstance(gpu, dict) else "unknown GPU"
     recs = roofline.annotate_records(report.records(results), gpu_name)
+    recs = [*request.prior, *recs]
+    if request.prior:
+        env["resumed_records"] = len(request.prior)
     budget = request.budget
     title = (f"{gpu_name}  mode={request.mode}  alpha={request.alpha:g} beta={request.beta:g}  "
              f"seed={request.seed}  noise target {budget.noise:.2%}, at most {budget.seconds:g} s per case")
-    settings = {"kernels": list(request.kernels), "shapes": [list(s) for s in request.shapes],
-                "alpha": request.alpha, "beta": request.beta, "seed": request.seed, "mode": request.mode,
-                **budget.settings(), "dtypes": sorted({r["dtype"] for r in recs}),
-                "absent_baselines": kernels.absent_baselines(), "isolation": request.isolation,
-                "watchdog_s": request.watchdog_s, "rounds": request.rounds,
-                "variants": [list(v) for v in request.variants], "scalings": list(request.scalings)}
+    settings = {**settings_of(request), "dtypes": sorted({r["dtype"] for r in recs})}
     document = writers.document(recs, env, settings)
     document["complete"] = complete
     if request.corpus:

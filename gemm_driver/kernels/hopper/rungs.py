@@ -4,9 +4,9 @@ Each rung is one cu/hopper file (its opening comment says what it changes and wh
 on the H100); the defaults are what measured best there. BF16 and FP16 share every kernel
 (the element type is a template argument). TF32 rungs 1-4 are the same kernels reading B^T
 from a transposed scratch copy; the TF32 ladder ends with tf32_register_a.cu, which needs no
-copy of B. The last BF16/FP16 rung, ``hopper_*``, runs any_shape.cu and the swapped-roles
-cluster kernel of cluster_multicast.cu, and its ``choose`` hook picks tiles, split-K and
-cluster per shape (``choose_any_shape``).
+copy of B. The last BF16/FP16 rung, ``hopper_*``, runs any_shape.cu, the swapped-roles
+cluster kernel of cluster_multicast.cu and, at small M, decode_body.cuh's tiles (DECODE), and
+its ``choose`` hook picks tiles, split-K and cluster per shape (``choose_any_shape``).
 
 Runtime arguments that are tunables (GROUP_M, SPLITS, TAIL, STORE, PDL, and SWAPPED, which picks
 the entry) do not appear in the name expression: they change no code, so they share one build.
@@ -253,7 +253,8 @@ def any_shape(precision: str) -> KernelSpec:
     return _spec(
         f"hopper_{precision}",
         "rung 5, any shape: TMA stores of C, split-K on small grids, packing where TMA cannot read an operand, "
-        "2x1 clusters on large grids (tunables chosen per shape; SWAPPED=1: swapped wgmma roles)",
+        "2x1 clusters on large grids, swapped-roles decode tiles at small M (tunables chosen per shape; "
+        "SWAPPED=1: swapped wgmma roles on 128 x 256 tiles)",
         "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3, {linear}>",
         precision,
         (Tunable("BN", 256, (64, 128, 256), "tile columns (wgmma N)"), STAGES(STAGES_DEFAULT, (2, 3, 4, 5, 6, 8)),
@@ -449,18 +450,20 @@ DECODE_MAX_M = 32  # the largest M of the tuning set it was measured on
 def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     """hopper_decode's tunables for M <= DECODE_MAX_M with A row-major (nn, nt), else None.
 
-    Measured on the H100 on the tuning set's small-M shapes, every configuration verified,
-    beside cuBLAS and cuBLASLt (tools/probes/small_m.py, results/h100-80gb-hbm3/probe-small-m.txt):
-    it beat what the vote picked on all seven, e.g. 1x3584x3584 8.1 us against 19.0 (cuBLAS 9.1),
-    32x6144x4096 20.2 against 22.4 (21.2), 32x3584x18944 51.3 against 54.5 (53.1); at
-    32x4096x4096, whose B stays in L2, 11.5 against 15.8 (cuBLAS 9.7). The rule it showed:
+    Measured on the H100 on seven of the tuning set's small-M shapes, every configuration
+    verified, beside cuBLAS and cuBLASLt (tools/probes/small_m.py,
+    results/h100-80gb-hbm3/probe-small-m.txt): it beat what the vote picked on all seven, e.g.
+    1x3584x3584 9.5 us against 19.0 (cuBLAS 9.1), 32x6144x4096 20.2 against 22.4 (21.2),
+    32x3584x18944 51.3 against 54.5 (53.1); at 32x4096x4096, whose B stays in L2, 11.5 against
+    15.8 (cuBLAS 9.7). The rule it showed:
 
     - DECODE: the fewest rows >= M (M = 1: 8 rows);
     - one consumer (64-column tiles, two CTAs an SM), two where those tiles outnumber what two
       CTAs an SM hold (1x28672x4096: 82.2 us against 84.1);
     - split-K only up to one unit an SM: the most SPLITS that keeps tiles x splits <= the SMs,
       each range >= TAIL_MIN_K_TILES k tiles (1x3584x3584: 2 splits 9.5 us, 4 10.3, 8 13.9;
-      32x4800x1600: none 6.4, 2 9.1); PDL without split-K (with it, it won twice and lost twice).
+      32x4800x1600: none 6.4, 2 9.1); PDL without split-K (with 2 splits it won on 5 of the 7
+      shapes and lost 14% at 32x4096x4096: left off there, as for any_shape's split-K).
     """
     if problem.m > DECODE_MAX_M or problem.trans_a:
         return None
@@ -473,7 +476,7 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
                 **({"SPLITS": splits} if splits > 1 else {"PDL": 1})}
     return tunables, (f"M = {problem.m}: hopper_decode, {tiles} tiles of {rows} x {64 * consumers}"
                       + (f", {splits}-way split-K" if splits > 1 else ", PDL")
-                      + " (H100: 1x3584x3584 8.1 us against 19.0 for any_shape, cuBLAS 9.1)")
+                      + " (H100: 1x3584x3584 9.5 us against 19.0 for any_shape, cuBLAS 9.1)")
 
 
 def analytic_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
