@@ -444,7 +444,9 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
 
 
 DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
-DECODE_MAX_M = 32  # the largest M of the tuning set it was measured on
+# the largest M of the tuning set it won on: at M = 256 64-row decode tiles lost to the vote's
+# pick on 4 of 5 shapes (results/h100-80gb-hbm3/probe-small-m-256.txt)
+DECODE_MAX_M = 32
 
 
 def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
