@@ -8,8 +8,8 @@
 // read from the B tile) by MT rows of m (wgmma's N = MT: 8, 16, 32 or 64, from the A tile), and
 // the ring is as deep as fits: at MT = 16 and one consumer a stage is 8 KiB of B and 2 KiB of
 // A, 11 stages, two CTAs an SM (176 KiB of B in flight an SM). cuBLAS runs the same form on
-// these shapes (Nsight Compute on the H100: nvjet_sm90_tss_64x16_64x16 at 32x4096x4096, a 64 x
-// 16 tile, 16 stages).
+// these shapes (the profile command on the H100: nvjet_sm90_tss_64x16_64x16 at 32x4096x4096, a
+// 64 x 16 tile, 16 stages; results/h100-80gb-hbm3/profile-hopper-bf16-32x4096x4096-any-shape.txt).
 //
 // Everything else is any_shape's (persistent_body.cuh): the persistent schedule (tiles of the
 // swapped problem in grouped order, split-K when SPLITS > 1, the tail split), the TMA loads
