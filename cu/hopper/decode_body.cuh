@@ -47,7 +47,8 @@ struct Config {
     static constexpr int OVERHEAD = 256 + 1024;
     static constexpr int BUDGET = SM_SHARED / CTAS_PER_SM - 1024;
     static constexpr int FIT = (BUDGET - OVERHEAD) / STAGE_BYTES;
-    static constexpr int STAGES = FIT < 12 ? FIT : 12;  // 12: the barriers' 256 bytes hold 2 x 12 + 2
+    // at most 12, the deepest ring measured (the barriers' 256 bytes would hold 15)
+    static constexpr int STAGES = FIT < 12 ? FIT : 12;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + OVERHEAD;
     static constexpr int PRODUCER_REGS = 56;
     static constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 200 : 224;

@@ -88,7 +88,7 @@ def register_a_smem(stages: int, bm: int = 256, consumers: int = 2) -> int:
 
 
 # decode_body.cuh's ring: as many stages of MT x BK of A and BK x 64*CONSUMERS of B as the SM's
-# shared memory holds for its CTAs, at most DECODE_MAX_STAGES (its barriers' 256 bytes).
+# shared memory holds for its CTAs, at most DECODE_MAX_STAGES (the deepest ring measured).
 DECODE_MAX_STAGES = 12
 DECODE_OVERHEAD = 256 + 1024  # barriers, alignment
 
