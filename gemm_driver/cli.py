@@ -159,17 +159,17 @@ def cmd_bench(args) -> int:
 def _resumed(request, steps, args):
     """--resume: the request and steps left by the cut run in --json's file (bench/resume.py);
     as they are where the file does not exist yet."""
+    from .bench import writers
     from .bench.resume import resume
 
     if not args.json:
         raise ValueError("--resume carries on the sweep in the --json file: give --json PATH")
-    try:
-        with open(args.json) as f:
-            document = json.load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(args.json):
         return request, steps
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--resume: cannot read {args.json} as a bench JSON ({exc})") from None
+    try:
+        document = writers.load(args.json)  # every reader of saved runs: checked field by field
+    except writers.BenchFileError as exc:
+        raise ValueError(f"--resume: cannot read {exc}") from None
     return resume(request, steps, bench.settings_of(request), document, args.json, seed_given=args.seed is not None)
 
 

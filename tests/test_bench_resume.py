@@ -3,11 +3,9 @@ still lacks, which of its records are kept, and the one-line refusals."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from gemm_driver.bench import command
+from gemm_driver.bench import command, writers
 from gemm_driver.bench.resume import record_key, resume, step_key
 from gemm_driver.cli import main
 
@@ -88,7 +86,8 @@ def test_cli_resume_needs_json_and_refuses_a_file_of_another_sweep_before_any_gp
     assert main(["bench", "--kernels", "naive", "--sizes", "64", "--resume"]) == 2
     assert "--resume carries on the sweep in the --json file: give --json PATH" in capsys.readouterr().err
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"settings": {"kernels": ["cublas"]}, "results": []}))
+    other = command.BenchRequest(["cublas"], [(32, 32, 32, 1)], seed=5)  # another sweep's cut run
+    writers.write_json(path, command._assemble(other, [], {"gpu": {"name": "no GPU"}}, complete=False).document)
     assert main(["bench", "--kernels", "naive", "--sizes", "64", "--resume", "--json", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "holds another sweep (kernels, shapes" in err and len(err.splitlines()) == 1

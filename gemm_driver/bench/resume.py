@@ -16,6 +16,7 @@ import dataclasses
 from typing import Sequence
 
 from .runner import Step
+from .writers import record_variant
 
 # the settings two parts of one sweep must share (the JSON's "settings" names)
 SAME_SWEEP = ("kernels", "shapes", "alpha", "beta", "mode", "variants", "scalings", "rounds", "noise_target",
@@ -30,9 +31,8 @@ def step_key(step: Step) -> tuple:
 
 def record_key(rec: dict) -> tuple:
     """``step_key`` of the step a record came from (files of older versions: nn, fp32, none)."""
-    return (rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, rec.get("dtype") or "fp32", rec.get("layout") or "nn",
-            rec.get("out_dtype") or "fp32", rec.get("epilogue") or "none", rec.get("scaling") or "none",
-            rec.get("alpha", 1.0), rec.get("beta", 0.0))
+    return (rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, rec.get("dtype") or "fp32", *record_variant(rec),
+            rec.get("scaling") or "none", rec.get("alpha", 1.0), rec.get("beta", 0.0))
 
 
 def differing_settings(settings: dict, document: dict) -> list[str]:
