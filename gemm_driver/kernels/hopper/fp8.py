@@ -124,11 +124,9 @@ def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.
     b_map = _recipe.encode_tiled_2d(b_ptr, PRECISION, p.n, p.k, b_ld, *g.b_box, geo.SWIZZLE)
     clusters = resident(ctx, kernel, g)
     split = geo.split_plan(p, g, t["SPLITS"], 0, clusters)
-    partial_bytes, counter_bytes = geo.split_scratch(g, split)
     scale_a, scale_b = ctx.scales
-    args = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, ctx.c.ptr, ctx.c.ld, t["GROUP_M"], split.splits, split.whole,
-            ctx.workspace(_recipe.PARTIALS, partial_bytes) if partial_bytes else 0,
-            ctx.workspace(_recipe.COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0,
+    args = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, ctx.c.ptr, ctx.c.ld, t["GROUP_M"],
+            *_recipe.split_arguments(ctx, g, split),
             *_recipe.c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map, g.out_dtype, enabled=bool(t["STORE"])),
             ctx.bias, scale_a.ptr, scale_a.ld, scale_b.ptr, scale_b.ld]
     grid = (geo.persistent_grid(split.units, clusters, g.cluster), 1, 1)

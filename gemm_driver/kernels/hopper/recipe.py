@@ -148,10 +148,7 @@ class _Shape:
         if g.arguments in ("group", "split"):
             args.append(ctx.tunables.get("GROUP_M", DEFAULT_GROUP_M))
         if g.arguments == "split":
-            partial_bytes, counter_bytes = geo.split_scratch(g, self.split)
-            args += [self.split.splits, self.split.whole,
-                     ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
-                     ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
+            args += split_arguments(ctx, g, self.split)
         if g.tma_store:
             args += [self._c_map(c.ptr, c.ld) if c_tma else a_map, int(c_tma), bias]
         return _Enqueue(self, at, passes, self.kernel.pack(*args))
@@ -207,6 +204,14 @@ class _Enqueue:
 
     def repoint(self, a, b, c, bias: int) -> "_Enqueue":
         return self.shape.enqueue_at(a, b, c, bias, previous=self)
+
+
+def split_arguments(ctx, g: geo.Geometry, split: geo.Split) -> list:
+    """splits, whole, workspace, counters (hopper_pws::Schedule's split and its scratch): the
+    Session's partial-sum workspace and zeroed counters where the kernel splits, else 0 for both."""
+    partial_bytes, counter_bytes = geo.split_scratch(g, split)
+    return [split.splits, split.whole, ctx.workspace(PARTIALS, partial_bytes) if partial_bytes else 0,
+            ctx.workspace(COUNTERS, counter_bytes, zeroed=True) if counter_bytes else 0]
 
 
 def c_tma_possible(address: int, ldc: int, n: int, out_dtype: str = "fp32", *, enabled: bool = True) -> bool:
