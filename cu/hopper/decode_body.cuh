@@ -60,12 +60,6 @@ struct Config {
     static_assert(2 * STAGES * 8 + 16 <= 256, "barriers fit in their 256 bytes");
 };
 
-// The accumulator as reduce_splits sees it: 64 x MT a consumer.
-template <class Cfg>
-struct SplitShape {
-    static constexpr int BN = Cfg::BM, CONSUMERS = Cfg::CONSUMERS;
-};
-
 // One ring slot's k tile: consumer c's 64 columns of n (wgmma's A) times the MT rows of A
 // (wgmma's B, K-major). B's tile is N-major (64 k rows of 128 bytes per 64 n, one 8 KiB block
 // a consumer; a k step of 16 is 16 rows) or K-major (BN rows of 128 bytes; a k step is 32 bytes).
@@ -174,7 +168,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         if (w.splits > 1) {
             // the serial hand-over (a split tile's units need not all be resident at once); the
             // flag, set before reduce_splits' last barrier, says whether this CTA summed the tile
-            hopper_pws::reduce_splits<SplitShape<Cfg>>(d, w, false, consumer, t, workspace, counters, last_flag);
+            hopper_pws::reduce_splits<hopper_pws::AccumulatorOfBM<Cfg>>(d, w, false, consumer, t, workspace, counters,
+                                                                      last_flag);
             if (!*last_flag) continue;
         }
         const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};

@@ -303,6 +303,14 @@ __device__ __forceinline__ void gather_quads(float (&d)[4 * QUADS], const float4
     }
 }
 
+// reduce_splits' view of a kernel whose accumulator is 64 x BM a consumer (wgmma's N is the
+// tile's m: tf32_register_a.cu, decode_body.cuh). The partials follow the accumulator registers,
+// whatever they stand for; BM's 32-row chunks of m stand for the 32-column chunks.
+template <class Cfg>
+struct AccumulatorOfBM {
+    static constexpr int BN = Cfg::BM, CONSUMERS = Cfg::CONSUMERS;
+};
+
 // Split-K. Each split stores its partial tile to the workspace (float4 per thread; a warp writes
 // 512 contiguous bytes) and counts itself in at its tile's counters (count, generation). Then:
 //  * serial (a CTA may run a split unit before others): the split that counts last adds all

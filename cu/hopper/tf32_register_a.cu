@@ -59,13 +59,6 @@ struct Config {
     static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");
 };
 
-// Split-K's partials follow the accumulator registers, whatever they stand for (reduce_splits in
-// persistent_body.cuh): it sees d[BM / 2] as its BN = BM, 32-row chunks of m as its 32-column chunks.
-template <class Cfg>
-struct SplitShape {
-    static constexpr int BN = Cfg::BM, CONSUMERS = Cfg::CONSUMERS;
-};
-
 // Fragment row (warp w, q = lane/4, h) -> n within the warpgroup's 64: 2 * p + h.
 __device__ __forceinline__ int fragment_pair(int w, int q) {
     return 16 * (w / 2) + 4 * (w % 2) + 8 * (q % 2) + q / 2;
@@ -229,7 +222,7 @@ __global__ void __cluster_dims__(CM * CN, 1, 1)
             if (t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
             int2 chunks = make_int2(0, BM / 32);  // the 32-row chunks of m this CTA stores
             if (w.splits > 1) {
-                chunks = hopper_pws::reduce_splits<hopper_tf32ra::SplitShape<Cfg>>(
+                chunks = hopper_pws::reduce_splits<hopper_pws::AccumulatorOfBM<Cfg>>(
                     d, w, sched.parallel(clusters), consumer, t, workspace, counters, last_flag);
                 if (chunks.x >= chunks.y) continue;
             }
