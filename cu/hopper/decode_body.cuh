@@ -128,19 +128,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
 
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();
-        if (t == 0) {
-            const hopper_pws::Schedule sched = schedule();
-            int s = 0, phase = 0;
-            for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
-                const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, MT, Cfg::BN);
-                for (int kt = w.kt0; kt < w.kt1; ++kt) {
-                    barrier_wait(&empty[s], phase ^ 1);
-                    hopper_pws::load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0,
-                                                0, 0);
-                    if (++s == STAGES) s = 0, phase ^= 1;
-                }
-            }
-        }
+        if (t == 0) hopper_pws::produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, blockIdx.x, gridDim.x, 0, 0);
         __syncwarp();
         return;
     }

@@ -254,18 +254,9 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         shrink_registers<Cfg::PRODUCER_REGS>();
         if (t == 0) {
             const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
-            const Schedule sched = schedule();
-            const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
-            int s = 0, phase = 0;
-            for (int u = cluster_id; u < sched.units; u += clusters) {
-                const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
-                for (int kt = w.kt0; kt < w.kt1; ++kt) {
-                    barrier_wait(&empty[s], phase ^ 1);
-                    hopper_pws::load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0,
-                                                rm, rn);
-                    if (++s == STAGES) s = 0, phase ^= 1;
-                }
-            }
+            const int rank = cluster_rank();
+            hopper_pws::produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, cluster_id, clusters, rank % CM,
+                                     rank / CM);
         }
         __syncwarp();
     } else {

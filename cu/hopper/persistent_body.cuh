@@ -177,6 +177,24 @@ __device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, 
     }
 }
 
+// The producer's loop (one thread): the units u = first, first + stride, ... of the schedule,
+// each k tile loaded into the next ring slot once its consumers released it (the ring and its
+// phases run on from one unit to the next). rm, rn: this CTA's place in its cluster.
+template <class Cfg>
+__device__ __forceinline__ void produce(const Schedule& sched, unsigned char* smem, Barrier* full, Barrier* empty,
+                                        const TensorMap* a_map, const TensorMap* b_map, int first, int stride, int rm,
+                                        int rn) {
+    int s = 0, phase = 0;
+    for (int u = first; u < sched.units; u += stride) {
+        const Unit w = sched.unit(u, rm, rn, Cfg::CM, Cfg::CN, Cfg::BM, Cfg::BN);
+        for (int kt = w.kt0; kt < w.kt1; ++kt) {
+            barrier_wait(&empty[s], phase ^ 1);
+            load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0, rm, rn);
+            if (++s == Cfg::STAGES) s = 0, phase ^= 1;
+        }
+    }
+}
+
 // Descriptors (smem_desc in hopper_common.cuh), per k step of 16 (32 bytes of a 128-byte row):
 //   K-major: the step moves 32 bytes along the row; SBO = 1024 (the next 8 rows of m or n).
 //   M- or N-major: the step moves 16 k rows (16 x 128 bytes); SBO = 1024 (the next 8 k rows),
@@ -426,17 +444,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();
         if (t == 0) {
-            const Schedule sched = schedule();
-            const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
-            int s = 0, phase = 0;
-            for (int u = cluster_id; u < sched.units; u += clusters) {
-                const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
-                for (int kt = w.kt0; kt < w.kt1; ++kt) {
-                    barrier_wait(&empty[s], phase ^ 1);
-                    load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0, rm, rn);
-                    if (++s == STAGES) s = 0, phase ^= 1;
-                }
-            }
+            const int rank = cluster_rank();
+            produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, cluster_id, clusters, rank % CM, rank / CM);
         }
         __syncwarp();
     } else {
