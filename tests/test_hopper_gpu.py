@@ -5,9 +5,10 @@ padded and odd leading dimensions, misaligned pointers, alpha and beta including
 poisoned C and guard bands: see strategies.py / checking.py), with the tunables ``choose``
 picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles
 (BF16/FP16 and TF32), C's own stores instead of TMA stores, split-K reduced in parallel and
-serially, split-K of only the last wave's tiles (TAIL), the small-M decode tiles (DECODE). Fixed cases pin packing (K = 4099, odd
-strides, misaligned bases) and beta; split-K must give the same bits on every launch; a few
-large shapes run through the last rungs. All skip without a GPU, and on a GPU other than sm_90.
+serially, split-K of only the last wave's tiles (TAIL), the small-M decode tiles (DECODE), 128 x
+192 tiles. Fixed cases pin packing (K = 4099, odd strides, misaligned bases) and beta; split-K
+must give the same bits on every launch; a few large shapes run through the last rungs. All skip
+without a GPU, and on a GPU other than sm_90.
 
     python -m pytest -q tests/test_hopper_gpu.py
 """
@@ -49,6 +50,9 @@ FORCED = [
     ("hopper_bf16", {"BN": 64, "STAGES": 8, "SPLITS": 2}),  # two splits' chunk ranges cut a group of 8 quads
     ("hopper_bf16", {"BN": 128, "CONSUMERS": 1, "SPLITS": 4, "CN": 2}),
     ("hopper_fp16", {"BN": 64, "STAGES": 8, "CN": 2, "STORE": 0}),  # 128 x 64 tiles (chosen: no cluster)
+    ("hopper_bf16", {"BN": 192}),  # 128 x 192 tiles: wgmma m64n192, three 64-column B boxes a stage
+    ("hopper_fp16", {"BN": 192, "CM": 2, "SPLITS": 2}),
+    ("hopper_bf16", {"BN": 192, "CONSUMERS": 1, "STAGES": 3, "SPLITS": 4}),
     ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}),  # small M: swapped roles, any M in 16-row tiles
     ("hopper_fp16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "SPLITS": 3}),  # serial split-K of 8-row tiles
     ("hopper_bf16", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 2}),

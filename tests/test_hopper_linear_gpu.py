@@ -55,6 +55,8 @@ CONFIGS = [
     ("hopper_bf16", "tt", "bf16", "bias", {"BN": 128, "STAGES": 6, "CN": 2}),
     ("hopper_bf16", "tn", "bf16", "bias_relu", {"BN": 64, "STAGES": 8}),
     ("hopper_fp16", "nt", "fp16", "bias_gelu", {"BN": 128, "CONSUMERS": 1}),
+    ("hopper_bf16", "nt", "bf16", "bias_gelu", {"BN": 192}),
+    ("hopper_bf16", "tn", "fp32", "bias", {"BN": 192, "CM": 2}),
 ]
 
 # The small-M decode tiles (hopper_decode: A row-major, so nn and nt), each its own build, on

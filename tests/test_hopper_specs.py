@@ -276,6 +276,40 @@ def test_small_m_takes_the_decode_tiles(shape, layout, want):
         SPECS[name].validate(p, chosen)
 
 
+@pytest.mark.parametrize("shape, want", [
+    ((256, 320, 8192), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 4}),  # 20 tiles x 4 = 80 units
+    ((256, 448, 7680), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 3}),  # 28 x 4 = 112 > 88
+    ((200, 300, 5000), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 3}),  # 5000 / 4 = 1250 < 1408 a slice
+    ((480, 200, 2560), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1}),  # 1280 a slice: whole tiles
+    ((256, 1344, 8192), {"BN": 64, "STAGES": 8, "SPLITS": 2}),  # 84 64 x 64 tiles > 44: 42 of 128 x 64
+    ((33, 64, 64), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1}),
+    ((32, 320, 8192), None),  # the decode tiles' M
+    ((2048, 320, 4096), None),  # 80 tiles of 128 x 64: the vote
+])
+def test_small_grids_are_filled_by_split_k(shape, want):
+    p = GemmProblem(*shape)
+    got = rungs.grid_fill_choice(p)
+    assert (got[0] if got else None) == want
+    if want is not None:
+        chosen, why = SPECS["hopper_fp16"].choose(p, "NVIDIA H100 80GB HBM3")
+        assert chosen == want and "fill a small grid" in why
+        SPECS["hopper_fp16"].validate(p, chosen)
+
+
+@pytest.mark.parametrize("n, bn", [(1344, 192), (320, 192), (576, 192), (1152, 192), (4096, 256), (1280, 256), (4800, 256), (883, 256)])
+def test_ragged_n_takes_192_column_tiles_where_they_waste_fewer_columns(n, bn):
+    p = GemmProblem(8192, n, 4096)
+    for picked in ({"PDL": 1}, {"CM": 2, "PDL": 1}):
+        tunables, why = rungs.ragged_n(p, picked, "voted")
+        assert tunables.get("BN", 256) == bn and ("128 x 192" in why) == (bn == 192)
+        assert tunables == (picked if bn == 256 else {"PDL": 1, "BN": 192})  # no cluster with 192
+        SPECS["hopper_bf16"].validate(p, tunables)
+    for kept in ({"BN": 128, "STAGES": 6, "PDL": 1}, {"SPLITS": 2}, {"SWAPPED": 1}):  # not a whole 128 x 256 pick
+        assert rungs.ragged_n(p, kept, "voted") == (kept, "voted")
+    chosen, _ = SPECS["hopper_bf16"].choose(p, "NVIDIA H100 80GB HBM3")
+    assert chosen.get("BN", 256) in (bn, 128, 64)
+
+
 # ---------------------------------------------------------------- geometry and grids
 def test_tiled_rungs_launch_one_cta_per_tile():
     spec = SPECS["wgmma_tma_bf16"]

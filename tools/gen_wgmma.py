@@ -22,7 +22,8 @@ from _toolkit import Parser, run  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "cu" / "hopper" / "wgmma.cuh"
 NS = (64, 128, 256)  # the wgmma N extents the rungs use
-NS_16BIT = (8, 16, 32, *NS)  # 16-bit types also narrow ones: the decode tiles' few rows of A (decode_body.cuh)
+NS_16BIT = (8, 16, 32, 64, 128, 192, 256)  # 16-bit types also: narrow ones for the decode tiles' few rows
+# of A (decode_body.cuh), 192 for any_shape's 128 x 192 tiles (N a multiple of 192, not of 256)
 TYPES_16BIT = (("bf16", "bf16"), ("fp16", "f16"))  # (namespace, PTX type)
 
 
@@ -129,8 +130,8 @@ DISPATCH = """
 template <class Elem, int N, int TRANS_B, int TRANS_A = 0>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
     if constexpr (Elem::id == ElemId::bf16 || Elem::id == ElemId::fp16) {
-        static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
-                      "16-bit wgmma wrappers exist for N = 8, 16, 32, 64, 128, 256");
+        static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 192 || N == 256,
+                      "16-bit wgmma wrappers exist for N = 8, 16, 32, 64, 128, 192, 256");
         if constexpr (Elem::id == ElemId::bf16) wgmma_ops::bf16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
         else wgmma_ops::fp16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
     } else if constexpr (Elem::id == ElemId::e4m3) {

@@ -23,7 +23,7 @@
 // past), else c_tma = 0 and the stores of EPILOGUE 1 run (tunable STORE=0 forces them).
 // PDL (the host launches with programmatic stream serialization; persistent_body.cuh waits for
 // the grid ahead after the prologue): the next launch's set-up overlaps this one's tail.
-// Tunables: BN (64, 128, 256), STAGES, CONSUMERS, CM x CN clusters, SPLITS, TAIL, GROUP_M, PDL,
+// Tunables: BN (64, 128, 192, 256), STAGES, CONSUMERS, CM x CN clusters, SPLITS, TAIL, GROUP_M, PDL,
 // SWAPPED (wgmma's A = the B tile, 128 x 256, no split), DECODE (the small-M tiles of
 // decode_body.cuh, entry hopper_decode below), STORE; and, set by the problem, the
 // output type, the epilogue and the layout (OUT, EPI, TRANS_A, TRANS_B: template arguments below).

@@ -66,7 +66,7 @@ struct Config {
     static constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 200 : 224;
     static_assert(128 * (PRODUCER_REGS + CONSUMERS * CONSUMER_REGS) * CTAS_PER_SM <= 65536, "register file");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
-    static_assert(BN == 64 || BN == 128 || BN == 256, "BN is a wgmma N");
+    static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is a wgmma N (192 for 16-bit types)");
     static_assert(CM == 1 || CM == 2 || CM == 4, "cluster rows: 1, 2 or 4");
     static_assert(CN == 1 || CN == 2 || CN == 4, "cluster columns: 1, 2 or 4");
     static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");

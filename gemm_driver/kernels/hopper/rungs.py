@@ -257,7 +257,9 @@ def any_shape(precision: str) -> KernelSpec:
         "SWAPPED=1: swapped wgmma roles on 128 x 256 tiles)",
         "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3, {linear}>",
         precision,
-        (Tunable("BN", 256, (64, 128, 256), "tile columns (wgmma N)"), STAGES(STAGES_DEFAULT, (2, 3, 4, 5, 6, 8)),
+        (Tunable("BN", 256, (64, 128, 192, 256), "tile columns (wgmma N); 192 fits N = 192 j with no column "
+                 "past the edge where 256 would waste up to a third"),
+         STAGES(STAGES_DEFAULT, (2, 3, 4, 5, 6, 8)),
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
@@ -279,6 +281,7 @@ def any_shape(precision: str) -> KernelSpec:
         # grids, fp16 the one-consumer tiles, so the spill gate sees both without more builds
         checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
                  {"BN": 64, "STAGES": 8} if precision == "bf16" else {"BN": 128, "CONSUMERS": 1},
+                 *(({"BN": 192},) if precision == "bf16" else ()),
                  {"DECODE": 16, "BN": 64, "CONSUMERS": 1}))
 
 
@@ -433,14 +436,15 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: ``decode_choice`` at small M;
     else, on a GPU with a table of the corpus's tuning set, the vote of its nearest measured
     shapes (selection.py); elsewhere the rule of ``analytic_choice``."""
-    decode = decode_choice(problem)
-    if decode is not None:
-        return decode
+    for rule in (decode_choice, grid_fill_choice):
+        chosen = rule(problem)
+        if chosen is not None:
+            return chosen
     voted = selection.fitted(problem, gpu_name)
-    if voted is not None:
-        return voted
-    tunables, why = analytic_choice(problem, gpu_name)
-    return tunables, f"{why}; no tuning-set table for this GPU"
+    if voted is None:
+        tunables, why = analytic_choice(problem, gpu_name)
+        voted = tunables, f"{why}; no tuning-set table for this GPU"
+    return ragged_n(problem, *voted)
 
 
 DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
@@ -479,6 +483,65 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     return tunables, (f"M = {problem.m}: hopper_decode, {tiles} tiles of {rows} x {64 * consumers}"
                       + (f", {splits}-way split-K" if splits > 1 else ", PDL")
                       + " (H100: 1x3584x3584 9.5 us against 19.0 for any_shape, cuBLAS 9.1)")
+
+
+# grid_fill_choice: a grid of at most FILL_TILES 128 x 64 tiles (a third of the SMs) is filled
+# by split-K up to FILL_UNITS units, each slice keeping >= FILL_SLICE_K of K
+FILL_TILES, FILL_UNITS, FILL_SLICE_K = 44, 88, 1408
+GRID_FILL_PROBE = "results/h100-80gb-hbm3/probe-grid-fill.txt"
+RAGGED_SAVING = 0.08  # ragged_n: the share of computed columns 128 x 192 tiles must save
+
+
+def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """Split-K tiles for a small grid past the decode tiles' M (at most FILL_TILES 128 x 64
+    tiles), else None. The vote goes wrong there: the tuning set has few such shapes, and the
+    neighbours it finds split 128 x 128 tiles, too few units to keep the SMs reading.
+
+    Measured on the H100 on 13 shapes of neither corpus set (tools/probes/grid_fill.py,
+    GRID_FILL_PROBE: every tile form, whole and split 2-8 ways, beside cuBLAS and cuBLASLt); on
+    all 13 the rule below picks the fastest configuration or one within 0.3% of it, against the
+    vote's pick: e.g. 256x320x8192 14.4 us against 20.1 (cuBLASLt 8.8), 64x896x7168 13.2 against
+    19.4 (8.3), 640x96x3000 10.6 against 16.1 (7.9). cuBLASLt stays ahead on every one (0.61-0.86
+    of it).
+
+    - Tiles: 64 x 64 (one consumer, two CTAs an SM) where at most FILL_TILES of them cover C,
+      else 128 x 64 (256x1344x8192: 18.3 us split 2 ways, 64 x 64 split 2 ways 20.8).
+    - Split-K: the most slices that keep tiles x slices <= FILL_UNITS (two thirds of the SMs:
+      more units, each with a shorter slice, lost, e.g. 128 x 64 split 4 at 256x1344x8192 35.0
+      us) and each slice >= FILL_SLICE_K of K (480x200x2560 with 1280 a slice lost to whole
+      tiles, 10.3 against 9.7 us; 640x96x3000 with 1500 won, 10.6 against 11.2). PDL only
+      without split-K, as elsewhere.
+    """
+    if problem.m <= DECODE_MAX_M or ceil_div(problem.m, 128) * ceil_div(problem.n, 64) > FILL_TILES:
+        return None
+    small = ceil_div(problem.m, 64) * ceil_div(problem.n, 64)
+    if small <= FILL_TILES:
+        tile, tiles, label = {"BN": 64, "CONSUMERS": 1, "STAGES": 6}, small, "64x64"
+    else:
+        tile, tiles, label = {"BN": 64, "STAGES": 8}, ceil_div(problem.m, 128) * ceil_div(problem.n, 64), "128x64"
+    splits = max(s for s in SPLITS.choices if s == 1 or (tiles * s <= FILL_UNITS and problem.k // s >= FILL_SLICE_K))
+    return ({**tile, **({"SPLITS": splits} if splits > 1 else {"PDL": 1})},
+            f"{tiles} tiles of {label}" + (f", {splits}-way split-K" if splits > 1 else ", PDL")
+            + f" to fill a small grid (H100: 256x320x8192 14.4 us against 20.1 for the vote's pick; {GRID_FILL_PROBE})")
+
+
+def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """128 x 192 tiles instead of a pick of 128 x 256 ones (unsplit) where 192-column tiles
+    compute at least RAGGED_SAVING fewer columns (N = 192 j, e.g. 1344: 1536 columns in
+    256-column tiles, 12.5% more; the smallest saving measured, 2112, is 8.3%; a smaller one, as
+    N = 4800's 1.3%, is left to the larger tile). Measured on the H100 on six full grids of
+    neither corpus set (GRID_FILL_PROBE): it
+    won on all six, without a cluster, against the vote's 128 x 256 pick (with or without a 2 x 1
+    cluster): 8192x320x4096 43.3 us against 78.8 (cuBLASLt 39.0), 2048x1344x4096 35.7 against
+    46.7 (36.1), 8192x1152x3072 87.9 against 108.6 (83.3), 8192x2112x2048 121.1 against 125.5
+    (108.6); with a 2 x 1 cluster they ran 0-8% slower than without."""
+    columns_192, columns_256 = ceil_div(problem.n, 192) * 192, ceil_div(problem.n, 256) * 256
+    if tunables.get("BN", 256) != 256 or tunables.get("SPLITS", 1) > 1 or tunables.get("SWAPPED") or \
+            columns_192 > (1 - RAGGED_SAVING) * columns_256:
+        return tunables, why
+    kept = {name: value for name, value in tunables.items() if name not in ("CM", "CN")}
+    return ({**kept, "BN": 192},
+            f"{why}; N = {problem.n}: 128 x 192 tiles, {columns_192} columns computed against {columns_256} (H100: 8192x320x4096 43.3 us against 78.8 for 128 x 256 tiles)")
 
 
 def analytic_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:

@@ -1,0 +1,89 @@
+"""Probe: two kinds of shape where hopper_bf16's choice loses on the validation set, measured on
+shapes of neither set (no validation shape is read: docs/corpus.md).
+
+- Ragged N: N a multiple of 192 but not of 256, where 128 x 256 tiles compute up to a third of
+  their columns past the edge. 128 x 192 tiles (wgmma m64n192) against the 128 x 256 and
+  128 x 128 ones, on full grids.
+- Small grids, deep K: fewer tiles than SMs at M > 32, where the vote's neighbours are few. Each
+  tile form split 2 to 8 ways (every split offered where the units fit twice the SMs and each
+  slice keeps >= 2 k tiles) against the same tiles whole.
+
+Every configuration is verified once against the float64 reference, then all are timed
+alternately as small_m.py times them (the bench's stream hold, the median of 5 rounds of 100
+launches), beside cuBLAS and cuBLASLt.
+
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/grid_fill.py [MxNxK ...]
+"""
+import math
+import sys
+
+from small_m import BASELINES, LAUNCHES, ROUNDS, timed
+
+from gemm_driver import Session, kernels
+from gemm_driver.bench.timing import GpuTimer
+from gemm_driver.case import PreparedCase
+from gemm_driver.problem import GemmProblem
+
+RAGGED = ["8192x1344x4096", "2048x1344x4096", "8192x2112x2048", "2048x2112x4096", "8192x320x4096",
+          "2048x320x4096", "8192x1152x3072", "256x1344x8192", "256x320x8192"]
+SMALL_GRIDS = ["256x640x6144", "256x448x7680", "384x384x4096", "200x300x5000", "480x200x2560", "640x96x3000",
+               "96x1024x6144", "64x896x7168", "1536x640x4096"]
+SMS = 132
+# label: (tile rows, tile columns, tunables without the split)
+TILES = {"128x256": (128, 256, {}), "128x192": (128, 192, {"BN": 192}),
+         "128x128": (128, 128, {"BN": 128, "STAGES": 6}), "128x64": (128, 64, {"BN": 64, "STAGES": 8}),
+         "64x192": (64, 192, {"BN": 192, "CONSUMERS": 1, "STAGES": 3}),
+         "64x128": (64, 128, {"BN": 128, "CONSUMERS": 1}), "64x64": (64, 64, {"BN": 64, "CONSUMERS": 1, "STAGES": 6})}
+
+
+def alternatives(p: GemmProblem) -> dict[str, dict]:
+    """Every tile whole with PDL, the 2 x 1 clusters of the large tiles, and on grids of fewer
+    128 x 128 tiles than SMs each tile split 2-8 ways (no PDL, as split-K runs)."""
+    configs = {}
+    small = math.ceil(p.m / 128) * math.ceil(p.n / 128) < SMS
+    for label, (rows, cols, t) in TILES.items():
+        configs[label] = {**t, "PDL": 1}
+        if rows == 128 and cols >= 192 and math.ceil(p.m / 128) % 2 == 0:
+            configs[label + " cm2"] = {**t, "CM": 2, "PDL": 1}
+        if not small:
+            continue
+        tiles, resident = math.ceil(p.m / rows) * math.ceil(p.n / cols), SMS * (2 if rows == 64 else 1)
+        for splits in (2, 3, 4, 6, 8):
+            if tiles * splits <= 2 * resident and p.k >= splits * 2 * 64:
+                configs[f"{label}/{splits}"] = {**t, "SPLITS": splits}
+    return configs
+
+
+def main(args: list[str]) -> None:
+    shapes = args or RAGGED + SMALL_GRIDS
+    spec = kernels.KERNELS["hopper_bf16"]
+    with Session() as s:
+        timer = GpuTimer(s.stream, s.arch)
+        print(f"{s.device.name}; us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})", flush=True)
+        for label in shapes:
+            p = GemmProblem(*map(int, label.split("x")))
+            chosen, why = spec.choose(p, s.device.name)
+            configs = {"chosen": chosen}
+            for name, t in alternatives(p).items():
+                try:
+                    spec.validate(p, t)
+                    configs[name] = t
+                except ValueError as exc:
+                    print(f"  {label} {name}: refused ({exc})")
+            with PreparedCase.random(p, "bf16", 11) as case:
+                runs = {name: case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
+                runs.update({name: case.launcher(s, name, None) for name in BASELINES})
+                for name, launch in runs.items():
+                    out, guard = case.run(launch)
+                    verdict = case.check(out)
+                    assert guard == 0 and verdict.ok, (label, name, verdict.message)
+                us = timed(timer, runs)
+            best = min(us[b] for b in BASELINES)
+            print(f"{label}: chosen {chosen} ({why})", flush=True)
+            for name, t in sorted(us.items(), key=lambda kv: kv[1]):
+                print(f"  {name:>14} {t:9.2f} us {2 * p.m * p.n * p.k / t / 1e6:7.1f} TFLOP/s  "
+                      f"{best / t:6.3f}x best baseline", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
