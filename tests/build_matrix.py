@@ -6,13 +6,14 @@ spaces, on each architecture it runs on) is several hundred NVRTC builds, too ma
 
 - every registered kernel's default configuration on each architecture (sm_80, sm_90; an
   sm_90a kernel on sm_90a alone): the rows the SASS facts, the CLI and ``list`` read;
-- one configuration of each code path of each kernel family (source file), where ``PATHS``
-  says which tunables choose code (a schedule, cp.async or not, split-K, stream-K, launch
-  bounds, cluster shape, consumer count) rather than sizes;
+- one configuration of each code path of each kernel family (source file), on one of the
+  architectures it runs on, where ``PATHS`` says which tunables choose code (a schedule,
+  cp.async or not, split-K, stream-K, launch bounds, cluster shape, consumer count) rather
+  than sizes; a default build covers its path;
 - ``EXTRA_PER_FAMILY`` more configurations per family, drawn at random from what is left
   (none at present: the Hopper builds take 5-20 s each, and a 2-core CI run must stay under
-  5 minutes; the seeded choice of which configuration stands for each code path still
-  rotates run after run).
+  5 minutes; the seeded choice of which configuration, on which architecture, stands for
+  each code path still rotates run after run).
 
 The draw is seeded: ``GEMM_DRIVER_TEST_SEED`` when set, else a fresh seed per run, chosen
 once by conftest.py (so every xdist worker draws the same sample) and printed in the pytest
@@ -108,8 +109,8 @@ PATHS: dict[str, Path] = {
     "cu/hopper/persistent.cu": _TF32,
     "cu/hopper/cluster_multicast.cu": lambda spec, t: (_TF32(spec, t), t["CM"], t["CN"]),  # who multicasts
     # one or two consumer warpgroups (setmaxnreg split, CTAs an SM), the cluster entry's shape,
-    # the decode entry (DECODE > 0 adds it)
-    "cu/hopper/any_shape.cu": lambda spec, t: (t["CONSUMERS"], t["CM"], t["CN"], t["DECODE"] > 0),
+    # the decode entry (DECODE > 0 adds it), the swapped entry (SWAPPED = 1 adds it)
+    "cu/hopper/any_shape.cu": lambda spec, t: (t["CONSUMERS"], t["CM"], t["CN"], t["DECODE"] > 0, t["SWAPPED"]),
     # TRANS_B=1 adds any_shape's entry for B stored N x K (or its cluster entry)
     "cu/hopper/tf32_register_a.cu": lambda spec, t: (t["CONSUMERS"], t["CM"] * t["CN"] > 1, t["TRANS_B"]),
     # FP8: the consumers as any_shape's, and the loop the scaling mode and promotion choose
@@ -187,9 +188,9 @@ def select(builds: list[Build], *, run_seed: int | None = None, everything: bool
     for source, members in families.items():
         path_of = PATHS[source]  # KeyError: a new family must say which tunables choose its code
         draw = random.Random(f"{run_seed}:{source}")  # str seeds hash the same in every process
-        paths: dict[tuple, list[Build]] = {}
-        for b in members:  # (code path, arch) -> its configurations; a default covers its own
-            paths.setdefault((path_of(b.spec, b.config), b.arch), []).append(b)
+        paths: dict[object, list[Build]] = {}
+        for b in members:  # code path -> its configurations on every arch; a default covers its own
+            paths.setdefault(path_of(b.spec, b.config), []).append(b)
         for same_path in paths.values():
             if not any(b.key in chosen for b in same_path):
                 chosen.add(draw.choice(same_path).key)

@@ -131,7 +131,7 @@ def _setmaxnreg(result, entry="main"):
     ("persistent_fp16", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("cluster_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_bf16", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
-    ("hopper_bf16", {}, "swapped", {"DEALLOC": 56, "TRY_ALLOC": 224}),
+    ("hopper_bf16", {"SWAPPED": 1, "CM": 2}, "swapped", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}, "decode", {"DEALLOC": 56, "TRY_ALLOC": 200}),
     ("hopper_fp16", {"BN": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 56, "TRY_ALLOC": 200}),
     ("hopper_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),

@@ -1,8 +1,8 @@
 """The inspection tools on the real kernels, with no GPU: NVRTC compiles, nvdisasm reads.
 
 The spill gate runs on the run's build matrix (tests/build_matrix.py): every registered
-kernel's default and each code path of its family on sm_80 and sm_90, and a seeded sample of
-the other configurations; ``--full-matrix`` (or GEMM_DRIVER_FULL_MATRIX=1) gates every
+kernel's default on sm_80 and sm_90, and each code path of its family on one of them, drawn
+by the run's seed; ``--full-matrix`` (or GEMM_DRIVER_FULL_MATRIX=1) gates every
 configuration. The fact table states what each rung's SASS must (not) contain; a new rung
 must add its row, e.g. 128-bit LDG for the vectorised rung, LDGSTS for cp.async, HMMA for
 tensor cores (HGMMA when built for sm_90a).

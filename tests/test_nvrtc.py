@@ -1,7 +1,7 @@
 """NVRTC / nvJitLink builds without a GPU: every registered kernel, on the run's build matrix.
 
-The matrix (tests/build_matrix.py) holds every kernel's default on each arch it runs on, one
-configuration of each code path of each family, and a seeded sample of the rest; the seed is
+The matrix (tests/build_matrix.py) holds every kernel's default on each arch it runs on and
+one configuration of each code path of each family, on one arch, drawn by a seed; the seed is
 in the pytest header (GEMM_DRIVER_TEST_SEED replays it) and ``--full-matrix`` (or
 GEMM_DRIVER_FULL_MATRIX=1) builds every configuration. The test session's cache is a fresh
 temporary directory (conftest.py), so every build checked here was compiled in this run:
@@ -73,10 +73,15 @@ def test_the_sample_holds_every_code_path_and_draws_the_rest_by_seed():
         assert len({b.key for b in drawn}) == len(drawn) and {b.key for b in drawn} <= {b.key for b in everything}
         for source, path_of in build_matrix.PATHS.items():
             family = [b for b in everything if b.spec.source == source]
-            paths = lambda builds: {(path_of(b.spec, b.config), b.arch) for b in builds}
+            paths = lambda builds: {path_of(b.spec, b.config) for b in builds}  # each on some arch
             picked = [b for b in drawn if b.spec.source == source]
             assert paths(picked) == paths(family), source
             assert len(picked) >= min(len(family), len(paths(family)) + build_matrix.EXTRA_PER_FAMILY), source
+        defaults = {(b.spec.name, b.arch) for b in everything if b.config == b.spec.resolve()}
+        assert defaults == {(b.spec.name, b.arch) for b in drawn if b.config == b.spec.resolve()}  # every arch
+    # the arch a path is built on is drawn too: over the seeds, both archs build a non-default path
+    assert {b.arch for d in draws for b in d if b.spec.source == "cu/simt/warptiled.cu" and b.config["SPLITK"] > 1} \
+        == set(ARCHS)
     # e.g. double_buffered's cp.async ring and register prefetch, warptiled's split-K and stream-K
     assert {b.config["ASYNC"] for b in draws[0] if b.spec.name == "double_buffered"} == {0, 1}
     assert {(b.config["SPLITK"] > 1, b.config["STREAMK"]) for b in draws[0] if b.spec.source == "cu/simt/warptiled.cu"} \

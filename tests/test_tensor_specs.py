@@ -1,8 +1,9 @@
 """The tensor-core family's specs (kernels/tensor/) without a GPU: builds, SASS, rules, plans, tables.
 
-Builds come from the run's build matrix (tests/build_matrix.py): every spec's default and
-each code path (TF32 or not, cp.async or the register path) on sm_80 and sm_90, and a seeded
-sample of the other configurations the specs name and of the BF16 and TF32 sweep spaces;
+Builds come from the run's build matrix (tests/build_matrix.py): every spec's default on
+sm_80 and sm_90, and each code path (TF32 or not, cp.async or the register path) in one
+configuration on one of them, drawn by the run's seed from those the specs name and the BF16
+and TF32 sweep spaces;
 ``--full-matrix`` (or GEMM_DRIVER_FULL_MATRIX=1) compiles all of them. They go through the
 session's cache that test_inspect_kernels.py shares. The launch plan is driven with stand-in
 kernels and workspace, the tuned tables with files in a temporary folder.

@@ -100,7 +100,7 @@ def _geometry(t: Mapping[str, int]) -> geo.Geometry:
 TEMPLATE = "{SCALING}, {PROMOTE}, {OUT}, {EPI}"
 ENTRIES = (
     Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
-          lambda t: _geometry(t).smem),
+          lambda t: _geometry(t).smem, needed=lambda t: t["CM"] * t["CN"] > 1),  # only builds that run it
     Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[PRECISION]}>", rungs.PACK_SIGNATURE),
 )
 

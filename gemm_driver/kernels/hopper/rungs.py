@@ -221,6 +221,11 @@ class AnyShapeSpec(LinearSpec):
         return f"layout {problem.layout}, out {problem.out_dtype}, epilogue {problem.epilogue}"
 
 
+def _clustered(t) -> bool:
+    """Whether a launch with ``t`` runs a cluster entry (CM x CN > 1)."""
+    return t["CM"] * t["CN"] > 1
+
+
 def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     """SWAPPED=1: hopper_cluster_swapped (128 x 256, 4 stages); DECODE > 0: hopper_decode
     (DECODE x 64*CONSUMERS tiles); else any_shape, its cluster form when CM x CN > 1."""
@@ -229,7 +234,7 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     if t.get("DECODE"):
         return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
                                     out_dtype=geo.OUT_DTYPE[t["OUT"]])
-    entry = "cluster" if t["CM"] * t["CN"] > 1 else "main"
+    entry = "cluster" if _clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
                                  out_dtype=geo.OUT_DTYPE[t["OUT"]])
@@ -241,11 +246,14 @@ def any_shape(precision: str) -> KernelSpec:
     decode_geometry = lambda t: _any_shape_select(precision, {**t, "SWAPPED": 0})[1]
     swapped_smem = geo.persistent_smem(4, 256, 2)
     linear = "{OUT}, {EPI}, {TRANS_A}, {TRANS_B}"
+    # each entry only in the builds whose launches run it (_any_shape_select): a build compiles
+    # the 128 x 256 swapped kernel and the cluster form only where they are asked for
     entries = (
         Entry("cluster",
               f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, {linear}>",
-              STORE_SIGNATURE, lambda t: any_geometry(t).smem),
-        Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem),
+              STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=_clustered),
+        Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
+              needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
               STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: bool(t.get("DECODE"))),
         *_pack_entries(precision),
@@ -302,7 +310,7 @@ def _register_a_select(precision: str, t) -> tuple[str, geo.Geometry]:
     reads it: any_shape.cu over B as stored, 64*CONSUMERS (m) x BM (n) tiles (the register-A
     tile of C^T = B^T A^T, transposed), the cluster entry when CM x CN > 1."""
     if t.get("TRANS_B"):
-        entry = "stored_nk_cluster" if t["CM"] * t["CN"] > 1 else "stored_nk"
+        entry = "stored_nk_cluster" if _clustered(t) else "stored_nk"
         return entry, geo.persistent(precision, t["BM"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                      tma_store=True, trans_b=True)
     return "main", geo.register_a(t["STAGES"], t["CM"], t["CN"], t["BM"], t["CONSUMERS"])
@@ -312,13 +320,12 @@ def _stored_nk_entries(precision: str) -> tuple[Entry, ...]:
     """any_shape.cu's entries for B stored N x K (FP32 D, no epilogue, A row-major), built only
     into the TRANS_B=1 builds that run them."""
     elem, smem = geo.ELEMENT[precision], lambda t: _register_a_select(precision, {**t, "TRANS_B": 1})[1].smem
-    clustered = lambda t: t["CM"] * t["CN"] > 1
     return (
         Entry("stored_nk", f"hopper_any_shape<{elem}, {{BM}}, {{STAGES}}, {{CONSUMERS}}, 3, 0, 0, 0, 1>",
-              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and not clustered(t)),
+              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and not _clustered(t)),
         Entry("stored_nk_cluster",
               f"hopper_any_shape_cluster<{elem}, {{BM}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, 0, 0, 0, 1>",
-              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and clustered(t)),
+              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and _clustered(t)),
     )
 
 
@@ -433,9 +440,11 @@ def _small_tile_splits(units: int, k: int) -> int:
 
 # ---------------------------------------------------------------- choose (the last rung)
 def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
-    """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: ``decode_choice`` at small M;
-    else, on a GPU with a table of the corpus's tuning set, the vote of its nearest measured
-    shapes (selection.py); elsewhere the rule of ``analytic_choice``."""
+    """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: ``decode_choice`` at small M,
+    ``grid_fill_choice`` on small grids past it; else, on a GPU with a table of the corpus's
+    tuning set, the vote of its nearest measured shapes (selection.py), elsewhere the rule of
+    ``analytic_choice``, either with 128 x 256 tiles made 128 x 192 where N asks for it
+    (``ragged_n``)."""
     for rule in (decode_choice, grid_fill_choice):
         chosen = rule(problem)
         if chosen is not None:
@@ -497,12 +506,12 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     tiles), else None. The vote goes wrong there: the tuning set has few such shapes, and the
     neighbours it finds split 128 x 128 tiles, too few units to keep the SMs reading.
 
-    Measured on the H100 on 13 shapes of neither corpus set (tools/probes/grid_fill.py,
+    Measured on the H100 on shapes of neither corpus set (tools/probes/grid_fill.py,
     GRID_FILL_PROBE: every tile form, whole and split 2-8 ways, beside cuBLAS and cuBLASLt); on
-    all 13 the rule below picks the fastest configuration or one within 0.3% of it, against the
-    vote's pick: e.g. 256x320x8192 14.4 us against 20.1 (cuBLASLt 8.8), 64x896x7168 13.2 against
-    19.4 (8.3), 640x96x3000 10.6 against 16.1 (7.9). cuBLASLt stays ahead on every one (0.61-0.86
-    of it).
+    the 10 small grids it covers the rule below picks the fastest configuration (one within 0.2%
+    of it at 64x896x7168), 1.21-1.52x faster than the vote's pick: e.g. 256x320x8192 14.4 us
+    against 20.1 (cuBLASLt 8.8), 64x896x7168 13.2 against 19.4 (8.3), 640x96x3000 10.6 against
+    16.1 (7.9). The faster baseline stays ahead on every one (0.60-0.86 of it).
 
     - Tiles: 64 x 64 (one consumer, two CTAs an SM) where at most FILL_TILES of them cover C,
       else 128 x 64 (256x1344x8192: 18.3 us split 2 ways, 64 x 64 split 2 ways 20.8).
