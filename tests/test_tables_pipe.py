@@ -79,20 +79,11 @@ ARCHS = ("sm_80", "sm_90")
 
 
 @pytest.fixture(scope="module")
-def compile_rows(tmp_path_factory):
-    """compile's rows for kernels with no, some and a lot of dynamic shared memory, in a
-    private cubin cache."""
-    saved = os.environ.get("GEMM_DRIVER_CACHE_DIR")
-    os.environ["GEMM_DRIVER_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    try:
-        rows = [inspection_report.compile_row(kernels.get(name), arch, kernels.get(name).resolve({}))
-                for name in COMPILED for arch in ARCHS]
-    finally:
-        if saved is None:
-            os.environ.pop("GEMM_DRIVER_CACHE_DIR", None)
-        else:
-            os.environ["GEMM_DRIVER_CACHE_DIR"] = saved
-    return rows
+def compile_rows():
+    """compile's rows for kernels with no, some and a lot of dynamic shared memory, from the
+    run's cubin cache (the spill gate builds these defaults too)."""
+    return [inspection_report.compile_row(kernels.get(name), arch, kernels.get(name).resolve({}))
+            for name in COMPILED for arch in ARCHS]
 
 
 def test_compile_rows_carry_static_dynamic_and_total_shared_memory(compile_rows):
@@ -121,8 +112,8 @@ def test_compile_table_is_whole_in_a_pipe(compile_rows, capsys, monkeypatch):
     assert lines[-1].split()[:3] == ["warptiled", "sm_75", "FAILED"]
 
 
-def test_stats_reports_the_total_and_computes_occupancy_from_it(tmp_path, monkeypatch):
-    monkeypatch.setenv("GEMM_DRIVER_CACHE_DIR", str(tmp_path))
+def test_stats_reports_the_total_and_computes_occupancy_from_it(monkeypatch, session_cache):
+    monkeypatch.setenv("GEMM_DRIVER_CACHE_DIR", session_cache)
     stats = inspection_report.kernel_stats(kernels.get("warptiled"), "sm_90")
     assert (stats["shared_bytes"], stats["dynamic_shared_bytes"]) == (0, 74_496)
     assert stats["total_shared_bytes"] == 74_496
@@ -185,11 +176,11 @@ def test_compare_command_piped(tmp_path):
     assert "FASTER" in done.stdout and str(old) in title and str(new) in title
 
 
-def test_compile_command_shows_dynamic_shared_memory(capsys, monkeypatch, tmp_path):
+def test_compile_command_shows_dynamic_shared_memory(capsys, monkeypatch, session_cache):
     """The command itself (cli.cmd_compile builds its table with inspection.report.compile_table)."""
     from gemm_driver.cli import main
 
-    monkeypatch.setenv("GEMM_DRIVER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GEMM_DRIVER_CACHE_DIR", session_cache)
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["compile", "double_buffered", "warptiled", "--arch", "sm_80"]) == 0
     lines = capsys.readouterr().out.splitlines()
