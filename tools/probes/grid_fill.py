@@ -17,11 +17,10 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/grid_fill.py [M
 import math
 import sys
 
-from small_m import BASELINES, LAUNCHES, ROUNDS, timed
+from small_m import BASELINES, LAUNCHES, ROUNDS, offered, verified_times
 
 from gemm_driver import Session, kernels
 from gemm_driver.bench.timing import GpuTimer
-from gemm_driver.case import PreparedCase
 from gemm_driver.problem import GemmProblem
 
 RAGGED = ["8192x1344x4096", "2048x1344x4096", "8192x2112x2048", "2048x2112x4096", "8192x320x4096",
@@ -63,21 +62,7 @@ def main(args: list[str]) -> None:
         for label in shapes:
             p = GemmProblem(*map(int, label.split("x")))
             chosen, why = spec.choose(p, s.device.name)
-            configs = {"chosen": chosen}
-            for name, t in alternatives(p).items():
-                try:
-                    spec.validate(p, t)
-                    configs[name] = t
-                except ValueError as exc:
-                    print(f"  {label} {name}: refused ({exc})")
-            with PreparedCase.random(p, "bf16", 11) as case:
-                runs = {name: case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
-                runs.update({name: case.launcher(s, name, None) for name in BASELINES})
-                for name, launch in runs.items():
-                    out, guard = case.run(launch)
-                    verdict = case.check(out)
-                    assert guard == 0 and verdict.ok, (label, name, verdict.message)
-                us = timed(timer, runs)
+            us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p)))
             best = min(us[b] for b in BASELINES)
             print(f"{label}: chosen {chosen} ({why})", flush=True)
             for name, t in sorted(us.items(), key=lambda kv: kv[1]):

@@ -57,6 +57,37 @@ def timed(timer: GpuTimer, runs: dict) -> dict:
     return {label: statistics.median(t) for label, t in times.items()}
 
 
+def offered(spec, p: GemmProblem, label: str, chosen: dict, alternatives: dict[str, dict]) -> dict[str, dict]:
+    """``chosen`` and the alternatives ``spec`` accepts for ``p`` (a refused one is printed)."""
+    configs = {"chosen": chosen}
+    for name, t in alternatives.items():
+        try:
+            spec.validate(p, t)
+            configs[name] = t
+        except ValueError as exc:
+            print(f"  {label} {name}: refused ({exc})")
+    return configs
+
+
+def verified_times(s: Session, timer: GpuTimer, p: GemmProblem, configs: dict[str, dict], once: bool = False):
+    """hopper_bf16 with each of ``configs`` and the BASELINES on one random case: each verified
+    against the float64 reference, then all timed alternately (``timed``); once: launched once
+    more each and not timed (None)."""
+    with PreparedCase.random(p, "bf16", 11) as case:
+        runs = {name: case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
+        runs.update({name: case.launcher(s, name, None) for name in BASELINES})
+        for name, launch in runs.items():
+            out, guard = case.run(launch)
+            verdict = case.check(out)
+            assert guard == 0 and verdict.ok, (p, name, verdict.message)
+        if once:
+            for launch in runs.values():
+                launch()
+            s.stream.synchronize()
+            return None
+        return timed(timer, runs)
+
+
 def main(args: list[str]) -> None:
     once = "--once" in args
     shapes = [a for a in args if a != "--once"] or SHAPES
@@ -67,26 +98,9 @@ def main(args: list[str]) -> None:
         for label in shapes:
             p = GemmProblem(*map(int, label.split("x")))
             chosen, _ = spec.choose(p, s.device.name)
-            configs = {"chosen": chosen}
-            for name, t in alternatives(p).items():
-                try:
-                    spec.validate(p, t)
-                    configs[name] = t
-                except ValueError as exc:
-                    print(f"  {label} {name}: refused ({exc})")
-            with PreparedCase.random(p, "bf16", 11) as case:
-                runs = {name: case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
-                runs.update({name: case.launcher(s, name, None) for name in BASELINES})
-                for name, launch in runs.items():
-                    out, guard = case.run(launch)
-                    verdict = case.check(out)
-                    assert guard == 0 and verdict.ok, (label, name, verdict.message)
-                if once:
-                    for launch in runs.values():
-                        launch()
-                    s.stream.synchronize()
-                    continue
-                us = timed(timer, runs)
+            us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p)), once)
+            if us is None:
+                continue
             best = min(us[b] for b in BASELINES)
             b_bytes = p.n * p.k * 2
             print(f"{label}: chosen {chosen}", flush=True)
