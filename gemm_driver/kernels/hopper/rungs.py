@@ -539,9 +539,8 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
     compute at least RAGGED_SAVING fewer columns (N = 192 j, e.g. 1344: 1536 columns in
     256-column tiles, 12.5% more; the smallest saving measured, 2112, is 8.3%; a smaller one, as
     N = 4800's 1.3%, is left to the larger tile). Measured on the H100 on six full grids of
-    neither corpus set (GRID_FILL_PROBE): it
-    won on all six, without a cluster, against the vote's 128 x 256 pick (with or without a 2 x 1
-    cluster): 8192x320x4096 43.3 us against 78.8 (cuBLASLt 39.0), 2048x1344x4096 35.7 against
+    neither corpus set (GRID_FILL_PROBE): it won on all six, without a cluster, against the
+    vote's 128 x 256 pick (with or without a 2 x 1 cluster): 8192x320x4096 43.3 us against 78.8 (cuBLASLt 39.0), 2048x1344x4096 35.7 against
     46.7 (36.1), 8192x1152x3072 87.9 against 108.6 (83.3), 8192x2112x2048 121.1 against 125.5
     (108.6); with a 2 x 1 cluster they ran 0-8% slower than without."""
     columns_192, columns_256 = ceil_div(problem.n, 192) * 192, ceil_div(problem.n, 256) * 256
@@ -550,7 +549,8 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
         return tunables, why
     kept = {name: value for name, value in tunables.items() if name not in ("CM", "CN")}
     return ({**kept, "BN": 192},
-            f"{why}; N = {problem.n}: 128 x 192 tiles, {columns_192} columns computed against {columns_256} (H100: 8192x320x4096 43.3 us against 78.8 for 128 x 256 tiles)")
+            f"{why}; N = {problem.n}: 128 x 192 tiles, {columns_192} columns computed against {columns_256} "
+            "(H100: 8192x320x4096 43.3 us against 78.8 for 128 x 256 tiles)")
 
 
 def analytic_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
