@@ -139,20 +139,9 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     int s = 0, phase = 0;
     for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
         const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, MT, Cfg::BN);
-        int prev = -1;
-        for (int kt = w.kt0; kt < w.kt1; ++kt) {
-            barrier_wait(&full[s], phase);
-            wgmma_fence();
-            mma_stage<Elem, Cfg>(d, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
-            wgmma_commit();
-            wgmma_wait<1>();
-            if (prev >= 0 && t == 0) barrier_arrive(&empty[prev]);
-            prev = s;
-            if (++s == STAGES) s = 0, phase ^= 1;
-        }
-        wgmma_wait<0>();
-        fence_accumulators(d);
-        if (t == 0) barrier_arrive(&empty[prev]);
+        hopper_pws::consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
+            mma_stage<Elem, Cfg>(d, smem_u32(smem + slot * Cfg::STAGE_BYTES), consumer, first);
+        });
         if (w.splits > 1) {
             // the serial hand-over (a split tile's units need not all be resident at once); the
             // flag, set before reduce_splits' last barrier, says whether this CTA summed the tile

@@ -180,20 +180,9 @@ __device__ __forceinline__ void k_loop_unpromoted(float (&acc)[Cfg::BN / 2], hop
                                                   hopper::Barrier* empty, const Unit& w,
                                                   const hopper_pws::TileDescriptors<Cfg>& desc, int t, int& s,
                                                   int& phase) {
-    int prev = -1;
-    for (int kt = w.kt0; kt < w.kt1; ++kt) {
-        barrier_wait(&full[s], phase);
-        wgmma_fence();
-        hopper_pws::mma_stage<e4m3_t, Cfg>(acc, desc, s, kt == w.kt0);
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (prev >= 0 && t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
-        prev = s;
-        if (++s == Cfg::STAGES) s = 0, phase ^= 1;
-    }
-    wgmma_wait<0>();
-    fence_accumulators(acc);
-    if (t == 0) hopper_pws::release_slot<Cfg>(&empty[prev]);
+    hopper_pws::consume_unit<Cfg>(acc, w, full, empty, t, s, phase, [&](int slot, bool first) {
+        hopper_pws::mma_stage<e4m3_t, Cfg>(acc, desc, slot, first);
+    });
 }
 
 // Row scaling of a finished tile: d[4j + 2h + e] *= (alpha * sa[row + 8h]) * sb[col + 8j + e].

@@ -302,6 +302,30 @@ __device__ __forceinline__ void release_slot(Barrier* empty) {
         for (int c = 0; c < Cfg::CLUSTER; ++c) barrier_arrive_cluster(empty, c);
 }
 
+// A consumer's loop over one unit's k tiles (the ring position s, phase carries on from unit to
+// unit): wait for each slot to fill, issue its wgmma (mma(slot, first): first starts d at zero),
+// keep one k tile of wgmma in flight and release the slot before it; at the end wait for all
+// and release the last. The persistent kernels, the FP8 kernel without promotion and the decode
+// tiles each pass their own wgmma of a slot.
+template <class Cfg, int R, class Mma>
+__device__ __forceinline__ void consume_unit(float (&d)[R], const Unit& w, Barrier* full, Barrier* empty, int t,
+                                             int& s, int& phase, Mma&& mma) {
+    int prev = -1;
+    for (int kt = w.kt0; kt < w.kt1; ++kt) {
+        barrier_wait(&full[s], phase);
+        wgmma_fence();
+        mma(s, kt == w.kt0);
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (prev >= 0 && t == 0) release_slot<Cfg>(&empty[prev]);
+        prev = s;
+        if (++s == Cfg::STAGES) s = 0, phase ^= 1;
+    }
+    wgmma_wait<0>();
+    fence_accumulators(d);
+    if (t == 0) release_slot<Cfg>(&empty[prev]);
+}
+
 // d[4q..4q+3] = (or +=) src[q * 128] for the quads q in [q_lo, q_hi), 8 float4 loads in flight at
 // a time: hoisting all QUADS of them next to the 128 accumulators would spill (so would a separate
 // sum beside them). The empty asm with a memory clobber keeps the groups apart.
@@ -459,23 +483,12 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         int s = 0, phase = 0, stores = 0;  // stores: TMA stores this warpgroup issued (store_tma)
         for (int u = cluster_id; u < sched.units; u += clusters) {
             const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
-            int prev = -1;
-            for (int kt = w.kt0; kt < w.kt1; ++kt) {
-                barrier_wait(&full[s], phase);
-                wgmma_fence();
+            consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
                 if constexpr (SWAPPED)
-                    mma_stage_swapped<Elem, Cfg>(d, smem_u32(smem + s * Cfg::STAGE_BYTES), consumer, kt == w.kt0);
+                    mma_stage_swapped<Elem, Cfg>(d, smem_u32(smem + slot * Cfg::STAGE_BYTES), consumer, first);
                 else
-                    mma_stage<Elem, Cfg>(d, desc, s, kt == w.kt0);
-                wgmma_commit();
-                wgmma_wait<1>();
-                if (prev >= 0 && t == 0) release_slot<Cfg>(&empty[prev]);
-                prev = s;
-                if (++s == STAGES) s = 0, phase ^= 1;
-            }
-            wgmma_wait<0>();
-            fence_accumulators(d);
-            if (t == 0) release_slot<Cfg>(&empty[prev]);
+                    mma_stage<Elem, Cfg>(d, desc, slot, first);
+            });
             if constexpr (SWAPPED) {
                 static_assert(!SPLIT_K, "split-K slices follow the unswapped fragment layout");
                 static_assert(OUT == OUT_FP32 && EPI == EPI_NONE && TA == 0 && TB == 0,
