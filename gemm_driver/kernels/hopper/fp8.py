@@ -88,7 +88,7 @@ def _block_scales_promote(p: GemmProblem, t) -> str | None:
 def select(precision: str, t: Mapping[str, int]) -> tuple[str, geo.Geometry]:
     """The entry a launch runs (hopper_fp8, or hopper_fp8_cluster for CM x CN > 1) and its
     geometry: any_shape's, with 1-byte elements (BK = 128) and B stored N x K."""
-    entry = "cluster" if t["CM"] * t["CN"] > 1 else "main"
+    entry = "cluster" if rungs.clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]])
 
@@ -100,7 +100,7 @@ def _geometry(t: Mapping[str, int]) -> geo.Geometry:
 TEMPLATE = "{SCALING}, {PROMOTE}, {OUT}, {EPI}"
 ENTRIES = (
     Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
-          lambda t: _geometry(t).smem, needed=lambda t: t["CM"] * t["CN"] > 1),  # only builds that run it
+          lambda t: _geometry(t).smem, needed=rungs.clustered),  # only builds that run it
     Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[PRECISION]}>", rungs.PACK_SIGNATURE),
 )
 

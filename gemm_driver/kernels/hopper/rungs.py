@@ -221,7 +221,7 @@ class AnyShapeSpec(LinearSpec):
         return f"layout {problem.layout}, out {problem.out_dtype}, epilogue {problem.epilogue}"
 
 
-def _clustered(t) -> bool:
+def clustered(t) -> bool:
     """Whether a launch with ``t`` runs a cluster entry (CM x CN > 1)."""
     return t["CM"] * t["CN"] > 1
 
@@ -234,7 +234,7 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     if t.get("DECODE"):
         return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
                                     out_dtype=geo.OUT_DTYPE[t["OUT"]])
-    entry = "cluster" if _clustered(t) else "main"
+    entry = "cluster" if clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
                                  out_dtype=geo.OUT_DTYPE[t["OUT"]])
@@ -251,7 +251,7 @@ def any_shape(precision: str) -> KernelSpec:
     entries = (
         Entry("cluster",
               f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, {linear}>",
-              STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=_clustered),
+              STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=clustered),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
@@ -310,7 +310,7 @@ def _register_a_select(precision: str, t) -> tuple[str, geo.Geometry]:
     reads it: any_shape.cu over B as stored, 64*CONSUMERS (m) x BM (n) tiles (the register-A
     tile of C^T = B^T A^T, transposed), the cluster entry when CM x CN > 1."""
     if t.get("TRANS_B"):
-        entry = "stored_nk_cluster" if _clustered(t) else "stored_nk"
+        entry = "stored_nk_cluster" if clustered(t) else "stored_nk"
         return entry, geo.persistent(precision, t["BM"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                      tma_store=True, trans_b=True)
     return "main", geo.register_a(t["STAGES"], t["CM"], t["CN"], t["BM"], t["CONSUMERS"])
@@ -322,10 +322,10 @@ def _stored_nk_entries(precision: str) -> tuple[Entry, ...]:
     elem, smem = geo.ELEMENT[precision], lambda t: _register_a_select(precision, {**t, "TRANS_B": 1})[1].smem
     return (
         Entry("stored_nk", f"hopper_any_shape<{elem}, {{BM}}, {{STAGES}}, {{CONSUMERS}}, 3, 0, 0, 0, 1>",
-              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and not _clustered(t)),
+              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and not clustered(t)),
         Entry("stored_nk_cluster",
               f"hopper_any_shape_cluster<{elem}, {{BM}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, 0, 0, 0, 1>",
-              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and _clustered(t)),
+              STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and clustered(t)),
     )
 
 
@@ -353,12 +353,12 @@ def register_a(precision: str = "tf32") -> KernelSpec:
         geo.ITEMSIZE[precision], reads_transposed_b=True)
 
 
-def _split_k(units: int, k: int, slice_k: int, most: int, cluster: int = 1) -> int:
+def _split_k(units: int, k: int, slice_k: int, most: int, cluster: int = 1, room: int = SMS) -> int:
     """``choose``'s split-K slices for ``units`` tiles (or cluster blocks of ``cluster`` CTAs):
     the most of SPLITS' choices up to ``most`` that keeps every slice >= ``slice_k`` of K and no
-    more units than clusters resident on the H100 (slices meet at a barrier only when all of
-    them run at once); < 2: do not split."""
-    limit = min(most, SMS // cluster // units, k // slice_k)
+    more units than ``room`` CTAs hold, by default the clusters resident on the H100 (slices meet
+    at a barrier only when all of them run at once); < 2: do not split."""
+    limit = min(most, room // cluster // units, k // slice_k)
     return max((s for s in SPLITS.choices if s <= limit), default=1)
 
 
@@ -521,15 +521,15 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
       tiles, 10.3 against 9.7 us; 640x96x3000 with 1500 won, 10.6 against 11.2). PDL only
       without split-K, as elsewhere.
     """
-    if problem.m <= DECODE_MAX_M or ceil_div(problem.m, 128) * ceil_div(problem.n, 64) > FILL_TILES:
+    large = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
+    if problem.m <= DECODE_MAX_M or large > FILL_TILES:
         return None
     small = ceil_div(problem.m, 64) * ceil_div(problem.n, 64)
-    if small <= FILL_TILES:
-        tile, tiles, label = {"BN": 64, "CONSUMERS": 1, "STAGES": 6}, small, "64x64"
-    else:
-        tile, tiles, label = {"BN": 64, "STAGES": 8}, ceil_div(problem.m, 128) * ceil_div(problem.n, 64), "128x64"
-    splits = max(s for s in SPLITS.choices if s == 1 or (tiles * s <= FILL_UNITS and problem.k // s >= FILL_SLICE_K))
-    return ({**tile, **({"SPLITS": splits} if splits > 1 else {"PDL": 1})},
+    tile, tiles, label = ((selection.TILE_64x64, small, "64x64") if small <= FILL_TILES
+                          else (selection.TILE_128x64, large, "128x64"))
+    splits = _split_k(tiles, problem.k, FILL_SLICE_K, max(SPLITS.choices), room=FILL_UNITS)
+    unsplit = {name: value for name, value in tile.items() if name != "PDL"}
+    return ({**unsplit, "SPLITS": splits} if splits > 1 else dict(tile),
             f"{tiles} tiles of {label}" + (f", {splits}-way split-K" if splits > 1 else ", PDL")
             + f" to fill a small grid (H100: 256x320x8192 14.4 us against 20.1 for the vote's pick; {GRID_FILL_PROBE})")
 
