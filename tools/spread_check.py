@@ -15,25 +15,20 @@ difference. ``--walls`` (lines ``gpus G ... wall S s``) adds the wall times and 
 from __future__ import annotations
 
 import collections
-import json
 import re
 import statistics
 import sys
 
 from _toolkit import Parser
+from gemm_driver.bench.spread import Journal
 
 
 def read(path: str) -> tuple[dict[str, dict], int]:
-    """A journal's results by key, and how many lines it has (a repeated key shows as more
-    lines than keys)."""
-    results, lines = {}, 0
+    """A journal's results by key (Journal.load, as a resumed sweep reads it), and how many
+    lines it has (a repeated key shows as more lines than keys)."""
     with open(path) as journal:
-        for line in journal:
-            if line.strip():
-                row = json.loads(line)
-                results[row["key"]] = row["result"]
-                lines += 1
-    return results, lines
+        lines = sum(1 for line in journal if line.strip())
+    return Journal(path).load(), lines
 
 
 def main() -> int:
