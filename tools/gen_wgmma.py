@@ -130,8 +130,8 @@ DISPATCH = """
 template <class Elem, int N, int TRANS_B, int TRANS_A = 0>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
     if constexpr (Elem::id == ElemId::bf16 || Elem::id == ElemId::fp16) {
-        static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 192 || N == 256,
-                      "16-bit wgmma wrappers exist for N = 8, 16, 32, 64, 128, 192, 256");
+        static_assert(@N16_TEST@,
+                      "16-bit wgmma wrappers exist for N = @N16_LIST@");
         if constexpr (Elem::id == ElemId::bf16) wgmma_ops::bf16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
         else wgmma_ops::fp16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
     } else if constexpr (Elem::id == ElemId::e4m3) {
@@ -175,7 +175,8 @@ def render() -> str:
     parts.append("}  // namespace tf32\n\nnamespace e4m3 {")
     parts.extend(ss_e4m3(n) for n in NS)
     parts.append("}  // namespace e4m3\n\n}  // namespace wgmma_ops\n")
-    parts.append(DISPATCH)
+    parts.append(DISPATCH.replace("@N16_TEST@", " || ".join(f"N == {n}" for n in NS_16BIT))
+                 .replace("@N16_LIST@", ", ".join(map(str, NS_16BIT))))
     parts.append("}  // namespace hopper\n")
     return "\n".join(parts)
 
