@@ -8,11 +8,15 @@ shapes of neither set (no validation shape is read: docs/corpus.md).
   tile form split 2 to 8 ways (every split offered where the units fit twice the SMs and each
   slice keeps >= 2 k tiles) against the same tiles whole.
 
+- With ``--clusters``, on the same small grids: the 128-row tiles in 2 x 1 and 1 x 2 clusters
+  (B or A multicast, halving what the cluster reads from L2) whole and split 2 to 8 ways,
+  beside the unclustered forms.
+
 Every configuration is verified once against the float64 reference, then all are timed
 alternately as small_m.py times them (the bench's stream hold, the median of 5 rounds of 100
 launches), beside cuBLAS and cuBLASLt.
 
-Run from the repository root:  PYTHONPATH=. python3 tools/probes/grid_fill.py [MxNxK ...]
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/grid_fill.py [--clusters] [MxNxK ...]
 """
 import math
 import sys
@@ -35,9 +39,18 @@ TILES = {"128x256": (128, 256, {}), "128x192": (128, 192, {"BN": 192}),
          "64x128": (64, 128, {"BN": 128, "CONSUMERS": 1}), "64x64": (64, 64, {"BN": 64, "CONSUMERS": 1, "STAGES": 6})}
 
 
-def alternatives(p: GemmProblem) -> dict[str, dict]:
+def _splits(configs: dict, label: str, t: dict, tiles: int, resident: int, p: GemmProblem) -> None:
+    """``label`` split 2-8 ways, where the units fit twice the resident CTAs and each slice
+    keeps >= 2 k tiles."""
+    for splits in (2, 3, 4, 6, 8):
+        if tiles * splits <= 2 * resident and p.k >= splits * 2 * 64:
+            configs[f"{label}/{splits}"] = {**t, "SPLITS": splits}
+
+
+def alternatives(p: GemmProblem, clusters: bool = False) -> dict[str, dict]:
     """Every tile whole with PDL, the 2 x 1 clusters of the large tiles, and on grids of fewer
-    128 x 128 tiles than SMs each tile split 2-8 ways (no PDL, as split-K runs)."""
+    128 x 128 tiles than SMs each tile split 2-8 ways (no PDL, as split-K runs); ``clusters``:
+    there also the 128-row tiles in 2 x 1 and 1 x 2 clusters, whole and split."""
     configs = {}
     small = math.ceil(p.m / 128) * math.ceil(p.n / 128) < SMS
     for label, (rows, cols, t) in TILES.items():
@@ -47,14 +60,17 @@ def alternatives(p: GemmProblem) -> dict[str, dict]:
         if not small:
             continue
         tiles, resident = math.ceil(p.m / rows) * math.ceil(p.n / cols), SMS * (2 if rows == 64 else 1)
-        for splits in (2, 3, 4, 6, 8):
-            if tiles * splits <= 2 * resident and p.k >= splits * 2 * 64:
-                configs[f"{label}/{splits}"] = {**t, "SPLITS": splits}
+        _splits(configs, label, t, tiles, resident, p)
+        if clusters and rows == 128 and cols >= 128:
+            for name, shape in (("cm2", {"CM": 2}), ("cn2", {"CN": 2})):
+                configs[f"{label} {name}"] = {**t, **shape, "PDL": 1}
+                _splits(configs, f"{label} {name}", {**t, **shape}, tiles, resident, p)
     return configs
 
 
 def main(args: list[str]) -> None:
-    shapes = args or RAGGED + SMALL_GRIDS
+    clusters = "--clusters" in args
+    shapes = [a for a in args if a != "--clusters"] or RAGGED + SMALL_GRIDS
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:
         timer = GpuTimer(s.stream, s.arch)
@@ -62,7 +78,7 @@ def main(args: list[str]) -> None:
         for label in shapes:
             p = GemmProblem(*map(int, label.split("x")))
             chosen, why = spec.choose(p, s.device.name)
-            us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p)))
+            us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p, clusters)))
             best = min(us[b] for b in BASELINES)
             print(f"{label}: chosen {chosen} ({why})", flush=True)
             for name, t in sorted(us.items(), key=lambda kv: kv[1]):

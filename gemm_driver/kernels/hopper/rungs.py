@@ -444,7 +444,7 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     ``grid_fill_choice`` on small grids past it; else, on a GPU with a table of the corpus's
     tuning set, the vote of its nearest measured shapes (selection.py), elsewhere the rule of
     ``analytic_choice``, either with 128 x 256 tiles made 128 x 192 where N asks for it
-    (``ragged_n``)."""
+    (``ragged_n``) and clustered where B's rows are not 128-byte multiples (``unaligned_b``)."""
     for rule in (decode_choice, grid_fill_choice):
         chosen = rule(problem)
         if chosen is not None:
@@ -453,7 +453,7 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     if voted is None:
         tunables, why = analytic_choice(problem, gpu_name)
         voted = tunables, f"{why}; no tuning-set table for this GPU"
-    return ragged_n(problem, *voted)
+    return unaligned_b(problem, *ragged_n(problem, *voted))
 
 
 DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
@@ -499,6 +499,9 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
 FILL_TILES, FILL_UNITS, FILL_SLICE_K = 44, 88, 1408
 GRID_FILL_PROBE = "results/h100-80gb-hbm3/probe-grid-fill.txt"
 RAGGED_SAVING = 0.08  # ragged_n: the share of computed columns 128 x 192 tiles must save
+ROW_PROBE = "results/h100-80gb-hbm3/probe-grid-fill-rows.txt"
+ROW_BYTES = 128  # unaligned_b: B's stored rows in multiples of this read at the full rate
+ROW_MIN_K = 1024  # unaligned_b: the shallowest K it clusters at
 
 
 def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
@@ -551,6 +554,34 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
     return ({**kept, "BN": 192},
             f"{why}; N = {problem.n}: 128 x 192 tiles, {columns_192} columns computed against {columns_256} "
             "(H100: 8192x320x4096 43.3 us against 78.8 for 128 x 256 tiles)")
+
+
+def unaligned_b(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """A 2 x 1 cluster (CM=2: two tile rows share each B tile by multicast) for a pick of
+    unsplit, unclustered 128 x 256 or 128 x 192 tiles where B's rows, stored dense (N elements
+    in nn, K in nt), are not a multiple of ROW_BYTES bytes. Each 128-byte row of a B box then
+    straddles two of L2's lines, and those tiles read B at a rate their loop cannot hide; the
+    cluster halves the B reads. The tuning set holds one such full grid, 2000x3000x4000 (583
+    TFLOP/s clustered against 418), too few for the vote to learn it.
+
+    Measured on the H100 on full grids of neither corpus set (tools/probes/grid_fill.py,
+    ROW_PROBE), rows aligned one operand at a time: 3328x5376x1792 (both aligned) 111.2 us as
+    picked, no cluster, the fastest of ours; 3300x5400x1792 (B's rows 10800 bytes) 159.7
+    against 114.9 clustered; 3328x5376x1800 (A's 3600, B aligned) 128.3 against 122.6; both
+    unaligned, 3300x5400x1800, 188.9 against 137.7 (cuBLASLt 107.1). With B aligned the vote's
+    choice stands (2816x4608x2176: 84.4 us unclustered, 87.4 clustered)."""
+    b_row_bytes = (problem.k if problem.trans_b else problem.n) * geo.ITEMSIZE["bf16"]
+    get = tunables.get
+    wide_single = (get("BN", 256) in (192, 256) and get("CONSUMERS", 2) == 2 and get("SPLITS", 1) == 1
+                   and get("CM", 1) * get("CN", 1) == 1 and not get("SWAPPED") and not get("DECODE"))
+    # rows TMA cannot read in place are packed first (16-byte multiples, unmeasured here); at
+    # shallow K the loop's reads weigh little against C's writes
+    in_place = b_row_bytes % 16 == 0
+    if not wide_single or not in_place or b_row_bytes % ROW_BYTES == 0 or problem.k < ROW_MIN_K:
+        return tunables, why
+    return ({**tunables, "CM": 2},
+            f"{why}; B's rows are {b_row_bytes} bytes, not a multiple of {ROW_BYTES}: a 2 x 1 cluster shares "
+            "each B tile (H100: 3300x5400x1792 114.9 us against 159.7 unclustered)")
 
 
 def analytic_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
