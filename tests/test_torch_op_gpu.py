@@ -128,7 +128,7 @@ def test_routes_are_reused_across_calls_and_streams(torch, gt):
 
 def test_inputs_at_new_addresses_repoint_the_hopper_launch_and_stay_right(torch, gt):
     """Each x at a new address (all kept alive) makes the plan re-point its last Launch
-    (Plan._repointed: A's tensor map encoded again, the rest copied); every output is checked
+    (Plan._repointed: A's tensor map pointed at the new address, the rest copied); every output is checked
     element by element against float64, and the first x again (a kept Launch) as well."""
     from gemm_driver.torch import routes
 
@@ -151,3 +151,28 @@ def test_inputs_at_new_addresses_repoint_the_hopper_launch_and_stay_right(torch,
     check(xs[0])
     after = routes.stats()
     assert after["launches_repointed"] >= before["launches_repointed"] + 4
+
+
+def test_a_hopper_plan_at_new_addresses_of_every_operand_reads_and_writes_there(torch):
+    """A, B, out and the bias at new addresses each call (all kept alive, so none is met
+    again): each Launch is re-pointed from the last, its A, B and C tensor maps pointed at the
+    new addresses (tensor_map.readdress). Every out is poisoned with NaN beforehand, checked
+    against float64 and its guard columns (ldc > N) must stay NaN."""
+    from gemm_driver import api
+
+    m, n, k = 300, 384, 256
+    plan = api.plan(m, n, k, dtype="bfloat16", kernel="hopper_bf16", trans_b=True, out_dtype="bfloat16", bias=True)
+    g = torch.Generator(device="cuda").manual_seed(9)
+    kept = []
+    for _ in range(4):
+        a = (torch.randn(m, k, device="cuda", generator=g) * 0.5).bfloat16()
+        w = (torch.randn(n, k, device="cuda", generator=g) * 0.5).bfloat16()
+        bias = torch.randn(n, device="cuda", generator=g).bfloat16()
+        padded = torch.full((m, n + 8), float("nan"), device="cuda", dtype=torch.bfloat16)
+        plan(a, w.t(), padded[:, :n], bias=bias)
+        want = a.double() @ w.double().t() + bias.double()
+        got = padded[:, :n].double()
+        assert torch.all((got - want).abs() <= 2.0**-7 * want.abs() + 2e-2)
+        assert torch.isnan(padded[:, n:]).all()
+        kept.append((a, w, bias, padded))
+    assert plan.launches_made == 4 and plan.launches_repointed == 3

@@ -14,6 +14,7 @@ import numpy as np
 from .base import Resource, api
 from .errors import check, error_for
 from .streams import Stream
+from .tensor_map import readdress
 
 
 # C type names a kernel may declare -> the ctypes type that packs them.
@@ -137,13 +138,19 @@ class PackedArgs:
     def _base(self) -> int:
         return ctypes.addressof(self._storage) + self._shift
 
-    def replaced(self, changes: Mapping[int, Any]) -> "PackedArgs":
-        """A copy with the arguments at the given positions set to new values."""
+    def replaced(self, changes: Mapping[int, Any], readdressed: Mapping[int, int] | None = None) -> "PackedArgs":
+        """A copy with the arguments at the given positions set to new values; ``readdressed``:
+        tensor-map arguments (by position) pointed at a new device address in place, their
+        shapes, strides and boxes kept (tensor_map.readdress)."""
         copy = PackedArgs(self._signature, (), _copy_of=self)
         for index, value in changes.items():
             ctype = self._signature[index]
             struct.pack_into("<" + _FORMATS[ctype][0], copy._storage, copy._shift + self._layout.offsets[index],
                              _stored(ctype, value))
+        for index, address in (readdressed or {}).items():
+            if self._signature[index] != TENSOR_MAP:
+                raise TypeError(f"argument {index} is a {self._signature[index]}, not a tensor map to readdress")
+            readdress(copy._base + self._layout.offsets[index], address)
         return copy
 
     @property

@@ -11,8 +11,12 @@ rule is checked here first and refused with a one-line ValueError naming it, so 
 tell "this operand must be packed into aligned scratch first" from a real error
 (``tma_layout_problem`` answers that question without raising).
 
-Works with cuda-bindings 12.9 and 13.x (same enum names and call); needs a driver only for
-``encode_tiled_2d`` itself.
+A launch at new addresses of the same shapes keeps its maps and changes only their global
+address in place (``readdress``, cuTensorMapReplaceAddress), which costs far less host time
+than encoding them again: a training step meets new activation addresses at most GEMMs.
+
+Works with cuda-bindings 12.9 and 13.x (same enum names and calls); needs a driver only for
+``encode_tiled_2d`` and ``readdress`` themselves.
 """
 
 from __future__ import annotations
@@ -139,6 +143,15 @@ def encode_tiled_2d(
         f"cuTensorMapEncodeTiled({dtype}, {rows}x{cols}, ld={ld}, box {box_rows}x{box_cols}, swizzle {swizzle})",
     )
     return opaque_bytes(tensor_map)
+
+
+def readdress(map_address: int, address: int) -> None:
+    """Point the tensor map stored at host address ``map_address`` at device ``address``, every
+    other field kept. The caller has checked ``address`` against TMA's rules
+    (``tma_layout_problem``); the driver refuses a misaligned one."""
+    driver = bindings("driver")
+    check(driver.cuTensorMapReplaceAddress(driver.CUtensorMap(_ptr=map_address), address),
+          f"cuTensorMapReplaceAddress({address:#x})")
 
 
 def opaque_bytes(tensor_map) -> bytes:

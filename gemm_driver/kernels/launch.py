@@ -29,7 +29,6 @@ SGEMM arguments (+ the spec's ``scratch`` pointers). The Session builds the cont
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
@@ -113,12 +112,14 @@ class Launch:
 
     def repoint(self, a: Operand, b: Operand, c: Operand, bias: int = 0) -> "Launch | None":
         """This GEMM at other operand addresses (same problem, tunables and stream), made from
-        this Launch where its recipe or library launcher can (the Hopper recipes: only the
-        moved operands' tensor maps are encoded again; cuBLAS: the argument tuple); None where
-        it cannot, and a new Launch is made instead."""
+        this Launch where its recipe or library launcher can (the Hopper recipes: the moved
+        operands' tensor maps pointed at their new addresses; cuBLAS: the argument tuple); None
+        where it cannot, and a new Launch is made instead. (Made by the constructor, not
+        dataclasses.replace: this runs once a training step per GEMM, and replace costs more.)"""
         again = getattr(self.enqueue, "repoint", None)
         moved = None if again is None else again(a, b, c, bias)
-        return None if moved is None else dataclasses.replace(self, enqueue=moved)
+        return None if moved is None else Launch(self.target, moved, self.stream, self.tunables, self.note,
+                                                 self.algorithm)
 
     def record(self) -> dict:
         """What ran, for the results JSON."""

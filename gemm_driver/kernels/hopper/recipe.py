@@ -141,7 +141,7 @@ class _Shape:
         before = previous.at if previous is not None else None
         if (before is not None and not passes and not previous.passes
                 and (a_ld, b_ld, c.ld, c_tma) == (before.a_ld, before.b_ld, before.c_ld, before.c_tma)):
-            return _Enqueue(self, at, passes, previous.packed.replaced(self._moved(before, at)))
+            return _Enqueue(self, at, passes, previous.packed.replaced(*self._moved(before, at)))
         a_map = self._map(a_ptr, self.a_stored, a_ld, g.a_box)
         b_map = self._map(b_ptr, self.b_stored, b_ld, g.b_box)
         args: list[Any] = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, c.ptr, c.ld]
@@ -156,20 +156,21 @@ class _Shape:
     def _c_map(self, address: int, ldc: int) -> bytes:
         return c_map(address, ldc, self.ctx.problem.m, self.ctx.problem.n, self.g.out_dtype)
 
-    def _moved(self, before: "_At", now: "_At") -> dict[int, Any]:
-        """The arguments (by position) that differ between two sets of addresses."""
-        g, changes = self.g, {}
+    def _moved(self, before: "_At", now: "_At") -> tuple[dict[int, Any], dict[int, int]]:
+        """(the pointer arguments that differ between two sets of addresses, by position; the
+        tensor maps to point at a new address, by position: their shapes and boxes are the same)."""
+        changes, readdressed = {}, {}
         if now.a_ptr != before.a_ptr:
-            changes[A_MAP] = self._map(now.a_ptr, self.a_stored, now.a_ld, g.a_box)
+            readdressed[A_MAP] = now.a_ptr
         if now.b_ptr != before.b_ptr:
-            changes[B_MAP] = self._map(now.b_ptr, self.b_stored, now.b_ld, g.b_box)
+            readdressed[B_MAP] = now.b_ptr
         if now.c_ptr != before.c_ptr:
             changes[C_POINTER] = now.c_ptr
             if now.c_tma:
-                changes[self.store_at] = self._c_map(now.c_ptr, now.c_ld)
-        if g.tma_store and now.bias != before.bias:
+                readdressed[self.store_at] = now.c_ptr
+        if self.g.tma_store and now.bias != before.bias:
             changes[self.store_at + 2] = now.bias
-        return changes
+        return changes, readdressed
 
 
 class _At(NamedTuple):
