@@ -300,10 +300,11 @@ class Plan:
     def _enqueue(self, launch, raw: int) -> None:
         """``launch`` on stream ``raw``, after the last user of the session's scratch on
         another stream when it uses the scratch (held under the session's lock)."""
-        capturing = self._order_scratch(raw) if self._uses_scratch else False
+        scratch = self._uses_scratch and launch.uses_scratch
+        capturing = self._order_scratch(raw) if scratch else False
         self._stream.handle = raw
         launch()
-        if self._uses_scratch:
+        if scratch:
             self._scratch_used(raw, capturing)
 
     def _scale_operands(self, scales, raw: int) -> tuple | None:

@@ -47,6 +47,8 @@ class CudaArray:
 
 
 class FakeLaunch:
+    uses_scratch = True  # as a Launch whose recipe does not say (Launch.uses_scratch)
+
     def __init__(self, record, stream, repoints=None):
         self.record, self.stream, self.repoints = record, stream, repoints
 
@@ -730,3 +732,16 @@ def test_run_pointers_orders_the_scratch_across_streams(on_gpu, fences, monkeypa
     p.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
     p.run_pointers(0xA000, 0xB000, 0xC000, 2, lda=2, ldb=3, ldc=3)
     assert fences == [("record", 1), ("wait", 2), ("record", 2)]
+
+
+def test_a_launch_that_touches_no_scratch_is_not_ordered_around_it(on_gpu, fences, monkeypatch):
+    """A target that may use scratch, whose launch's recipe says this one does not (a Hopper
+    launch that neither splits K nor packs): no event, no wait."""
+    import dataclasses
+
+    monkeypatch.setitem(kernels.ALL, "cublas", dataclasses.replace(kernels.get("cublas"), uses_scratch=True))
+    monkeypatch.setattr(FakeLaunch, "uses_scratch", False)
+    p = Plan(FakeSession(), 4, 3, 2)
+    p.run_pointers(0xA000, 0xB000, 0xC000, 1, lda=2, ldb=3, ldc=3)
+    p.run_pointers(0xA000, 0xB000, 0xC000, 2, lda=2, ldb=3, ldc=3)
+    assert fences == []

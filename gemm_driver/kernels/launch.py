@@ -107,6 +107,12 @@ class Launch:
     def __call__(self) -> None:
         self.enqueue()
 
+    @property
+    def uses_scratch(self) -> bool:
+        """Whether this launch may touch Session scratch, as far as its recipe tells (a Hopper
+        recipe knows whether it splits K or packs an operand); else its target's word holds."""
+        return getattr(self.enqueue, "uses_scratch", True)
+
     def synchronize(self) -> None:
         self.stream.synchronize()
 
