@@ -105,10 +105,10 @@ def test_operands_tma_cannot_read_are_packed_in_their_stored_shape(monkeypatch):
     _, launches, maps, scratch = _plan(monkeypatch, p)
     assert [e for e, *_ in launches] == ["pack_rows", "pack_rows", "main"]
     (_, _, _, args_a), (_, _, _, args_b) = launches[:2]
-    assert args_a[1:4] == (1001, 999, 1001) and args_a[5] == 1008  # ld_src, rows, cols; ld_dst
-    assert args_b[1:4] == (999, 512, 999) and args_b[5] == 1000
-    assert scratch == {recipe.PACKED["a"]: (999 * 1008 * 2, False), recipe.PACKED["b"]: (512 * 1000 * 2, False)}
-    assert [m[2:5] for m in maps[:2]] == [(999, 1001, 1008), (512, 999, 1000)]
+    assert args_a[1:4] == (1001, 999, 1001) and args_a[5] == 1024  # ld_src, rows, cols; ld_dst (128-byte rows)
+    assert args_b[1:4] == (999, 512, 999) and args_b[5] == 1024
+    assert scratch == {recipe.PACKED["a"]: (999 * 1024 * 2, False), recipe.PACKED["b"]: (512 * 1024 * 2, False)}
+    assert [m[2:5] for m in maps[:2]] == [(999, 1001, 1024), (512, 999, 1024)]
 
 
 def test_an_unaligned_base_is_packed_too(monkeypatch):

@@ -28,7 +28,7 @@ import build_matrix
 from hypothesis import strategies as st
 
 from gemm_driver import kernels
-from gemm_driver.cuda import tensor_map
+from gemm_driver.cuda import module, tensor_map
 from gemm_driver.cuda.module import C_TYPES, PackedArgs
 from gemm_driver.cuda.nvrtc import compile_cuda
 from gemm_driver.inspection.sass import parse
@@ -433,9 +433,9 @@ def test_split_k_of_every_tile_comes_before_the_tail():
 
 @pytest.mark.parametrize("precision, address, ld, rows, cols, kernel, packed_ld", [
     ("bf16", 0x10000, 4096, 100, 4096, None, None),
-    ("bf16", 0x10000, 4099, 100, 4099, "pack_rows", 4104),  # 8198-byte rows
+    ("bf16", 0x10000, 4099, 100, 4099, "pack_rows", 4160),  # 8198-byte rows, packed to 8320 (65 x 128)
     ("fp16", 0x10002, 64, 10, 64, "pack_rows", 64),  # base 2 bytes off
-    ("tf32", 0x10000, 4098, 10, 4098, "pack_rows", 4100),
+    ("tf32", 0x10000, 4098, 10, 4098, "pack_rows", 4128),
     ("tf32", 0x10000, 4096, 10, 4096, None, None),
 ])
 def test_which_operands_are_packed(precision, address, ld, rows, cols, kernel, packed_ld):
@@ -451,8 +451,8 @@ def test_which_operands_are_packed(precision, address, ld, rows, cols, kernel, p
 
 def test_tf32_b_is_transposed_whatever_its_layout():
     pack = geo.pack_for(0x10000, 4096, 4099, 300, "tf32", transpose=True)  # B: K = 4099 rows, N = 300
-    assert (pack.kernel, pack.out_rows, pack.out_cols, pack.ld) == ("pack_transpose", 300, 4099, 4100)
-    assert pack.grid == (10, 129, 1) and pack.nbytes == 300 * 4100 * 4
+    assert (pack.kernel, pack.out_rows, pack.out_cols, pack.ld) == ("pack_transpose", 300, 4099, 4128)
+    assert pack.grid == (10, 129, 1) and pack.nbytes == 300 * 4128 * 4
     assert geo.pack_for(0x10000, 70001, 70000, 1, "bf16").grid == (1, 65535, 1)  # rows loop in the kernel
 
 
@@ -613,11 +613,11 @@ def test_plan_packs_what_tma_cannot_read_before_every_gemm(monkeypatch):
     assert [entry for entry, *_ in launches] == ["pack_rows", "pack_rows", "main"]
     (_, grid_a, block, args_a), (_, grid_b, _, args_b) = launches[:2]
     assert block == (256, 1, 1) and grid_a == (3, 4093, 1) and grid_b == (2, 4099, 1)
-    assert args_a[1:4] == (4099, 4093, 4099) and args_a[5] == 4104  # ld_src, rows, cols; ld_dst
+    assert args_a[1:4] == (4099, 4093, 4099) and args_a[5] == 4160  # ld_src, rows, cols; ld_dst (128-byte rows)
     assert args_b[1:4] == (4091, 4099, 4091) and args_b[5] == 4096
-    assert scratch == {recipe.PACKED["a"]: (4093 * 4104 * 2, False), recipe.PACKED["b"]: (4099 * 4096 * 2, False)}
+    assert scratch == {recipe.PACKED["a"]: (4093 * 4160 * 2, False), recipe.PACKED["b"]: (4099 * 4096 * 2, False)}
     a_map, b_map = maps
-    assert a_map[0] == args_a[4] and a_map[2:] == (4093, 4099, 4104, 128, 64, 128)  # the packed copy
+    assert a_map[0] == args_a[4] and a_map[2:] == (4093, 4099, 4160, 128, 64, 128)  # the packed copy
     assert b_map[0] == args_b[4] and b_map[2:] == (4099, 4091, 4096, 64, 64, 128)
 
 
@@ -710,13 +710,18 @@ def argument_bytes(packed: PackedArgs, signature) -> list[bytes]:
 def test_a_repointed_launch_packs_what_a_new_launch_at_those_addresses_packs(monkeypatch):
     spec, p = SPECS["hopper_bf16"], GemmProblem(300, 200, 64)
     t = spec.validate(p, {"BN": 128, "STAGES": 6})
-    encoded = []
+    encoded, readdressed = [], []
 
     def encode(address, dtype, rows, cols, ld, box_rows, box_cols, swizzle):  # a map that says where it points
         encoded.append(address)
         return struct.pack("<QQQ", address, rows, ld) + bytes(104)
 
+    def readdress(map_address, address):  # as the driver's: the same map, pointing elsewhere
+        readdressed.append(address)
+        ctypes.memmove(map_address, struct.pack("<Q", address), 8)
+
     monkeypatch.setattr(recipe, "encode_tiled_2d", encode)
+    monkeypatch.setattr(module, "readdress", readdress)
     signatures = {"main": spec.signature, **{e.name: e.signature for e in spec.extra_entries}}
     kernels_ = {name: PackingKernel(name, [], signature) for name, signature in signatures.items()}
     signature = signatures[SELECTORS["hopper_bf16"](spec.precision, t)[0]]
@@ -727,13 +732,13 @@ def test_a_repointed_launch_packs_what_a_new_launch_at_those_addresses_packs(mon
 
     a, b, c = Operand(0x7F0000000000, 64, 2), Operand(0x7F1000000000, 200, 2), Operand(0x7F2000000000, 200, 4)
     first = launch_at(a, b, c, 0x7F4000000000)
-    moves = [(Operand(a.ptr + 0x400, 64, 2), b, c, 0x7F4000000000, 1),  # A moved: its map alone
+    moves = [(Operand(a.ptr + 0x400, 64, 2), b, c, 0x7F4000000000, 1),  # A moved: its map alone, readdressed
              (a, b, Operand(c.ptr + 0x800, 200, 4), 0x7F4000000100, 1),  # C and the bias: C's map
              (a, Operand(b.ptr + 16, 200, 2), c, 0x7F4000000000, 1)]
     for a2, b2, c2, bias2, maps in moves:
-        del encoded[:]
+        del encoded[:], readdressed[:]
         again = first.repoint(a2, b2, c2, bias2)
-        assert len(encoded) == maps
+        assert len(readdressed) == maps and not encoded
         fresh = launch_at(a2, b2, c2, bias2)
         assert argument_bytes(again.packed, signature) == argument_bytes(fresh.packed, signature)
     # C at an odd address can no longer be stored by TMA: a decision changes, so all is made again
@@ -750,7 +755,7 @@ def test_plan_of_tf32_transposes_b_for_the_rungs_and_not_for_register_a(monkeypa
     _, launches, maps, scratch = _run_plan(monkeypatch, "cluster_tf32", p, misalign=(1, 0, 3))
     assert [e for e, *_ in launches] == ["pack_rows", "pack_transpose", "main"]
     assert launches[1][1] == (7, 4, 1)  # 32 x 32 tiles over B (100 x 200)
-    assert maps[1][2:7] == (200, 100, 100, 128, 32)  # B^T: N x K, box BN/CM rows x 32
+    assert maps[1][2:7] == (200, 100, 128, 128, 32)  # B^T: N x K (rows of 128 bytes), box BN/CM rows x 32
     assert set(scratch) == set(recipe.PACKED.values())
     _, launches, maps, scratch = _run_plan(monkeypatch, "hopper_tf32", p)
     assert [e for e, *_ in launches] == ["main"] and scratch == {}
@@ -790,7 +795,7 @@ def test_tf32_choose_with_b_stored_n_x_k_is_the_rule_on_the_transposed_problem(s
 def test_plan_of_rung_1_and_empty_problems(monkeypatch):
     _, launches, maps, _ = _run_plan(monkeypatch, "wgmma_tma_tf32", GemmProblem(129, 130, 33))
     assert [(e, g, b) for e, g, b, _ in launches][-1] == ("main", (2, 2, 1), (128, 1, 1))
-    assert maps[1][2:7] == (130, 33, 36, 128, 32)  # B^T box: BN rows
+    assert maps[1][2:7] == (130, 33, 64, 128, 32)  # B^T (rows of 128 bytes) box: BN rows
     _, launches, maps, _ = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(0, 5, 7))
     assert launches == [] and maps == []
 

@@ -4,7 +4,8 @@
 // row-major bf16 matrix with K = 4099 columns has a 8198-byte stride, so its tensor map cannot
 // exist. The launcher then runs one of these kernels first (a memory-bound copy, ~2 x the
 // operand's bytes of traffic) and builds the tensor map over the scratch copy instead.
-//   pack_rows:      dst = src with leading dimension ld_dst (a multiple of 16 bytes);
+//   pack_rows:      dst = src with leading dimension ld_dst (a multiple of 16 bytes; the host
+//                   pads to 128, geometry.packed_ld);
 //   pack_transpose: dst = src^T (cols x rows), for tf32, whose wgmma reads B only K-major
 //                   (cu/common/pack_transpose.cuh, outside this namespace).
 // Columns between `cols` and ld_dst are written as zeros, so the scratch holds no stale data

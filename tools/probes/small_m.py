@@ -1,10 +1,11 @@
 """Probe: where hopper_bf16 loses at small M (decode: a few rows of A against a large B, the
 read of B sets the time). For each tuning-set shape (no validation shape: docs/corpus.md), the
 configuration choose() picks and a fixed set of alternatives run beside cuBLAS and cuBLASLt;
-each verified once against the float64 reference, then all timed alternately: the median of 5
-rounds of 100 launches between CUDA events, after 10 untimed, each batch queued behind the
-bench's stream hold (bench/timing.py), so that no launch waits for the host. B's bytes over the time give the
-rate each streams B at (hot: B stays in L2 where it fits, 50 MB on the H100).
+each verified once against the float64 reference, then all timed alternately, in a shuffled
+order each round (``timed``): the median of 5 rounds of 100 launches between CUDA events,
+after 10 untimed, each batch queued behind the bench's stream hold (bench/timing.py), so that
+no launch waits for the host. B's bytes over the time give the rate each streams B at (hot: B
+stays in L2 where it fits, 50 MB on the H100).
 
 --once: verify each launcher and launch it once more, no timing (for ncu: which kernels the
 baselines run, with what grid).
@@ -13,6 +14,7 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/small_m.py [--o
 """
 import json
 import os
+import random
 import statistics
 import sys
 
@@ -49,11 +51,18 @@ def alternatives(problem: GemmProblem) -> dict[str, dict]:
 
 
 def timed(timer: GpuTimer, runs: dict) -> dict:
+    """Microseconds per launch of each run: the median of ROUNDS rounds, each a batch of
+    LAUNCHES after WARMUP untimed, the runs in a shuffled order each round (seeded by the
+    round). In one fixed order, a run that followed a slow, cool baseline (cuBLAS at 130
+    TFLOP/s on odd shapes) started faster under the power cap: two identical launches measured
+    7-8% apart (results/h100-80gb-hbm3/probe-packed-pitch-fixed-order.txt)."""
     times = {label: [] for label in runs}
-    for _ in range(ROUNDS):
-        for label, launch in runs.items():
-            timer.batch_ms(launch, WARMUP)
-            times[label].append(timer.batch_ms(launch, LAUNCHES) * 1000)
+    for r in range(ROUNDS):
+        order = list(runs)
+        random.Random(r).shuffle(order)
+        for label in order:
+            timer.batch_ms(runs[label], WARMUP)
+            times[label].append(timer.batch_ms(runs[label], LAUNCHES) * 1000)
     return {label: statistics.median(t) for label, t in times.items()}
 
 

@@ -281,7 +281,7 @@ def split_scratch(g: Geometry, split: Split) -> tuple[int, int]:
 @dataclass(frozen=True)
 class Pack:
     """One packing pass (pack.cuh) of a rows x cols row-major source with leading dimension
-    ``ld_src`` into scratch with leading dimension ``ld`` (a multiple of 16 bytes):
+    ``ld_src`` into scratch with leading dimension ``ld`` (packed_ld: a multiple of 128 bytes):
     ``pack_rows`` keeps the layout, ``pack_transpose`` writes the cols x rows transpose."""
 
     kernel: str
@@ -312,9 +312,17 @@ class Pack:
         return ceil_div(ceil_div(self.ld, per_thread), PACK_THREADS), min(self.rows, MAX_GRID_Y), 1
 
 
+PACKED_ROW_BYTES = 128  # a packed row's pitch: L2's line, not only TMA's 16 bytes
+
+
 def packed_ld(cols: int, itemsize: int) -> int:
-    """The smallest leading dimension >= cols whose rows are whole 16-byte multiples."""
-    per = 16 // itemsize
+    """The smallest leading dimension >= cols whose rows are whole PACKED_ROW_BYTES multiples.
+    TMA needs 16; rows 16 bytes off a 32-byte multiple read slowly (``rungs.unaligned_b``).
+    H100, chosen tiles, shapes of neither corpus set (tools/probes/packed_pitch.py,
+    results/h100-80gb-hbm3/probe-packed-pitch.txt): 1.14-1.32x faster than at a 16-byte pitch
+    where that left A or B off a 32-byte multiple (6007x2501x3001 192.1 us against 252.9),
+    within the probe's 4% elsewhere; a 32-byte pitch gained less (207.7 us)."""
+    per = PACKED_ROW_BYTES // itemsize
     return ceil_div(cols, per) * per
 
 

@@ -559,29 +559,31 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
 def unaligned_b(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
     """A 2 x 1 cluster (CM=2: two tile rows share each B tile by multicast) for a pick of
     unsplit, unclustered 128 x 256 or 128 x 192 tiles where B's rows, stored dense (N elements
-    in nn, K in nt), are not a multiple of ROW_BYTES bytes. Each 128-byte row of a B box then
-    straddles two of L2's lines, and those tiles read B at a rate their loop cannot hide; the
-    cluster halves the B reads. The tuning set holds one such full grid, 2000x3000x4000 (583
-    TFLOP/s clustered against 418), too few for the vote to learn it.
+    in nn, K in nt), are not a multiple of ROW_BYTES bytes. Those tiles then read B slower than
+    their loop hides (most where a row is 16 bytes off a 32-byte multiple, L2's sector: each
+    128-byte row of a box then spans five sectors, not four); the cluster halves the B reads.
+    The tuning set holds one such full grid, 2000x3000x4000 (583 TFLOP/s clustered against
+    418), too few for the vote to learn it.
 
     Measured on the H100 on full grids of neither corpus set (tools/probes/grid_fill.py,
-    ROW_PROBE), rows aligned one operand at a time: 3328x5376x1792 (both aligned) 111.2 us as
-    picked, no cluster, the fastest of ours; 3300x5400x1792 (B's rows 10800 bytes) 159.7
-    against 114.9 clustered; 3328x5376x1800 (A's 3600, B aligned) 128.3 against 122.6; both
-    unaligned, 3300x5400x1800, 188.9 against 137.7 (cuBLASLt 107.1). With B aligned the vote's
-    choice stands (2816x4608x2176: 84.4 us unclustered, 87.4 clustered)."""
+    ROW_PROBE), one operand's alignment changed at a time: 3328x5376x1792 (both aligned) 114.4
+    us unclustered, 113.3 clustered; 3300x5400x1792 (B's rows 10800 bytes) 160.4 against 113.8;
+    3300x5400x1800 (both unaligned) 188.4 against 136.7 (cuBLASLt 107.3). Five shapes measured
+    after the rule was written: 1.28-1.52x (4500x3704x3000 193.0 us against 276.8). B's rows a
+    32-byte but not a 128-byte multiple: 1.07-1.14x (3328x5408x1792 114.1 against 129.8,
+    2500x6000x2400 122.6 against 131.6). Not applied at K < ROW_MIN_K (at K <= 465 the tuning
+    table has the cluster 4-6% slower) nor to rows TMA cannot read in place: those are packed
+    first at a 128-byte pitch (geometry.packed_ld)."""
     b_row_bytes = (problem.k if problem.trans_b else problem.n) * geo.ITEMSIZE["bf16"]
     get = tunables.get
     wide_single = (get("BN", 256) in (192, 256) and get("CONSUMERS", 2) == 2 and get("SPLITS", 1) == 1
                    and get("CM", 1) * get("CN", 1) == 1 and not get("SWAPPED") and not get("DECODE"))
-    # rows TMA cannot read in place are packed first (16-byte multiples, unmeasured here); at
-    # shallow K the loop's reads weigh little against C's writes
-    in_place = b_row_bytes % 16 == 0
+    in_place = b_row_bytes % 16 == 0  # else packed, at an aligned pitch
     if not wide_single or not in_place or b_row_bytes % ROW_BYTES == 0 or problem.k < ROW_MIN_K:
         return tunables, why
     return ({**tunables, "CM": 2},
             f"{why}; B's rows are {b_row_bytes} bytes, not a multiple of {ROW_BYTES}: a 2 x 1 cluster shares "
-            "each B tile (H100: 3300x5400x1792 114.9 us against 159.7 unclustered)")
+            "each B tile (H100: 3300x5400x1792 113.8 us against 160.4 unclustered)")
 
 
 def analytic_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:

@@ -1,0 +1,59 @@
+"""Probe: the row pitch of a packed operand. A or B rows that are not 16-byte multiples are
+copied first into scratch rows padded to 16 bytes (geometry.packed_ld); rows of B that are not
+128-byte multiples read slowly (rungs.unaligned_b). Here each shape's chosen configuration runs
+with its operands packed at a 16-, 32- and 128-byte pitch, on shapes of neither corpus
+set whose A, B or both need packing.
+
+Each launch is verified once against the float64 reference, then all are timed alternately as
+small_m.py times them (the bench's stream hold, the median of 5 rounds of 100 launches),
+beside cuBLAS and cuBLASLt.
+
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/packed_pitch.py [MxNxK ...]
+"""
+import sys
+from unittest import mock
+
+from small_m import BASELINES, timed
+
+from gemm_driver import Session, kernels
+from gemm_driver.bench.timing import GpuTimer
+from gemm_driver.case import PreparedCase
+from gemm_driver.kernels.hopper import geometry
+from gemm_driver.problem import GemmProblem
+
+SHAPES = ["4001x3999x4003", "4096x3999x4096", "4096x4096x3999", "2999x5001x2001", "6007x2501x3001"]
+
+
+def pitch_of(row_bytes: int):
+    """geometry.packed_ld padding each packed row to a multiple of ``row_bytes``."""
+    return lambda cols, itemsize: -(-cols * itemsize // row_bytes) * row_bytes // itemsize
+
+
+def main(args: list[str]) -> None:
+    spec = kernels.KERNELS["hopper_bf16"]
+    with Session() as s:
+        timer = GpuTimer(s.stream, s.arch)
+        print(f"{s.device.name}; us per GEMM (median of 5 rounds of 100)", flush=True)
+        for label in args or SHAPES:
+            p = GemmProblem(*map(int, label.split("x")))
+            chosen, why = spec.choose(p, s.device.name)
+            with PreparedCase.random(p, "bf16", 11) as case:
+                runs = {}
+                for row_bytes in (16, 32, 128):  # the launch's recipe packs at the pitch in force when it is made
+                    with mock.patch.object(geometry, "packed_ld", pitch_of(row_bytes)):
+                        runs[f"packed rows of {row_bytes} B"] = case.launcher(s, "hopper_bf16", chosen)
+                runs.update({name: case.launcher(s, name, None) for name in BASELINES})
+                for name, launch in runs.items():
+                    out, guard = case.run(launch)
+                    verdict = case.check(out)
+                    assert guard == 0 and verdict.ok, (label, name, verdict.message)
+                us = timed(timer, runs)
+            best = min(us[b] for b in BASELINES)
+            print(f"{label}: chosen {chosen} ({why[:80]})", flush=True)
+            for name, t in sorted(us.items(), key=lambda kv: kv[1]):
+                print(f"  {name:>22} {t:9.2f} us {2 * p.m * p.n * p.k / t / 1e6:7.1f} TFLOP/s  "
+                      f"{best / t:6.3f}x best baseline", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
