@@ -312,24 +312,27 @@ def test_ragged_n_takes_192_column_tiles_where_they_waste_fewer_columns(n, bn):
     assert chosen.get("BN", 256) in (bn, 128, 64)
 
 
-@pytest.mark.parametrize("shape, trans_b, clustered", [
-    ((3300, 5400, 1792), False, True),  # B's rows 10800 bytes
-    ((3328, 5376, 1800), False, False),  # B's rows 10752 = 84 x 128 bytes (A's unaligned: left alone)
-    ((3300, 5400, 1792), True, False),  # nt: B's rows are K = 1792, 3584 bytes
-    ((3328, 5376, 1800), True, True),  # nt: 3600 bytes
-    ((3300, 5400, 1000), False, False),  # K below ROW_MIN_K
-    ((3300, 5403, 1792), False, False),  # 10806 bytes: not a 16-byte multiple, packed first
+@pytest.mark.parametrize("shape, layout, clustered", [
+    ((3300, 5400, 1792), "nn", True),  # B's rows 10800 bytes
+    ((3328, 5376, 1792), "nn", False),  # 3584 and 10752 bytes: 28 and 84 x 128
+    ((3328, 5376, 1800), "nn", True),  # A's rows 3600 bytes
+    ((3328, 5376, 1792), "tn", False),  # tn: A's rows are M = 3328, 6656 bytes
+    ((3304, 5376, 1792), "tn", True),  # 6608 bytes
+    ((3328, 5400, 1792), "nt", False),  # nt: B's rows are K = 1792, 3584 bytes
+    ((3328, 5376, 1800), "nt", True),  # 3600 bytes (A's too)
+    ((3300, 5400, 1000), "nn", False),  # K below ROW_MIN_K
+    ((3328, 5403, 1792), "nn", False),  # 10806 bytes: not a 16-byte multiple, packed first (aligned then)
 ])
-def test_unaligned_b_rows_take_a_2x1_cluster(shape, trans_b, clustered):
-    p = GemmProblem(*shape, trans_b=trans_b)
+def test_unaligned_rows_take_a_2x1_cluster(shape, layout, clustered):
+    p = GemmProblem(*shape, trans_a=layout[0] == "t", trans_b=layout[1] == "t")
     for picked in ({"PDL": 1}, {"BN": 192, "PDL": 1}):
-        tunables, why = rungs.unaligned_b(p, picked, "voted")
+        tunables, why = rungs.unaligned_rows(p, picked, "voted")
         assert tunables == ({**picked, "CM": 2} if clustered else picked)
         assert ("2 x 1 cluster" in why) == clustered
         SPECS["hopper_bf16"].validate(p, tunables)
     for kept in ({"BN": 128, "STAGES": 6, "PDL": 1}, {"SPLITS": 2}, {"CM": 2, "PDL": 1}, {"CN": 2},
                  {"SWAPPED": 1}, {"BN": 128, "CONSUMERS": 1}):  # not an unclustered whole 128 x 256 or 192 pick
-        assert rungs.unaligned_b(p, kept, "voted") == (kept, "voted")
+        assert rungs.unaligned_rows(p, kept, "voted") == (kept, "voted")
 
 
 # ---------------------------------------------------------------- geometry and grids

@@ -48,15 +48,18 @@ def _splits(configs: dict, label: str, t: dict, tiles: int, resident: int, p: Ge
 
 
 def alternatives(p: GemmProblem, clusters: bool = False) -> dict[str, dict]:
-    """Every tile whole with PDL, the 2 x 1 clusters of the large tiles, and on grids of fewer
-    128 x 128 tiles than SMs each tile split 2-8 ways (no PDL, as split-K runs); ``clusters``:
-    there also the 128-row tiles in 2 x 1 and 1 x 2 clusters, whole and split."""
+    """Every tile whole with PDL, the 2 x 1 clusters of the large tiles (on full grids their
+    1 x 2 ones too, sharing A), and on grids of fewer 128 x 128 tiles than SMs each tile split
+    2-8 ways (no PDL, as split-K runs); ``clusters``: there also the 128-row tiles in 2 x 1 and
+    1 x 2 clusters, whole and split."""
     configs = {}
     small = math.ceil(p.m / 128) * math.ceil(p.n / 128) < SMS
     for label, (rows, cols, t) in TILES.items():
         configs[label] = {**t, "PDL": 1}
         if rows == 128 and cols >= 192 and math.ceil(p.m / 128) % 2 == 0:
             configs[label + " cm2"] = {**t, "CM": 2, "PDL": 1}
+        if rows == 128 and cols >= 192 and math.ceil(p.n / cols) % 2 == 0 and not small:
+            configs[label + " cn2"] = {**t, "CN": 2, "PDL": 1}
         if not small:
             continue
         tiles, resident = math.ceil(p.m / rows) * math.ceil(p.n / cols), SMS * (2 if rows == 64 else 1)

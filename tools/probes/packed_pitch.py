@@ -1,8 +1,7 @@
 """Probe: the row pitch of a packed operand. A or B rows that are not 16-byte multiples are
-copied first into scratch rows padded to 16 bytes (geometry.packed_ld); rows of B that are not
-128-byte multiples read slowly (rungs.unaligned_b). Here each shape's chosen configuration runs
-with its operands packed at a 16-, 32- and 128-byte pitch, on shapes of neither corpus
-set whose A, B or both need packing.
+copied first into scratch rows of a padded pitch (geometry.packed_ld). Each shape's chosen
+configuration runs with its packed operands at a pitch of 16 bytes (TMA's minimum), 32 (L2's
+sector) and 128 (a line), on shapes of neither corpus set whose A, B or both need packing.
 
 Each launch is verified once against the float64 reference, then all are timed alternately as
 small_m.py times them (the bench's stream hold, the median of 5 rounds of 100 launches),

@@ -317,7 +317,7 @@ PACKED_ROW_BYTES = 128  # a packed row's pitch: L2's line, not only TMA's 16 byt
 
 def packed_ld(cols: int, itemsize: int) -> int:
     """The smallest leading dimension >= cols whose rows are whole PACKED_ROW_BYTES multiples.
-    TMA needs 16; rows 16 bytes off a 32-byte multiple read slowly (``rungs.unaligned_b``).
+    TMA needs 16; rows 16 bytes off a 32-byte multiple read slowly (``rungs.unaligned_rows``).
     H100, chosen tiles, shapes of neither corpus set (tools/probes/packed_pitch.py,
     results/h100-80gb-hbm3/probe-packed-pitch.txt): 1.14-1.32x faster than at a 16-byte pitch
     where that left A or B off a 32-byte multiple (6007x2501x3001 192.1 us against 252.9),

@@ -444,7 +444,8 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     ``grid_fill_choice`` on small grids past it; else, on a GPU with a table of the corpus's
     tuning set, the vote of its nearest measured shapes (selection.py), elsewhere the rule of
     ``analytic_choice``, either with 128 x 256 tiles made 128 x 192 where N asks for it
-    (``ragged_n``) and clustered where B's rows are not 128-byte multiples (``unaligned_b``)."""
+    (``ragged_n``) and clustered where A's or B's rows are not 128-byte multiples
+    (``unaligned_rows``)."""
     for rule in (decode_choice, grid_fill_choice):
         chosen = rule(problem)
         if chosen is not None:
@@ -453,7 +454,7 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     if voted is None:
         tunables, why = analytic_choice(problem, gpu_name)
         voted = tunables, f"{why}; no tuning-set table for this GPU"
-    return unaligned_b(problem, *ragged_n(problem, *voted))
+    return unaligned_rows(problem, *ragged_n(problem, *voted))
 
 
 DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
@@ -500,8 +501,9 @@ FILL_TILES, FILL_UNITS, FILL_SLICE_K = 44, 88, 1408
 GRID_FILL_PROBE = "results/h100-80gb-hbm3/probe-grid-fill.txt"
 RAGGED_SAVING = 0.08  # ragged_n: the share of computed columns 128 x 192 tiles must save
 ROW_PROBE = "results/h100-80gb-hbm3/probe-grid-fill-rows.txt"
-ROW_BYTES = 128  # unaligned_b: B's stored rows in multiples of this read at the full rate
-ROW_MIN_K = 1024  # unaligned_b: the shallowest K it clusters at
+ROW_PROBE_A = "results/h100-80gb-hbm3/probe-grid-fill-rows-a.txt"
+ROW_BYTES = 128  # unaligned_rows: stored rows in multiples of this read at the full rate
+ROW_MIN_K = 1024  # unaligned_rows: the shallowest K it clusters at
 
 
 def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
@@ -556,34 +558,39 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
             "(H100: 8192x320x4096 43.3 us against 78.8 for 128 x 256 tiles)")
 
 
-def unaligned_b(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+def unaligned_rows(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
     """A 2 x 1 cluster (CM=2: two tile rows share each B tile by multicast) for a pick of
-    unsplit, unclustered 128 x 256 or 128 x 192 tiles where B's rows, stored dense (N elements
-    in nn, K in nt), are not a multiple of ROW_BYTES bytes. Those tiles then read B slower than
-    their loop hides (most where a row is 16 bytes off a 32-byte multiple, L2's sector: each
-    128-byte row of a box then spans five sectors, not four); the cluster halves the B reads.
-    The tuning set holds one such full grid, 2000x3000x4000 (583 TFLOP/s clustered against
-    418), too few for the vote to learn it.
+    unsplit, unclustered 128 x 256 or 128 x 192 tiles where A's or B's rows, stored dense, are
+    16-byte (read in place) but not ROW_BYTES-byte multiples. Those tiles then read their
+    operands slower than their loop hides, most where a row is 16 bytes off a 32-byte multiple
+    (L2's sector: each 128-byte row of a box spans five sectors, not four), and most for B;
+    the cluster halves the B reads. The tuning set holds one such full grid, 2000x3000x4000
+    (583 TFLOP/s clustered against 418), too few for the vote to learn it.
 
     Measured on the H100 on full grids of neither corpus set (tools/probes/grid_fill.py,
-    ROW_PROBE), one operand's alignment changed at a time: 3328x5376x1792 (both aligned) 114.4
-    us unclustered, 113.3 clustered; 3300x5400x1792 (B's rows 10800 bytes) 160.4 against 113.8;
-    3300x5400x1800 (both unaligned) 188.4 against 136.7 (cuBLASLt 107.3). Five shapes measured
-    after the rule was written: 1.28-1.52x (4500x3704x3000 193.0 us against 276.8). B's rows a
-    32-byte but not a 128-byte multiple: 1.07-1.14x (3328x5408x1792 114.1 against 129.8,
-    2500x6000x2400 122.6 against 131.6). Not applied at K < ROW_MIN_K (at K <= 465 the tuning
-    table has the cluster 4-6% slower) nor to rows TMA cannot read in place: those are packed
-    first at a 128-byte pitch (geometry.packed_ld)."""
-    b_row_bytes = (problem.k if problem.trans_b else problem.n) * geo.ITEMSIZE["bf16"]
+    ROW_PROBE and ROW_PROBE_A), one operand's alignment changed at a time: 3328x5376x1792 (both
+    aligned) 114.3 us unclustered, 113.3 clustered; 3300x5400x1792 (B's rows 10800 bytes) 160.4
+    against 113.8; 3300x5400x1800 (both) 188.4 against 136.7 (cuBLASLt 107.3). Five shapes
+    measured after the rule was written: 1.28-1.52x (4500x3704x3000 193.0 us against 276.8).
+    B's rows a 32-byte but not a 128-byte multiple: 1.07-1.14x (3328x5408x1792 114.1 against
+    129.8). Only A's rows unaligned: 1.02-1.09x on four shapes (3328x5376x1800 116.9 against
+    127.7, 5120x3072x1800 98.3 against 100.5), where an aligned neighbour lost 1%
+    (2560x6144x2176). Not applied at K < ROW_MIN_K (at K <= 465 the tuning table has the
+    cluster 4-6% slower); rows TMA cannot read in place are packed first, at a 128-byte pitch
+    (geometry.packed_ld)."""
+    itemsize = geo.ITEMSIZE["bf16"]
+    rows = {"A": (problem.m if problem.trans_a else problem.k) * itemsize,
+            "B": (problem.k if problem.trans_b else problem.n) * itemsize}
+    unaligned = {name: size for name, size in rows.items() if size % 16 == 0 and size % ROW_BYTES}
     get = tunables.get
     wide_single = (get("BN", 256) in (192, 256) and get("CONSUMERS", 2) == 2 and get("SPLITS", 1) == 1
                    and get("CM", 1) * get("CN", 1) == 1 and not get("SWAPPED") and not get("DECODE"))
-    in_place = b_row_bytes % 16 == 0  # else packed, at an aligned pitch
-    if not wide_single or not in_place or b_row_bytes % ROW_BYTES == 0 or problem.k < ROW_MIN_K:
+    if not wide_single or not unaligned or problem.k < ROW_MIN_K:
         return tunables, why
+    said = " and ".join(f"{name}'s rows are {size} bytes" for name, size in unaligned.items())
     return ({**tunables, "CM": 2},
-            f"{why}; B's rows are {b_row_bytes} bytes, not a multiple of {ROW_BYTES}: a 2 x 1 cluster shares "
-            "each B tile (H100: 3300x5400x1792 113.8 us against 160.4 unclustered)")
+            f"{why}; {said}, not a multiple of {ROW_BYTES}: a 2 x 1 cluster shares each B tile "
+            "(H100: 3300x5400x1792 113.8 us against 160.4 unclustered)")
 
 
 def analytic_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
