@@ -21,7 +21,7 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/grid_fill.py [-
 import math
 import sys
 
-from small_m import BASELINES, LAUNCHES, ROUNDS, offered, verified_times
+from small_m import LAUNCHES, ROUNDS, offered, print_tflops, verified_times
 
 from gemm_driver import Session, kernels
 from gemm_driver.bench.timing import GpuTimer
@@ -82,11 +82,8 @@ def main(args: list[str]) -> None:
             p = GemmProblem(*map(int, label.split("x")))
             chosen, why = spec.choose(p, s.device.name)
             us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p, clusters)))
-            best = min(us[b] for b in BASELINES)
             print(f"{label}: chosen {chosen} ({why})", flush=True)
-            for name, t in sorted(us.items(), key=lambda kv: kv[1]):
-                print(f"  {name:>14} {t:9.2f} us {2 * p.m * p.n * p.k / t / 1e6:7.1f} TFLOP/s  "
-                      f"{best / t:6.3f}x best baseline", flush=True)
+            print_tflops(p, us)
 
 
 if __name__ == "__main__":

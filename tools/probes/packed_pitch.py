@@ -12,7 +12,7 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/packed_pitch.py
 import sys
 from unittest import mock
 
-from small_m import BASELINES, timed
+from small_m import BASELINES, print_tflops, timed, verify_all
 
 from gemm_driver import Session, kernels
 from gemm_driver.bench.timing import GpuTimer
@@ -42,16 +42,10 @@ def main(args: list[str]) -> None:
                     with mock.patch.object(geometry, "packed_ld", pitch_of(row_bytes)):
                         runs[f"packed rows of {row_bytes} B"] = case.launcher(s, "hopper_bf16", chosen)
                 runs.update({name: case.launcher(s, name, None) for name in BASELINES})
-                for name, launch in runs.items():
-                    out, guard = case.run(launch)
-                    verdict = case.check(out)
-                    assert guard == 0 and verdict.ok, (label, name, verdict.message)
+                verify_all(case, runs)
                 us = timed(timer, runs)
-            best = min(us[b] for b in BASELINES)
             print(f"{label}: chosen {chosen} ({why[:80]})", flush=True)
-            for name, t in sorted(us.items(), key=lambda kv: kv[1]):
-                print(f"  {name:>22} {t:9.2f} us {2 * p.m * p.n * p.k / t / 1e6:7.1f} TFLOP/s  "
-                      f"{best / t:6.3f}x best baseline", flush=True)
+            print_tflops(p, us, width=22)
 
 
 if __name__ == "__main__":

@@ -85,16 +85,30 @@ def verified_times(s: Session, timer: GpuTimer, p: GemmProblem, configs: dict[st
     with PreparedCase.random(p, "bf16", 11) as case:
         runs = {name: case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
         runs.update({name: case.launcher(s, name, None) for name in BASELINES})
-        for name, launch in runs.items():
-            out, guard = case.run(launch)
-            verdict = case.check(out)
-            assert guard == 0 and verdict.ok, (p, name, verdict.message)
+        verify_all(case, runs)
         if once:
             for launch in runs.values():
                 launch()
             s.stream.synchronize()
             return None
         return timed(timer, runs)
+
+
+def verify_all(case: PreparedCase, runs: dict) -> None:
+    """Each launch once on the case's poisoned output, checked against the float64 reference
+    with its guard band untouched (AssertionError naming the first that is not)."""
+    for name, launch in runs.items():
+        out, guard = case.run(launch)
+        verdict = case.check(out)
+        assert guard == 0 and verdict.ok, (case.problem, name, verdict.message)
+
+
+def print_tflops(p: GemmProblem, us: dict, width: int = 14) -> None:
+    """One line a run, fastest first: us per GEMM, TFLOP/s, and the faster baseline's time over it."""
+    best = min(us[b] for b in BASELINES)
+    for name, t in sorted(us.items(), key=lambda kv: kv[1]):
+        print(f"  {name:>{width}} {t:9.2f} us {2 * p.m * p.n * p.k / t / 1e6:7.1f} TFLOP/s  "
+              f"{best / t:6.3f}x best baseline", flush=True)
 
 
 def main(args: list[str]) -> None:
