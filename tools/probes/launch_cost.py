@@ -51,12 +51,15 @@ def main() -> None:
     stream = int(session.stream.handle)
     slack = 16 * (WARMUP + CALLS)
     a, w, out = DeviceBuffer(M * K * 2 + slack), DeviceBuffer(N * K * 2), DeviceBuffer(M * N * 2)
+
+    def call(plan, a_ptr: int) -> None:
+        plan.run_pointers(a_ptr, w.ptr, out.ptr, stream, lda=K, ldb=K, ldc=N)
+
     rows = []
     for kernel in ("hopper_bf16", "cublas_bf16", "cublaslt_bf16"):
         plan = api.plan(M, N, K, dtype="bfloat16", kernel=kernel, trans_b=True, out_dtype="bfloat16")
-        call = lambda a_ptr: plan.run_pointers(a_ptr, w.ptr, out.ptr, stream, lda=K, ldb=K, ldc=N)  # noqa: E731
-        hit = per_call(lambda i: call(a.ptr))
-        miss = per_call(lambda i: call(a.ptr + 16 * i))
+        hit = per_call(lambda i: call(plan, a.ptr))
+        miss = per_call(lambda i: call(plan, a.ptr + 16 * i))
         rows.append((kernel, hit, miss, plan.launches_made, plan.launches_repointed))
         session.synchronize()
     spec = kernels.get("hopper_bf16")
@@ -64,11 +67,10 @@ def main() -> None:
     entry, g = rungs.entry_geometry(spec, plan.tunables)
     loaded = session.load(spec, plan.tunables).kernels[entry]
     encode = per_call(lambda i: encode_tiled_2d(a.ptr + 16 * i, "bf16", M, K, K, *g.a_box, geometry.SWIZZLE))
-
-    held = PackedArgs(("tensormap",), [encode_tiled_2d(a.ptr, "bf16", M, K, K, *g.a_box, geometry.SWIZZLE)])
+    a_map = encode_tiled_2d(a.ptr, "bf16", M, K, K, *g.a_box, geometry.SWIZZLE)
+    held = PackedArgs(("tensormap",), [a_map])
     readdress = per_call(lambda i: held.replaced({}, {0: a.ptr + 16 * i}))
     resident = per_call(lambda i: recipe._driver_resident(loaded, g, session.stream, session.device.sm_count))
-    a_map = encode_tiled_2d(a.ptr, "bf16", M, K, K, *g.a_box, geometry.SWIZZLE)
     args = [M, N, K, 1.0, a_map, a_map, 0.0, out.ptr, N, 8, 1, 0, 0, 0, a_map, 1, 0]  # rungs.STORE_SIGNATURE
     pack = per_call(lambda i: loaded.pack(*args))
     print(f"BF16 {M}x{N}x{K} (x @ W^T, BF16 out), {CALLS} calls, microseconds per call (host)")
@@ -78,9 +80,8 @@ def main() -> None:
     print(f"hopper_bf16 ({entry}, {plan.tunables}) pieces: encode {encode:.1f}, "
           f"readdress (a copy of one map's packed arguments) {readdress:.1f}, resident {resident:.1f}, pack {pack:.1f}")
     if "--profile" in sys.argv[1:]:
-        call = lambda a_ptr: plan.run_pointers(a_ptr, w.ptr, out.ptr, stream, lda=K, ldb=K, ldc=N)  # noqa: E731
         profiler = cProfile.Profile()
-        profiler.runcall(per_call, lambda i: call(a.ptr + 16 * i))
+        profiler.runcall(per_call, lambda i: call(plan, a.ptr + 16 * i))
         session.synchronize()
         print(f"hopper_bf16 misses under cProfile ({CALLS + WARMUP} calls), own time:")
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(20)

@@ -120,7 +120,6 @@ class _Shape:
         # a TMA-store entry's last three arguments are C's map, c_tma and the bias (rungs.STORE_SIGNATURE)
         self.store_at = len(kernel.signature) - 3 if g.tma_store else None
         self.programmatic = bool(ctx.tunables.get("PDL", 0))
-        self.splits_k = split.splits > 1  # its split-K partials and counters live in Session scratch
 
     def _map(self, address: int, stored: tuple[int, int], ld: int, box: tuple[int, int]) -> bytes:
         return encode_tiled_2d(address, self.ctx.spec.precision, *stored, ld, *box, geo.SWIZZLE)
@@ -197,9 +196,10 @@ class _Enqueue:
 
     def __init__(self, shape: _Shape, at: _At, passes: list, packed):
         self.shape, self.at, self.passes, self.packed = shape, at, passes, packed
-        # Session scratch (split-K's, packed operands): the Plan orders launches on two streams
-        # around it; a launch that touches none skips that (two driver calls a call)
-        self.uses_scratch = shape.splits_k or bool(passes)
+        # Session scratch (split-K's partials and counters, packed operands): the Plan orders
+        # launches on two streams around it; a launch that touches none skips that (two driver
+        # calls a call)
+        self.uses_scratch = shape.split.splits > 1 or bool(passes)
 
     def __call__(self) -> None:
         for run_pass in self.passes:
