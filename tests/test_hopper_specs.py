@@ -448,15 +448,21 @@ def test_which_operands_are_packed(precision, address, ld, rows, cols, kernel, p
         return
     assert (pack.kernel, pack.ld, pack.out_rows, pack.out_cols) == (kernel, packed_ld, rows, cols)
     assert pack.nbytes == rows * packed_ld * geo.ITEMSIZE[precision] and "TMA needs" in pack.reason
-    per = 16 // geo.ITEMSIZE[precision]
-    assert pack.grid == (-(-(packed_ld // per) // 256), min(rows, 65535), 1)
+    chunks = rows * packed_ld * geo.ITEMSIZE[precision] // 16  # one 16-byte chunk a thread
+    assert pack.grid == (min(-(-chunks // 256), geo.PACK_BLOCKS), 1, 1)
+
+
+def test_packing_blocks_follow_the_work_not_the_rows():
+    """Many short rows take as few blocks as few long ones; a large operand loops in a capped grid."""
+    assert geo.pack_for(0x10000, 170, 2770, 170, "bf16").grid == (2770 * 24 // 256 + 1, 1, 1)  # 192-wide rows
+    assert geo.pack_for(0x10000, 2770, 400, 2770, "bf16").grid == (400 * 352 // 256, 1, 1)  # 2816-wide rows
+    assert geo.pack_for(0x10000, 70001, 70000, 1, "bf16").grid == (geo.PACK_BLOCKS, 1, 1)
 
 
 def test_tf32_b_is_transposed_whatever_its_layout():
     pack = geo.pack_for(0x10000, 4096, 4099, 300, "tf32", transpose=True)  # B: K = 4099 rows, N = 300
     assert (pack.kernel, pack.out_rows, pack.out_cols, pack.ld) == ("pack_transpose", 300, 4099, 4128)
     assert pack.grid == (10, 129, 1) and pack.nbytes == 300 * 4128 * 4
-    assert geo.pack_for(0x10000, 70001, 70000, 1, "bf16").grid == (1, 65535, 1)  # rows loop in the kernel
 
 
 # ---------------------------------------------------------------- choose
@@ -586,6 +592,14 @@ def _run_plan(monkeypatch, name, problem, tunables=None, lds=None, misalign=(0, 
     return t, first, maps, scratch
 
 
+def test_a_small_odd_shape_packs_both_operands_in_one_wave(monkeypatch):
+    _, launches, _, _ = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(400, 170, 2770))
+    (entry, grid, _, args), gemm = launches
+    # A: 400 rows of 352 chunks (2816 wide), 550 blocks; B: 2770 rows of 24 chunks (192 wide), 260
+    assert entry == "pack_rows" and gemm[0] != "pack_rows" and grid == (550 + 260, 1, 1) and args[12] == 550
+    assert (args[2], args[5], args[8], args[11]) == (400, 2816, 2770, 192)
+
+
 def test_plan_of_aligned_bf16_operands_launches_the_gemm_alone(monkeypatch):
     t, launches, maps, scratch = _run_plan(monkeypatch, "persistent_bf16", GemmProblem(4096, 4096, 4096))
     assert launches == [("main", (132, 1, 1), (384, 1, 1), launches[0][3])] and scratch == {}
@@ -613,9 +627,11 @@ def test_pdl_launches_the_gemm_programmatically_and_the_packing_passes_not(monke
 def test_plan_packs_what_tma_cannot_read_before_every_gemm(monkeypatch):
     p = GemmProblem(4093, 4091, 4099)
     t, launches, maps, scratch = _run_plan(monkeypatch, "hopper_bf16", p, {"SWAPPED": 0})
-    assert [entry for entry, *_ in launches] == ["pack_rows", "pack_rows", "main"]
-    (_, grid_a, block, args_a), (_, grid_b, _, args_b) = launches[:2]
-    assert block == (256, 1, 1) and grid_a == (3, 4093, 1) and grid_b == (2, 4099, 1)
+    assert [entry for entry, *_ in launches] == ["pack_rows", "main"]  # A and B in one launch
+    _, grid, block, args = launches[0]
+    args_a, args_b = args[:6], args[6:12]
+    # about 8300 blocks of work each: one wave in all, the first half copying A (blocks0)
+    assert block == (256, 1, 1) and grid == (geo.PACK_BLOCKS, 1, 1) and args[12] == geo.PACK_BLOCKS // 2
     assert args_a[1:4] == (4099, 4093, 4099) and args_a[5] == 4160  # ld_src, rows, cols; ld_dst (128-byte rows)
     assert args_b[1:4] == (4091, 4099, 4091) and args_b[5] == 4096
     assert scratch == {recipe.PACKED["a"]: (4093 * 4160 * 2, False), recipe.PACKED["b"]: (4099 * 4096 * 2, False)}
@@ -757,6 +773,8 @@ def test_plan_of_tf32_transposes_b_for_the_rungs_and_not_for_register_a(monkeypa
     p = GemmProblem(300, 200, 100)
     _, launches, maps, scratch = _run_plan(monkeypatch, "cluster_tf32", p, misalign=(1, 0, 3))
     assert [e for e, *_ in launches] == ["pack_rows", "pack_transpose", "main"]
+    _, grid, _, args = launches[0]
+    assert args[6:12] == (0,) * 6 and args[12] == grid[0]  # A's row copy alone: every block copies it
     assert launches[1][1] == (7, 4, 1)  # 32 x 32 tiles over B (100 x 200)
     assert maps[1][2:7] == (200, 100, 128, 128, 32)  # B^T: N x K (rows of 128 bytes), box BN/CM rows x 32
     assert set(scratch) == set(recipe.PACKED.values())
@@ -776,7 +794,7 @@ def test_plan_of_tf32_with_b_stored_n_x_k_reads_it_as_stored(monkeypatch):
     _, launches, maps, _ = _run_plan(monkeypatch, "hopper_tf32", p, {"CM": 2}, lds=(100, 100, 200))
     assert [e for e, *_ in launches] == ["stored_nk_cluster"] and maps[1][5] == 128  # B's box halved across CM
     _, launches, _, scratch = _run_plan(monkeypatch, "hopper_tf32", replace(p, k=101), lds=(101, 101, 200))
-    assert [e for e, *_ in launches] == ["pack_rows", "pack_rows", "stored_nk"]  # 404-byte rows: packed, not transposed
+    assert [e for e, *_ in launches] == ["pack_rows", "stored_nk"]  # 404-byte rows: both packed, not transposed
     assert set(scratch) == set(recipe.PACKED.values())
 
 

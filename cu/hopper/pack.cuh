@@ -1,11 +1,12 @@
-// pack.cuh -- copies an operand TMA cannot describe into aligned scratch that it can.
+// pack.cuh -- copies operands TMA cannot describe into aligned scratch that it can.
 //
 // TMA needs the base address 16-byte aligned and every row stride a multiple of 16 bytes. A
 // row-major bf16 matrix with K = 4099 columns has a 8198-byte stride, so its tensor map cannot
 // exist. The launcher then runs one of these kernels first (a memory-bound copy, ~2 x the
 // operand's bytes of traffic) and builds the tensor map over the scratch copy instead.
 //   pack_rows:      dst = src with leading dimension ld_dst (a multiple of 16 bytes; the host
-//                   pads to 128, geometry.packed_ld);
+//                   pads to 128, geometry.packed_ld), for one operand or two in one launch
+//                   (A and B of a small odd shape: one launch fewer before the GEMM);
 //   pack_transpose: dst = src^T (cols x rows), for tf32, whose wgmma reads B only K-major
 //                   (cu/common/pack_transpose.cuh, outside this namespace).
 // Columns between `cols` and ld_dst are written as zeros, so the scratch holds no stale data
@@ -16,28 +17,53 @@
 
 namespace hopper {
 
-// Each thread writes 16 bytes of one dst row and reads its elements one at a time (the source
-// may be misaligned by any number of elements); a warp reads 512 contiguous bytes.
+// One operand's copy, a 16-byte chunk of a dst row per thread and step, over every chunk of every
+// row: block `block` of `blocks` loops over the chunks (the grid is sized by the work, at most one
+// wave, not by the matrix's shape, so many short rows take as few blocks as a few long ones).
+// Each thread reads its chunk's elements one at a time (the source may be misaligned by any
+// number of elements); a warp reads 512 contiguous bytes of a row.
 template <class T>
-__global__ void __launch_bounds__(256) pack_rows(const T* __restrict__ src, long long ld_src, int rows, int cols,
-                                                 T* __restrict__ dst, long long ld_dst) {
+__device__ __forceinline__ void pack_one(const T* __restrict__ src, long long ld_src, int rows, int cols,
+                                         T* __restrict__ dst, long long ld_dst, int block, int blocks) {
     constexpr int V = 16 / sizeof(T);
     union Chunk {
         uint4 vec;
         T e[V];
     };
-    const int v = blockIdx.x * blockDim.x + threadIdx.x;
-    if (v * V >= ld_dst) return;
-    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+    const long long per_row = ld_dst / V;  // ld_dst is a whole number of chunks (geometry.packed_ld)
+    const long long chunks = per_row * rows;
+    const long long stride = (long long)blocks * blockDim.x;
+    for (long long i = (long long)block * blockDim.x + threadIdx.x; i < chunks; i += stride) {
+        const long long row = i / per_row;
+        const int first = int(i - row * per_row) * V;
         const T* in = src + row * ld_src;
         Chunk chunk;
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-            const int col = v * V + i;
-            chunk.e[i] = col < cols ? in[col] : T(0);
+        for (int e = 0; e < V; ++e) {
+            const int col = first + e;
+            chunk.e[e] = col < cols ? in[col] : T(0);
         }
-        reinterpret_cast<uint4*>(dst + row * ld_dst)[v] = chunk.vec;
+        reinterpret_cast<uint4*>(dst + row * ld_dst)[i - row * per_row] = chunk.vec;
     }
+}
+
+// The first `blocks0` blocks copy the first operand, the rest the second (a launch of one operand
+// has gridDim.x = blocks0 and leaves the second's arguments 0).
+//
+// No PDL trigger (griddepcontrol.launch_dependents): the GEMM after it starts when this grid
+// ends. Triggered at entry, the GEMM's CTAs took SMs while the copy still ran and the pair ran
+// up to 1.4x slower; triggered after each block's share, no faster than none (H100,
+// tools/probes/odd_small.py, results/h100-80gb-hbm3/probe-odd-small-trigger-*.txt).
+template <class T>
+__global__ void __launch_bounds__(256) pack_rows(const T* __restrict__ src0, long long ld_src0, int rows0, int cols0,
+                                                 T* __restrict__ dst0, long long ld_dst0,
+                                                 const T* __restrict__ src1, long long ld_src1, int rows1, int cols1,
+                                                 T* __restrict__ dst1, long long ld_dst1, int blocks0) {
+    const int block = blockIdx.x;
+    if (block < blocks0)
+        pack_one(src0, ld_src0, rows0, cols0, dst0, ld_dst0, block, blocks0);
+    else
+        pack_one(src1, ld_src1, rows1, cols1, dst1, ld_dst1, block - blocks0, int(gridDim.x) - blocks0);
 }
 
 }  // namespace hopper

@@ -101,7 +101,7 @@ TEMPLATE = "{SCALING}, {PROMOTE}, {OUT}, {EPI}"
 ENTRIES = (
     Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
           lambda t: _geometry(t).smem, needed=rungs.clustered),  # only builds that run it
-    Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[PRECISION]}>", rungs.PACK_SIGNATURE),
+    Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[PRECISION]}>", rungs.PACK_PAIR_SIGNATURE),
 )
 
 
@@ -117,9 +117,10 @@ def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.
         raise ValueError(f"{NAME}: scaling {p.scaling!r} needs the scales of A and B (Session.launcher(scales=...))")
     entry, g = select(PRECISION, t)
     kernel = ctx.kernels[entry]
-    passes: list[Callable[[], None]] = []
-    a_ptr, a_ld = _recipe._readable(ctx, passes, "a", ctx.a, p.m, p.k, PRECISION, transpose=False)
-    b_ptr, b_ld = _recipe._readable(ctx, passes, "b", ctx.b, p.n, p.k, PRECISION, transpose=False)
+    copies: list = []
+    a_ptr, a_ld = _recipe._readable(ctx, copies, "a", ctx.a, p.m, p.k, PRECISION, transpose=False)
+    b_ptr, b_ld = _recipe._readable(ctx, copies, "b", ctx.b, p.n, p.k, PRECISION, transpose=False)
+    passes = _recipe.packing_passes(ctx, copies)
     a_map = _recipe.encode_tiled_2d(a_ptr, PRECISION, p.m, p.k, a_ld, *g.a_box, geo.SWIZZLE)
     b_map = _recipe.encode_tiled_2d(b_ptr, PRECISION, p.n, p.k, b_ld, *g.b_box, geo.SWIZZLE)
     clusters = resident(ctx, kernel, g)

@@ -37,6 +37,7 @@ GROUP_SIGNATURE = (*SIGNATURE, "int")  # + group_m
 SPLIT_SIGNATURE = (*GROUP_SIGNATURE, "int", "int", "ptr", "ptr")  # + splits, whole, workspace, counters
 STORE_SIGNATURE = (*SPLIT_SIGNATURE, "tensormap", "int", "ptr")  # + c_map, c_tma, bias (any_shape)
 PACK_SIGNATURE = ("ptr", "long long", "int", "int", "ptr", "long long")  # src, ld_src, rows, cols, dst, ld_dst
+PACK_PAIR_SIGNATURE = (*PACK_SIGNATURE * 2, "int")  # hopper::pack_rows: two operands, blocks0 (the first's blocks)
 ARCH = dict(min_cc=(9, 0), arch_specific=True)
 SMS = MEASURED_SM_COUNT  # ``choose`` sees a GPU's name, not its Device (cuda/arch_limits.py)
 FULL_GRID = 0.9 * SMS  # ``choose``: enough tiles to call the grid full
@@ -106,7 +107,7 @@ def _one_consumer_tiles(p: GemmProblem, t) -> str | None:
 
 # ---------------------------------------------------------------- entries
 def _pack_entries(precision: str, transpose: bool = False) -> tuple[Entry, ...]:
-    rows = Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[precision]}>", PACK_SIGNATURE)
+    rows = Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[precision]}>", PACK_PAIR_SIGNATURE)
     if not transpose:
         return (rows,)
     return rows, Entry("pack_transpose", "pack_transpose<float>", PACK_SIGNATURE)  # cu/common/pack_transpose.cuh
