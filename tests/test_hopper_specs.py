@@ -609,7 +609,8 @@ def test_plan_of_aligned_bf16_operands_launches_the_gemm_alone(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["hopper_bf16", "hopper_tf32"])
-def test_pdl_launches_the_gemm_programmatically_and_the_packing_passes_not(monkeypatch, name):
+def test_pdl_launches_the_gemm_and_its_row_packing_programmatically(monkeypatch, name):
+    """pack_rows waits at entry for the grid before it (pack.cuh), so with PDL it may start early."""
     kernels_seen = {}
     real = FakeKernel.launch
 
@@ -621,7 +622,7 @@ def test_pdl_launches_the_gemm_programmatically_and_the_packing_passes_not(monke
     for pdl in (0, 1):
         kernels_seen.clear()
         _run_plan(monkeypatch, name, GemmProblem(4093, 4091, 4099), {"PDL": pdl})  # A and B packed first
-        assert kernels_seen.pop("main") == {bool(pdl)} and kernels_seen and set().union(*kernels_seen.values()) == {False}
+        assert kernels_seen == {"main": {bool(pdl)}, "pack_rows": {bool(pdl)}}
 
 
 def test_plan_packs_what_tma_cannot_read_before_every_gemm(monkeypatch):
@@ -771,7 +772,7 @@ def test_a_repointed_launch_packs_what_a_new_launch_at_those_addresses_packs(mon
 
 def test_plan_of_tf32_transposes_b_for_the_rungs_and_not_for_register_a(monkeypatch):
     p = GemmProblem(300, 200, 100)
-    _, launches, maps, scratch = _run_plan(monkeypatch, "cluster_tf32", p, misalign=(1, 0, 3))
+    _, launches, maps, scratch = _run_plan(monkeypatch, "cluster_tf32", p, misalign=(1, 0, 3))  # no PDL
     assert [e for e, *_ in launches] == ["pack_rows", "pack_transpose", "main"]
     _, grid, _, args = launches[0]
     assert args[6:12] == (0,) * 6 and args[12] == grid[0]  # A's row copy alone: every block copies it

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "common/pack_transpose.cuh"  // pack_transpose, shared with the kernels that take layouts by a copy
+#include "hopper_common.cuh"          // wait_for_previous_grid
 
 namespace hopper {
 
@@ -50,15 +51,21 @@ __device__ __forceinline__ void pack_one(const T* __restrict__ src, long long ld
 // The first `blocks0` blocks copy the first operand, the rest the second (a launch of one operand
 // has gridDim.x = blocks0 and leaves the second's arguments 0).
 //
-// No PDL trigger (griddepcontrol.launch_dependents): the GEMM after it starts when this grid
-// ends. Triggered at entry, the GEMM's CTAs took SMs while the copy still ran and the pair ran
-// up to 1.4x slower; triggered after each block's share, no faster than none (H100,
-// tools/probes/odd_small.py, results/h100-80gb-hbm3/probe-odd-small-trigger-*.txt).
+// With the GEMM's PDL it is launched with PDL too (recipe.packing_passes): it may start while the
+// grid before it in the stream (the last GEMM, whose packed copies it overwrites) still runs,
+// and waits for that grid at entry; its launch overlaps that grid's tail (H100, five of six
+// small odd shapes 0.8-1.05 us faster, tools/probes/odd_small.py,
+// results/h100-80gb-hbm3/probe-odd-small-pdl.txt). It sets no trigger
+// (griddepcontrol.launch_dependents): the GEMM after it starts when this grid ends. Triggered
+// at entry, the GEMM's CTAs took SMs while the copy still ran and four shapes ran 1.09-1.40x
+// slower; triggered after each block's share, no faster than none
+// (results/h100-80gb-hbm3/probe-odd-small-trigger-*.txt).
 template <class T>
 __global__ void __launch_bounds__(256) pack_rows(const T* __restrict__ src0, long long ld_src0, int rows0, int cols0,
                                                  T* __restrict__ dst0, long long ld_dst0,
                                                  const T* __restrict__ src1, long long ld_src1, int rows1, int cols1,
                                                  T* __restrict__ dst1, long long ld_dst1, int blocks0) {
+    wait_for_previous_grid();  // a no-op unless launched with PDL
     const int block = blockIdx.x;
     if (block < blocks0)
         pack_one(src0, ld_src0, rows0, cols0, dst0, ld_dst0, block, blocks0);

@@ -275,9 +275,12 @@ def _readable(ctx, copies: list[_Copy], name: str, operand, rows: int, cols: int
 def packing_passes(ctx, copies: list[_Copy]) -> list[Callable[[], None]]:
     """The launches that make ``copies`` before the GEMM: the row copies (A, B or both) in one
     launch of pack_rows, its first blocks copying the first operand, and each transposing copy
-    in its own. On small odd shapes the packing sets the time: H100, six shapes of neither
-    corpus set (tools/probes/odd_small.py), 1.24-1.34x faster than one launch per operand with
-    a block per row (results/h100-80gb-hbm3/probe-odd-small.txt against probe-odd-small-before.txt)."""
+    in its own; with the GEMM's PDL, pack_rows is launched with PDL too (it waits at entry for
+    the grid before it). On small odd shapes the packing sets the time: H100, six shapes of
+    neither corpus set (tools/probes/odd_small.py), 1.24-1.34x faster than one launch per
+    operand with a block per row (results/h100-80gb-hbm3/probe-odd-small.txt against
+    probe-odd-small-before.txt), and PDL a further 0.8-1.05 us on five of them
+    (probe-odd-small-pdl.txt)."""
     passes = []
     rows = [c for c in copies if c.pack.kernel == "pack_rows"]
     if rows:
@@ -294,7 +297,8 @@ def _pass(ctx, entry: str, grid, arguments: list) -> Callable[[], None]:
     """One packing launch of ``entry`` (pack.cuh), its arguments packed once."""
     kernel, stream = ctx.kernels[entry], ctx.stream
     packed = kernel.pack(*arguments)
-    return lambda: kernel.launch(grid, (geo.PACK_THREADS, 1, 1), packed, stream)
+    programmatic = entry == "pack_rows" and bool(ctx.tunables.get("PDL", 0))  # waits at entry (pack.cuh)
+    return lambda: kernel.launch(grid, (geo.PACK_THREADS, 1, 1), packed, stream, programmatic=programmatic)
 
 
 def _nothing() -> None:
