@@ -210,25 +210,29 @@ def test_the_last_rung_says_what_it_chose(hopper_session):
     ("hopper_tf32", (2048, 2048, 2048), {"CN": 2}),
     ("hopper_tf32", (1024, 1024, 1024), {"BM": 64, "STAGES": 8}),
     ("hopper_tf32", (1024, 1024, 16384), {"SPLITS": 4}),
+    ("hopper_bf16", (400, 170, 2770), {"BN": 64, "STAGES": 6, "CONSUMERS": 1}),  # A and B packed first, with PDL
+    ("hopper_tf32", (300, 201, 999), {}),  # packed first
 ])
 def test_pdl_launches_read_what_the_grid_before_wrote(hopper_session, name, shape, extra):
-    """Back-to-back PDL launches on one stream, each reading the C the one before wrote
-    (C = A B, then C = A B + C four times: 5 A B). A launch that touched C before the grid
-    ahead of it had finished (no griddepcontrol.wait) would add a stale or partial C."""
+    """Back-to-back PDL launches on one stream, each reading the C the one before wrote, with
+    two A's in turn (C = A0 B, then C = A B + C four times: 3 A0 B + 2 A1 B). A launch that
+    touched C before the grid ahead of it had finished (no griddepcontrol.wait) would add a
+    stale or partial C; a packing pass that overwrote the packed A while the GEMM before it
+    still read it would mix A0 and A1."""
     torch = pytest.importorskip("torch")
     m, n, k = shape
     dtype = {"hopper_bf16": torch.bfloat16, "hopper_fp16": torch.float16, "hopper_tf32": torch.float32}[name]
     generator = torch.Generator(device="cuda").manual_seed(7)
-    a = torch.randn(m, k, device="cuda", generator=generator).to(dtype)
+    a = [torch.randn(m, k, device="cuda", generator=generator).to(dtype) for _ in range(2)]
     b = torch.randn(k, n, device="cuda", generator=generator).to(dtype)
     c = torch.full((m, n), float("nan"), device="cuda")
     first, then = (gemm_driver.plan(m, n, k, dtype=str(dtype).removeprefix("torch."), kernel=name, beta=beta,
                                     session=hopper_session, PDL=1, **extra) for beta in (0.0, 1.0))
     for _ in range(3):
-        first(a, b, out=c)
-        for _ in range(4):
-            then(a, b, out=c)
+        first(a[0], b, out=c)
+        for i in range(1, 5):
+            then(a[i % 2], b, out=c)
     torch.cuda.synchronize()
-    want = 5 * (a.double() @ b.double())
+    want = (3 * a[0].double() + 2 * a[1].double()) @ b.double()
     error = ((c.double() - want).norm() / want.norm()).item()
     assert error < 1e-2, f"{name} {shape} {extra}: relative error {error:.2e}"

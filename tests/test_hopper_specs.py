@@ -449,14 +449,14 @@ def test_which_operands_are_packed(precision, address, ld, rows, cols, kernel, p
     assert (pack.kernel, pack.ld, pack.out_rows, pack.out_cols) == (kernel, packed_ld, rows, cols)
     assert pack.nbytes == rows * packed_ld * geo.ITEMSIZE[precision] and "TMA needs" in pack.reason
     chunks = rows * packed_ld * geo.ITEMSIZE[precision] // 16  # one 16-byte chunk a thread
-    assert pack.grid == (min(-(-chunks // 256), geo.PACK_BLOCKS), 1, 1)
+    assert pack.grid == (-(-chunks // 256), 1, 1)
 
 
 def test_packing_blocks_follow_the_work_not_the_rows():
-    """Many short rows take as few blocks as few long ones; a large operand loops in a capped grid."""
+    """A thread a 16-byte chunk of the packed rows: many short rows take as few blocks as few long ones."""
     assert geo.pack_for(0x10000, 170, 2770, 170, "bf16").grid == (2770 * 24 // 256 + 1, 1, 1)  # 192-wide rows
     assert geo.pack_for(0x10000, 2770, 400, 2770, "bf16").grid == (400 * 352 // 256, 1, 1)  # 2816-wide rows
-    assert geo.pack_for(0x10000, 70001, 70000, 1, "bf16").grid == (geo.PACK_BLOCKS, 1, 1)
+    assert geo.pack_for(0x10000, 70001, 70000, 1, "bf16").grid == (70000 * 8 // 256 + 1, 1, 1)  # 64-wide rows
 
 
 def test_tf32_b_is_transposed_whatever_its_layout():
@@ -592,7 +592,7 @@ def _run_plan(monkeypatch, name, problem, tunables=None, lds=None, misalign=(0, 
     return t, first, maps, scratch
 
 
-def test_a_small_odd_shape_packs_both_operands_in_one_wave(monkeypatch):
+def test_a_small_odd_shape_packs_both_operands_in_one_launch(monkeypatch):
     _, launches, _, _ = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(400, 170, 2770))
     (entry, grid, _, args), gemm = launches
     # A: 400 rows of 352 chunks (2816 wide), 550 blocks; B: 2770 rows of 24 chunks (192 wide), 260
@@ -631,8 +631,8 @@ def test_plan_packs_what_tma_cannot_read_before_every_gemm(monkeypatch):
     assert [entry for entry, *_ in launches] == ["pack_rows", "main"]  # A and B in one launch
     _, grid, block, args = launches[0]
     args_a, args_b = args[:6], args[6:12]
-    # about 8300 blocks of work each: one wave in all, the first half copying A (blocks0)
-    assert block == (256, 1, 1) and grid == (geo.PACK_BLOCKS, 1, 1) and args[12] == geo.PACK_BLOCKS // 2
+    # A: 4093 rows of 520 chunks, 8314 blocks (blocks0); B: 4099 rows of 512, 8198
+    assert block == (256, 1, 1) and grid == (8314 + 8198, 1, 1) and args[12] == 8314
     assert args_a[1:4] == (4099, 4093, 4099) and args_a[5] == 4160  # ld_src, rows, cols; ld_dst (128-byte rows)
     assert args_b[1:4] == (4091, 4099, 4091) and args_b[5] == 4096
     assert scratch == {recipe.PACKED["a"]: (4093 * 4160 * 2, False), recipe.PACKED["b"]: (4099 * 4096 * 2, False)}

@@ -18,34 +18,30 @@
 
 namespace hopper {
 
-// One operand's copy, a 16-byte chunk of a dst row per thread and step, over every chunk of every
-// row: block `block` of `blocks` loops over the chunks (the grid is sized by the work, at most one
-// wave, not by the matrix's shape, so many short rows take as few blocks as a few long ones).
-// Each thread reads its chunk's elements one at a time (the source may be misaligned by any
-// number of elements); a warp reads 512 contiguous bytes of a row.
+// One operand's copy: thread `index` of the operand's blocks writes the index-th 16-byte chunk
+// of the packed rows, counting along each row and then down (a grid of one thread a chunk, as
+// many blocks as the work needs: many short rows take as few blocks as a few long ones).
+// It reads the chunk's elements one at a time (the source may be misaligned by any number of
+// elements); a warp reads 512 contiguous bytes of a row.
 template <class T>
 __device__ __forceinline__ void pack_one(const T* __restrict__ src, long long ld_src, int rows, int cols,
-                                         T* __restrict__ dst, long long ld_dst, int block, int blocks) {
+                                         T* __restrict__ dst, long long ld_dst, long long index) {
     constexpr int V = 16 / sizeof(T);
     union Chunk {
         uint4 vec;
         T e[V];
     };
     const long long per_row = ld_dst / V;  // ld_dst is a whole number of chunks (geometry.packed_ld)
-    const long long chunks = per_row * rows;
-    const long long stride = (long long)blocks * blockDim.x;
-    for (long long i = (long long)block * blockDim.x + threadIdx.x; i < chunks; i += stride) {
-        const long long row = i / per_row;
-        const int first = int(i - row * per_row) * V;
-        const T* in = src + row * ld_src;
-        Chunk chunk;
+    const long long row = index / per_row, chunk = index - row * per_row;
+    if (row >= rows) return;
+    const T* in = src + row * ld_src;
+    Chunk values;
 #pragma unroll
-        for (int e = 0; e < V; ++e) {
-            const int col = first + e;
-            chunk.e[e] = col < cols ? in[col] : T(0);
-        }
-        reinterpret_cast<uint4*>(dst + row * ld_dst)[i - row * per_row] = chunk.vec;
+    for (int e = 0; e < V; ++e) {
+        const long long col = chunk * V + e;
+        values.e[e] = col < cols ? in[col] : T(0);
     }
+    reinterpret_cast<uint4*>(dst + row * ld_dst)[chunk] = values.vec;
 }
 
 // The first `blocks0` blocks copy the first operand, the rest the second (a launch of one operand
@@ -68,9 +64,9 @@ __global__ void __launch_bounds__(256) pack_rows(const T* __restrict__ src0, lon
     wait_for_previous_grid();  // a no-op unless launched with PDL
     const int block = blockIdx.x;
     if (block < blocks0)
-        pack_one(src0, ld_src0, rows0, cols0, dst0, ld_dst0, block, blocks0);
+        pack_one(src0, ld_src0, rows0, cols0, dst0, ld_dst0, (long long)block * blockDim.x + threadIdx.x);
     else
-        pack_one(src1, ld_src1, rows1, cols1, dst1, ld_dst1, block - blocks0, int(gridDim.x) - blocks0);
+        pack_one(src1, ld_src1, rows1, cols1, dst1, ld_dst1, (long long)(block - blocks0) * blockDim.x + threadIdx.x);
 }
 
 }  // namespace hopper

@@ -32,10 +32,6 @@ STORE_CHUNK = (64, 32)  # rows x columns of C in one TMA store (store_tma): one 
 STORE_CHUNK_BYTES = STORE_CHUNK[0] * STORE_CHUNK[1] * 4  # FP32; a 16-bit C uses half of it
 MAX_GRID_Y = MAX_GRID[1]
 PACK_THREADS = 256  # pack_rows and pack_transpose are __launch_bounds__(256)
-# pack_rows loops over its chunks in at most this many blocks: one wave of 8 blocks an SM (32
-# registers a thread fill the register file at 8 blocks of 256) on 132 SMs, so a large operand
-# loops in place of a grid of (rows x chunks) blocks, and no block waits for a second wave
-PACK_BLOCKS = 1056
 TRANSPOSE_TILE = transposing.TILE  # pack_transpose's tiles (cu/common/pack_transpose.cuh)
 
 ITEMSIZE = {"bf16": 2, "fp16": 2, "tf32": 4, "fp8": 1}  # A and B in memory (tf32 is FP32 storage, fp8 e4m3 codes)
@@ -312,8 +308,8 @@ class Pack:
     def grid(self) -> Dims:
         if self.kernel == "pack_transpose":  # 32 x 32 tiles of the source
             return ceil_div(self.cols, TRANSPOSE_TILE), ceil_div(self.rows, TRANSPOSE_TILE), 1
-        chunks = self.rows * (self.ld * self.itemsize // 16)  # 16-byte chunks of the packed rows
-        return min(ceil_div(chunks, PACK_THREADS), PACK_BLOCKS), 1, 1
+        chunks = self.rows * (self.ld * self.itemsize // 16)  # 16-byte chunks of the packed rows: a thread each
+        return ceil_div(chunks, PACK_THREADS), 1, 1
 
 
 PACKED_ROW_BYTES = 128  # a packed row's pitch: L2's line, not only TMA's 16 bytes

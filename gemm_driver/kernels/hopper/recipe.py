@@ -284,9 +284,7 @@ def packing_passes(ctx, copies: list[_Copy]) -> list[Callable[[], None]]:
     passes = []
     rows = [c for c in copies if c.pack.kernel == "pack_rows"]
     if rows:
-        blocks = [c.pack.grid[0] for c in rows]
-        if sum(blocks) > geo.PACK_BLOCKS:  # one wave in all, shared in proportion to the work
-            blocks = [max(1, b * geo.PACK_BLOCKS // sum(blocks)) for b in blocks]
+        blocks = [c.pack.grid[0] for c in rows]  # a thread a 16-byte chunk
         second = rows[1].arguments if len(rows) > 1 else [0] * len(rows[0].arguments)  # never read alone
         passes.append(_pass(ctx, "pack_rows", (sum(blocks), 1, 1), [*rows[0].arguments, *second, blocks[0]]))
     passes += [_pass(ctx, c.pack.kernel, c.pack.grid, c.arguments) for c in copies if c.pack.kernel != "pack_rows"]
