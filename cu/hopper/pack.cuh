@@ -50,12 +50,11 @@ __device__ __forceinline__ void pack_one(const T* __restrict__ src, long long ld
 // With the GEMM's PDL it is launched with PDL too (recipe.packing_passes): it may start while the
 // grid before it in the stream (the last GEMM, whose packed copies it overwrites) still runs,
 // and waits for that grid at entry; its launch overlaps that grid's tail (H100, five of six
-// small odd shapes 0.8-1.05 us faster, tools/probes/odd_small.py,
-// results/h100-80gb-hbm3/probe-odd-small-pdl.txt). It sets no trigger
-// (griddepcontrol.launch_dependents): the GEMM after it starts when this grid ends. Triggered
-// at entry, the GEMM's CTAs took SMs while the copy still ran and four shapes ran 1.09-1.40x
-// slower; triggered after each block's share, no faster than none
-// (results/h100-80gb-hbm3/probe-odd-small-trigger-*.txt).
+// small odd shapes 0.8-1.05 us faster, results/h100-80gb-hbm3/probe-odd-small-one-wave-pdl.txt
+// against probe-odd-small-one-wave.txt). It sets no trigger (griddepcontrol.launch_dependents):
+// the GEMM after it starts when this grid ends. Triggered at entry, the GEMM's CTAs took SMs
+// while the copy still ran and four shapes ran 1.09-1.40x slower; triggered after each block's
+// share, no faster than none (results/h100-80gb-hbm3/probe-odd-small-trigger-*.txt).
 template <class T>
 __global__ void __launch_bounds__(256) pack_rows(const T* __restrict__ src0, long long ld_src0, int rows0, int cols0,
                                                  T* __restrict__ dst0, long long ld_dst0,
