@@ -21,10 +21,9 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/grid_fill.py [-
 import math
 import sys
 
-from small_m import LAUNCHES, ROUNDS, offered, print_tflops, verified_times
+from small_m import LAUNCHES, ROUNDS, chosen_shapes, offered, print_tflops, verified_times
 
-from gemm_driver import Session, kernels
-from gemm_driver.bench.timing import GpuTimer
+from gemm_driver import kernels
 from gemm_driver.problem import GemmProblem
 
 RAGGED = ["8192x1344x4096", "2048x1344x4096", "8192x2112x2048", "2048x2112x4096", "8192x320x4096",
@@ -75,15 +74,11 @@ def main(args: list[str]) -> None:
     clusters = "--clusters" in args
     shapes = [a for a in args if a != "--clusters"] or RAGGED + SMALL_GRIDS
     spec = kernels.KERNELS["hopper_bf16"]
-    with Session() as s:
-        timer = GpuTimer(s.stream, s.arch)
-        print(f"{s.device.name}; us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})", flush=True)
-        for label in shapes:
-            p = GemmProblem(*map(int, label.split("x")))
-            chosen, why = spec.choose(p, s.device.name)
-            us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p, clusters)))
-            print(f"{label}: chosen {chosen} ({why})", flush=True)
-            print_tflops(p, us)
+    measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
+    for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):
+        us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p, clusters)))
+        print(f"{label}: chosen {chosen} ({why})", flush=True)
+        print_tflops(p, us)
 
 
 if __name__ == "__main__":

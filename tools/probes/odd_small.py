@@ -13,10 +13,9 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/odd_small.py [-
 """
 import sys
 
-from small_m import BASELINES, print_tflops, timed, verify_all
+from small_m import BASELINES, LAUNCHES, ROUNDS, chosen_shapes, print_tflops, timed, verify_all
 
-from gemm_driver import Session, kernels
-from gemm_driver.bench.timing import GpuTimer
+from gemm_driver import kernels
 from gemm_driver.case import PreparedCase
 from gemm_driver.problem import GemmProblem
 
@@ -29,45 +28,36 @@ def aligned(p: GemmProblem) -> GemmProblem:
     return GemmProblem(p.m, -(-p.n // 8) * 8, -(-p.k // 8) * 8)
 
 
-def once(s: Session, spec, label: str) -> None:
-    p = GemmProblem(*map(int, label.split("x")))
-    with PreparedCase.random(p, "bf16", 11) as case:
-        launch = case.launcher(s, "hopper_bf16", spec.choose(p, s.device.name)[0])
-        verify_all(case, {"chosen": launch})
-        launch()
-        s.stream.synchronize()
-
-
 def main(args: list[str]) -> None:
+    once = "--once" in args
+    shapes = [a for a in args if a != "--once"] or SHAPES
     spec = kernels.KERNELS["hopper_bf16"]
-    if "--once" in args:
-        with Session() as s:
-            for label in [a for a in args if a != "--once"] or SHAPES:
-                once(s, spec, label)
-        return
-    with Session() as s:
-        timer = GpuTimer(s.stream, s.arch)
-        print(f"{s.device.name}; us per GEMM (median of 5 rounds of 100)", flush=True)
-        for label in args or SHAPES:
-            p = GemmProblem(*map(int, label.split("x")))
-            chosen, why = spec.choose(p, s.device.name)
-            twin = aligned(p)
-            with PreparedCase.random(p, "bf16", 11) as case, PreparedCase.random(twin, "bf16", 12) as twin_case:
-                runs = {"chosen": case.launcher(s, "hopper_bf16", chosen)}
-                for splits in SPLITS:
-                    try:
-                        tunables = spec.validate(p, {**chosen, "SPLITS": splits})
-                    except ValueError as exc:
-                        print(f"  {label} split {splits}: refused ({exc})")
-                        continue
-                    runs[f"split {splits}"] = case.launcher(s, "hopper_bf16", tunables)
-                runs.update({name: case.launcher(s, name, None) for name in BASELINES})
-                verify_all(case, runs)
-                twin_run = {"aligned twin": twin_case.launcher(s, "hopper_bf16", chosen)}
-                verify_all(twin_case, twin_run)
-                us = timed(timer, {**runs, **twin_run})
-            print(f"{label} (twin {twin.m}x{twin.n}x{twin.k}): chosen {chosen} ({why[:80]})", flush=True)
-            print_tflops(p, us, width=14)
+    measured = f"us per GEMM (median of {ROUNDS} rounds of {LAUNCHES})"
+    for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):
+        if once:
+            with PreparedCase.random(p, "bf16", 11) as case:
+                launch = case.launcher(s, "hopper_bf16", chosen)
+                verify_all(case, {"chosen": launch})
+                launch()
+                s.stream.synchronize()
+            continue
+        twin = aligned(p)
+        with PreparedCase.random(p, "bf16", 11) as case, PreparedCase.random(twin, "bf16", 12) as twin_case:
+            runs = {"chosen": case.launcher(s, "hopper_bf16", chosen)}
+            for splits in SPLITS:
+                try:
+                    tunables = spec.validate(p, {**chosen, "SPLITS": splits})
+                except ValueError as exc:
+                    print(f"  {label} split {splits}: refused ({exc})")
+                    continue
+                runs[f"split {splits}"] = case.launcher(s, "hopper_bf16", tunables)
+            runs.update({name: case.launcher(s, name, None) for name in BASELINES})
+            verify_all(case, runs)
+            twin_run = {"aligned twin": twin_case.launcher(s, "hopper_bf16", chosen)}
+            verify_all(twin_case, twin_run)
+            us = timed(timer, {**runs, **twin_run})
+        print(f"{label} (twin {twin.m}x{twin.n}x{twin.k}): chosen {chosen} ({why[:80]})", flush=True)
+        print_tflops(p, us, width=14)
 
 
 if __name__ == "__main__":

@@ -12,35 +12,27 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/packed_pitch.py
 import sys
 from unittest import mock
 
-from small_m import BASELINES, print_tflops, timed, verify_all
+from small_m import BASELINES, LAUNCHES, ROUNDS, chosen_shapes, print_tflops, timed, verify_all
 
-from gemm_driver import Session, kernels
-from gemm_driver.bench.timing import GpuTimer
 from gemm_driver.case import PreparedCase
 from gemm_driver.kernels.hopper import geometry
-from gemm_driver.problem import GemmProblem
 
 SHAPES = ["4001x3999x4003", "4096x3999x4096", "4096x4096x3999", "2999x5001x2001", "6007x2501x3001"]
 
 
 def main(args: list[str]) -> None:
-    spec = kernels.KERNELS["hopper_bf16"]
-    with Session() as s:
-        timer = GpuTimer(s.stream, s.arch)
-        print(f"{s.device.name}; us per GEMM (median of 5 rounds of 100)", flush=True)
-        for label in args or SHAPES:
-            p = GemmProblem(*map(int, label.split("x")))
-            chosen, why = spec.choose(p, s.device.name)
-            with PreparedCase.random(p, "bf16", 11) as case:
-                runs = {}
-                for row_bytes in (16, 32, 128):  # the launch's recipe packs at the pitch in force when it is made
-                    with mock.patch.object(geometry, "PACKED_ROW_BYTES", row_bytes):  # packed_ld's pitch
-                        runs[f"packed rows of {row_bytes} B"] = case.launcher(s, "hopper_bf16", chosen)
-                runs.update({name: case.launcher(s, name, None) for name in BASELINES})
-                verify_all(case, runs)
-                us = timed(timer, runs)
-            print(f"{label}: chosen {chosen} ({why[:80]})", flush=True)
-            print_tflops(p, us, width=22)
+    measured = f"us per GEMM (median of {ROUNDS} rounds of {LAUNCHES})"
+    for label, s, timer, p, chosen, why in chosen_shapes(args or SHAPES, measured):
+        with PreparedCase.random(p, "bf16", 11) as case:
+            runs = {}
+            for row_bytes in (16, 32, 128):  # the launch's recipe packs at the pitch in force when it is made
+                with mock.patch.object(geometry, "PACKED_ROW_BYTES", row_bytes):  # packed_ld's pitch
+                    runs[f"packed rows of {row_bytes} B"] = case.launcher(s, "hopper_bf16", chosen)
+            runs.update({name: case.launcher(s, name, None) for name in BASELINES})
+            verify_all(case, runs)
+            us = timed(timer, runs)
+        print(f"{label}: chosen {chosen} ({why[:80]})", flush=True)
+        print_tflops(p, us, width=22)
 
 
 if __name__ == "__main__":

@@ -111,25 +111,34 @@ def print_tflops(p: GemmProblem, us: dict, width: int = 14) -> None:
               f"{best / t:6.3f}x best baseline", flush=True)
 
 
+def chosen_shapes(labels: list[str], measured: str):
+    """The probes' loop: a Session and its timer, a header line (the GPU's name, then
+    ``measured``), then for each MxNxK label (label, session, timer, problem, the tunables
+    hopper_bf16's choose() picks, why)."""
+    spec = kernels.KERNELS["hopper_bf16"]
+    with Session() as s:
+        timer = GpuTimer(s.stream, s.arch)
+        print(f"{s.device.name}; {measured}", flush=True)
+        for label in labels:
+            p = GemmProblem(*map(int, label.split("x")))
+            yield (label, s, timer, p, *spec.choose(p, s.device.name))
+
+
 def main(args: list[str]) -> None:
     once = "--once" in args
     shapes = [a for a in args if a != "--once"] or SHAPES
     spec = kernels.KERNELS["hopper_bf16"]
-    with Session() as s:
-        timer = GpuTimer(s.stream, s.arch)
-        print(f"{s.device.name}; us per GEMM, TB/s of B read (median of {ROUNDS} rounds of {LAUNCHES})", flush=True)
-        for label in shapes:
-            p = GemmProblem(*map(int, label.split("x")))
-            chosen, _ = spec.choose(p, s.device.name)
-            us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p)), once)
-            if us is None:
-                continue
-            best = min(us[b] for b in BASELINES)
-            b_bytes = p.n * p.k * 2
-            print(f"{label}: chosen {chosen}", flush=True)
-            for name, t in sorted(us.items(), key=lambda kv: kv[1]):
-                print(f"  {name:>14} {t:8.2f} us {b_bytes / t / 1e6:6.2f} TB/s  {best / t:6.3f}x best baseline",
-                      flush=True)
+    measured = f"us per GEMM, TB/s of B read (median of {ROUNDS} rounds of {LAUNCHES})"
+    for label, s, timer, p, chosen, _ in chosen_shapes(shapes, measured):
+        us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p)), once)
+        if us is None:
+            continue
+        best = min(us[b] for b in BASELINES)
+        b_bytes = p.n * p.k * 2
+        print(f"{label}: chosen {chosen}", flush=True)
+        for name, t in sorted(us.items(), key=lambda kv: kv[1]):
+            print(f"  {name:>14} {t:8.2f} us {b_bytes / t / 1e6:6.2f} TB/s  {best / t:6.3f}x best baseline",
+                  flush=True)
 
 
 if __name__ == "__main__":
