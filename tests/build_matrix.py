@@ -109,8 +109,10 @@ PATHS: dict[str, Path] = {
     "cu/hopper/persistent.cu": _TF32,
     "cu/hopper/cluster_multicast.cu": lambda spec, t: (_TF32(spec, t), t["CM"], t["CN"]),  # who multicasts
     # one or two consumer warpgroups (setmaxnreg split, CTAs an SM), the cluster entry's shape,
-    # the decode entry (DECODE > 0 adds it), the swapped entry (SWAPPED = 1 adds it)
-    "cu/hopper/any_shape.cu": lambda spec, t: (t["CONSUMERS"], t["CM"], t["CN"], t["DECODE"] > 0, t["SWAPPED"]),
+    # the decode entry (DECODE > 0 adds it), the swapped entry (SWAPPED = 1 adds it), the
+    # split-K cluster entry (CK > 1 adds it)
+    "cu/hopper/any_shape.cu": lambda spec, t: (t["CONSUMERS"], t["CM"], t["CN"], t["DECODE"] > 0, t["SWAPPED"],
+                                               t["CK"] > 1),
     # TRANS_B=1 adds any_shape's entry for B stored N x K (or its cluster entry)
     "cu/hopper/tf32_register_a.cu": lambda spec, t: (t["CONSUMERS"], t["CM"] * t["CN"] > 1, t["TRANS_B"]),
     # FP8: the consumers as any_shape's, and the loop the scaling mode and promotion choose

@@ -5,8 +5,8 @@ padded and odd leading dimensions, misaligned pointers, alpha and beta including
 poisoned C and guard bands: see strategies.py / checking.py), with the tunables ``choose``
 picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles
 (BF16/FP16 and TF32), C's own stores instead of TMA stores, split-K reduced in parallel and
-serially, split-K of only the last wave's tiles (TAIL), the small-M decode tiles (DECODE), 128 x
-192 tiles. Fixed cases pin packing (K = 4099, odd strides, misaligned bases) and beta; split-K
+serially, split-K inside a cluster (CK), split-K of only the last wave's tiles (TAIL), the small-M
+decode tiles (DECODE), 128 x 192 tiles. Fixed cases pin packing (K = 4099, odd strides, misaligned bases) and beta; split-K
 must give the same bits on every launch; a few large shapes run through the last rungs. All skip
 without a GPU, and on a GPU other than sm_90.
 
@@ -15,6 +15,7 @@ without a GPU, and on a GPU other than sm_90.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -53,6 +54,10 @@ FORCED = [
     ("hopper_bf16", {"BN": 192}),  # 128 x 192 tiles: wgmma m64n192, three 64-column B boxes a stage
     ("hopper_fp16", {"BN": 192, "CM": 2, "SPLITS": 2}),
     ("hopper_bf16", {"BN": 192, "CONSUMERS": 1, "STAGES": 3, "SPLITS": 4}),
+    ("hopper_bf16", {"BN": 128, "STAGES": 6, "CK": 2}),  # split-K in a cluster, through distributed shared memory
+    ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "CK": 3}),  # 4 chunks over 3 CTAs; two CTAs an SM
+    ("hopper_bf16", {"BN": 64, "STAGES": 8, "CK": 4}),  # 2 chunks over 4 CTAs: two of them store nothing
+    ("hopper_fp16", {"BN": 192, "STAGES": 4, "CK": 2}),  # 6 chunks over 2 CTAs
     ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}),  # small M: swapped roles, any M in 16-row tiles
     ("hopper_fp16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "SPLITS": 3}),  # serial split-K of 8-row tiles
     ("hopper_bf16", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 2}),
@@ -150,6 +155,36 @@ def test_split_k_is_correct_and_bitwise_reproducible(hopper_session, name, tunab
     verification, record = _launches(hopper_session, name, problem, tunables)
     assert verification.ok, verification.message
     assert record["tunables"]["SPLITS"] > 1, record
+
+
+# Split-K inside clusters against split-K through the workspace: the same k ranges, added in the
+# same order, so the same bits; a grid of more clusters than can be resident (units looped) too.
+CLUSTER_SPLITS = [
+    ("hopper_bf16", GemmProblem(1000, 600, 7000, 1.0, 0.5), {"BN": 128, "STAGES": 6}, 2),
+    ("hopper_fp16", GemmProblem(513, 390, 5000, -1.0, 0.0, trans_b=True, out_dtype="fp16", epilogue="bias_relu"),
+     {"BN": 128, "STAGES": 6}, 3),
+    ("hopper_bf16", GemmProblem(300, 500, 4100, 1.0, 0.25), {"BN": 128, "CONSUMERS": 1}, 4),
+    ("hopper_bf16", GemmProblem(2048, 2048, 1024), {"BN": 128, "STAGES": 6}, 2),  # 256 tiles: CTAs loop over units
+]
+
+
+@pytest.mark.parametrize("name, problem, tile, ck", CLUSTER_SPLITS, ids=[f"{c[1].label}-CK{c[3]}" for c in CLUSTER_SPLITS])
+def test_split_k_in_clusters_gives_the_bits_of_split_k_through_memory(hopper_session, name, problem, tile, ck):
+    with PreparedCase.random(problem, SPECS[name].precision, 11) as case:
+        in_cluster = case.launcher(hopper_session, name, {**tile, "CK": ck})
+        through_memory = case.launcher(hopper_session, name, {**tile, "SPLITS": ck})
+
+        def run(launch):
+            out, guard = case.run(launch)
+            assert guard == 0
+            return out
+
+        first = assert_same_bits(lambda: run(in_cluster), 3, f"{name} {problem.label} CK={ck}")
+        verification = case.check(first)
+        assert verification.ok, verification.message
+        expected = run(through_memory)
+        differing = int(np.count_nonzero(first.view(np.uint32) != expected.view(np.uint32)))
+        assert differing == 0, f"CK={ck} differs from SPLITS={ck} in {differing} of {first.size} elements"
 
 
 # Tail splits (TAIL): more tiles than resident CTAs, the last partial wave's tiles cut into k ranges

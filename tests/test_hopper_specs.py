@@ -50,8 +50,8 @@ LADDERS = {
     "tf32": ["wgmma_tma_tf32", "warp_specialized_tf32", "persistent_tf32", "cluster_tf32", "hopper_tf32"],
 }
 CONFIGURATIONS = [(name, t) for name, spec in SPECS.items() for t in spec.configurations()]
-GEMM_ENTRIES = {"main", "cluster", "swapped", "stored_nk", "stored_nk_cluster", "decode"}
-TMA_STORE_ENTRIES = {"main", "cluster", "stored_nk", "stored_nk_cluster"}  # of the last rungs (hopper_*)
+GEMM_ENTRIES = {"main", "cluster", "ksplit", "swapped", "stored_nk", "stored_nk_cluster", "decode"}
+TMA_STORE_ENTRIES = {"main", "cluster", "ksplit", "stored_nk", "stored_nk_cluster"}  # of the last rungs (hopper_*)
 P256 = GemmProblem(256, 256, 256)
 
 
@@ -173,6 +173,9 @@ def _config_checks(name, t):
               f"{g.bm // 64}, {str(g.tma_store).lower()}>"
     checks = [(f"{cfg}::SMEM_BYTES", g.smem), (f"{cfg}::BM", g.bm), (f"{cfg}::BN", g.bn), (f"{cfg}::BK", g.bk),
               (f"{cfg}::BK", g.a_box[1])]
+    if entry == "ksplit":  # the partials a CTA of the cluster receives, in its ring
+        ksplit = f"hopper_pws::Config<{elem}, {g.bn}, {t['STAGES']}, 1, 1, {g.bm // 64}, true, 0, 0, {g.ck}>"
+        checks.append((f"hopper_pws::ClusterSplit<{ksplit}>::BYTES", geo.cluster_split_bytes(g.bn, g.bm // 64, g.ck)))
     if entry == "main":
         checks.append((f"{cfg}::SMEM_BYTES", spec.dynamic_smem(t)))
     if "hopper_rung" not in cfg:  # clusters: the TMA box rows are the slices each CTA loads
@@ -226,6 +229,12 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("hopper_bf16", {"DECODE": 32, "BN": 128, "CONSUMERS": 2, "CM": 2}, P256, "no clusters (CM=CN=1), SWAPPED=0"),
     ("hopper_bf16", {"DECODE": 32, "BN": 64, "CONSUMERS": 1}, GemmProblem(32, 256, 256, trans_a=True),
      "DECODE=32 (hopper_decode) reads A row-major: layouts nn and nt"),
+    ("hopper_bf16", {"CK": 2, "CM": 2}, P256, "CK=2 splits K inside a cluster (hopper_any_shape_ksplit): it takes "
+     "CM=CN=1, SPLITS=1, SWAPPED=0 and DECODE=0"),
+    ("hopper_fp16", {"CK": 3, "SPLITS": 2}, P256, "it takes CM=CN=1, SPLITS=1"),
+    ("hopper_bf16", {"CK": 2}, P256, "CK=2 takes BN <= 192: beside 256 columns of accumulators the hand-over"),
+    ("hopper_bf16", {"BN": 192, "STAGES": 2, "CK": 4}, P256,
+     "CK=4: the 98304 bytes of partials a CTA receives exceed its ring (2 stages, 81920 bytes)"),
 ])
 def test_refused_configurations_name_the_rule_in_one_line(name, overrides, problem, message):
     with pytest.raises(ValueError) as info:
@@ -278,17 +287,25 @@ def test_small_m_takes_the_decode_tiles(shape, layout, want):
         SPECS[name].validate(p, chosen)
 
 
+TILE_64x64 = {"BN": 64, "CONSUMERS": 1, "STAGES": 6}
+
+
 @pytest.mark.parametrize("shape, want", [
-    ((256, 320, 8192), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 4}),  # 20 tiles x 4 = 80 units
-    ((256, 448, 7680), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 3}),  # 28 x 4 = 112 > 88
-    ((200, 300, 5000), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 3}),  # 5000 / 4 = 1250 < 1408 a slice
-    ((480, 200, 2560), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1}),  # 1280 a slice: whole tiles
-    ((256, 1344, 8192), {"BN": 64, "STAGES": 8, "SPLITS": 2}),  # 84 64 x 64 tiles > 44: 42 of 128 x 64
-    ((33, 64, 64), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1}),
+    # split-K in clusters of 64 x 64 tiles: the most ranges (<= 4) keeping <= 112 CTAs, each >= 512 of K
+    ((256, 320, 8192), {**TILE_64x64, "CK": 4, "PDL": 1}),  # 20 tiles x 4 = 80 CTAs
+    ((256, 448, 7680), {**TILE_64x64, "CK": 4, "PDL": 1}),  # 28 x 4 = 112
+    ((384, 384, 4096), {**TILE_64x64, "CK": 3, "PDL": 1}),  # 36 x 4 = 144 > 112
+    ((192, 896, 5120), {**TILE_64x64, "CK": 2, "PDL": 1}),  # 42 x 3 = 126 > 112
+    ((480, 200, 1500), {**TILE_64x64, "CK": 2, "PDL": 1}),  # 1500 / 3 = 500 < 512 a range
+    # else split-K through the workspace
+    ((200, 300, 1000), {**TILE_64x64, "PDL": 1}),  # 1000 / 2 < 512, and < 1408 a slice: whole tiles
+    ((256, 1344, 8192), {"BN": 64, "STAGES": 8, "SPLITS": 2}),  # 84 64 x 64 tiles > 56: 42 of 128 x 64
+    ((512, 640, 8192), {"BN": 64, "STAGES": 8, "SPLITS": 2}),  # 80 tiles of 64 x 64 > 56, 40 of 128 x 64
+    ((33, 64, 64), {**TILE_64x64, "PDL": 1}),
     ((32, 320, 8192), None),  # the decode tiles' M
     ((2048, 320, 4096), None),  # 80 tiles of 128 x 64: the vote
 ])
-def test_small_grids_are_filled_by_split_k(shape, want):
+def test_small_grids_are_filled_by_split_k_in_clusters_or_through_memory(shape, want):
     p = GemmProblem(*shape)
     got = rungs.grid_fill_choice(p)
     assert (got[0] if got else None) == want
@@ -677,6 +694,21 @@ def test_plan_of_a_tail_split_cuts_the_last_wave(monkeypatch):
     assert scratch == {recipe.PARTIALS: (28 * 4 * 128 * 256 * 4, False), recipe.COUNTERS: (160 * 8, True)}
     _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", p, {"TAIL": 0}, resident=lambda ctx, k, g: 132)
     assert launches[0][3][10:14] == (1, 0, 0, 0) and scratch == {}
+
+
+def test_plan_of_split_k_in_clusters_launches_ck_ctas_a_tile_and_no_scratch(monkeypatch):
+    """CK=3 at 1024x576x7168: 40 tiles of 128 x 128, 120 CTAs in clusters of 3, splits and
+    whole unread (1, 0), no workspace; 2048x2048x1024 with CK=2: 256 tiles, more than the 66
+    resident clusters, so 132 CTAs loop over the tiles, and no tail split."""
+    _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(1024, 576, 7168),
+                                        {"BN": 128, "STAGES": 6, "CK": 3}, resident=lambda ctx, k, g: 44)
+    ((entry, grid, block, args),) = launches
+    assert (entry, grid, block) == ("ksplit", (120, 1, 1), (384, 1, 1)) and scratch == {}
+    assert args[10:14] == (1, 0, 0, 0)  # splits, whole, workspace, counters
+    _, launches, _, scratch = _run_plan(monkeypatch, "hopper_fp16", GemmProblem(2048, 2048, 1024),
+                                        {"BN": 128, "STAGES": 6, "CK": 2, "TAIL": 4})
+    assert [(e, g) for e, g, _, _ in launches] == [("ksplit", (132, 1, 1))] and scratch == {}
+    assert launches[0][3][10:14] == (1, 0, 0, 0)
 
 
 def test_plan_of_the_decode_tiles(monkeypatch):

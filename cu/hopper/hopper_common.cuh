@@ -197,6 +197,12 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// The same among warps that reach it from different places in the code (the producer's loop and
+// the consumers' epilogue): bar.sync is the .aligned form, which needs one instruction for all.
+__device__ __forceinline__ void named_barrier_across_roles(int id, int threads) {
+    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 __device__ __forceinline__ unsigned cluster_cta_rank() {
     unsigned rank;
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));

@@ -27,13 +27,16 @@ namespace hopper_pws {
 using namespace hopper;
 
 template <class Elem, int BN_, int STAGES_, int CM_, int CN_, int CONSUMERS_ = 2, bool TMA_STORE_ = false,
-          int TA_ = 0, int TB_ = 0>
+          int TA_ = 0, int TB_ = 0, int CK_ = 1>
 struct Config {
     // CONSUMERS = 2: a 128 x BN tile, one CTA per SM. CONSUMERS = 1: a 64 x BN tile and two CTAs
     // per SM (half the registers and at most half the shared memory each), for grids that would
     // otherwise leave SMs idle.
     static constexpr int CONSUMERS = CONSUMERS_, BM = 64 * CONSUMERS_, BN = BN_, STAGES = STAGES_;
     static constexpr int CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
+    // CK > 1: split-K inside a cluster of CK CTAs, the partials added through distributed shared
+    // memory (ClusterSplit below). CLUSTER counts the CTAs that multicast to each other: none here.
+    static constexpr int CK = CK_;
     static constexpr int THREADS = 128 * (CONSUMERS + 1), CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
     static constexpr int BK = KTile<Elem>::BK;
     // Operand majors in shared memory, as stored in global memory (TA, TB: the operand is stored
@@ -69,6 +72,7 @@ struct Config {
     static_assert(BN == 64 || BN == 128 || BN == 192 || BN == 256, "BN is a wgmma N (192 for 16-bit types)");
     static_assert(CM == 1 || CM == 2 || CM == 4, "cluster rows: 1, 2 or 4");
     static_assert(CN == 1 || CN == 2 || CN == 4, "cluster columns: 1, 2 or 4");
+    static_assert(CK >= 1 && CK <= 4 && (CK == 1 || CLUSTER == 1), "split-K clusters: 1-4 CTAs, no multicast");
     static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");
     static_assert(BARRIER_BYTES <= 256, "barriers fit before the staging area");
     static_assert(SMEM_BYTES * CTAS_PER_SM <= 228 * 1024 - CTAS_PER_SM * 1024, "shared memory per SM");
@@ -177,22 +181,29 @@ __device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, 
     }
 }
 
-// The producer's loop (one thread): the units u = first, first + stride, ... of the schedule,
-// each k tile loaded into the next ring slot once its consumers released it (the ring and its
-// phases run on from one unit to the next). rm, rn: this CTA's place in its cluster.
+// The producer's work on one unit (one thread): each k tile loaded into the next ring slot once
+// its consumers released it (the ring position s and its phase run on from one unit to the next).
+// rm, rn: this CTA's place in its cluster.
+template <class Cfg>
+__device__ __forceinline__ void produce_unit(const Unit& w, unsigned char* smem, Barrier* full, Barrier* empty,
+                                             const TensorMap* a_map, const TensorMap* b_map, int rm, int rn, int& s,
+                                             int& phase) {
+    for (int kt = w.kt0; kt < w.kt1; ++kt) {
+        barrier_wait(&empty[s], phase ^ 1);
+        load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0, rm, rn);
+        if (++s == Cfg::STAGES) s = 0, phase ^= 1;
+    }
+}
+
+// The producer's loop (one thread): the units u = first, first + stride, ... of the schedule.
 template <class Cfg>
 __device__ __forceinline__ void produce(const Schedule& sched, unsigned char* smem, Barrier* full, Barrier* empty,
                                         const TensorMap* a_map, const TensorMap* b_map, int first, int stride, int rm,
                                         int rn) {
     int s = 0, phase = 0;
-    for (int u = first; u < sched.units; u += stride) {
-        const Unit w = sched.unit(u, rm, rn, Cfg::CM, Cfg::CN, Cfg::BM, Cfg::BN);
-        for (int kt = w.kt0; kt < w.kt1; ++kt) {
-            barrier_wait(&empty[s], phase ^ 1);
-            load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0, rm, rn);
-            if (++s == Cfg::STAGES) s = 0, phase ^= 1;
-        }
-    }
+    for (int u = first; u < sched.units; u += stride)
+        produce_unit<Cfg>(sched.unit(u, rm, rn, Cfg::CM, Cfg::CN, Cfg::BM, Cfg::BN), smem, full, empty, a_map, b_map,
+                          rm, rn, s, phase);
 }
 
 // Descriptors (smem_desc in hopper_common.cuh), per k step of 16 (32 bytes of a 128-byte row):
@@ -421,20 +432,94 @@ __device__ __forceinline__ int2 reduce_splits(float (&d)[Cfg::BN / 2], const Uni
     return make_int2(c0, c1);
 }
 
+// Split-K inside a cluster (Config::CK > 1). The CK CTAs of a cluster compute one tile, CTA r its
+// r-th k range (the Schedule with splits = CK: CTA r of cluster c runs unit CK * c + r), and add
+// their partials through distributed shared memory instead of the workspace: no global round
+// trip, no flag. CTA r owns the 32-column chunks [first(r), first(r + 1)) of the tile. Once every
+// CTA of the cluster has finished its k loop (a cluster barrier: no ring is read any more), each
+// writes the quads of its partial that another CTA owns into that CTA's ring, in the slot of the
+// writer's rank; after a second cluster barrier each CTA adds up its own chunks in split order,
+// its own partial in its place: reduce_splits' order, so the bits are those of SPLITS = CK.
+template <class Cfg>
+struct ClusterSplit {
+    static constexpr int CK = Cfg::CK, CHUNKS = Cfg::BN / 32, QUADS = Cfg::BN / 8;
+    static constexpr int OWN_QUADS = 4 * ((CHUNKS + CK - 1) / CK);  // the most quads a CTA owns
+    // the partials a CTA receives: a slot per other rank, OWN_QUADS float4s per consumer thread
+    static constexpr int BYTES = (CK - 1) * Cfg::CONSUMERS * OWN_QUADS * 128 * 16;
+    static_assert(CK == 1 || BYTES <= Cfg::STAGES * Cfg::STAGE_BYTES, "the received partials fit in the ring");
+    static_assert(CK == 1 || (Cfg::BN % 32 == 0 && Cfg::BN <= 192), "chunks of 32 columns; 256 spilled");
+    __host__ __device__ static constexpr int first(int rank) { return rank * CHUNKS / CK; }
+    __host__ __device__ static constexpr int owner(int chunk) {
+        int r = 0;
+        while (r + 1 < CK && first(r + 1) <= chunk) ++r;
+        return r;
+    }
+    // The float4 of slot `slot`, quad `i` of the owner's chunks, for thread t of `consumer`.
+    __device__ static int at(int slot, int i, int consumer, int t) {
+        return ((slot * Cfg::CONSUMERS + consumer) * OWN_QUADS + i) * 128 + t;
+    }
+};
+
+// Writes v at the same shared-memory address in CTA `cta` of this cluster.
+__device__ __forceinline__ void store_remote(unsigned addr, unsigned cta, float4 v) {
+    asm volatile(
+        "{\n.reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "st.shared::cluster.v4.f32 [remote], {%2, %3, %4, %5};\n}\n" ::"r"(addr),
+        "r"(cta), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+        : "memory");
+}
+
+// ClusterSplit's hand-over, by every consumer thread; `ring`: this CTA's ring (the received
+// partials' place). Returns the range of 32-column chunks this CTA stores.
+template <class Cfg>
+__device__ __forceinline__ int2 exchange_splits(float (&d)[Cfg::BN / 2], int rank, int consumer, int t,
+                                                unsigned char* ring) {
+    using X = ClusterSplit<Cfg>;
+    cluster_sync();  // every CTA of the cluster is done reading its ring
+#pragma unroll
+    for (int q = 0; q < X::QUADS; ++q) {
+        const int owner = X::owner(q / 4);
+        if (owner == rank) continue;
+        const int slot = rank < owner ? rank : rank - 1;
+        store_remote(smem_u32(ring) + 16 * X::at(slot, q - 4 * X::first(owner), consumer, t), owner,
+                     make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
+    }
+    cluster_sync();  // every partial is in place
+    const int c0 = X::first(rank), c1 = X::first(rank + 1);
+    const float4* received = reinterpret_cast<const float4*>(ring);
+#pragma unroll
+    for (int q = 0; q < X::QUADS; ++q) {
+        if (q < 4 * c0 || q >= 4 * c1) continue;
+        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int s = 0; s < X::CK; ++s) {
+            const float4 p = s == rank ? make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3])
+                                       : received[X::at(s < rank ? s : s - 1, q - 4 * c0, consumer, t)];
+            if (s == 0) sum = p;
+            else sum.x += p.x, sum.y += p.y, sum.z += p.z, sum.w += p.w;
+        }
+        d[4 * q] = sum.x, d[4 * q + 1] = sum.y, d[4 * q + 2] = sum.z, d[4 * q + 3] = sum.w;
+    }
+    return make_int2(c0, c1);
+}
+
 // EPILOGUE: 0 = pair stores straight from registers (slow when C's rows are not pair-aligned:
 // scalar, scattered stores); 1 = that where C allows it and the tile is whole, else through
 // shared memory (store_staged); 2 = always through shared memory; 3 = TMA stores of staged
 // chunks (store_tma) when the host could describe C (c_tma != 0: 16-byte aligned rows), else 1.
 // OUT, EPI: D's type and the epilogue (hopper_epilogue.cuh); C and bias are of the output type.
 // TA, TB: A stored K x M, B stored N x K (Config says what that changes in shared memory).
+// CK > 1: split-K in clusters of CK CTAs (ClusterSplit; SPLIT_K off, splits and whole not read).
 template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE, int CONSUMERS = 2,
-          bool SWAPPED = false, int OUT = OUT_FP32, int EPI = EPI_NONE, int TA = 0, int TB = 0>
+          bool SWAPPED = false, int OUT = OUT_FP32, int EPI = EPI_NONE, int TA = 0, int TB = 0, int CK = 1>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace,
                                     int* __restrict__ counters, const TensorMap* c_map = nullptr, int c_tma = 0,
                                     const typename OutType<OUT>::T* __restrict__ bias = nullptr) {
-    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3, TA, TB>;
+    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3, TA, TB, CK>;
+    static_assert(CK == 1 || (!SPLIT_K && !SWAPPED), "split-K in clusters replaces the workspace's");
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
@@ -445,6 +530,12 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     // The schedule is set up inside each role, after setmaxnreg: values computed before it would
     // be live across the producer's shrink to 40 registers, and ptxas spilled them.
     auto schedule = [&] {
+        if constexpr (CK > 1) {  // CK ranges a tile even where K has fewer k tiles (some ranges empty)
+            Schedule tiles(M, N, K, Cfg::BM, BN, Cfg::BK, 1, 1, 1, 0, group_m);
+            tiles.splits = CK;
+            tiles.units = tiles.super_m * tiles.super_n * CK;
+            return tiles;
+        }
         return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, SPLIT_K ? splits : 1, whole, group_m);
     };
     auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
@@ -467,7 +558,21 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
 
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();
-        if (t == 0) {
+        if constexpr (CK > 1) {
+            // the whole warpgroup takes part in each unit's cluster barriers (exchange_splits)
+            const Schedule sched = schedule();
+            int s = 0, phase = 0;
+            for (int u = cluster_id; u < sched.units; u += clusters) {
+                if (t == 0)
+                    produce_unit<Cfg>(sched.unit(u, 0, 0, 1, 1, Cfg::BM, BN), smem, full, empty, a_map, b_map, 0, 0,
+                                      s, phase);
+                __syncwarp();
+                cluster_sync();
+                cluster_sync();
+                named_barrier_across_roles(4, Cfg::THREADS);  // the consumers have read the partials out of the ring
+                if (t == 0) fence_async_shared();  // ... before TMA writes it again
+            }
+        } else if (t == 0) {
             const int rank = cluster_rank();
             produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, cluster_id, clusters, rank % CM, rank / CM);
         }
@@ -483,12 +588,17 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         int s = 0, phase = 0, stores = 0;  // stores: TMA stores this warpgroup issued (store_tma)
         for (int u = cluster_id; u < sched.units; u += clusters) {
             const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
-            consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
-                if constexpr (SWAPPED)
-                    mma_stage_swapped<Elem, Cfg>(d, smem_u32(smem + slot * Cfg::STAGE_BYTES), consumer, first);
-                else
-                    mma_stage<Elem, Cfg>(d, desc, slot, first);
-            });
+            if (CK > 1 && w.kt0 == w.kt1) {  // an empty k range (K shorter than CK k tiles): a zero partial
+#pragma unroll
+                for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+            } else {
+                consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
+                    if constexpr (SWAPPED)
+                        mma_stage_swapped<Elem, Cfg>(d, smem_u32(smem + slot * Cfg::STAGE_BYTES), consumer, first);
+                    else
+                        mma_stage<Elem, Cfg>(d, desc, slot, first);
+                });
+            }
             if constexpr (SWAPPED) {
                 static_assert(!SPLIT_K, "split-K slices follow the unswapped fragment layout");
                 static_assert(OUT == OUT_FP32 && EPI == EPI_NONE && TA == 0 && TB == 0,
@@ -497,6 +607,11 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                 continue;
             }
             int2 chunks = make_int2(0, BN / 32);  // the 32-column chunks of the tile to store
+            if constexpr (CK > 1) {
+                chunks = exchange_splits<Cfg>(d, w.split, consumer, t, smem);
+                named_barrier_across_roles(4, Cfg::THREADS);  // the producer may refill the ring
+                if (chunks.x >= chunks.y) continue;
+            }
             if constexpr (SPLIT_K) {
                 if (w.splits > 1) {
                     chunks = reduce_splits<Cfg>(d, w, sched.parallel(clusters), consumer, t, workspace, counters,

@@ -11,12 +11,17 @@ shapes of neither set (no validation shape is read: docs/corpus.md).
 - With ``--clusters``, on the same small grids: the 128-row tiles in 2 x 1 and 1 x 2 clusters
   (B or A multicast, halving what the cluster reads from L2) whole and split 2 to 8 ways,
   beside the unclustered forms.
+- With ``--cluster-split``, on the same small grids: split-K inside clusters of 2-4 CTAs (CK,
+  the partials added through distributed shared memory; with PDL and without) for every tile of
+  at most 192 columns, where the clusters' CTAs fit on the GPU at once, beside the same tiles
+  split through the workspace.
 
 Every configuration is verified once against the float64 reference, then all are timed
 alternately as small_m.py times them (the bench's stream hold, the median of 5 rounds of 100
 launches), beside cuBLAS and cuBLASLt.
 
-Run from the repository root:  PYTHONPATH=. python3 tools/probes/grid_fill.py [--clusters] [MxNxK ...]
+Run from the repository root:
+    PYTHONPATH=. python3 tools/probes/grid_fill.py [--clusters] [--cluster-split] [MxNxK ...]
 """
 import math
 import sys
@@ -46,11 +51,12 @@ def _splits(configs: dict, label: str, t: dict, tiles: int, resident: int, p: Ge
             configs[f"{label}/{splits}"] = {**t, "SPLITS": splits}
 
 
-def alternatives(p: GemmProblem, clusters: bool = False) -> dict[str, dict]:
+def alternatives(p: GemmProblem, clusters: bool = False, cluster_split: bool = False) -> dict[str, dict]:
     """Every tile whole with PDL, the 2 x 1 clusters of the large tiles (on full grids their
     1 x 2 ones too, sharing A), and on grids of fewer 128 x 128 tiles than SMs each tile split
     2-8 ways (no PDL, as split-K runs); ``clusters``: there also the 128-row tiles in 2 x 1 and
-    1 x 2 clusters, whole and split."""
+    1 x 2 clusters, whole and split; ``cluster_split``: there also each tile of <= 192 columns
+    split inside clusters of 2-4 CTAs, with PDL and without, where all of them are resident at once."""
     configs = {}
     small = math.ceil(p.m / 128) * math.ceil(p.n / 128) < SMS
     for label, (rows, cols, t) in TILES.items():
@@ -63,6 +69,11 @@ def alternatives(p: GemmProblem, clusters: bool = False) -> dict[str, dict]:
             continue
         tiles, resident = math.ceil(p.m / rows) * math.ceil(p.n / cols), SMS * (2 if rows == 64 else 1)
         _splits(configs, label, t, tiles, resident, p)
+        if cluster_split and cols <= 192:
+            for ck in (2, 3, 4):
+                if tiles * ck <= resident:
+                    configs[f"{label} ck{ck}"] = {**t, "CK": ck}
+                    configs[f"{label} ck{ck} pdl"] = {**t, "CK": ck, "PDL": 1}
         if clusters and rows == 128 and cols >= 128:
             for name, shape in (("cm2", {"CM": 2}), ("cn2", {"CN": 2})):
                 configs[f"{label} {name}"] = {**t, **shape, "PDL": 1}
@@ -71,12 +82,12 @@ def alternatives(p: GemmProblem, clusters: bool = False) -> dict[str, dict]:
 
 
 def main(args: list[str]) -> None:
-    clusters = "--clusters" in args
-    shapes = [a for a in args if a != "--clusters"] or RAGGED + SMALL_GRIDS
+    clusters, cluster_split = "--clusters" in args, "--cluster-split" in args
+    shapes = [a for a in args if not a.startswith("--")] or RAGGED + SMALL_GRIDS
     spec = kernels.KERNELS["hopper_bf16"]
     measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):
-        us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p, clusters)))
+        us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p, clusters, cluster_split)))
         print(f"{label}: chosen {chosen} ({why})", flush=True)
         print_tflops(p, us)
 

@@ -140,10 +140,12 @@ class Geometry:
     trans_a: bool = False
     trans_b: bool = False
     out_dtype: str = "fp32"
+    ck: int = 1  # CTAs of a cluster that split each tile's K among them (any_shape's ksplit entry)
 
     @property
     def cluster(self) -> int:
-        return self.cm * self.cn
+        """CTAs a cluster launches: CM x CN sharing tiles by multicast, or CK splitting K."""
+        return self.cm * self.cn * self.ck
 
 
 def tiled(precision: str, bn: int, stages: int, *, warp_specialized: bool) -> Geometry:
@@ -157,9 +159,11 @@ def tiled(precision: str, bn: int, stages: int, *, warp_specialized: bool) -> Ge
 
 def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, consumers: int = 2,
                arguments: str = "group", tma_store: bool = False, *, trans_a: bool = False,
-               trans_b: bool = False, out_dtype: str = "fp32") -> Geometry:
+               trans_b: bool = False, out_dtype: str = "fp32", ck: int = 1) -> Geometry:
     """Rungs 3-5 (persistent_body.cuh): 64*CONSUMERS x BN tiles; with a CM x CN cluster each CTA
-    loads 1/CN of the A tile and 1/CM of the B tile and multicasts them. Boxes, as (rows, cols)
+    loads 1/CN of the A tile and 1/CM of the B tile and multicasts them; with CK > 1 the CK CTAs
+    of a cluster compute k ranges of one tile (a unit is a tile; the grid launches CK CTAs a
+    unit, no workspace). Boxes, as (rows, cols)
     of the stored matrix: A {BM/CN m, BK} K-major, or {BK/CN k, 64 m} (BM/64 of them) when A is
     stored K x M; B {BK/CM k, 64 n} (BN/64 of them) N-major, or {BN/CM n, BK} when B is stored
     N x K. TF32's wgmma reads B only K-major: B stored K x N is copied transposed first
@@ -171,7 +175,14 @@ def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, c
                     b_box=(bn // cm, bk) if tf32 or trans_b else (bk // cm, 64), cm=cm, cn=cn,
                     b_transposed=tf32 and not trans_b,
                     persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments=arguments,
-                    tma_store=tma_store, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype)
+                    tma_store=tma_store, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, ck=ck)
+
+
+def cluster_split_bytes(bn: int, consumers: int, ck: int) -> int:
+    """Shared memory a CTA of a CK-cluster receives partials in (ClusterSplit::BYTES): a slot
+    per other CTA, each holding the CTA's own share of the tile's 32-column chunks (at most
+    ceil(BN/32 / CK) of them) of FP32; the kernel puts it in the ring, which must hold it."""
+    return (ck - 1) * consumers * 64 * 32 * ceil_div(bn // 32, ck) * 4
 
 
 def decode(precision: str, mt: int, consumers: int, *, trans_b: bool = False, out_dtype: str = "fp32") -> Geometry:

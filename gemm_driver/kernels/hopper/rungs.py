@@ -46,6 +46,8 @@ STAGES_DEFAULT = 4  # the last rung's
 STAGES = lambda default, values=(2, 3, 4, 5, 6): Tunable("STAGES", default, values, "TMA ring depth (k tiles in flight)")
 GROUP_M = Tunable("GROUP_M", 8, (1, 2, 4, 8, 16), "tile rows per group of the persistent raster (L2 reuse)")
 SPLITS = Tunable("SPLITS", 1, (1, 2, 3, 4, 6, 8), "split-K slices per tile (summed in slice order: reproducible)")
+CK = Tunable("CK", 1, (1, 2, 3, 4), "> 1: split-K inside clusters of CK CTAs, the partials added through "
+             "distributed shared memory (no workspace, no tail split)")
 TAIL = Tunable("TAIL", 4, (0, 2, 4), "with SPLITS=1 on a grid of more tiles than resident CTAs: split-K over the "
                "last, partial wave's tiles, at most TAIL ranges each (geometry.split_plan); 0: off; the swapped "
                "entry runs every tile whole")
@@ -93,6 +95,23 @@ def _decode_shape(p: GemmProblem, t) -> str | None:
         return f"DECODE={t['DECODE']} runs hopper_decode: no clusters (CM=CN=1), SWAPPED=0"
     if t["TRANS_A"]:
         return f"DECODE={t['DECODE']} (hopper_decode) reads A row-major: layouts nn and nt"
+    return None
+
+
+def _cluster_split(p: GemmProblem, t) -> str | None:
+    ck = t["CK"]
+    if ck == 1:
+        return None
+    if t["CM"] * t["CN"] > 1 or t["SPLITS"] > 1 or t["SWAPPED"] or t["DECODE"]:
+        return (f"CK={ck} splits K inside a cluster (hopper_any_shape_ksplit): it takes CM=CN=1, SPLITS=1, "
+                "SWAPPED=0 and DECODE=0")
+    if t["BN"] > 192:
+        return f"CK={ck} takes BN <= 192: beside 256 columns of accumulators the hand-over spills registers"
+    received = geo.cluster_split_bytes(t["BN"], t["CONSUMERS"], ck)
+    ring = t["STAGES"] * (64 * t["CONSUMERS"] + t["BN"]) * 128
+    if received > ring:
+        return (f"CK={ck}: the {received} bytes of partials a CTA receives exceed its ring ({t['STAGES']} stages, "
+                f"{ring} bytes): more STAGES or a smaller CK")
     return None
 
 
@@ -227,18 +246,24 @@ def clustered(t) -> bool:
     return t["CM"] * t["CN"] > 1
 
 
+def cluster_split(t) -> bool:
+    """Whether a launch with ``t`` splits K inside clusters (CK > 1: the ksplit entry)."""
+    return t.get("CK", 1) > 1
+
+
 def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     """SWAPPED=1: hopper_cluster_swapped (128 x 256, 4 stages); DECODE > 0: hopper_decode
-    (DECODE x 64*CONSUMERS tiles); else any_shape, its cluster form when CM x CN > 1."""
+    (DECODE x 64*CONSUMERS tiles); CK > 1: hopper_any_shape_ksplit; else any_shape, its cluster
+    form when CM x CN > 1."""
     if t["SWAPPED"]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
     if t.get("DECODE"):
         return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
                                     out_dtype=geo.OUT_DTYPE[t["OUT"]])
-    entry = "cluster" if clustered(t) else "main"
+    entry = "ksplit" if cluster_split(t) else "cluster" if clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
-                                 out_dtype=geo.OUT_DTYPE[t["OUT"]])
+                                 out_dtype=geo.OUT_DTYPE[t["OUT"]], ck=t.get("CK", 1))
 
 
 def any_shape(precision: str) -> KernelSpec:
@@ -253,6 +278,9 @@ def any_shape(precision: str) -> KernelSpec:
         Entry("cluster",
               f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, {linear}>",
               STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=clustered),
+        Entry("ksplit",
+              f"hopper_any_shape_ksplit<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CK}}, 3, {linear}>",
+              STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=cluster_split),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
@@ -273,6 +301,7 @@ def any_shape(precision: str) -> KernelSpec:
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
          Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
          SPLITS,
+         CK,
          TAIL,
          GROUP_M,
          PDL,
@@ -282,14 +311,15 @@ def any_shape(precision: str) -> KernelSpec:
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
-        _any_shape_select, rules=(_swapped_shape, _decode_shape), extra_entries=entries,
+        _any_shape_select, rules=(_swapped_shape, _decode_shape, _cluster_split), extra_entries=entries,
         choose=choose_any_shape, spec_class=AnyShapeSpec,
         layouts=("nn", "nt", "tn", "tt"), out_dtypes=("fp32", precision),
         epilogues=tuple(geo.EPILOGUE_CODE),
         # BF16 and FP16 are one template: bf16 builds the 128 x 64 tiles choose() takes on small
-        # grids, fp16 the one-consumer tiles, so the spill gate sees both without more builds
+        # grids (with the split-K cluster entry beside them), fp16 the one-consumer tiles, so the
+        # spill gate sees both without more builds
         checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
-                 {"BN": 64, "STAGES": 8} if precision == "bf16" else {"BN": 128, "CONSUMERS": 1},
+                 {"BN": 64, "STAGES": 8, "CK": 2} if precision == "bf16" else {"BN": 128, "CONSUMERS": 1},
                  *(({"BN": 192},) if precision == "bf16" else ()),
                  {"DECODE": 16, "BN": 64, "CONSUMERS": 1}))
 
@@ -500,6 +530,10 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
 # by split-K up to FILL_UNITS units, each slice keeping >= FILL_SLICE_K of K
 FILL_TILES, FILL_UNITS, FILL_SLICE_K = 44, 88, 1408
 GRID_FILL_PROBE = "results/h100-80gb-hbm3/probe-grid-fill.txt"
+# ... and first by split-K inside clusters of 64 x 64 tiles: at most CLUSTER_SPLIT_UNITS CTAs,
+# each range >= TAIL_MIN_K_TILES k tiles
+CLUSTER_SPLIT_UNITS = 112
+CLUSTER_SPLIT_PROBE = "results/h100-80gb-hbm3/probe-grid-fill-cluster-split-small.txt"
 RAGGED_SAVING = 0.08  # ragged_n: the share of computed columns 128 x 192 tiles must save
 ROW_PROBE = "results/h100-80gb-hbm3/probe-grid-fill-rows.txt"
 ROW_PROBE_A = "results/h100-80gb-hbm3/probe-grid-fill-rows-a.txt"
@@ -511,6 +545,21 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     """Split-K tiles for a small grid past the decode tiles' M (at most FILL_TILES 128 x 64
     tiles), else None. The vote goes wrong there: the tuning set has few such shapes, and the
     neighbours it finds split 128 x 128 tiles, too few units to keep the SMs reading.
+
+    First, split-K inside clusters (CK: the ranges of a tile add up through distributed shared
+    memory, no workspace, so PDL too) over 64 x 64 tiles: the most CTAs of a cluster (2-4) that
+    keep the grid at <= CLUSTER_SPLIT_UNITS CTAs and each range >= TAIL_MIN_K_TILES k tiles.
+    Measured on the H100 on 12 small grids of neither corpus set, every form verified, beside
+    cuBLAS and cuBLASLt (tools/probes/grid_fill.py --cluster-split, CLUSTER_SPLIT_PROBE): 1.15-1.62x
+    faster than the workspace split-K below (geometric mean 1.38x), within 6.3% of the fastest
+    form probed (64 x 128 tiles, or fewer ranges), e.g. 64x896x7168 7.88 us against 12.77
+    (cuBLASLt 8.03), 200x300x5000 11.77 against 16.54 (cuBLAS 15.81), 256x448x7680 10.63 against
+    14.38 (9.29). Past 112 CTAs the clusters ran up to 1.6x slower (384x384x4096: 4 ranges, 144
+    CTAs, 11.66 us against 8.58 with 2; 96x1280x5120: 3 ranges, 120 CTAs, 16.97 against 11.51
+    with 2), likely two CTAs of a cluster sharing an SM (not measured apart).
+
+    Else (K too short to split so, or more than CLUSTER_SPLIT_UNITS / 2 tiles of 64 x 64), split-K
+    through the workspace:
 
     Measured on the H100 on shapes of neither corpus set (tools/probes/grid_fill.py,
     GRID_FILL_PROBE: every tile form, whole and split 2-8 ways, beside cuBLAS and cuBLASLt); on
@@ -531,6 +580,12 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     if problem.m <= DECODE_MAX_M or large > FILL_TILES:
         return None
     small = ceil_div(problem.m, 64) * ceil_div(problem.n, 64)
+    ck = _split_k(small, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(CK.choices),
+                  room=CLUSTER_SPLIT_UNITS)
+    if ck > 1:
+        return ({**selection.TILE_64x64, "CK": ck},
+                f"{small} tiles of 64x64, split-K in clusters of {ck} to fill a small grid (H100: 64x896x7168 "
+                f"7.88 us against 12.77 for split-K through memory; {CLUSTER_SPLIT_PROBE})")
     tile, tiles, label = ((selection.TILE_64x64, small, "64x64") if small <= FILL_TILES
                           else (selection.TILE_128x64, large, "128x64"))
     splits = _split_k(tiles, problem.k, FILL_SLICE_K, max(SPLITS.choices), room=FILL_UNITS)
