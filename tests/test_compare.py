@@ -63,11 +63,24 @@ def test_matching_one_sided_and_failed_cases():
                         "naive 1024x1024x1024 fp32 hot": "FAILED in new"}
     only_old = {compare.describe_key(k) for k in result.only_old}
     only_new = {compare.describe_key(k) for k in result.only_new}
-    assert only_old == {"smem_tiled 1024x1024x1024 fp32 hot TILE=16", "coalesced 1024x1024x1024 fp32 hot"}
-    assert only_new == {"smem_tiled 1024x1024x1024 fp32 hot TILE=32", "coalesced 1024x1024x1024 fp32 cold"}
+    # smem_tiled's PAD, absent from these records, counts at its default
+    assert only_old == {"smem_tiled 1024x1024x1024 fp32 hot PAD=0,TILE=16", "coalesced 1024x1024x1024 fp32 hot"}
+    assert only_new == {"smem_tiled 1024x1024x1024 fp32 hot PAD=0,TILE=32", "coalesced 1024x1024x1024 fp32 cold"}
     assert result.counts() == {"FASTER": 1, "SAME": 1, "FAILED in new": 1}
     faster = result.rows[0]
     assert faster.ratio == pytest.approx(2.0) and (faster.old_ms, faster.new_ms) == (1.0, 0.5)
+
+
+def test_a_tunable_added_since_the_old_file_counts_at_its_default():
+    """hopper_bf16 gained CK (default 1): a run recorded before it matches the same
+    configuration recorded with CK=1, and not one with CK=2."""
+    before = {"BN": 128, "STAGES": 6, "SPLITS": 2}
+    old = [case(kernel="hopper_bf16", tunables=before, median=1.0)]
+    new = [case(kernel="hopper_bf16", tunables={**before, "CK": 1}, median=0.9),
+           case(kernel="hopper_bf16", tunables={"BN": 128, "STAGES": 6, "CK": 2}, median=0.8)]
+    result = compare.compare_records(old, new)
+    assert [r.verdict for r in result.rows] == ["FASTER"] and len(result.only_new) == 1
+    assert ("CK", 1) in result.rows[0].key[-1] and not result.only_old
 
 
 def write(path, results, schema=writers.SCHEMA):

@@ -1,6 +1,7 @@
 """Compare two bench JSON files case by case: FASTER, SLOWER, SAME or NOISY.
 
-Cases are matched on kernel, shape, batch, dtype, mode and tunables. For each run we
+Cases are matched on kernel, shape, batch, dtype, mode and tunables (a tunable the kernel
+gained since a file was written counts at its default there). For each run we
 take an interval for its median: the distribution-free 95% interval (``ci_low_ms`` ..
 ``ci_high_ms``, schema bench/2), or [p10, p90] when a file has no interval (bench/1,
 or fewer than six samples). The speed-up of NEW over OLD, r = old median / new median,
@@ -32,8 +33,25 @@ DEFAULT_THRESHOLD = 0.02
 VERDICTS = ("FASTER", "SLOWER", "SAME", "NOISY")
 
 
+def recorded_tunables(rec: dict) -> dict:
+    """The record's tunables, with those its registered kernel gained since the file was
+    written at their defaults (a run before a tunable existed ran as its default does), so a
+    file still matches the runs after it. Records whose tunables are not the kernel's are left
+    as they are."""
+    tunables = dict(rec.get("tunables") or {})
+    from ..kernels import KERNELS  # the registry imports the whole kernel layer: only when comparing
+
+    spec = KERNELS.get(rec["kernel"])
+    if spec is None or not tunables:
+        return tunables
+    declared = {t.name: t.default for t in spec.tunables}
+    if not set(tunables) <= set(declared):
+        return tunables
+    return {**declared, **tunables}
+
+
 def case_key(rec: dict) -> tuple:
-    tunables = tuple(sorted((rec.get("tunables") or {}).items()))
+    tunables = tuple(sorted(recorded_tunables(rec).items()))
     dtype = _precision.from_record(rec["dtype"]) if rec.get("dtype") else "fp32"
     return (rec["kernel"], rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, dtype, record_variant(rec),
             rec.get("scaling") or "none", rec.get("mode") or (rec.get("timing") or {}).get("mode") or "hot", tunables)
