@@ -50,8 +50,10 @@ def recorded_tunables(rec: dict) -> dict:
     return {**declared, **tunables}
 
 
-def case_key(rec: dict) -> tuple:
-    tunables = tuple(sorted(recorded_tunables(rec).items()))
+def case_key(rec: dict, filled: bool = False) -> tuple:
+    """The record's case as compare shows it (its tunables as recorded); ``filled``: as it is
+    matched (``recorded_tunables``)."""
+    tunables = tuple(sorted((recorded_tunables(rec) if filled else rec.get("tunables") or {}).items()))
     dtype = _precision.from_record(rec["dtype"]) if rec.get("dtype") else "fp32"
     return (rec["kernel"], rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, dtype, record_variant(rec),
             rec.get("scaling") or "none", rec.get("mode") or (rec.get("timing") or {}).get("mode") or "hot", tunables)
@@ -133,20 +135,22 @@ def _status_row(key: tuple, old: dict, new: dict) -> Row | None:
 
 
 def compare_records(old: Sequence[dict], new: Sequence[dict], threshold: float = DEFAULT_THRESHOLD) -> Comparison:
-    old_by = {case_key(r): r for r in old}
-    new_by = {case_key(r): r for r in new}
+    old_by = {case_key(r, filled=True): r for r in old}
+    new_by = {case_key(r, filled=True): r for r in new}
     rows = []
-    for key, o in old_by.items():
-        if key not in new_by:
+    for match, o in old_by.items():
+        if match not in new_by:
             continue
-        n = new_by[key]
+        n = new_by[match]
+        key = case_key(n)  # shown as the new run recorded it
         row = _status_row(key, o, n)
         if row is None:
             word, ratio, span = verdict(o["timing"], n["timing"], threshold)
             row = Row(key, word, o["timing"]["median_ms"], n["timing"]["median_ms"], ratio, span)
         row.old_energy, row.new_energy = o.get("energy"), n.get("energy")
         rows.append(row)
-    return Comparison(rows, [k for k in old_by if k not in new_by], [k for k in new_by if k not in old_by])
+    return Comparison(rows, [case_key(r) for k, r in old_by.items() if k not in new_by],
+                      [case_key(r) for k, r in new_by.items() if k not in old_by])
 
 
 def compare_files(old_path: str, new_path: str, threshold: float = DEFAULT_THRESHOLD) -> Comparison:
