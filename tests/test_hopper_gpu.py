@@ -5,10 +5,11 @@ padded and odd leading dimensions, misaligned pointers, alpha and beta including
 poisoned C and guard bands: see strategies.py / checking.py), with the tunables ``choose``
 picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles
 (BF16/FP16 and TF32), C's own stores instead of TMA stores, split-K reduced in parallel and
-serially, split-K inside a cluster (CK), split-K of only the last wave's tiles (TAIL), the small-M
-decode tiles (DECODE), 128 x 192 tiles. Fixed cases pin packing (K = 4099, odd strides, misaligned bases) and beta; split-K
-must give the same bits on every launch; a few large shapes run through the last rungs. All skip
-without a GPU, and on a GPU other than sm_90.
+serially, split-K inside a cluster (CK), split-K of only the last wave's tiles (TAIL), the
+small-M decode tiles (DECODE), 128 x 192 tiles. Fixed cases pin packing (K = 4099, odd strides,
+misaligned bases) and beta; split-K must give the same bits on every launch, and split-K inside
+a cluster the bits of split-K through memory; a few large shapes run through the last rungs. All
+skip without a GPU, and on a GPU other than sm_90.
 
     python -m pytest -q tests/test_hopper_gpu.py
 """
@@ -168,7 +169,8 @@ CLUSTER_SPLITS = [
 ]
 
 
-@pytest.mark.parametrize("name, problem, tile, ck", CLUSTER_SPLITS, ids=[f"{c[1].label}-CK{c[3]}" for c in CLUSTER_SPLITS])
+@pytest.mark.parametrize("name, problem, tile, ck", CLUSTER_SPLITS,
+                         ids=[f"{c[1].label}-CK{c[3]}" for c in CLUSTER_SPLITS])
 def test_split_k_in_clusters_gives_the_bits_of_split_k_through_memory(hopper_session, name, problem, tile, ck):
     with PreparedCase.random(problem, SPECS[name].precision, 11) as case:
         in_cluster = case.launcher(hopper_session, name, {**tile, "CK": ck})
