@@ -72,13 +72,18 @@ def store_buffers(consumers: int) -> int:
     return 2 if consumers == 2 else 1
 
 
+def persistent_ring(stages: int, bn: int, consumers: int) -> int:
+    """persistent_body.cuh's ring: STAGES x (64 * CONSUMERS rows of A + BN of B, 128 bytes each)."""
+    return stages * (64 * consumers * 128 + bn * 128)
+
+
 def persistent_smem(stages: int, bn: int, consumers: int, tma_store: bool = False) -> int:
     """persistent_body.cuh: the ring, the barriers (in 256 bytes, or 1024 so that TMA-store
     buffers are 1024-byte aligned), each consumer's staging, alignment."""
     staging = STAGING_BYTES
     if tma_store:
         staging = max(staging, store_buffers(consumers) * STORE_CHUNK_BYTES)
-    return stages * (64 * consumers * 128 + bn * 128) + (1024 if tma_store else 256) + consumers * staging + 1024
+    return persistent_ring(stages, bn, consumers) + (1024 if tma_store else 256) + consumers * staging + 1024
 
 
 def register_a_smem(stages: int, bm: int = 256, consumers: int = 2) -> int:
@@ -181,7 +186,8 @@ def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, c
 def cluster_split_bytes(bn: int, consumers: int, ck: int) -> int:
     """Shared memory a CTA of a CK-cluster receives partials in (ClusterSplit::BYTES): a slot
     per other CTA, each holding the CTA's own share of the tile's 32-column chunks (at most
-    ceil(BN/32 / CK) of them) of FP32; the kernel puts it in the ring, which must hold it."""
+    ceil(BN/32 / CK) of them) of FP32; the kernel puts it in the ring (``persistent_ring``),
+    which must hold it."""
     return (ck - 1) * consumers * 64 * 32 * ceil_div(bn // 32, ck) * 4
 
 

@@ -108,7 +108,7 @@ def _cluster_split(p: GemmProblem, t) -> str | None:
     if t["BN"] > 192:
         return f"CK={ck} takes BN <= 192: beside 256 columns of accumulators the hand-over spills registers"
     received = geo.cluster_split_bytes(t["BN"], t["CONSUMERS"], ck)
-    ring = t["STAGES"] * (64 * t["CONSUMERS"] + t["BN"]) * 128
+    ring = geo.persistent_ring(t["STAGES"], t["BN"], t["CONSUMERS"])
     if received > ring:
         return (f"CK={ck}: the {received} bytes of partials a CTA receives exceed its ring ({t['STAGES']} stages, "
                 f"{ring} bytes): more STAGES or a smaller CK")
