@@ -26,7 +26,7 @@ Run from the repository root:
 import math
 import sys
 
-from small_m import LAUNCHES, ROUNDS, chosen_shapes, offered, print_tflops, verified_times
+from small_m import LAUNCHES, ROUNDS, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
 
 from gemm_driver import kernels
 from gemm_driver.problem import GemmProblem
@@ -82,8 +82,8 @@ def alternatives(p: GemmProblem, clusters: bool = False, cluster_split: bool = F
 
 
 def main(args: list[str]) -> None:
-    clusters, cluster_split = "--clusters" in args, "--cluster-split" in args
-    shapes = [a for a in args if not a.startswith("--")] or RAGGED + SMALL_GRIDS
+    flags, shapes = flags_and_shapes(args, RAGGED + SMALL_GRIDS)
+    clusters, cluster_split = "--clusters" in flags, "--cluster-split" in flags
     spec = kernels.KERNELS["hopper_bf16"]
     measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):

@@ -13,7 +13,7 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/odd_small.py [-
 """
 import sys
 
-from small_m import BASELINES, LAUNCHES, ROUNDS, chosen_shapes, print_tflops, timed, verify_all
+from small_m import BASELINES, LAUNCHES, ROUNDS, chosen_shapes, flags_and_shapes, print_tflops, timed, verify_all
 
 from gemm_driver import kernels
 from gemm_driver.case import PreparedCase
@@ -29,8 +29,8 @@ def aligned(p: GemmProblem) -> GemmProblem:
 
 
 def main(args: list[str]) -> None:
-    once = "--once" in args
-    shapes = [a for a in args if a != "--once"] or SHAPES
+    flags, shapes = flags_and_shapes(args, SHAPES)
+    once = "--once" in flags
     spec = kernels.KERNELS["hopper_bf16"]
     measured = f"us per GEMM (median of {ROUNDS} rounds of {LAUNCHES})"
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):

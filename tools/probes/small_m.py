@@ -111,6 +111,12 @@ def print_tflops(p: GemmProblem, us: dict, width: int = 14) -> None:
               f"{best / t:6.3f}x best baseline", flush=True)
 
 
+def flags_and_shapes(args: list[str], default: list[str]) -> tuple[set[str], list[str]]:
+    """A probe's command line: the --flags given, and the MxNxK labels (``default`` without any)."""
+    flags = {a for a in args if a.startswith("--")}
+    return flags, [a for a in args if a not in flags] or default
+
+
 def chosen_shapes(labels: list[str], measured: str):
     """The probes' loop: a Session and its timer, a header line (the GPU's name, then
     ``measured``), then for each MxNxK label (label, session, timer, problem, the tunables
@@ -125,8 +131,8 @@ def chosen_shapes(labels: list[str], measured: str):
 
 
 def main(args: list[str]) -> None:
-    once = "--once" in args
-    shapes = [a for a in args if a != "--once"] or SHAPES
+    flags, shapes = flags_and_shapes(args, SHAPES)
+    once = "--once" in flags
     spec = kernels.KERNELS["hopper_bf16"]
     measured = f"us per GEMM, TB/s of B read (median of {ROUNDS} rounds of {LAUNCHES})"
     for label, s, timer, p, chosen, _ in chosen_shapes(shapes, measured):
