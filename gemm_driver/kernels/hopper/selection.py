@@ -25,10 +25,12 @@ M). They were chosen, with ``NEIGHBOURS``, on the tuning set alone, each shape's
 without its own measurements: on the H100's first table the pick measured 1.031x slower than
 that shape's winner (geometric mean over the 99 shapes; 1.037x after the small-M re-sweep)
 against 1.037-1.048 for log2(M, N, K) with 1-4 neighbours and 1.165 for the analytic rule.
-The tables now, swept with the tail split: 1.038x on the H100
-(results/h100-80gb-hbm3/autotune-hopper-bf16-tuning-set-tail.txt, whose last line is the
-check), 1.039x on the H200 (results/h200/autotune-hopper-bf16-tuning-set-tail-4-gpus.txt);
-tests/test_hopper_selection.py repeats the check on the committed H100 table.
+The tables now, swept with the tail split: 1.038x on the H100 (swept again with the
+cluster-split candidates, four H100s:
+results/h100-80gb-hbm3/autotune-hopper-bf16-tuning-set-cluster-split.txt, whose last line is
+the check), 1.039x on the H200 (results/h200/autotune-hopper-bf16-tuning-set-tail-4-gpus.txt,
+before those candidates: the vote counts them unmeasured there); tests/test_hopper_selection.py
+repeats the check on the committed H100 table.
 
 FP16 runs the same template with the same tiles and reads the BF16 table: no FP16 sweep has
 run (in results/h100-80gb-hbm3/bench-quick.txt FP16 ran at 0.93-1.00x the BF16 speed).
@@ -42,6 +44,7 @@ from ...cuda.arch_limits import MEASURED_SM_COUNT
 from ...problem import GemmProblem
 from .. import tuned
 from ..spec import ceil_div
+from . import geometry as geo
 
 SMS = MEASURED_SM_COUNT
 TABLE_KERNEL = "hopper_bf16"  # the table both precisions read
@@ -58,6 +61,14 @@ SPLIT_TILE = {"BN": 128, "STAGES": 6}  # split-K's tiles (PDL lost with split-K:
 SMALL_M = 128
 SMALL_M_TILES = tuple({k: v for k, v in tile.items() if k != "PDL"} for tile in (TILE_64x128, TILE_64x64))
 SMALL_M_SPLITS = (2, 4, 8)
+# Split-K inside clusters (CK: a tile's k ranges added through distributed shared memory, no
+# workspace, PDL kept) on grids of fewer tiles than SMs past the small-grid rule
+# (rungs.grid_fill_choice): the forms that won on some of the mid-size grids probed on the H100
+# (results/h100-80gb-hbm3/probe-grid-fill-cluster-split-mid.txt: 128 x 192 in clusters of 3 at
+# 1536x576x7168, 26.9 us against 37.0 for the vote's pick), no one of them on all.
+CLUSTER_SPLIT_TILES = ({"BN": 192, "CK": 3, "PDL": 1}, {"BN": 192, "CK": 4, "PDL": 1},
+                       {**TILE_128x128, "CK": 2}, {**TILE_128x64, "CK": 2})
+CLUSTER_SPLIT_MIN_M = 64  # below, their 128-row tiles compute more padding than rows
 
 
 def candidates(problem: GemmProblem) -> list[dict[str, int]]:
@@ -72,6 +83,10 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
             units = ceil_div(m, 64) * ceil_div(n, tile["BN"])
             offered += [{**tile, "SPLITS": splits} for splits in SMALL_M_SPLITS
                         if splits * units <= 2 * SMS and k >= splits * 2 * 64]
+    range_k = geo.TAIL_MIN_K_TILES * geo.k_tile("bf16")  # the shortest k range a CTA keeps
+    if m > CLUSTER_SPLIT_MIN_M:
+        offered += [tile for tile in CLUSTER_SPLIT_TILES
+                    if rows * ceil_div(n, tile["BN"]) * tile["CK"] <= SMS and k >= tile["CK"] * range_k]
     for cm in (1, 2):
         if cm == 2 and rows % 2:
             continue
