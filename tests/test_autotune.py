@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
-from gemm_driver import kernels
+from gemm_driver import corpus, kernels
 from gemm_driver.bench import autotune
 from gemm_driver.bench.autotune import ShapeResult, Trial
 from gemm_driver.kernels import tuned
@@ -91,6 +92,19 @@ def test_committed_tables_are_valid_and_autotuned_resolves_from_them():
         tunables, why = spec.choose(GemmProblem(4096, 4096, 4096), document["gpu"])
         assert "predicted" in why and "nearest tuning shapes" in why, why
         spec.validate(GemmProblem(4096, 4096, 4096), tunables)
+
+
+@pytest.mark.parametrize("gpu, measured", [("NVIDIA H100 80GB HBM3", 1.025), ("NVIDIA H200", 1.029)])
+def test_autotuned_tables_are_the_tuning_set_and_the_vote_holds_up_with_each_shape_left_out(gpu, measured):
+    """The H100's and H200's tables hold the corpus's 99 tuning shapes, no validation shape,
+    and the vote over each, every shape left out of its own, picks within 3% of its winner
+    (geometric mean; the sweep's last line, results/<gpu>/autotune-fp32-tuning-set.txt)."""
+    table = tuned.load_table(gpu)
+    assert {tuple(e["shape"]) for e in table["entries"]} == {(s.m, s.n, s.k) for s in corpus.corpus("all:tune")}
+    slowdowns = [min(x, tuned.UNMEASURED_SLOWDOWN)
+                 for x in tuned.left_out_slowdowns(table["entries"], warptiling.offered, warptiling.named)]
+    geomean = math.exp(sum(map(math.log, slowdowns)) / len(slowdowns))
+    assert geomean == pytest.approx(measured, abs=0.001)
 
 
 def _entry(shape, timings):
