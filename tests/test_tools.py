@@ -34,6 +34,7 @@ UNKNOWN_OPTION = {
     "probe_api_calls.py": ["--bogus"],
     "autotune.py": ["--bogus"],
     "bank_conflicts.sh": ["--bogus"],
+    "corpus_shift.py": [str(BENCH), str(BENCH), "--bogus"],
     "gen_wgmma.py": ["--bogus"],
     "gpu_session.sh": ["--bogus"],
     "inspect.py": ["stats", "--bogus"],
@@ -160,6 +161,31 @@ def test_results_table_bad_document(tmp_path, content, words):
     assert done.returncode == 2 and done.stdout == ""
     line = one_line(done.stderr)
     assert line.startswith(f"results_table.py: error: {path}: ") and words in line
+
+
+# --- corpus_shift.py: the shapes whose pick changed between two runs --------------------------
+VALIDATION = REPO / "results" / "h100-80gb-hbm3" / "bench-corpus-validate-fp32.json"
+
+
+def test_corpus_shift_lists_the_shapes_whose_pick_changed(tmp_path):
+    doc = json.loads(VALIDATION.read_text())
+    own = next(c for c in doc["results"] if c["kernel"] == "autotuned" and c["status"] == "ok")
+    own["tunables"] = {**own["tunables"], "SPLITK": 99}  # another pick, at half the speed
+    own["tflops"] /= 2
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps(doc))
+    done = tool("corpus_shift.py", str(VALIDATION), str(later))
+    assert done.returncode == 0 and done.stderr == ""
+    shape = f"{own['m']}x{own['n']}x{own['k']}"
+    assert "1 shapes ran other tunables: ratio x0.500 (geometric mean); the other 130: x1.000" in done.stdout
+    changed = [line for line in done.stdout.splitlines() if line.startswith("  fp32")]
+    assert len(changed) == 1 and shape in changed[0] and "SPLITK" in changed[0] and "->99" in changed[0]
+
+
+def test_corpus_shift_missing_file(tmp_path):
+    done = tool("corpus_shift.py", str(VALIDATION), str(tmp_path / "missing.json"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert one_line(done.stderr) == f"corpus_shift.py: error: {tmp_path / 'missing.json'}: no such file"
 
 
 # --- Ctrl-C ------------------------------------------------------------------------------
