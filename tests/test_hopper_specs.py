@@ -50,8 +50,8 @@ LADDERS = {
     "tf32": ["wgmma_tma_tf32", "warp_specialized_tf32", "persistent_tf32", "cluster_tf32", "hopper_tf32"],
 }
 CONFIGURATIONS = [(name, t) for name, spec in SPECS.items() for t in spec.configurations()]
-GEMM_ENTRIES = {"main", "cluster", "ksplit", "swapped", "stored_nk", "stored_nk_cluster", "decode"}
-TMA_STORE_ENTRIES = {"main", "cluster", "ksplit", "stored_nk", "stored_nk_cluster"}  # of the last rungs (hopper_*)
+GEMM_ENTRIES = {"main", "cluster", "swapped", "stored_nk", "stored_nk_cluster", "decode"}
+TMA_STORE_ENTRIES = {"main", "cluster", "stored_nk", "stored_nk_cluster"}  # of the last rungs (hopper_*)
 P256 = GemmProblem(256, 256, 256)
 
 
@@ -173,7 +173,7 @@ def _config_checks(name, t):
               f"{g.bm // 64}, {str(g.tma_store).lower()}>"
     checks = [(f"{cfg}::SMEM_BYTES", g.smem), (f"{cfg}::BM", g.bm), (f"{cfg}::BN", g.bn), (f"{cfg}::BK", g.bk),
               (f"{cfg}::BK", g.a_box[1])]
-    if entry == "ksplit":  # the partials a CTA of the cluster receives, in its ring
+    if g.ck > 1:  # the partials a CTA of the cluster receives, in its ring
         ksplit = f"hopper_pws::Config<{elem}, {g.bn}, {t['STAGES']}, 1, 1, {g.bm // 64}, true, 0, 0, {g.ck}>"
         checks.append((f"hopper_pws::ClusterSplit<{ksplit}>::BYTES", geo.cluster_split_bytes(g.bn, g.bm // 64, g.ck)))
     if entry == "main":
@@ -229,7 +229,7 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("hopper_bf16", {"DECODE": 32, "BN": 128, "CONSUMERS": 2, "CM": 2}, P256, "no clusters (CM=CN=1), SWAPPED=0"),
     ("hopper_bf16", {"DECODE": 32, "BN": 64, "CONSUMERS": 1}, GemmProblem(32, 256, 256, trans_a=True),
      "DECODE=32 (hopper_decode) reads A row-major: layouts nn and nt"),
-    ("hopper_bf16", {"CK": 2, "CM": 2}, P256, "CK=2 splits K inside a cluster (hopper_any_shape_ksplit): it takes "
+    ("hopper_bf16", {"CK": 2, "CM": 2}, P256, "CK=2 splits K inside a cluster of CK CTAs: it takes "
      "CM=CN=1, SPLITS=1, SWAPPED=0 and DECODE=0"),
     ("hopper_fp16", {"CK": 3, "SPLITS": 2}, P256, "it takes CM=CN=1, SPLITS=1"),
     ("hopper_bf16", {"CK": 2}, P256, "CK=2 takes BN <= 192: beside 256 columns of accumulators the hand-over"),
@@ -520,6 +520,9 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
     ((16, 7168, 1024), {"BM": 64, "STAGES": 8, "PDL": 1}),  # 56 small tiles, K too short to split
     ((16, 6144, 24576), {"BM": 64, "STAGES": 8, "SPLITS": 2}),  # deep K, M <= 64: small tiles, not 256-row
     ((128, 6144, 24576), {"SPLITS": 2}),  # deep K, M > 64: split-K over 256 x 128 tiles
+    ((32, 28672, 4096), {"BM": 64, "STAGES": 8, "PDL": 1}),  # a wide N fills the grid, but M <= 64
+    ((64, 16384, 3072), {"BM": 64, "STAGES": 8, "PDL": 1}),
+    ((65, 16384, 3072), {"CN": 2, "PDL": 1}),  # past M = 64 the full grid's 256 x 128 tiles
 ])
 def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_small_ones(shape, picked):
     spec, problem = SPECS["hopper_tf32"], GemmProblem(*shape)
@@ -703,11 +706,11 @@ def test_plan_of_split_k_in_clusters_launches_ck_ctas_a_tile_and_no_scratch(monk
     _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(1024, 576, 7168),
                                         {"BN": 128, "STAGES": 6, "CK": 3}, resident=lambda ctx, k, g: 44)
     ((entry, grid, block, args),) = launches
-    assert (entry, grid, block) == ("ksplit", (120, 1, 1), (384, 1, 1)) and scratch == {}
+    assert (entry, grid, block) == ("cluster", (120, 1, 1), (384, 1, 1)) and scratch == {}
     assert args[10:14] == (1, 0, 0, 0)  # splits, whole, workspace, counters
     _, launches, _, scratch = _run_plan(monkeypatch, "hopper_fp16", GemmProblem(2048, 2048, 1024),
                                         {"BN": 128, "STAGES": 6, "CK": 2, "TAIL": 4})
-    assert [(e, g) for e, g, _, _ in launches] == [("ksplit", (132, 1, 1))] and scratch == {}
+    assert [(e, g) for e, g, _, _ in launches] == [("cluster", (132, 1, 1))] and scratch == {}
     assert launches[0][3][10:14] == (1, 0, 0, 0)
 
 

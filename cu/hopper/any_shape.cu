@@ -24,7 +24,7 @@
 // PDL (the host launches with programmatic stream serialization; persistent_body.cuh waits for
 // the grid ahead after the prologue): the next launch's set-up overlaps this one's tail.
 // Tunables: BN (64, 128, 192, 256), STAGES, CONSUMERS, CM x CN clusters, SPLITS, CK (split-K in a
-// cluster, hopper_any_shape_ksplit below), TAIL, GROUP_M, PDL,
+// cluster, hopper_any_shape_cluster below), TAIL, GROUP_M, PDL,
 // SWAPPED (wgmma's A = the B tile, 128 x 256, no split), DECODE (the small-M tiles of
 // decode_body.cuh, entry hopper_decode below), STORE; and, set by the problem, the
 // output type, the epilogue and the layout (OUT, EPI, TRANS_A, TRANS_B: template arguments below).
@@ -60,31 +60,20 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, &c_map, c_tma, bias);
 }
 
-// The same with CM x CN clusters (boxes sliced as for hopper_cluster_multicast).
-template <class Elem, int BN, int STAGES, int CONSUMERS, int CM, int CN, int EPILOGUE, int OUT, int EPI, int TA, int TB>
-__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
+// The same with CM x CN clusters (boxes sliced as for hopper_cluster_multicast), or with split-K
+// in clusters of CK CTAs (CK = 2-4, tunable CK; then CM = CN = 1): the CTAs of a cluster compute
+// one tile's k ranges and add them up through distributed shared memory (persistent_body.cuh's
+// ClusterSplit), with no workspace; splits, whole, workspace and counters are then not read.
+template <class Elem, int BN, int STAGES, int CONSUMERS, int CM, int CN, int CK, int EPILOGUE, int OUT, int EPI, int TA,
+          int TB>
+__global__ void __cluster_dims__(CM * CN * CK, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                              const __grid_constant__ hopper::TensorMap b_map, float beta,
                              typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
                              int whole, float* __restrict__ workspace, int* __restrict__ counters,
                              const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                              const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_pws::run<Elem, BN, STAGES, CM, CN, true, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB>(
-        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, &c_map, c_tma, bias);
-}
-
-// Split-K in clusters of CK CTAs (CK = 2-4, tunable CK): the CTAs of a cluster compute one tile's
-// k ranges and add them up through distributed shared memory (persistent_body.cuh's
-// ClusterSplit), with no workspace; splits, whole, workspace and counters are not read.
-template <class Elem, int BN, int STAGES, int CONSUMERS, int CK, int EPILOGUE, int OUT, int EPI, int TA, int TB>
-__global__ void __cluster_dims__(CK, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
-    hopper_any_shape_ksplit(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
-                            const __grid_constant__ hopper::TensorMap b_map, float beta,
-                            typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
-                            int whole, float* __restrict__ workspace, int* __restrict__ counters,
-                            const __grid_constant__ hopper::TensorMap c_map, int c_tma,
-                            const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_pws::run<Elem, BN, STAGES, 1, 1, false, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB, CK>(
+    hopper_pws::run<Elem, BN, STAGES, CM, CN, CK == 1, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB, CK>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, &c_map, c_tma, bias);
 }
 

@@ -95,13 +95,15 @@ struct Unit {
 struct Schedule {
     int super_m, super_n, tiles_n, k_tiles, splits, whole, group_m, units;
 
+    // empty_ranges (split-K in clusters): every tile keeps splits_ ranges, some empty where K has
+    // fewer k tiles, since each CTA of the cluster computes one.
     __device__ __forceinline__ Schedule(int M, int N, int K, int BM, int BN, int BK, int cm, int cn, int splits_,
-                                        int whole_, int group_m_) {
+                                        int whole_, int group_m_, bool empty_ranges = false) {
         super_m = ceil_div(ceil_div(M, BM), cm);
         super_n = ceil_div(ceil_div(N, BN), cn);
         tiles_n = super_n * cn;
         k_tiles = ceil_div(K, BK);
-        splits = max(1, min(splits_, k_tiles));  // every unit keeps at least one k tile
+        splits = empty_ranges ? max(1, splits_) : max(1, min(splits_, k_tiles));  // else each unit keeps a k tile
         whole = splits == 1 ? 0 : min(max(whole_, 0), super_m * super_n);
         group_m = group_m_ < 1 ? 1 : group_m_;
         units = whole + (super_m * super_n - whole) * splits;
@@ -530,12 +532,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     // The schedule is set up inside each role, after setmaxnreg: values computed before it would
     // be live across the producer's shrink to 40 registers, and ptxas spilled them.
     auto schedule = [&] {
-        if constexpr (CK > 1) {  // CK ranges a tile even where K has fewer k tiles (some ranges empty)
-            Schedule tiles(M, N, K, Cfg::BM, BN, Cfg::BK, 1, 1, 1, 0, group_m);
-            tiles.splits = CK;
-            tiles.units = tiles.super_m * tiles.super_n * CK;
-            return tiles;
-        }
+        if constexpr (CK > 1) return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, 1, 1, CK, 0, group_m, true);
         return Schedule(M, N, K, Cfg::BM, BN, Cfg::BK, CM, CN, SPLIT_K ? splits : 1, whole, group_m);
     };
     auto cluster_rank = [] { return Cfg::CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };

@@ -145,7 +145,7 @@ class Geometry:
     trans_a: bool = False
     trans_b: bool = False
     out_dtype: str = "fp32"
-    ck: int = 1  # CTAs of a cluster that split each tile's K among them (any_shape's ksplit entry)
+    ck: int = 1  # CTAs of a cluster that split each tile's K among them (any_shape's cluster entry)
 
     @property
     def cluster(self) -> int:

@@ -41,6 +41,7 @@ PACK_PAIR_SIGNATURE = (*PACK_SIGNATURE * 2, "int")  # hopper::pack_rows: two ope
 ARCH = dict(min_cc=(9, 0), arch_specific=True)
 SMS = MEASURED_SM_COUNT  # ``choose`` sees a GPU's name, not its Device (cuda/arch_limits.py)
 FULL_GRID = 0.9 * SMS  # ``choose``: enough tiles to call the grid full
+TF32_WIDE_PROBE = "results/h100-80gb-hbm3/probe-tf32-small-m-wide-n.txt"  # tools/probes/tf32_small_m_choice.py --wide
 
 STAGES_DEFAULT = 4  # the last rung's
 STAGES = lambda default, values=(2, 3, 4, 5, 6): Tunable("STAGES", default, values, "TMA ring depth (k tiles in flight)")
@@ -103,7 +104,7 @@ def _cluster_split(p: GemmProblem, t) -> str | None:
     if ck == 1:
         return None
     if t["CM"] * t["CN"] > 1 or t["SPLITS"] > 1 or t["SWAPPED"] or t["DECODE"]:
-        return (f"CK={ck} splits K inside a cluster (hopper_any_shape_ksplit): it takes CM=CN=1, SPLITS=1, "
+        return (f"CK={ck} splits K inside a cluster of CK CTAs: it takes CM=CN=1, SPLITS=1, "
                 "SWAPPED=0 and DECODE=0")
     if t["BN"] > 192:
         return f"CK={ck} takes BN <= 192: beside 256 columns of accumulators the hand-over spills registers"
@@ -242,25 +243,20 @@ class AnyShapeSpec(LinearSpec):
 
 
 def clustered(t) -> bool:
-    """Whether a launch with ``t`` runs a cluster entry (CM x CN > 1)."""
-    return t["CM"] * t["CN"] > 1
+    """Whether a launch with ``t`` runs a cluster entry (CM x CN > 1, or CK > 1 on any_shape)."""
+    return t["CM"] * t["CN"] * t.get("CK", 1) > 1
 
-
-def cluster_split(t) -> bool:
-    """Whether a launch with ``t`` splits K inside clusters (CK > 1: the ksplit entry)."""
-    return t.get("CK", 1) > 1
 
 
 def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     """SWAPPED=1: hopper_cluster_swapped (128 x 256, 4 stages); DECODE > 0: hopper_decode
-    (DECODE x 64*CONSUMERS tiles); CK > 1: hopper_any_shape_ksplit; else any_shape, its cluster
-    form when CM x CN > 1."""
+    (DECODE x 64*CONSUMERS tiles); else any_shape, its cluster form when CM x CN > 1 or CK > 1."""
     if t["SWAPPED"]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
     if t.get("DECODE"):
         return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
                                     out_dtype=geo.OUT_DTYPE[t["OUT"]])
-    entry = "ksplit" if cluster_split(t) else "cluster" if clustered(t) else "main"
+    entry = "cluster" if clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
                                  out_dtype=geo.OUT_DTYPE[t["OUT"]], ck=t.get("CK", 1))
@@ -276,11 +272,8 @@ def any_shape(precision: str) -> KernelSpec:
     # the 128 x 256 swapped kernel and the cluster form only where they are asked for
     entries = (
         Entry("cluster",
-              f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, {linear}>",
-              STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=clustered),
-        Entry("ksplit",
-              f"hopper_any_shape_ksplit<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CK}}, 3, {linear}>",
-              STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=cluster_split),
+              f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {{CK}}, 3, "
+              f"{linear}>", STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=clustered),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
@@ -355,7 +348,7 @@ def _stored_nk_entries(precision: str) -> tuple[Entry, ...]:
         Entry("stored_nk", f"hopper_any_shape<{elem}, {{BM}}, {{STAGES}}, {{CONSUMERS}}, 3, 0, 0, 0, 1>",
               STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and not clustered(t)),
         Entry("stored_nk_cluster",
-              f"hopper_any_shape_cluster<{elem}, {{BM}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 3, 0, 0, 0, 1>",
+              f"hopper_any_shape_cluster<{elem}, {{BM}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, 1, 3, 0, 0, 0, 1>",
               STORE_SIGNATURE, smem, needed=lambda t: bool(t.get("TRANS_B")) and clustered(t)),
     )
 
@@ -415,10 +408,12 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
     (sustained: 2 s of launches, two rounds; sweeps: results/h100-80gb-hbm3/autotune-hopper-tf32.txt,
     results/h200/autotune-hopper-tf32-split-k.txt):
 
-    - A full grid of 256 x 128 tiles (>= ~0.9 x #SMs): those tiles, in 1 x 2 clusters (two CTAs
-      of neighbouring tile columns share their A tile by multicast) where the tile columns pair
-      up. H100: 8192^3 345 TFLOP/s sustained against 315-320 without; 2048^3 342 against 309 in
-      the sweep; 4096^3 even (322-326 either way, sustained).
+    - A full grid of 256 x 128 tiles (>= ~0.9 x #SMs) past M = 64: those tiles, in 1 x 2 clusters
+      (two CTAs of neighbouring tile columns share their A tile by multicast) where the tile
+      columns pair up. H100: 8192^3 345 TFLOP/s sustained against 315-320 without; 2048^3 342
+      against 309 in the sweep; 4096^3 even (322-326 either way, sustained). At M <= 64 a wide N
+      fills the grid too, but each 256-row tile computes 4x or more the rows it stores: those
+      take the 64 x 128 tiles below (TF32_WIDE_PROBE: the tuning set's six such shapes).
     - Fewer, and deep K: split-K over 256 x 128 tiles, every slice keeping >= 4096 of K and every
       unit resident (H200: 1024x1024x16384 317 TFLOP/s with 4 splits, cuBLAS 294; 206 for the
       small tiles below). Not for M <= 64, where a 256-row tile computes 4x the rows a 64-row
@@ -444,7 +439,7 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
       at 1024^3 it gave 167 TFLOP/s against 152 (back-to-back launches of the sweep)."""
     tiles_n = ceil_div(problem.n, 128)
     tiles = ceil_div(problem.m, 256) * tiles_n
-    if tiles >= FULL_GRID:
+    if tiles >= FULL_GRID and problem.m > 64:
         if tiles_n % 2 == 0:
             return ({"CN": 2, "PDL": 1},
                     f"{tiles} tiles of 256x128, 1x2 cluster sharing A, PDL (H100: 345 TFLOP/s at 8192^3)")
@@ -458,6 +453,10 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
     if splits >= 2:
         return ({"BM": 64, "STAGES": 8, "SPLITS": splits},
                 f"{tiles} tiles of 256x128 leave SMs idle, and {small} of 64x128 too: {splits}-way split-K")
+    if tiles >= FULL_GRID:  # M <= 64: a wide N alone fills the grid
+        return ({"BM": 64, "STAGES": 8, "PDL": 1},
+                f"M = {problem.m}: {small} tiles of 64x128, 8 stages, PDL, not 256x128 tiles computing "
+                f"{256 / max(problem.m, 1):.0f}x the rows ({TF32_WIDE_PROBE})")
     return ({"BM": 64, "STAGES": 8, "PDL": 1},
             f"{tiles} tiles of 256x128 leave SMs idle: {small} of 64x128, 8 stages, PDL "
             "(H100: 167 TFLOP/s at 1024^3)")
