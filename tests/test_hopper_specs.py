@@ -519,10 +519,13 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
     ((16, 5120, 4096), {"BM": 64, "STAGES": 8, "SPLITS": 3}),  # 40 small tiles: 120 units
     ((16, 7168, 1024), {"BM": 64, "STAGES": 8, "PDL": 1}),  # 56 small tiles, K too short to split
     ((16, 6144, 24576), {"BM": 64, "STAGES": 8, "SPLITS": 2}),  # deep K, M <= 64: small tiles, not 256-row
-    ((128, 6144, 24576), {"SPLITS": 2}),  # deep K, M > 64: split-K over 256 x 128 tiles
+    ((256, 6144, 24576), {"SPLITS": 2}),  # deep K, M > 128: split-K over 256 x 128 tiles
+    ((128, 6144, 24576), {"BM": 128, "SPLITS": 2}),  # M of 65-128: 128 x 128 tiles, split where SMs idle
+    ((128, 4608, 12288), {"BM": 128, "SPLITS": 3}),
+    ((96, 30720, 3072), {"BM": 128, "PDL": 1}),  # a wide N: whole 128 x 128 tiles
     ((32, 28672, 4096), {"BM": 64, "STAGES": 8, "PDL": 1}),  # a wide N fills the grid, but M <= 64
     ((64, 16384, 3072), {"BM": 64, "STAGES": 8, "PDL": 1}),
-    ((65, 16384, 3072), {"CN": 2, "PDL": 1}),  # past M = 64 the full grid's 256 x 128 tiles
+    ((129, 16384, 3072), {"CN": 2, "PDL": 1}),  # past M = 128 the full grid's 256 x 128 tiles
 ])
 def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_small_ones(shape, picked):
     spec, problem = SPECS["hopper_tf32"], GemmProblem(*shape)

@@ -26,6 +26,11 @@ from gemm_driver.problem import GemmProblem
 SHAPES = ["1x3584x3584", "32x4096x4096", "32x4800x1600", "32x6144x4096", "32x3584x18944", "1x28672x4096",
           "32x28672x4096"]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
+
+
+def baselines(precision: str) -> tuple[str, str]:
+    """cuBLAS and cuBLASLt of a precision (BASELINES for BF16)."""
+    return f"cublas_{precision}", f"cublaslt_{precision}"
 ROUNDS, LAUNCHES, WARMUP = 5, 100, 10
 
 
@@ -78,13 +83,14 @@ def offered(spec, p: GemmProblem, label: str, chosen: dict, alternatives: dict[s
     return configs
 
 
-def verified_times(s: Session, timer: GpuTimer, p: GemmProblem, configs: dict[str, dict], once: bool = False):
-    """hopper_bf16 with each of ``configs`` and the BASELINES on one random case: each verified
-    against the float64 reference, then all timed alternately (``timed``); once: launched once
-    more each and not timed (None)."""
-    with PreparedCase.random(p, "bf16", 11) as case:
-        runs = {name: case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
-        runs.update({name: case.launcher(s, name, None) for name in BASELINES})
+def verified_times(s: Session, timer: GpuTimer, p: GemmProblem, configs: dict[str, dict], once: bool = False,
+                   precision: str = "bf16"):
+    """hopper_<precision> with each of ``configs`` and the precision's baselines on one random
+    case: each verified against the float64 reference, then all timed alternately (``timed``);
+    once: launched once more each and not timed (None)."""
+    with PreparedCase.random(p, precision, 11) as case:
+        runs = {name: case.launcher(s, f"hopper_{precision}", t) for name, t in configs.items()}
+        runs.update({name: case.launcher(s, name, None) for name in baselines(precision)})
         verify_all(case, runs)
         if once:
             for launch in runs.values():
@@ -103,9 +109,9 @@ def verify_all(case: PreparedCase, runs: dict) -> None:
         assert guard == 0 and verdict.ok, (case.problem, name, verdict.message)
 
 
-def print_tflops(p: GemmProblem, us: dict, width: int = 14) -> None:
+def print_tflops(p: GemmProblem, us: dict, width: int = 14, precision: str = "bf16") -> None:
     """One line a run, fastest first: us per GEMM, TFLOP/s, and the faster baseline's time over it."""
-    best = min(us[b] for b in BASELINES)
+    best = min(us[b] for b in baselines(precision))
     for name, t in sorted(us.items(), key=lambda kv: kv[1]):
         print(f"  {name:>{width}} {t:9.2f} us {2 * p.m * p.n * p.k / t / 1e6:7.1f} TFLOP/s  "
               f"{best / t:6.3f}x best baseline", flush=True)
@@ -117,11 +123,11 @@ def flags_and_shapes(args: list[str], default: list[str]) -> tuple[set[str], lis
     return flags, [a for a in args if a not in flags] or default
 
 
-def chosen_shapes(labels: list[str], measured: str):
+def chosen_shapes(labels: list[str], measured: str, kernel: str = "hopper_bf16"):
     """The probes' loop: a Session and its timer, a header line (the GPU's name, then
     ``measured``), then for each MxNxK label (label, session, timer, problem, the tunables
-    hopper_bf16's choose() picks, why)."""
-    spec = kernels.KERNELS["hopper_bf16"]
+    ``kernel``'s choose() picks, why)."""
+    spec = kernels.KERNELS[kernel]
     with Session() as s:
         timer = GpuTimer(s.stream, s.arch)
         print(f"{s.device.name}; {measured}", flush=True)

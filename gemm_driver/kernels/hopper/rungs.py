@@ -42,6 +42,7 @@ ARCH = dict(min_cc=(9, 0), arch_specific=True)
 SMS = MEASURED_SM_COUNT  # ``choose`` sees a GPU's name, not its Device (cuda/arch_limits.py)
 FULL_GRID = 0.9 * SMS  # ``choose``: enough tiles to call the grid full
 TF32_WIDE_PROBE = "results/h100-80gb-hbm3/probe-tf32-small-m-wide-n.txt"  # tools/probes/tf32_small_m_choice.py --wide
+TF32_MID_M_PROBE = "results/h100-80gb-hbm3/probe-tf32-mid-m.txt"  # tools/probes/tf32_mid_m.py
 
 STAGES_DEFAULT = 4  # the last rung's
 STAGES = lambda default, values=(2, 3, 4, 5, 6): Tunable("STAGES", default, values, "TMA ring depth (k tiles in flight)")
@@ -408,7 +409,7 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
     (sustained: 2 s of launches, two rounds; sweeps: results/h100-80gb-hbm3/autotune-hopper-tf32.txt,
     results/h200/autotune-hopper-tf32-split-k.txt):
 
-    - A full grid of 256 x 128 tiles (>= ~0.9 x #SMs) past M = 64: those tiles, in 1 x 2 clusters
+    - A full grid of 256 x 128 tiles (>= ~0.9 x #SMs) past M = 128: those tiles, in 1 x 2 clusters
       (two CTAs of neighbouring tile columns share their A tile by multicast) where the tile
       columns pair up. H100: 8192^3 345 TFLOP/s sustained against 315-320 without; 2048^3 342
       against 309 in the sweep; 4096^3 even (322-326 either way, sustained). At M <= 64 a wide N
@@ -432,12 +433,24 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
       (results/h200/bench-tf32-small-m-split-k-validate.txt; before: bench-corpus-validate-tf32):
       geometric mean 0.86 against 0.50, e.g. 16x576x7168 18.9 us against 68.4 (cuBLAS 11.1),
       128x1536x7168 26.3 against 68.9 (25.5); one lost a little, 16x7168x2048 23.4 against 22.6.
+    - M of 65-128 (first): 128 x 128 tiles (BM=128), split-K over them where they leave SMs idle
+      (the most slices that keep every unit resident and every slice >= 1024 of K), else whole
+      with PDL. H100, nine shapes of neither corpus set, every tile height whole, split and in
+      1 x 2 clusters (TF32_MID_M_PROBE): the fastest of ours, or within 0.5% of it, on eight (at
+      80x12800x5120 1 x 2 clusters ran 10% faster); against the 256- or 64-row tiles taken
+      before 1.12-1.78x faster, e.g. 128x20480x4096 151.5 us against 250.8, 112x7680x20480 220.3
+      (2 slices) against 357.4, 128x9216x8192 138.2 against 169.0.
     - PDL (programmatic dependent launch) on full grids and the 64 x 128 tiles. H100, back-to-back
       calls on a held stream (pdl-graph-and-stream.txt): 2048^3 49.7 us against 51.6 without,
       4096^3 360 against 366; it lost with split-K (108 against 107 at 1024x1024x16384), and on
       the earlier 128 x 64 tiles at 16384x128x4096 (104.5 against 101.3); on the 64 x 128 tiles
       at 1024^3 it gave 167 TFLOP/s against 152 (back-to-back launches of the sweep)."""
     tiles_n = ceil_div(problem.n, 128)
+    if 64 < problem.m <= 128:
+        splits = _small_tile_splits(tiles_n, problem.k)
+        return (({"BM": 128, "SPLITS": splits} if splits >= 2 else {"BM": 128, "PDL": 1}),
+                f"M = {problem.m}: {tiles_n} tiles of 128x128" + (f", {splits}-way split-K" if splits >= 2 else ", PDL")
+                + f" (H100: 128x20480x4096 151.5 us against 250.8 for 256x128 tiles; {TF32_MID_M_PROBE})")
     tiles = ceil_div(problem.m, 256) * tiles_n
     if tiles >= FULL_GRID and problem.m > 64:
         if tiles_n % 2 == 0:

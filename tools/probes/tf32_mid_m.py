@@ -1,0 +1,48 @@
+"""Probe: hopper_tf32 at M of 65-128 (shapes of neither corpus set: docs/corpus.md), where
+choose() computes 256-row tiles (full grids from a wide N, and split-K at deep K) or 64-row
+ones: each tile height whole, split 2-4 ways where every unit is resident and each slice keeps
+>= 1024 of K, and the 128-row tiles in 1 x 2 clusters, beside cuBLAS and cuBLASLt. Every
+configuration is verified once against the float64 reference, then all are timed alternately
+as small_m.py times them (the median of 5 rounds of 100 launches).
+
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/tf32_mid_m.py [MxNxK ...]
+"""
+import math
+import sys
+
+from small_m import LAUNCHES, ROUNDS, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
+
+from gemm_driver import kernels
+from gemm_driver.problem import GemmProblem
+
+SHAPES = ["128x20480x4096", "96x30720x3072", "128x16896x5120", "128x6400x16000", "112x7680x20480",
+          "128x4608x12288", "128x9216x8192", "128x5632x6144", "80x12800x5120"]
+SMS = 132
+TILES = {"256x128": {}, "128x128": {"BM": 128}, "64x128": {"BM": 64, "STAGES": 8}}
+
+
+def alternatives(p: GemmProblem) -> dict[str, dict]:
+    configs = {}
+    for label, t in TILES.items():
+        rows, cols = math.ceil(p.m / (t.get("BM", 256))), math.ceil(p.n / 128)
+        configs[label] = {**t, "PDL": 1}
+        if cols % 2 == 0:
+            configs[label + " cn2"] = {**t, "CN": 2, "PDL": 1}
+        for splits in (2, 3, 4):
+            if rows * cols * splits <= SMS and p.k >= splits * 1024:
+                configs[f"{label}/{splits}"] = {**t, "SPLITS": splits}
+    return configs
+
+
+def main(args: list[str]) -> None:
+    _, shapes = flags_and_shapes(args, SHAPES)
+    spec = kernels.KERNELS["hopper_tf32"]
+    measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
+    for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured, kernel="hopper_tf32"):
+        us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p)), precision="tf32")
+        print(f"{label}: chosen {chosen} ({why})", flush=True)
+        print_tflops(p, us, precision="tf32")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
