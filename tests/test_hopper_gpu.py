@@ -220,6 +220,9 @@ def test_tail_split_is_correct_and_bitwise_reproducible(hopper_session, name, pr
     ("cluster_tf32", (1000, 1000, 1000)),
     ("hopper_tf32", (1024, 1024, 1024)),  # chosen: 64 x 128 tiles
     ("hopper_tf32", (2048, 2048, 2048)),  # chosen: 1 x 2 cluster
+    ("hopper_tf32", (32, 16384, 1024)),  # chosen: 64 x 128 tiles, a wide N at M <= 64
+    ("hopper_tf32", (96, 20000, 3072)),  # chosen: 128 x 128 tiles at M of 65-128, N ragged
+    ("hopper_tf32", (100, 4608, 12288)),  # chosen: 3 slices of 128 x 128 tiles, M ragged
 ])
 def test_large_shapes(hopper_session, name, shape):
     problem = GemmProblem(*shape, alpha=1.0, beta=-0.5)
