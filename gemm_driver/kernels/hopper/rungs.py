@@ -248,7 +248,6 @@ def clustered(t) -> bool:
     return t["CM"] * t["CN"] * t.get("CK", 1) > 1
 
 
-
 def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     """SWAPPED=1: hopper_cluster_swapped (128 x 256, 4 stages); DECODE > 0: hopper_decode
     (DECODE x 64*CONSUMERS tiles); else any_shape, its cluster form when CM x CN > 1 or CK > 1."""
