@@ -34,6 +34,7 @@ UNKNOWN_OPTION = {
     "probe_api_calls.py": ["--bogus"],
     "autotune.py": ["--bogus"],
     "bank_conflicts.sh": ["--bogus"],
+    "corpus_rows.py": [str(BENCH), "--bogus"],
     "corpus_shift.py": [str(BENCH), str(BENCH), "--bogus"],
     "gen_wgmma.py": ["--bogus"],
     "gpu_session.sh": ["--bogus"],
@@ -180,6 +181,17 @@ def test_corpus_shift_lists_the_shapes_whose_pick_changed(tmp_path):
     assert "1 shapes ran other tunables: ratio x0.500 (geometric mean); the other 130: x1.000" in done.stdout
     changed = [line for line in done.stdout.splitlines() if line.startswith("  fp32")]
     assert len(changed) == 1 and shape in changed[0] and "SPLITK" in changed[0] and "->99" in changed[0]
+
+
+def test_corpus_rows_gives_each_subset_of_a_committed_run():
+    done = tool("corpus_rows.py", str(VALIDATION))
+    assert done.returncode == 0 and done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert lines[0] == "fp32:" and len(lines) == 9
+    counts = {line.split(" | ")[0][2:]: int(line.split(" | ")[1]) for line in lines[3:]}
+    assert counts["all"] == 131 == counts["without the odd shapes"] + counts["the odd shapes"]
+    assert counts["M = 16"] < counts["M <= 128"] < counts["all"]
+    assert "of the copy bandwidth" in lines[5]
 
 
 def test_corpus_shift_missing_file(tmp_path):
