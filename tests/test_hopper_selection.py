@@ -3,13 +3,14 @@ measured tuning shapes, and the analytic rule where a GPU has no table."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from gemm_driver import corpus, kernels
 from gemm_driver.kernels import tuned
-from gemm_driver.kernels.hopper import rungs, selection
+from gemm_driver.kernels.hopper import rungs, selection, tf32_selection
 from gemm_driver.problem import GemmProblem
 
 SHAPES = [(1, 4096, 4096), (32, 28672, 4096), (256, 6144, 4096), (768, 768, 768), (2048, 4096, 14336),
@@ -126,3 +127,33 @@ def test_on_the_h100_the_vote_chooses_and_holds_up_with_each_shape_left_out():
     # measured: 1.038 and 1.617 (selection.py's docstring); the worst, 167x452x7577, is won by split-K
     # in clusters, which rungs.grid_fill_choice takes there before any vote
     assert geomean < 1.04 and max(slowdowns) < 1.65
+
+
+# --- hopper_tf32: the vote past M = 128 where a table exists, the rules elsewhere -------------
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_offered_tf32_candidate_is_a_valid_configuration_with_every_split_resident(shape):
+    problem = GemmProblem(*shape)
+    offered = tf32_selection.candidates(problem)
+    assert len(offered) == len({tuned.label(c) for c in offered}) >= 3  # each tile height whole
+    for tunables in offered:
+        kernels.KERNELS["hopper_tf32"].validate(problem, tunables)  # raises, naming the rule, if not
+        if tunables.get("SPLITS", 1) > 1:
+            rows = -(-problem.m // tunables.get("BM", 256))
+            assert rows * -(-problem.n // 128) * tunables["SPLITS"] <= selection.SMS
+            assert problem.k >= tunables["SPLITS"] * tf32_selection.SLICE_K
+
+
+def test_tf32_votes_past_m_128_where_the_gpu_has_a_table_and_keeps_its_rules_elsewhere(tmp_path, monkeypatch):
+    split = {"BM": 128, "SPLITS": 2}
+    entries = [_entry((256, 4096, 14336), [(split, 400.0), ({"CN": 2, "PDL": 1}, 300.0)]),
+               _entry((256, 3584, 18944), [(split, 380.0), ({"CN": 2, "PDL": 1}, 320.0)])]
+    document = {"schema": tuned.SCHEMA, "kernel": "hopper_tf32", "gpu": "Some GPU", "entries": entries}
+    (tmp_path / "some-gpu.hopper_tf32.json").write_text(json.dumps(document))
+    load = tuned.load_table
+    monkeypatch.setattr(tuned, "load_table", lambda name, kernel=None: load(name, tmp_path, kernel))
+    spec = kernels.KERNELS["hopper_tf32"]
+    tunables, why = spec.choose(GemmProblem(256, 4096, 16384), "Some GPU")  # 64 units of 128 x 128, 2 slices
+    assert tunables == split and "nearest tuning shapes" in why
+    for rule_decides in (GemmProblem(128, 4096, 16384), GemmProblem(256, 4096, 16384, trans_b=True)):
+        assert spec.choose(rule_decides, "Some GPU") == spec.choose(rule_decides, "NVIDIA Imaginary GPU")
+    assert "nearest" not in spec.choose(GemmProblem(256, 4096, 16384), "NVIDIA Imaginary GPU")[1]

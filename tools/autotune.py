@@ -13,13 +13,16 @@
                                                    # the corpus's tuning set; resumable
     python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --gpus all
                                                    # one worker per GPU, whole shapes from one queue
+    python tools/autotune.py --kernel hopper_tf32 --corpus all:tune --gpus all --write
+                                                   # hopper_tf32's candidates (tf32_selection.py): its
+                                                   # vote decides past M = 128
     python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --max-m 128 --merge --write
                                                    # re-sweep the tuning shapes of M <= 128 only; the
                                                    # table keeps its other shapes' entries
 
 ``--corpus`` takes a corpus's tuning set only (docs/corpus.md): no sweep reads the validation
-set. The table keeps every configuration's TFLOP/s per shape: ``autotuned``, ``hopper_bf16`` and
-``mma_sync_tuned_*`` read it by the vote of kernels/tuned.py (the nearest swept shapes predict
+set. The table keeps every configuration's TFLOP/s per shape: ``autotuned``, ``hopper_bf16``,
+``hopper_tf32`` and ``mma_sync_tuned_*`` read it by the vote of kernels/tuned.py (the nearest swept shapes predict
 each configuration's slowdown), and their sweeps end with the vote checked on the tuning set
 itself, each shape left out of its own vote.
 
@@ -45,7 +48,7 @@ from gemm_driver.bench.spread import Journal
 from gemm_driver.corpus import corpus
 from gemm_driver.cuda.driver import Device
 from gemm_driver.kernels import tensor, tuned
-from gemm_driver.kernels.hopper import selection
+from gemm_driver.kernels.hopper import selection, tf32_selection
 from gemm_driver.kernels.simt import warptiling
 from gemm_driver.kernels.simt.warptiling import TUNE_SPACE
 from gemm_driver.kernels.tensor import mma_sync
@@ -62,12 +65,14 @@ DEFAULT_SHAPES = "512,1000,1024,2048,4096,4093x4091x4099,8192,16384x128x4096,102
 # hopper_bf16's configurations depend on the shape: the candidates offered for it.
 TARGETS = {"autotuned": ("warptiled", TUNE_SPACE),
            **{name: (name, space) for name, space in tensor.TUNE_SPACES.items()},
-           "hopper_bf16": ("hopper_bf16", lambda shape: selection.candidates(GemmProblem(*shape)))}
+           "hopper_bf16": ("hopper_bf16", lambda shape: selection.candidates(GemmProblem(*shape))),
+           "hopper_tf32": ("hopper_tf32", lambda shape: tf32_selection.candidates(GemmProblem(*shape)))}
 
 
 # The kernels that vote over their table (tuned.vote): the configurations each offers a shape and
 # how it names a stored one, for the left-out check printed after a sweep.
 VOTERS = {"autotuned": (warptiling.offered, warptiling.named), "hopper_bf16": (selection.candidates, dict),
+          "hopper_tf32": (tf32_selection.candidates, dict),
           **{name: (partial(mma_sync.offered_configs, kernels.KERNELS[name]),
                     partial(mma_sync.named_config, kernels.KERNELS[name].precision))
              for name in tensor.TUNE_SPACES}}
