@@ -390,7 +390,7 @@ def _autotune_tool():
 
 def test_autotune_tool_sweeps_every_tuned_kernel_and_refuses_others(capsys):
     tool = _autotune_tool()
-    assert set(tool.TARGETS) == {"autotuned", *tensor.TUNE_SPACES, "hopper_bf16"}
+    assert set(tool.TARGETS) == {"autotuned", *tensor.TUNE_SPACES, "hopper_bf16", "hopper_tf32"}
     assert tool.TARGETS["autotuned"][0] == "warptiled"
     assert tool.targets("mma_sync_tuned_bf16, mma_sync_tuned_tf32") == ["mma_sync_tuned_bf16", "mma_sync_tuned_tf32"]
     with pytest.raises(SystemExit) as info:
