@@ -99,6 +99,7 @@ def test_unknown_option_is_one_line_and_exit_2(tmp_path, name):
     ("autotune.py", ["--corpus", "nope:tune"], "nope"),
     ("autotune.py", ["--gpus", "one"], "--gpus takes all or GPU ordinals"),
     ("autotune.py", ["--shapes", "512,1024", "--max-m", "100"], "no shape has M <= 100"),
+    ("autotune.py", ["--shapes", "512,1024", "--min-m", "1024"], "no shape has M > 1024"),
     ("autotune.py", ["--kernel", "hopper_bf16", "--corpus", "all:tune", "--merge"], "give both"),
     ("ladder_sweep.py", ["--kernels", "nope"], "choose from blocktile_1d"),
     ("ladder_sweep.py", ["--seconds", "fast"], "is not a number"),

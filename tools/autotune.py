@@ -13,9 +13,9 @@
                                                    # the corpus's tuning set; resumable
     python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --gpus all
                                                    # one worker per GPU, whole shapes from one queue
-    python tools/autotune.py --kernel hopper_tf32 --corpus all:tune --gpus all --write
-                                                   # hopper_tf32's candidates (tf32_selection.py): its
-                                                   # vote decides past M = 128
+    python tools/autotune.py --kernel hopper_tf32 --corpus all:tune --min-m 128 --gpus all --write
+                                                   # hopper_tf32's candidates (tf32_selection.py) on the
+                                                   # tuning shapes its vote decides (M > 128)
     python tools/autotune.py --kernel hopper_bf16 --corpus all:tune --max-m 128 --merge --write
                                                    # re-sweep the tuning shapes of M <= 128 only; the
                                                    # table keeps its other shapes' entries
@@ -94,6 +94,8 @@ def main(argv=None) -> int:
                         "already in it: a stopped sweep resumes")
     parser.add_argument("--max-m", type=positive(int), help="only the shapes with M at most this (a partial "
                         "re-sweep: see --merge)")
+    parser.add_argument("--min-m", type=positive(int), help="only the shapes with M above this (hopper_tf32's "
+                        "vote decides past M = 128 only)")
     parser.add_argument("--merge", action="store_true", help="with --write: keep the written table's entries "
                         "for the shapes this sweep does not run, and replace the others")
     parser.add_argument("--gpus", default="0", help="GPU ordinals (e.g. 0,1) or all: with several, one worker per "
@@ -104,10 +106,11 @@ def main(argv=None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     shapes = corpus_shapes(parser, args.corpus) if args.corpus else sweep_shapes(parser, args)
-    if args.max_m is not None:
-        shapes = [s for s in shapes if s[0] <= args.max_m]
-        if not shapes:
-            parser.error(f"no shape has M <= {args.max_m}")
+    for bound, keep, says in ((args.max_m, lambda m, b: m <= b, "<="), (args.min_m, lambda m, b: m > b, ">")):
+        if bound is not None:
+            shapes = [s for s in shapes if keep(s[0], bound)]
+            if not shapes:
+                parser.error(f"no shape has M {says} {bound}")
     if args.merge and not args.write:
         parser.error("--merge updates the table --write writes: give both")
     try:

@@ -4,8 +4,8 @@ corpus's tuning set: the candidates, and the vote of the nearest measured shapes
 ``rungs.choose_register_a`` asks ``fitted`` first for A row-major times B row-major shapes of
 M > 128 (``VOTE_MIN_M``); below that, its rules for small and mid M decide (measured on probes
 of their own, rungs._register_a_rule), as do they on a GPU without a table and for B stored
-N x K (another kernel form). ``tools/autotune.py --kernel hopper_tf32 --corpus all:tune --write``
-verifies and times every candidate on each tuning shape and writes
+N x K (another kernel form). ``tools/autotune.py --kernel hopper_tf32 --corpus all:tune --min-m
+128 --write`` verifies and times every candidate on each tuning shape the vote decides and writes
 ``gemm_driver/tuned/<gpu>.hopper_tf32.json``; the vote is ``tuned.vote``, as for hopper_bf16
 (selection.py): the same features and neighbours.
 
