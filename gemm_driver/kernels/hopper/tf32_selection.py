@@ -1,8 +1,8 @@
 """Which tunables ``hopper_tf32`` runs on a shape past M = 128 where the GPU has a table of the
 corpus's tuning set: the candidates, and the vote of the nearest measured shapes.
 
-``rungs.choose_register_a`` asks ``fitted`` first for A row-major times B row-major shapes of
-M > 128 (``VOTE_MIN_M``); below that, its rules for small and mid M decide (measured on probes
+``rungs.choose_register_a`` asks ``fitted`` first for shapes of M > 128 (``VOTE_MIN_M``) with
+B stored K x N; below that M, its rules for small and mid M decide (measured on probes
 of their own, rungs._register_a_rule), as do they on a GPU without a table and for B stored
 N x K (another kernel form). ``tools/autotune.py --kernel hopper_tf32 --corpus all:tune --min-m
 128 --write`` verifies and times every candidate on each tuning shape the vote decides and writes
