@@ -12,11 +12,10 @@ or malformed file is one line on stderr and exit 2.
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
-from gemm_driver.bench.corpus_summary import ShapeRatio, shape_ratios
+from gemm_driver.bench.corpus_summary import PrecisionSummary, ShapeRatio, shape_ratios
 from gemm_driver.bench.writers import load
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
@@ -30,12 +29,11 @@ SUBSETS = (("all", lambda r: True), ("without the odd shapes", lambda r: r.kind 
 
 
 def row(name: str, ratios: list[ShapeRatio]) -> str:
-    geomean = math.exp(sum(math.log(r.ratio) for r in ratios) / len(ratios))
-    worst = min(ratios, key=lambda r: r.ratio)
+    s = PrecisionSummary.stats(ratios)
     shares = sorted(r.bandwidth_share for r in ratios if r.bandwidth_share is not None)
     bandwidth = f" (median {shares[len(shares) // 2]:.0%} of the copy bandwidth)" if name == "M <= 128" and shares else ""
-    return (f"| {name} | {len(ratios)} | {geomean:.3f}{bandwidth} | {worst.ratio:.3f} ({worst.m}x{worst.n}x{worst.k}) "
-            f"| {sum(r.ratio >= 1.0 for r in ratios) / len(ratios):.0%} |")
+    return (f"| {name} | {s['shapes']} | {s['geomean']:.3f}{bandwidth} | {s['min']:.3f} ({s['min_shape']}) "
+            f"| {s['share_at_least_1']:.0%} |")
 
 
 def rows(document: dict) -> list[str]:

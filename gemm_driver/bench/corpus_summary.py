@@ -42,7 +42,8 @@ class PrecisionSummary:
     ratios: list[ShapeRatio] = field(default_factory=list)
 
     @staticmethod
-    def _stats(ratios: list[ShapeRatio]) -> dict:
+    def stats(ratios: list[ShapeRatio]) -> dict:
+        """Shapes, geometric mean, minimum (and its shape) and the share at >= 1.0 of ``ratios``."""
         if not ratios:
             return {"shapes": 0, "geomean": None, "min": None, "min_shape": None, "share_at_least_1": None}
         worst = min(ratios, key=lambda r: r.ratio)
@@ -54,9 +55,9 @@ class PrecisionSummary:
     def as_dict(self) -> dict:
         small = [r for r in self.ratios if r.m <= 128]
         shares = [r.bandwidth_share for r in small if r.bandwidth_share is not None]
-        return {"precision": self.precision, "all": self._stats(self.ratios),
-                "without_odd": self._stats([r for r in self.ratios if r.kind != "odd"]),
-                "small_m": {**self._stats(small),
+        return {"precision": self.precision, "all": self.stats(self.ratios),
+                "without_odd": self.stats([r for r in self.ratios if r.kind != "odd"]),
+                "small_m": {**self.stats(small),
                             "median_bandwidth_share": sorted(shares)[len(shares) // 2] if shares else None}}
 
 

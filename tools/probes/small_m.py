@@ -25,13 +25,15 @@ from gemm_driver.problem import GemmProblem
 
 SHAPES = ["1x3584x3584", "32x4096x4096", "32x4800x1600", "32x6144x4096", "32x3584x18944", "1x28672x4096",
           "32x28672x4096"]
-BASELINES = ("cublas_bf16", "cublaslt_bf16")
+ROUNDS, LAUNCHES, WARMUP = 5, 100, 10
 
 
 def baselines(precision: str) -> tuple[str, str]:
-    """cuBLAS and cuBLASLt of a precision (BASELINES for BF16)."""
+    """cuBLAS and cuBLASLt of a precision."""
     return f"cublas_{precision}", f"cublaslt_{precision}"
-ROUNDS, LAUNCHES, WARMUP = 5, 100, 10
+
+
+BASELINES = baselines("bf16")
 
 
 def alternatives(problem: GemmProblem) -> dict[str, dict]:
