@@ -12,7 +12,9 @@ N x K (another kernel form). ``tools/autotune.py --kernel hopper_tf32 --corpus a
 The candidates are the forms ``_register_a_rule`` picks among, each tile height (256, 128 and
 64 rows of 128 columns) whole with PDL, the 256- and 128-row tiles also in 1 x 2 clusters
 (where the tile columns pair up), and each split 2-4 ways over K where every unit is resident
-at once (the slices of a tile hand their sums over in order) and every slice keeps >= 1024 of K.
+at once (the slices of a tile hand their sums over in order) and every slice keeps >= 1024 of K;
+and whole 128 x 64 tiles of one consumer, two CTAs an SM (N a multiple of 64 but not of 128,
+e.g. 576, wastes no columns with them, and one CTA's epilogue overlaps the other's k loop).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from .selection import SMS
 TABLE_KERNEL = "hopper_tf32"
 VOTE_MIN_M = 128  # at and below, rungs._register_a_rule's small- and mid-M rules decide
 TILES = ({}, {"BM": 128}, {"BM": 64, "STAGES": 8})  # 256, 128 and 64 rows x 128 columns
+ONE_CONSUMER = {"BM": 128, "CONSUMERS": 1, "PDL": 1}  # 128 x 64 tiles, two CTAs an SM
 SPLITS = (2, 3, 4)
 SLICE_K = 1024  # the shortest K a slice keeps
 
@@ -38,6 +41,7 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
         offered.append({**tile, "PDL": 1})
         if tile.get("BM", 256) >= 128 and columns % 2 == 0:
             offered.append({**tile, "CN": 2, "PDL": 1})
+    offered.append(dict(ONE_CONSUMER))
     for tile in TILES:
         units = ceil_div(m, tile.get("BM", 256)) * columns
         offered += [{**tile, "SPLITS": s} for s in SPLITS if units * s <= SMS and k >= s * SLICE_K]

@@ -1,0 +1,43 @@
+"""Probe: hopper_bf16 on full grids with a short K (512-2048), where the validation run's BF16
+ratios fall to 0.79-0.85 (1024x5120x4096, 16384x7168x2048, 4096x24576x1536, 16384x32768x512),
+measured on shapes of neither corpus set (no validation shape is read: docs/corpus.md).
+
+With a short K a tile's k loop is short beside its epilogue (writing 128 x 256 FP32 values), and
+the two consumers of a 128-row tile wait for their epilogue together while the tensor cores
+idle. One-consumer tiles (64 rows, two CTAs an SM) overlap one CTA's epilogue with the other's
+k loop. Each of them (64 x 256 with 2 stages, 64 x 192 with 3, 64 x 128) against the 128-row
+tiles the vote picks among (128 x 256 whole and in 2 x 1 clusters, 128 x 192, 128 x 128), all
+with PDL, beside cuBLAS and cuBLASLt.
+
+Every configuration is verified once against the float64 reference, then all are timed
+alternately as small_m.py times them (the median of 5 rounds of 100 launches).
+
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/short_k.py [MxNxK ...]
+"""
+import sys
+
+from small_m import LAUNCHES, ROUNDS, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
+
+from gemm_driver import kernels
+
+SHAPES = ["6144x8192x1024", "3072x16384x1536", "12288x6144x2048", "6144x24576x512", "2304x8192x2048",
+          "768x8192x4096", "3072x5120x3072", "1536x6144x4096"]
+TILES = {"128x256": {"PDL": 1}, "128x256 2x1": {"CM": 2, "PDL": 1}, "128x192": {"BN": 192, "PDL": 1},
+         "128x128": {"BN": 128, "STAGES": 6, "PDL": 1},
+         "64x256": {"BN": 256, "CONSUMERS": 1, "STAGES": 2, "PDL": 1},
+         "64x192": {"BN": 192, "CONSUMERS": 1, "STAGES": 3, "PDL": 1},
+         "64x128": {"BN": 128, "CONSUMERS": 1, "PDL": 1}}
+
+
+def main(args: list[str]) -> None:
+    _, shapes = flags_and_shapes(args, SHAPES)
+    spec = kernels.KERNELS["hopper_bf16"]
+    measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
+    for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):
+        us = verified_times(s, timer, p, offered(spec, p, label, chosen, TILES))
+        print(f"{label}: chosen {chosen} ({why})", flush=True)
+        print_tflops(p, us)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
