@@ -233,6 +233,8 @@ def test_host_numbers_match_the_kernels_config_structs():
      "CM=CN=1, SPLITS=1, SWAPPED=0 and DECODE=0"),
     ("hopper_fp16", {"CK": 3, "SPLITS": 2}, P256, "it takes CM=CN=1, SPLITS=1"),
     ("hopper_bf16", {"CK": 2}, P256, "CK=2 takes BN <= 192: beside 256 columns of accumulators the hand-over"),
+    ("hopper_fp16", {"BN": 256, "CONSUMERS": 1, "STAGES": 2}, P256, "CONSUMERS=1 runs two CTAs an SM, 128 "
+     "registers a thread at launch: it takes BN <= 192"),
     ("hopper_bf16", {"BN": 192, "STAGES": 2, "CK": 4}, P256,
      "CK=4: the 98304 bytes of partials a CTA receives exceed its ring (2 stages, 81920 bytes)"),
 ])
@@ -528,8 +530,10 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
     ((129, 16384, 3072), {"CN": 2, "PDL": 1}),  # past M = 128 the full grid's 256 x 128 tiles
 ])
 def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_small_ones(shape, picked):
+    """The rules, as a GPU without a hopper_tf32 table runs them (past M = 128 a table's vote
+    decides: test_hopper_selection.py)."""
     spec, problem = SPECS["hopper_tf32"], GemmProblem(*shape)
-    tunables, note = spec.choose(problem, "NVIDIA H100 80GB HBM3")
+    tunables, note = spec.choose(problem, "NVIDIA Imaginary GPU")
     assert tunables == picked and note and "\n" not in note
     spec.validate(problem, tunables)
 
@@ -841,10 +845,11 @@ def test_plan_of_tf32_with_b_stored_n_x_k_reads_it_as_stored(monkeypatch):
                                    (16, 576, 7168), (16384, 128, 4096)])
 def test_tf32_choose_with_b_stored_n_x_k_is_the_rule_on_the_transposed_problem(shape):
     """any_shape's 64*CONSUMERS x BM tiles are the register-A tiles of C^T = B^T A^T transposed:
-    the rule's pick for the N x M problem, its cluster roles swapped (its CN is our CM)."""
+    the rule's pick for the N x M problem (as a GPU without a hopper_tf32 table takes it), its
+    cluster roles swapped (its CN is our CM)."""
     m, n, k = shape
     spec = SPECS["hopper_tf32"]
-    transposed, _ = spec.choose(GemmProblem(n, m, k), "NVIDIA H100 80GB HBM3")
+    transposed, _ = spec.choose(GemmProblem(n, m, k), "NVIDIA Imaginary GPU")
     tunables, note = spec.choose(GemmProblem(m, n, k, trans_b=True), "NVIDIA H100 80GB HBM3")
     assert tunables == {**transposed, "CM": transposed.get("CN", 1), "CN": transposed.get("CM", 1)}
     assert note.startswith(f"B stored N x K: any_shape's tiles, as the rule picks for {n}x{m}: ")

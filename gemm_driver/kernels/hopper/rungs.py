@@ -126,6 +126,13 @@ def _one_consumer_tiles(p: GemmProblem, t) -> str | None:
     return None
 
 
+def _one_consumer_columns(p: GemmProblem, t) -> str | None:
+    if t["CONSUMERS"] == 1 and t["BN"] == 256 and not t["DECODE"]:
+        return ("CONSUMERS=1 runs two CTAs an SM, 128 registers a thread at launch: it takes BN <= 192 "
+                "(BN=256: m64n256's 128 accumulators do not fit)")
+    return None
+
+
 # ---------------------------------------------------------------- entries
 def _pack_entries(precision: str, transpose: bool = False) -> tuple[Entry, ...]:
     rows = Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[precision]}>", PACK_PAIR_SIGNATURE)
@@ -304,7 +311,7 @@ def any_shape(precision: str) -> KernelSpec:
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
-        _any_shape_select, rules=(_swapped_shape, _decode_shape, _cluster_split), extra_entries=entries,
+        _any_shape_select, rules=(_swapped_shape, _decode_shape, _cluster_split, _one_consumer_columns), extra_entries=entries,
         choose=choose_any_shape, spec_class=AnyShapeSpec,
         layouts=("nn", "nt", "tn", "tt"), out_dtypes=("fp32", precision),
         epilogues=tuple(geo.EPILOGUE_CODE),
