@@ -2,10 +2,7 @@
 the nearest measured shapes of the corpus's tuning set.
 
 The candidates are the configurations the analytic rule (``rungs.analytic_choice``) picks
-among, plus 128 x 192 tiles (whole and in 2 x 1 clusters: another number of tiles a wave, where
-128 x 256 tiles end in a thin last wave; on the H100 4-8% faster than them on three of eight
-full grids of neither corpus set, results/h100-80gb-hbm3/probe-short-k.txt), the one-consumer
-64 x 128 tiles and more split-K depths; for M <= ``SMALL_M`` also
+among, plus the one-consumer 64 x 128 tiles and more split-K depths; for M <= ``SMALL_M`` also
 one-consumer 64 x 64 tiles and both one-consumer tiles split 2, 4 or 8 ways (two CTAs an SM:
 a small M's time is the read of B, and more CTAs read it at once). ``candidates(problem)``
 offers only those that can run the shape well-formed: split-K only where every slice of every
@@ -53,7 +50,6 @@ SMS = MEASURED_SM_COUNT
 TABLE_KERNEL = "hopper_bf16"  # the table both precisions read
 
 TILE_128x256 = {"PDL": 1}
-TILE_128x192 = {"BN": 192, "PDL": 1}
 TILE_128x128 = {"BN": 128, "STAGES": 6, "PDL": 1}
 TILE_128x64 = {"BN": 64, "STAGES": 8, "PDL": 1}
 TILE_64x128 = {"BN": 128, "CONSUMERS": 1, "PDL": 1}  # one consumer: two CTAs an SM
@@ -79,8 +75,8 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
     """The configurations offered for ``problem`` (see the module's docstring), in a fixed order."""
     m, n, k = max(problem.m, 1), max(problem.n, 1), max(problem.k, 1)
     rows, cols = ceil_div(m, 128), ceil_div(n, 128)
-    offered = [TILE_128x256, {**TILE_128x256, "CM": 2}, TILE_128x192, {**TILE_128x192, "CM": 2},
-               TILE_128x128, {**TILE_128x128, "CM": 2}, TILE_128x64, TILE_64x128]
+    offered = [TILE_128x256, {**TILE_128x256, "CM": 2}, TILE_128x128, {**TILE_128x128, "CM": 2},
+               TILE_128x64, TILE_64x128]
     if m <= SMALL_M:
         offered.append(TILE_64x64)
         for tile in SMALL_M_TILES:
