@@ -88,3 +88,17 @@ def test_cli_help_and_a_bad_root_in_one_line(tmp_path):
     done = subprocess.run([sys.executable, str(TOOL), "--root", str(tmp_path / "none")], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "not a folder" in done.stderr
+
+
+def test_a_run_in_archive_is_never_current_and_supersedes_nothing(tmp_path):
+    """An attempt the code did not keep lies in archive/ though it is the newest run."""
+    gpu = tmp_path / "gpu"
+    (gpu / "archive").mkdir(parents=True)
+    shapes, pair = {(1024, 1024, 1024)}, {"hopper_bf16", "cublas_bf16"}
+    write_run(gpu, "bench-kept.json", "2026-01-01T00:00:00+00:00", pair, shapes)
+    write_run(gpu / "archive", "bench-not-kept.json", "2026-01-02T00:00:00+00:00", pair, shapes)
+    runs, _ = index.gpu_runs(tmp_path, gpu)
+    state = {r.path.name: (r.current_for, sorted(x.path.name for x in r.superseded_by.values())) for r in runs}
+    assert state == {"bench-kept.json": ([("hopper", "bf16")], []), "bench-not-kept.json": ([], [])}
+    assert index.moves(tmp_path) == []
+    assert "bench-not-kept.json) (2026-01-02, " in index.render(tmp_path) and ": archived" in index.render(tmp_path)

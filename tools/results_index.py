@@ -5,7 +5,8 @@ Per GPU folder (results/<gpu>/ and its archive/), every bench JSON is read throu
 validating loader (gemm_driver.bench.writers.load). A run is *current* for a kernel family
 (the source folder of its kernels: simt, tensor, hopper, ptx) and precision when no later
 complete run measured all of its kernels of that family and precision on all of its shapes;
-otherwise that later run *supersedes* it. The index shows, per GPU, the current runs with
+otherwise that later run *supersedes* it. A run in archive/ is neither current nor supersedes
+another: it was moved there as superseded, or put there as an attempt the code did not keep. The index shows, per GPU, the current runs with
 their date, the stack they were measured with, the command line, the headline numbers (best
 own kernel against the best baseline per shape), the files beside them, then the archived
 runs and the other text files by kind.
@@ -113,12 +114,12 @@ def judge(runs: list[Run]) -> None:
     """Fill each run's current_for and superseded_by (see the module docstring)."""
     for run_ in runs:
         for pair, (kernels_, shapes) in sorted(run_.coverage.items()):
-            later = [other for other in runs if other is not run_ and other.complete
+            later = [other for other in runs if other is not run_ and other.complete and not other.archived
                      and other.timestamp > run_.timestamp and pair in other.coverage
                      and kernels_ <= other.coverage[pair][0] and shapes <= other.coverage[pair][1]]
             if later and run_.complete:
                 run_.superseded_by[pair] = max(later, key=lambda r: r.timestamp)
-            elif run_.complete:
+            elif run_.complete and not run_.archived:
                 run_.current_for.append(pair)
 
 
@@ -201,7 +202,8 @@ def render_gpu(root: Path, gpu: Path) -> list[str]:
             beside = siblings(root, run_)
             taken |= {run_.path, *beside}
             later = sorted({r.path.name for r in run_.superseded_by.values()})
-            why = f"superseded by {', '.join(later)}" if later else "incomplete" if not run_.complete else "no own kernels"
+            why = (f"superseded by {', '.join(later)}" if later else "incomplete" if not run_.complete
+                   else "archived" if run_.archived else "no own kernels")
             where = "" if run_.archived else " (not yet in archive/: run with --move)"
             lines.append(f"- {link(run_.path)} ({run_.timestamp[:10]}, {run_.stack}): {why}{where}")
         lines.append("")
