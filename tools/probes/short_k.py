@@ -10,11 +10,17 @@ thread of two CTAs an SM has) against the 128-row
 tiles the vote picks among (128 x 256 whole and in 2 x 1 clusters, 128 x 192, 128 x 128), all
 with PDL, beside cuBLAS and cuBLASLt.
 
+--epilogue: how much of the time is the epilogue's. The vote's pick and the 128 x 256 tiles
+also with STORE=0 (C stored from registers, no TMA stores), and every run, the baselines too,
+once more with D in BF16 (half the bytes written), beside cuBLAS and cuBLASLt writing BF16.
+
 Every configuration is verified once against the float64 reference, then all are timed
 alternately as small_m.py times them (the median of 5 rounds of 100 launches).
 
-Run from the repository root:  PYTHONPATH=. python3 tools/probes/short_k.py [MxNxK ...]
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/short_k.py [--epilogue] [MxNxK ...]
 """
+from dataclasses import replace
+
 import sys
 
 from small_m import LAUNCHES, ROUNDS, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
@@ -30,13 +36,22 @@ TILES = {"128x256": {"PDL": 1}, "128x256 2x1": {"CM": 2, "PDL": 1}, "128x192": {
 
 
 def main(args: list[str]) -> None:
-    _, shapes = flags_and_shapes(args, SHAPES)
+    flags, shapes = flags_and_shapes(args, SHAPES)
     spec = kernels.KERNELS["hopper_bf16"]
     measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):
-        us = verified_times(s, timer, p, offered(spec, p, label, chosen, TILES))
-        print(f"{label}: chosen {chosen} ({why})", flush=True)
-        print_tflops(p, us)
+        if "--epilogue" not in flags:
+            us = verified_times(s, timer, p, offered(spec, p, label, chosen, TILES))
+            print(f"{label}: chosen {chosen} ({why})", flush=True)
+            print_tflops(p, us)
+            continue
+        others = {"chosen STORE=0": {**chosen, "STORE": 0}, "128x256": TILES["128x256"],
+                  "128x256 STORE=0": {**TILES["128x256"], "STORE": 0}}
+        for out in ("fp32", "bf16"):
+            q = replace(p, out_dtype=out)
+            us = verified_times(s, timer, q, offered(spec, q, label, chosen, others))
+            print(f"{label}, D in {out}: chosen {chosen} ({why})", flush=True)
+            print_tflops(q, us, width=16)
 
 
 if __name__ == "__main__":
