@@ -311,7 +311,8 @@ def any_shape(precision: str) -> KernelSpec:
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
-        _any_shape_select, rules=(_swapped_shape, _decode_shape, _cluster_split, _one_consumer_columns), extra_entries=entries,
+        _any_shape_select, rules=(_swapped_shape, _decode_shape, _cluster_split, _one_consumer_columns),
+        extra_entries=entries,
         choose=choose_any_shape, spec_class=AnyShapeSpec,
         layouts=("nn", "nt", "tn", "tt"), out_dtypes=("fp32", precision),
         epilogues=tuple(geo.EPILOGUE_CODE),

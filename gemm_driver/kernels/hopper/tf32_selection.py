@@ -17,8 +17,8 @@ The candidates are the forms ``_register_a_rule`` picks among, each tile height 
 64 rows of 128 columns) whole with PDL, the 256- and 128-row tiles also in 1 x 2 clusters
 (where the tile columns pair up), and each split 2-4 ways over K where every unit is resident
 at once (the slices of a tile hand their sums over in order) and every slice keeps >= 1024 of K;
-and whole 128 x 64 tiles of one consumer, two CTAs an SM (N a multiple of 64 but not of 128,
-e.g. 576, wastes no columns with them, and one CTA's epilogue overlaps the other's k loop).
+and whole 128 x 64 tiles of one consumer, two CTAs an SM (offered for N a multiple of 64 but
+not of 128, e.g. 576, where they waste no columns; the sweep decides where they win).
 """
 
 from __future__ import annotations
