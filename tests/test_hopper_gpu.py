@@ -6,7 +6,8 @@ poisoned C and guard bands: see strategies.py / checking.py), with the tunables 
 picks and with forced ones that reach each path: swapped roles, clusters, one-consumer tiles
 (BF16/FP16 and TF32), C's own stores instead of TMA stores, split-K reduced in parallel and
 serially, split-K inside a cluster (CK), split-K of only the last wave's tiles (TAIL), the
-small-M decode tiles (DECODE), 128 x 192 tiles. Fixed cases pin packing (K = 4099, odd strides,
+small-M decode tiles (DECODE), 128 x 192 tiles, the two consumers taking turns on whole tiles
+(PINGPONG). Fixed cases pin packing (K = 4099, odd strides,
 misaligned bases) and beta; split-K must give the same bits on every launch, and split-K inside
 a cluster the bits of split-K through memory; a few large shapes run through the last rungs. All
 skip without a GPU, and on a GPU other than sm_90.
@@ -59,6 +60,8 @@ FORCED = [
     ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "CK": 3}),  # 4 chunks over 3 CTAs; two CTAs an SM
     ("hopper_bf16", {"BN": 64, "STAGES": 8, "CK": 4}),  # 2 chunks over 4 CTAs: two of them store nothing
     ("hopper_fp16", {"BN": 192, "STAGES": 4, "CK": 2}),  # 6 chunks over 2 CTAs
+    ("hopper_bf16", {"BN": 64, "STAGES": 8, "PINGPONG": 1}),  # ping-pong: few tiles, the second consumer mostly idle
+    ("hopper_fp16", {"BN": 128, "STAGES": 6, "CM": 2, "PINGPONG": 1, "STORE": 0}),
     ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}),  # small M: swapped roles, any M in 16-row tiles
     ("hopper_fp16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "SPLITS": 3}),  # serial split-K of 8-row tiles
     ("hopper_bf16", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 2}),
@@ -206,6 +209,30 @@ def test_tail_split_is_correct_and_bitwise_reproducible(hopper_session, name, pr
     verification, record = _launches(hopper_session, name, problem, tunables)
     assert verification.ok, verification.message
     assert record["tunables"]["TAIL"] == tunables["TAIL"], record
+
+
+# Ping-pong (PINGPONG): more tiles than CTAs, so both consumers of a CTA take turns; ragged
+# edges, clusters, each layout, 16-bit D with the fused epilogues, beta, C's own stores; K of one k tile.
+PINGPONG = {"BN": 128, "STAGES": 6, "PINGPONG": 1}
+PINGPONG_CASES = [
+    ("hopper_bf16", GemmProblem(1000, 5000, 3000, -1.0, 0.5), PINGPONG),
+    ("hopper_fp16", GemmProblem(2049, 3001, 1500), {**PINGPONG, "CM": 2}),  # 17 tile rows: the last cluster half empty
+    ("hopper_bf16", GemmProblem(1100, 4100, 1000, 1.0, 0.5, trans_b=True, out_dtype="bf16", epilogue="bias_gelu"),
+     {**PINGPONG, "CM": 2}),
+    ("hopper_bf16", GemmProblem(3000, 2000, 700, trans_a=True, trans_b=True, out_dtype="bf16", epilogue="bias_relu"),
+     {"BN": 64, "STAGES": 8, "CN": 2, "PINGPONG": 1}),
+    ("hopper_fp16", GemmProblem(1500, 2500, 999, 1.0, 0.5, trans_a=True, out_dtype="fp16", epilogue="bias"),
+     {**PINGPONG, "STORE": 0}),
+    ("hopper_bf16", GemmProblem(4000, 4000, 64), PINGPONG),  # one k tile a unit
+]
+
+
+@pytest.mark.parametrize("name, problem, tunables", PINGPONG_CASES,
+                         ids=[f"{n}-{p.label}-{p.layout}-{p.out_dtype}-{p.epilogue}-{t}" for n, p, t in PINGPONG_CASES])
+def test_pingpong_is_correct_and_bitwise_reproducible(hopper_session, name, problem, tunables):
+    verification, record = _launches(hopper_session, name, problem, tunables)
+    assert verification.ok, verification.message
+    assert record["tunables"]["PINGPONG"] == 1, record
 
 
 @pytest.mark.parametrize("name, shape", [

@@ -184,6 +184,18 @@ def test_corpus_shift_lists_the_shapes_whose_pick_changed(tmp_path):
     assert len(changed) == 1 and shape in changed[0] and "SPLITK" in changed[0] and "->99" in changed[0]
 
 
+def test_corpus_shift_takes_a_tunable_only_one_run_records_for_no_change(tmp_path):
+    doc = json.loads(VALIDATION.read_text())
+    for case in doc["results"]:
+        if case["kernel"] == "autotuned" and case["status"] == "ok":
+            case["tunables"] = {**case["tunables"], "NEW": 0}  # a tunable the kernel gained in between
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps(doc))
+    done = tool("corpus_shift.py", str(VALIDATION), str(later))
+    assert done.returncode == 0 and done.stderr == ""
+    assert "0 shapes ran other tunables" in done.stdout and "the other 131: x1.000" in done.stdout
+
+
 def test_corpus_rows_gives_each_subset_of_a_committed_run():
     done = tool("corpus_rows.py", str(VALIDATION))
     assert done.returncode == 0 and done.stderr == ""

@@ -42,7 +42,10 @@ def geomean(values: list[float]) -> float:
 def shift_lines(old: dict, new: dict) -> list[str]:
     before, after = picks(old), picks(new)
     both = [key for key in after if key in before]
-    changed = [key for key in both if before[key][1] != after[key][1]]
+    # a tunable only one of the runs records (added to the kernel, or removed, in between) is
+    # not a change of pick: compare the names both record
+    differ = lambda t0, t1: any(t0[name] != t1[name] for name in set(t0) & set(t1))
+    changed = [key for key in both if differ(before[key][1], after[key][1])]
     kept = [key for key in both if key not in changed]
     moved = lambda keys: geomean([after[key][0] / before[key][0] for key in keys])
     lines = ["before:", *summary_lines(old)[:-2], "after:", *summary_lines(new)[:-2],
@@ -51,7 +54,7 @@ def shift_lines(old: dict, new: dict) -> list[str]:
     for key in changed:
         (was, t0), (now, t1) = before[key], after[key]
         diff = ", ".join(f"{name} {t0.get(name, '-')}->{t1.get(name, '-')}"
-                         for name in sorted(set(t0) | set(t1)) if t0.get(name) != t1.get(name))
+                         for name in sorted(set(t0) & set(t1)) if t0[name] != t1[name])
         lines.append(f"  {key[0]:<5} {'x'.join(map(str, key[1:])):<18} {was:.3f} -> {now:.3f}  {diff}")
     return lines
 

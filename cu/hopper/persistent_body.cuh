@@ -17,7 +17,7 @@
 // that share them, so L2 -> SM traffic falls by those factors. Slices are whole swizzle atoms
 // (multiples of 8 rows of 128 bytes), so the layout wgmma reads is the one a single CTA would
 // have loaded. A slot is refilled only when every consumer of every CTA of the cluster released
-// it: empty barriers count 2 consumers x CM*CN CTAs.
+// it: empty barriers count 2 consumers (one with PINGPONG) x CM*CN CTAs.
 #pragma once
 #include "hopper_common.cuh"
 #include "wgmma.cuh"
@@ -27,7 +27,7 @@ namespace hopper_pws {
 using namespace hopper;
 
 template <class Elem, int BN_, int STAGES_, int CM_, int CN_, int CONSUMERS_ = 2, bool TMA_STORE_ = false,
-          int TA_ = 0, int TB_ = 0, int CK_ = 1>
+          int TA_ = 0, int TB_ = 0, int CK_ = 1, bool PINGPONG_ = false>
 struct Config {
     // CONSUMERS = 2: a 128 x BN tile, one CTA per SM. CONSUMERS = 1: a 64 x BN tile and two CTAs
     // per SM (half the registers and at most half the shared memory each), for grids that would
@@ -37,6 +37,11 @@ struct Config {
     // CK > 1: split-K inside a cluster of CK CTAs, the partials added through distributed shared
     // memory (ClusterSplit below). CLUSTER counts the CTAs that multicast to each other: none here.
     static constexpr int CK = CK_;
+    // PINGPONG: the two consumers take turns on whole 128 x BN tiles, each its own (two m64
+    // halves, BN accumulators a thread), so that one's epilogue runs while the other's k loop
+    // keeps the tensor cores busy (consume_pingpong). A slot is then read by one consumer a CTA.
+    static constexpr bool PINGPONG = PINGPONG_;
+    static constexpr int READERS = PINGPONG ? 1 : CONSUMERS;  // consumer warpgroups of a CTA that read each slot
     static constexpr int THREADS = 128 * (CONSUMERS + 1), CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
     static constexpr int BK = KTile<Elem>::BK;
     // Operand majors in shared memory, as stored in global memory (TA, TB: the operand is stored
@@ -60,7 +65,8 @@ struct Config {
     static constexpr int STORE_BUFFERS = CONSUMERS == 2 ? 2 : 1;
     static constexpr int STAGING_FLOATS =
         TMA_STORE && STORE_BUFFERS * 64 * 32 > 64 * 40 ? STORE_BUFFERS * 64 * 32 : 64 * 40;
-    static constexpr int BARRIER_BYTES = 2 * STAGES * 8 + 16;  // full, empty, the split-K flag
+    // full, empty, the split-K flag; with PINGPONG the two consumers' turn barriers (consume_pingpong)
+    static constexpr int BARRIER_BYTES = 2 * STAGES * 8 + 16 + (PINGPONG ? 16 : 0);
     // Barriers live in the gap before the staging (256 bytes, or 1024 to align TMA's buffers).
     static constexpr int STAGING_OFFSET = STAGES * STAGE_BYTES + (TMA_STORE ? 1024 : 256);
     static constexpr int SMEM_BYTES = STAGING_OFFSET + CONSUMERS * STAGING_FLOATS * 4 + 1024;
@@ -73,6 +79,8 @@ struct Config {
     static_assert(CM == 1 || CM == 2 || CM == 4, "cluster rows: 1, 2 or 4");
     static_assert(CN == 1 || CN == 2 || CN == 4, "cluster columns: 1, 2 or 4");
     static_assert(CK >= 1 && CK <= 4 && (CK == 1 || CLUSTER == 1), "split-K clusters: 1-4 CTAs, no multicast");
+    static_assert(!PINGPONG || (CONSUMERS == 2 && BN <= 128 && CK == 1),
+                  "ping-pong: two consumers, 128 x BN tiles of at most 128 accumulators a thread, no CK");
     static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");
     static_assert(BARRIER_BYTES <= 256, "barriers fit before the staging area");
     static_assert(SMEM_BYTES * CTAS_PER_SM <= 228 * 1024 - CTAS_PER_SM * 1024, "shared memory per SM");
@@ -339,6 +347,15 @@ __device__ __forceinline__ void consume_unit(float (&d)[R], const Unit& w, Barri
     if (t == 0) release_slot<Cfg>(&empty[prev]);
 }
 
+// Moves a consumer's ring position past n k tiles it does not read (the other consumer's unit,
+// ping-pong): each wrap of the ring flips the phase.
+template <class Cfg>
+__device__ __forceinline__ void pass_k_tiles(int n, int& s, int& phase) {
+    const int at = s + n;
+    phase ^= (at / Cfg::STAGES) & 1;
+    s = at % Cfg::STAGES;
+}
+
 // d[4q..4q+3] = (or +=) src[q * 128] for the quads q in [q_lo, q_hi), 8 float4 loads in flight at
 // a time: hoisting all QUADS of them next to the 128 accumulators would spill (so would a separate
 // sum beside them). The empty asm with a memory clobber keeps the groups apart.
@@ -514,18 +531,21 @@ __device__ __forceinline__ int2 exchange_splits(float (&d)[Cfg::BN / 2], int ran
 // TA, TB: A stored K x M, B stored N x K (Config says what that changes in shared memory).
 // CK > 1: split-K in clusters of CK CTAs (ClusterSplit; SPLIT_K off, splits and whole not read).
 template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE, int CONSUMERS = 2,
-          bool SWAPPED = false, int OUT = OUT_FP32, int EPI = EPI_NONE, int TA = 0, int TB = 0, int CK = 1>
+          bool SWAPPED = false, int OUT = OUT_FP32, int EPI = EPI_NONE, int TA = 0, int TB = 0, int CK = 1,
+          bool PINGPONG = false>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace,
                                     int* __restrict__ counters, const TensorMap* c_map = nullptr, int c_tma = 0,
                                     const typename OutType<OUT>::T* __restrict__ bias = nullptr) {
-    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3, TA, TB, CK>;
+    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3, TA, TB, CK, PINGPONG>;
     static_assert(CK == 1 || (!SPLIT_K && !SWAPPED), "split-K in clusters replaces the workspace's");
+    static_assert(!PINGPONG || !SWAPPED, "ping-pong tiles are unswapped");
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
     volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
+    Barrier* turns = empty + STAGES + 2;  // PINGPONG: turns[c] completes a phase as consumer c ends a k loop
     // wg from lane 0: the compiler then knows it is the same in a warp and keeps what derives from it
     // (the consumer's descriptors) in uniform registers.
     const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;
@@ -540,7 +560,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
 
     if (threadIdx.x < STAGES) {  // one barrier pair per thread: no serial chain of inits
         barrier_init(&full[threadIdx.x], 1);
-        barrier_init(&empty[threadIdx.x], Cfg::CONSUMERS * Cfg::CLUSTER);
+        barrier_init(&empty[threadIdx.x], Cfg::READERS * Cfg::CLUSTER);
+        if (PINGPONG && threadIdx.x < 2) barrier_init(&turns[threadIdx.x], 1);
         fence_barrier_init();
     }
     if (threadIdx.x == 32) {
@@ -580,58 +601,96 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         const int rank = cluster_rank(), rm = rank % CM, rn = rank / CM;
         const int consumer = wg - 1, warp = t / 32, lane = t % 32;
         float* staging = reinterpret_cast<float*>(smem + Cfg::STAGING_OFFSET) + consumer * Cfg::STAGING_FLOATS;
-        const TileDescriptors<Cfg> desc(smem_u32(smem), consumer);
-        float d[BN / 2];
         int s = 0, phase = 0, stores = 0;  // stores: TMA stores this warpgroup issued (store_tma)
-        for (int u = cluster_id; u < sched.units; u += clusters) {
-            const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
-            if (CK > 1 && w.kt0 == w.kt1) {  // an empty k range (K shorter than CK k tiles): a zero partial
-#pragma unroll
-                for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
-            } else {
-                consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
-                    if constexpr (SWAPPED)
-                        mma_stage_swapped<Elem, Cfg>(d, smem_u32(smem + slot * Cfg::STAGE_BYTES), consumer, first);
-                    else
-                        mma_stage<Elem, Cfg>(d, desc, slot, first);
-                });
-            }
-            if constexpr (SWAPPED) {
-                static_assert(!SPLIT_K, "split-K slices follow the unswapped fragment layout");
-                static_assert(OUT == OUT_FP32 && EPI == EPI_NONE && TA == 0 && TB == 0,
-                              "swapped roles: FP32 C, no epilogue, row-major operands");
-                store_swapped(d, M, N, w.m0, w.n0 + 128 * consumer + 16 * warp + lane / 4, lane, alpha, beta, C, ldc);
-                continue;
-            }
-            int2 chunks = make_int2(0, BN / 32);  // the 32-column chunks of the tile to store
-            if constexpr (CK > 1) {
-                chunks = exchange_splits<Cfg>(d, w.split, consumer, t, smem);
-                named_barrier_across_roles(4, Cfg::THREADS);  // the producer may refill the ring
-                if (chunks.x >= chunks.y) continue;
-            }
-            if constexpr (SPLIT_K) {
-                if (w.splits > 1) {
-                    chunks = reduce_splits<Cfg>(d, w, sched.parallel(clusters), consumer, t, workspace, counters,
-                                                last_flag);
-                    if (chunks.x >= chunks.y) continue;
-                }
-            }
-            const int row0 = w.m0 + 64 * consumer;
+        // The epilogue of 64 rows of a tile: alpha * acc (+ beta * C, bias, activation) into C,
+        // the 32-column chunks [chunks.x, chunks.y) of it.
+        auto store = [&](const float(&acc)[BN / 2], int row0, int n0, int2 chunks) {
             const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
             if constexpr (EPILOGUE == 3) {
                 if (c_tma) {
-                    store_tma<BN, Cfg::STORE_BUFFERS>(d, staging, M, row0, w.n0, epi, C, ldc, c_map, 2 + consumer,
+                    store_tma<BN, Cfg::STORE_BUFFERS>(acc, staging, M, row0, n0, epi, C, ldc, c_map, 2 + consumer,
                                                       chunks.x, chunks.y, stores);
-                    continue;
+                    return;
                 }
             }
             const bool direct = EPILOGUE == 0 || ((EPILOGUE == 1 || EPILOGUE == 3) && c_pairs_aligned(C, ldc) &&
-                                                  w.n0 + BN <= N);
+                                                  n0 + BN <= N);
             if (direct)
-                store_accumulators<BN>(d, M, w.n0, row0 + 16 * warp + lane / 4, w.n0 + 2 * (lane % 4), epi, C, ldc,
+                store_accumulators<BN>(acc, M, n0, row0 + 16 * warp + lane / 4, n0 + 2 * (lane % 4), epi, C, ldc,
                                        4 * chunks.x, 4 * chunks.y);
             else
-                store_staged<BN>(d, staging, M, row0, w.n0, epi, C, ldc, 2 + consumer, chunks.x, chunks.y);
+                store_staged<BN>(acc, staging, M, row0, n0, epi, C, ldc, 2 + consumer, chunks.x, chunks.y);
+        };
+        if constexpr (PINGPONG) {
+            // Consumer c computes every other unit of this CTA's, from its c-th: both halves of the
+            // 128-row tile, then stores them while the other consumer's unit runs on the tensor
+            // cores. The other's k tiles pass it by in the ring. A k loop starts only once the
+            // other consumer's k loop of the unit before has ended: the loops take turns on the
+            // tensor cores, and every fill of the ring before this unit's has landed, so that a
+            // slot's phase parity names the fill this consumer waits for (a wait on a slot whose
+            // previous fill had not landed yet would pass on that older phase's parity).
+            const TileDescriptors<Cfg> top(smem_u32(smem), 0), bottom(smem_u32(smem), 1);
+            float d_top[BN / 2], d_bottom[BN / 2];
+            int turn = 0, mine = 0;  // mine: the units this consumer has computed
+            for (int u = cluster_id; u < sched.units; u += clusters, turn ^= 1) {
+                if (turn != consumer) {
+                    pass_k_tiles<Cfg>(sched.k_tiles, s, phase);
+                    continue;
+                }
+                // consumer 1's j-th unit waits for consumer 0's j-th (phase j of turns[0]), consumer
+                // 0's j-th for consumer 1's (j-1)-th (phase j - 1 of turns[1])
+                if (u != cluster_id) barrier_wait(&turns[1 - consumer], (consumer == 1 ? mine : mine - 1) & 1);
+                Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
+                w.kt0 = 0, w.kt1 = sched.k_tiles;  // whole tiles (the host splits none): no 64-bit division
+                consume_unit<Cfg>(d_top, w, full, empty, t, s, phase, [&](int slot, bool first) {
+                    mma_stage<Elem, Cfg>(d_top, top, slot, first);
+                    mma_stage<Elem, Cfg>(d_bottom, bottom, slot, first);
+                });
+                if (t == 0) barrier_arrive(&turns[consumer]);  // t == 0 waited on every fill of the unit
+                ++mine;
+                fence_accumulators(d_bottom);  // consume_unit waited for both halves' wgmma
+                store(d_top, w.m0, w.n0, make_int2(0, BN / 32));
+                store(d_bottom, w.m0 + 64, w.n0, make_int2(0, BN / 32));
+            }
+        } else {
+            const TileDescriptors<Cfg> desc(smem_u32(smem), consumer);
+            float d[BN / 2];
+            for (int u = cluster_id; u < sched.units; u += clusters) {
+                const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
+                if (CK > 1 && w.kt0 == w.kt1) {  // an empty k range (K shorter than CK k tiles): a zero partial
+#pragma unroll
+                    for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+                } else {
+                    consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
+                        if constexpr (SWAPPED)
+                            mma_stage_swapped<Elem, Cfg>(d, smem_u32(smem + slot * Cfg::STAGE_BYTES), consumer, first);
+                        else
+                            mma_stage<Elem, Cfg>(d, desc, slot, first);
+                    });
+                }
+                if constexpr (SWAPPED) {
+                    static_assert(!SPLIT_K, "split-K slices follow the unswapped fragment layout");
+                    static_assert(OUT == OUT_FP32 && EPI == EPI_NONE && TA == 0 && TB == 0,
+                                  "swapped roles: FP32 C, no epilogue, row-major operands");
+                    store_swapped(d, M, N, w.m0, w.n0 + 128 * consumer + 16 * warp + lane / 4, lane, alpha, beta, C,
+                                  ldc);
+                    continue;
+                }
+                int2 chunks = make_int2(0, BN / 32);  // the 32-column chunks of the tile to store
+                if constexpr (CK > 1) {
+                    chunks = exchange_splits<Cfg>(d, w.split, consumer, t, smem);
+                    named_barrier_across_roles(4, Cfg::THREADS);  // the producer may refill the ring
+                    if (chunks.x >= chunks.y) continue;
+                }
+                if constexpr (SPLIT_K) {
+                    if (w.splits > 1) {
+                        chunks = reduce_splits<Cfg>(d, w, sched.parallel(clusters), consumer, t, workspace, counters,
+                                                    last_flag);
+                        if (chunks.x >= chunks.y) continue;
+                    }
+                }
+                store(d, w.m0 + 64 * consumer, w.n0, chunks);
+            }
         }
         // The staging buffers must outlive the stores reading them; the writes finish before exit.
         if constexpr (EPILOGUE == 3)

@@ -7,17 +7,20 @@ the two consumers of a 128-row tile wait for their epilogue together while the t
 idle. One-consumer tiles (64 rows, two CTAs an SM) overlap one CTA's epilogue with the other's
 k loop. Each of them (64 x 192 with 3 stages, 64 x 128; 64 x 256 does not fit the 128 registers a
 thread of two CTAs an SM has) against the 128-row
-tiles the vote picks among (128 x 256 whole and in 2 x 1 clusters, 128 x 192, 128 x 128), all
-with PDL, beside cuBLAS and cuBLASLt.
+tiles the vote picks among (128 x 256 whole and in 2 x 1 clusters, 128 x 192, 128 x 128), and
+ping-pong tiles (PINGPONG: each consumer a whole 128 x 128 tile in turn, one's epilogue beside
+the other's k loop; whole and in 2 x 1 clusters), all with PDL, beside cuBLAS and cuBLASLt.
 
 --epilogue: how much of the time is the epilogue's. The vote's pick and the 128 x 256 tiles
-also with STORE=0 (C stored from registers, no TMA stores), and every run, the baselines too,
-once more with D in BF16 (half the bytes written), beside cuBLAS and cuBLASLt writing BF16.
+also with STORE=0 (C stored from registers, no TMA stores), ping-pong 128 x 128 tiles in 2 x 1
+clusters, and every run, the baselines too, once more with D in BF16 (half the bytes written),
+beside cuBLAS and cuBLASLt writing BF16. --nt: B stored N x K (a linear layer's x @ W^T), the
+tunables still those choose() picks for the row-major shape.
 
 Every configuration is verified once against the float64 reference, then all are timed
 alternately as small_m.py times them (the median of 5 rounds of 100 launches).
 
-Run from the repository root:  PYTHONPATH=. python3 tools/probes/short_k.py [--epilogue] [MxNxK ...]
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/short_k.py [--epilogue [--nt]] [MxNxK ...]
 """
 from dataclasses import replace
 
@@ -32,7 +35,9 @@ SHAPES = ["6144x8192x1024", "3072x16384x1536", "12288x6144x2048", "6144x24576x51
 TILES = {"128x256": {"PDL": 1}, "128x256 2x1": {"CM": 2, "PDL": 1}, "128x192": {"BN": 192, "PDL": 1},
          "128x128": {"BN": 128, "STAGES": 6, "PDL": 1},
          "64x192": {"BN": 192, "CONSUMERS": 1, "STAGES": 3, "PDL": 1},
-         "64x128": {"BN": 128, "CONSUMERS": 1, "PDL": 1}}
+         "64x128": {"BN": 128, "CONSUMERS": 1, "PDL": 1},
+         "128x128 pp": {"BN": 128, "STAGES": 6, "PINGPONG": 1, "PDL": 1},
+         "128x128 pp 2x1": {"BN": 128, "STAGES": 6, "PINGPONG": 1, "CM": 2, "PDL": 1}}
 
 
 def main(args: list[str]) -> None:
@@ -46,11 +51,11 @@ def main(args: list[str]) -> None:
             print_tflops(p, us)
             continue
         others = {"chosen STORE=0": {**chosen, "STORE": 0}, "128x256": TILES["128x256"],
-                  "128x256 STORE=0": {**TILES["128x256"], "STORE": 0}}
+                  "128x256 STORE=0": {**TILES["128x256"], "STORE": 0}, "128x128 pp 2x1": TILES["128x128 pp 2x1"]}
         for out in ("fp32", "bf16"):
-            q = replace(p, out_dtype=out)
+            q = replace(p, out_dtype=out, trans_b="--nt" in flags)
             us = verified_times(s, timer, q, offered(spec, q, label, chosen, others))
-            print(f"{label}, D in {out}: chosen {chosen} ({why})", flush=True)
+            print(f"{label} {q.layout}, D in {out}: chosen {chosen} ({why})", flush=True)
             print_tflops(q, us, width=16)
 
 

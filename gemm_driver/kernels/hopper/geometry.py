@@ -146,6 +146,7 @@ class Geometry:
     trans_b: bool = False
     out_dtype: str = "fp32"
     ck: int = 1  # CTAs of a cluster that split each tile's K among them (any_shape's cluster entry)
+    pingpong: bool = False  # any_shape's PINGPONG: the two consumers take turns on whole tiles, none split
 
     @property
     def cluster(self) -> int:
@@ -164,7 +165,7 @@ def tiled(precision: str, bn: int, stages: int, *, warp_specialized: bool) -> Ge
 
 def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, consumers: int = 2,
                arguments: str = "group", tma_store: bool = False, *, trans_a: bool = False,
-               trans_b: bool = False, out_dtype: str = "fp32", ck: int = 1) -> Geometry:
+               trans_b: bool = False, out_dtype: str = "fp32", ck: int = 1, pingpong: bool = False) -> Geometry:
     """Rungs 3-5 (persistent_body.cuh): 64*CONSUMERS x BN tiles; with a CM x CN cluster each CTA
     loads 1/CN of the A tile and 1/CM of the B tile and multicasts them; with CK > 1 the CK CTAs
     of a cluster compute k ranges of one tile (a unit is a tile; the grid launches CK CTAs a
@@ -172,7 +173,8 @@ def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, c
     of the stored matrix: A {BM/CN m, BK} K-major, or {BK/CN k, 64 m} (BM/64 of them) when A is
     stored K x M; B {BK/CM k, 64 n} (BN/64 of them) N-major, or {BN/CM n, BK} when B is stored
     N x K. TF32's wgmma reads B only K-major: B stored K x N is copied transposed first
-    (``b_transposed``); B stored N x K is read as it is."""
+    (``b_transposed``); B stored N x K is read as it is. ``pingpong``: the same tiles and ring,
+    each consumer computing whole tiles in turn (BM = 128 rows a consumer)."""
     bk, tf32, bm = k_tile(precision), precision == "tf32", 64 * consumers
     return Geometry(bm=bm, bn=bn, bk=bk, threads=128 * (consumers + 1),
                     smem=persistent_smem(stages, bn, consumers, tma_store),
@@ -180,7 +182,8 @@ def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, c
                     b_box=(bn // cm, bk) if tf32 or trans_b else (bk // cm, 64), cm=cm, cn=cn,
                     b_transposed=tf32 and not trans_b,
                     persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments=arguments,
-                    tma_store=tma_store, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, ck=ck)
+                    tma_store=tma_store, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, ck=ck,
+                    pingpong=pingpong)
 
 
 def cluster_split_bytes(bn: int, consumers: int, ck: int) -> int:

@@ -53,6 +53,8 @@ CK = Tunable("CK", 1, (1, 2, 3, 4), "> 1: split-K inside clusters of CK CTAs, th
 TAIL = Tunable("TAIL", 4, (0, 2, 4), "with SPLITS=1 on a grid of more tiles than resident CTAs: split-K over the "
                "last, partial wave's tiles, at most TAIL ranges each (geometry.split_plan); 0: off; the swapped "
                "entry runs every tile whole")
+PINGPONG = Tunable("PINGPONG", 0, (0, 1), "1: the two consumer warpgroups take turns on whole 128 x BN tiles "
+                   "(BN <= 128), one's epilogue beside the other's k loop; 0: both on each tile, 64 rows each")
 PDL = Tunable("PDL", 0, (0, 1), "1: programmatic dependent launch, the prologue overlapping the previous grid's tail")
 
 
@@ -114,6 +116,17 @@ def _cluster_split(p: GemmProblem, t) -> str | None:
     if received > ring:
         return (f"CK={ck}: the {received} bytes of partials a CTA receives exceed its ring ({t['STAGES']} stages, "
                 f"{ring} bytes): more STAGES or a smaller CK")
+    return None
+
+
+def _pingpong(p: GemmProblem, t) -> str | None:
+    if not t.get("PINGPONG"):
+        return None
+    if t["CONSUMERS"] != 2 or t["BN"] > 128:
+        return ("PINGPONG=1 gives each of the two consumers (CONSUMERS=2) a whole 128 x BN tile: it takes "
+                "BN <= 128 (BN accumulators a thread)")
+    if t["SPLITS"] > 1 or t["CK"] > 1 or t["SWAPPED"] or t["DECODE"]:
+        return "PINGPONG=1 runs every tile whole: it takes SPLITS=1, CK=1, SWAPPED=0 and DECODE=0 (TAIL is not used)"
     return None
 
 
@@ -266,7 +279,8 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     entry = "cluster" if clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
-                                 out_dtype=geo.OUT_DTYPE[t["OUT"]], ck=t.get("CK", 1))
+                                 out_dtype=geo.OUT_DTYPE[t["OUT"]], ck=t.get("CK", 1),
+                                 pingpong=bool(t.get("PINGPONG")))
 
 
 def any_shape(precision: str) -> KernelSpec:
@@ -280,7 +294,7 @@ def any_shape(precision: str) -> KernelSpec:
     entries = (
         Entry("cluster",
               f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {{CK}}, 3, "
-              f"{linear}>", STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=clustered),
+              f"{linear}, {{PINGPONG}}>", STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=clustered),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
@@ -292,7 +306,8 @@ def any_shape(precision: str) -> KernelSpec:
         "rung 5, any shape: TMA stores of C, split-K on small grids, packing where TMA cannot read an operand, "
         "2x1 clusters on large grids, swapped-roles decode tiles at small M (tunables chosen per shape; "
         "SWAPPED=1: swapped wgmma roles on 128 x 256 tiles)",
-        "cu/hopper/any_shape.cu", f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3, {linear}>",
+        "cu/hopper/any_shape.cu",
+        f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3, {linear}, {{PINGPONG}}>",
         precision,
         (Tunable("BN", 256, (64, 128, 192, 256), "tile columns (wgmma N); 192 fits N = 192 j with no column "
                  "past the edge where 256 would waste up to a third"),
@@ -305,23 +320,24 @@ def any_shape(precision: str) -> KernelSpec:
          TAIL,
          GROUP_M,
          PDL,
+         PINGPONG,
          Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
          Tunable("DECODE", 0, (0, 8, 16, 32, 64), "> 0: hopper_decode (small M): tiles of DECODE rows of A x 64 * "
                  "CONSUMERS columns, wgmma's A = the B tile, the deepest ring that fits; 0: any_shape"),
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
-        _any_shape_select, rules=(_swapped_shape, _decode_shape, _cluster_split, _one_consumer_columns),
+        _any_shape_select, rules=(_swapped_shape, _decode_shape, _cluster_split, _pingpong, _one_consumer_columns),
         extra_entries=entries,
         choose=choose_any_shape, spec_class=AnyShapeSpec,
         layouts=("nn", "nt", "tn", "tt"), out_dtypes=("fp32", precision),
         epilogues=tuple(geo.EPILOGUE_CODE),
         # BF16 and FP16 are one template: bf16 builds the 128 x 64 tiles choose() takes on small
-        # grids (with the split-K cluster entry beside them), fp16 the one-consumer tiles, so the
-        # spill gate sees both without more builds
+        # grids (with the split-K cluster entry beside them) and 128 x 192, fp16 the one-consumer
+        # tiles and the ping-pong ones, so the spill gate sees all without more builds
         checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
                  {"BN": 64, "STAGES": 8, "CK": 2} if precision == "bf16" else {"BN": 128, "CONSUMERS": 1},
-                 *(({"BN": 192},) if precision == "bf16" else ()),
+                 {"BN": 192} if precision == "bf16" else {"BN": 128, "STAGES": 6, "CM": 2, "PINGPONG": 1},
                  {"DECODE": 16, "BN": 64, "CONSUMERS": 1}))
 
 

@@ -8,7 +8,10 @@ a small M's time is the read of B, and more CTAs read it at once). ``candidates(
 offers only those that can run the shape well-formed: split-K only where every slice of every
 tile is resident at once (the slices of a tile hand their partial sums over in order, so a
 slice waiting for one that has no SM would wait for ever) and K holds at least two k tiles a
-slice; split-K with a 2 x 1 cluster only over an even number of tile rows.
+slice; split-K with a 2 x 1 cluster only over an even number of tile rows, and whole tiles in
+2 x 1 clusters only over two tile rows or more (M > 128: over one, the second CTA of each
+cluster has no rows, and at M = 96-128 such a pick ran at 0.50-0.91 of cuBLASLt where the
+same tiles without the cluster ran at 0.56-1.00, results/h100-80gb-hbm3/probe-vote-candidates-m128.txt).
 
 The fitted pick. ``tools/autotune.py --kernel hopper_bf16 --corpus all:tune`` verifies and
 times every candidate on each shape of the tuning set (docs/corpus.md: no validation shape is
@@ -75,8 +78,9 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
     """The configurations offered for ``problem`` (see the module's docstring), in a fixed order."""
     m, n, k = max(problem.m, 1), max(problem.n, 1), max(problem.k, 1)
     rows, cols = ceil_div(m, 128), ceil_div(n, 128)
-    offered = [TILE_128x256, {**TILE_128x256, "CM": 2}, TILE_128x128, {**TILE_128x128, "CM": 2},
-               TILE_128x64, TILE_64x128]
+    # a 2 x 1 cluster over a single tile row leaves one CTA of each pair without rows
+    pair = (lambda tile: [tile, {**tile, "CM": 2}]) if rows >= 2 else (lambda tile: [tile])
+    offered = [*pair(TILE_128x256), *pair(TILE_128x128), TILE_128x64, TILE_64x128]
     if m <= SMALL_M:
         offered.append(TILE_64x64)
         for tile in SMALL_M_TILES:

@@ -1,0 +1,48 @@
+"""Five odd shapes of one code path, each launched once and checked against the float64
+reference (NaN-poisoned output, guard band), small enough to run under compute-sanitizer:
+
+    compute-sanitizer --tool memcheck|racecheck|synccheck python3 tools/probes/sanitize_cases.py [PATH]
+
+PATH names the cases: "pingpong" (hopper_bf16/fp16 with PINGPONG=1; more tiles than CTAs, so
+both consumers of a CTA take turns; ragged edges, clusters, every layout, 16-bit D with the
+fused epilogues, beta, C's own stores, K of one k tile). Run it once without the sanitizer
+first so that the kernels are built and cached.
+"""
+import sys
+
+from gemm_driver import Session
+from gemm_driver.case import PreparedCase
+from gemm_driver.problem import GemmProblem
+
+PINGPONG = {"PINGPONG": 1}
+CASES = {
+    "pingpong": [
+        ("hopper_bf16", GemmProblem(1100, 1300, 300, 1.0, 0.5), {**PINGPONG, "BN": 64, "STAGES": 8}),
+        ("hopper_fp16", GemmProblem(1500, 1250, 257, trans_b=True, out_dtype="fp16", epilogue="bias_gelu"),
+         {**PINGPONG, "BN": 128, "STAGES": 6, "CM": 2}),
+        ("hopper_bf16", GemmProblem(2100, 1000, 130, trans_a=True, trans_b=True, out_dtype="bf16",
+                                    epilogue="bias_relu"), {**PINGPONG, "BN": 128, "STAGES": 6, "CN": 2}),
+        ("hopper_bf16", GemmProblem(1031, 2077, 96, -1.0, 0.5, trans_a=True),
+         {**PINGPONG, "BN": 128, "STAGES": 6, "STORE": 0}),
+        ("hopper_fp16", GemmProblem(2000, 2000, 64), {**PINGPONG, "BN": 64, "STAGES": 8}),
+    ],
+}
+
+
+def main(args: list[str]) -> int:
+    path = args[0] if args else "pingpong"
+    failed = 0
+    with Session() as s:
+        for name, problem, tunables in CASES[path]:
+            precision = name.split("_")[1]
+            with PreparedCase.random(problem, precision, 5) as case:
+                out, guard = case.run(case.launcher(s, name, tunables))
+                verdict = case.check(out, guard)
+                failed += not verdict.ok
+                print(f"{name} {problem.label} {problem.layout} out={problem.out_dtype} epilogue={problem.epilogue} "
+                      f"beta={problem.beta:g} {tunables}: {verdict.message}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
