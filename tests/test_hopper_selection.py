@@ -40,6 +40,13 @@ def test_split_k_is_offered_only_where_every_slice_is_resident(shape):
             assert problem.k >= splits * 128
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+def test_whole_tiles_take_a_2x1_cluster_only_over_two_tile_rows_or_more(shape):
+    problem = GemmProblem(*shape)
+    clustered = [t for t in selection.candidates(problem) if t.get("CM") == 2 and "SPLITS" not in t]
+    assert bool(clustered) == (problem.m > 128)
+
+
 def test_small_m_is_offered_one_consumer_tiles_split_over_k():
     small = selection.candidates(GemmProblem(16, 4096, 7168))
     assert {**selection.SMALL_M_TILES[0], "SPLITS": 4} in small and selection.TILE_64x64 in small

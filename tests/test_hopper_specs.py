@@ -237,6 +237,11 @@ def test_host_numbers_match_the_kernels_config_structs():
      "registers a thread at launch: it takes BN <= 192"),
     ("hopper_bf16", {"BN": 192, "STAGES": 2, "CK": 4}, P256,
      "CK=4: the 98304 bytes of partials a CTA receives exceed its ring (2 stages, 81920 bytes)"),
+    ("hopper_bf16", {"PINGPONG": 1}, P256, "PINGPONG=1 gives each of the two consumers (CONSUMERS=2) a whole "
+     "128 x BN tile: it takes BN <= 128"),
+    ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "PINGPONG": 1}, P256, "it takes BN <= 128"),
+    ("hopper_bf16", {"BN": 128, "STAGES": 6, "PINGPONG": 1, "SPLITS": 2}, P256,
+     "PINGPONG=1 runs every tile whole: it takes SPLITS=1, CK=1, SWAPPED=0 and DECODE=0"),
 ])
 def test_refused_configurations_name_the_rule_in_one_line(name, overrides, problem, message):
     with pytest.raises(ValueError) as info:
@@ -251,6 +256,7 @@ def test_what_the_rules_let_through():
     SPECS["hopper_bf16"].validate(GemmProblem(0, 8, 0))  # empty: nothing to launch
     SPECS["hopper_bf16"].validate(P256, {"BN": 128, "CONSUMERS": 1, "STAGES": 4})  # two 110592-byte CTAs
     SPECS["hopper_bf16"].validate(P256, {"SWAPPED": 1, "CM": 2, "CN": 2})
+    SPECS["hopper_fp16"].validate(P256, {"BN": 64, "STAGES": 8, "CM": 2, "PINGPONG": 1})
     SPECS["hopper_bf16"].validate(GemmProblem(8, 256, 256, trans_b=True, out_dtype="bf16", epilogue="bias_gelu"),
                                   {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "SPLITS": 8})
 

@@ -39,7 +39,7 @@ struct Config {
     static constexpr int CK = CK_;
     // PINGPONG: the two consumers take turns on whole 128 x BN tiles, each its own (two m64
     // halves, BN accumulators a thread), so that one's epilogue runs while the other's k loop
-    // keeps the tensor cores busy (consume_pingpong). A slot is then read by one consumer a CTA.
+    // keeps the tensor cores busy (run's PINGPONG branch). A slot is then read by one consumer a CTA.
     static constexpr bool PINGPONG = PINGPONG_;
     static constexpr int READERS = PINGPONG ? 1 : CONSUMERS;  // consumer warpgroups of a CTA that read each slot
     static constexpr int THREADS = 128 * (CONSUMERS + 1), CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
@@ -65,7 +65,7 @@ struct Config {
     static constexpr int STORE_BUFFERS = CONSUMERS == 2 ? 2 : 1;
     static constexpr int STAGING_FLOATS =
         TMA_STORE && STORE_BUFFERS * 64 * 32 > 64 * 40 ? STORE_BUFFERS * 64 * 32 : 64 * 40;
-    // full, empty, the split-K flag; with PINGPONG the two consumers' turn barriers (consume_pingpong)
+    // full, empty, the split-K flag; with PINGPONG the two consumers' turn barriers (run)
     static constexpr int BARRIER_BYTES = 2 * STAGES * 8 + 16 + (PINGPONG ? 16 : 0);
     // Barriers live in the gap before the staging (256 bytes, or 1024 to align TMA's buffers).
     static constexpr int STAGING_OFFSET = STAGES * STAGE_BYTES + (TMA_STORE ? 1024 : 256);
