@@ -21,7 +21,7 @@ SHAPES = [(1, 4096, 4096), (32, 28672, 4096), (256, 6144, 4096), (768, 768, 768)
 def test_every_offered_candidate_is_a_valid_configuration(shape):
     problem = GemmProblem(*shape)
     offered = selection.candidates(problem)
-    assert len(offered) == len({tuned.label(c) for c in offered}) >= 6
+    assert len(offered) == len({tuned.label(c) for c in offered}) >= 5
     for precision in ("bf16", "fp16"):
         for tunables in offered:
             kernels.KERNELS[f"hopper_{precision}"].validate(problem, tunables)  # raises, naming the rule, if not
