@@ -10,8 +10,9 @@ tile is resident at once (the slices of a tile hand their partial sums over in o
 slice waiting for one that has no SM would wait for ever) and K holds at least two k tiles a
 slice; split-K with a 2 x 1 cluster only over an even number of tile rows, and whole tiles in
 2 x 1 clusters only over two tile rows or more (M > 128: over one, the second CTA of each
-cluster has no rows, and at M = 96-128 such a pick ran at 0.50-0.91 of cuBLASLt where the
-same tiles without the cluster ran at 0.56-1.00, results/h100-80gb-hbm3/probe-vote-candidates-m128.txt).
+cluster has no rows, and at M = 96-128 such a pick ran at 0.50-0.91 of the faster baseline
+where the same tiles without the cluster ran at 0.51-1.00,
+results/h100-80gb-hbm3/probe-vote-candidates-m128.txt).
 
 The fitted pick. ``tools/autotune.py --kernel hopper_bf16 --corpus all:tune`` verifies and
 times every candidate on each shape of the tuning set (docs/corpus.md: no validation shape is
