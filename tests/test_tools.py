@@ -184,14 +184,17 @@ def test_corpus_shift_lists_the_shapes_whose_pick_changed(tmp_path):
     assert len(changed) == 1 and shape in changed[0] and "SPLITK" in changed[0] and "->99" in changed[0]
 
 
-def test_corpus_shift_takes_a_tunable_only_one_run_records_for_no_change(tmp_path):
+def test_corpus_shift_takes_a_tunable_gained_since_a_run_at_its_default_there(tmp_path):
     doc = json.loads(VALIDATION.read_text())
-    for case in doc["results"]:
-        if case["kernel"] == "autotuned" and case["status"] == "ok":
-            case["tunables"] = {**case["tunables"], "NEW": 0}  # a tunable the kernel gained in between
-    later = tmp_path / "later.json"
-    later.write_text(json.dumps(doc))
-    done = tool("corpus_shift.py", str(VALIDATION), str(later))
+    dropped = 0
+    for case in doc["results"]:  # the earlier run, from before autotuned had PER_SM (default 0)
+        if case["kernel"] == "autotuned" and case["status"] == "ok" and case["tunables"]["PER_SM"] == 0:
+            del case["tunables"]["PER_SM"]
+            dropped += 1
+    assert dropped > 0
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps(doc))
+    done = tool("corpus_shift.py", str(earlier), str(VALIDATION))
     assert done.returncode == 0 and done.stderr == ""
     assert "0 shapes ran other tunables" in done.stdout and "the other 131: x1.000" in done.stdout
 

@@ -8,7 +8,8 @@ between the two runs, mostly the power cap's).
 
 ``compare`` matches cases by their tunables, so a shape whose pick changed shows there only
 as two unmatched cases; this reads both files through corpus_summary's ratios instead. A
-missing or malformed file is one line on stderr and exit 2.
+tunable the kernel gained after a run counts at its default there (``compare``'s
+``recorded_tunables``). A missing or malformed file is one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import sys
 from pathlib import Path
 
+from gemm_driver.bench.compare import recorded_tunables
 from gemm_driver.bench.corpus_summary import shape_ratios, summary_lines
 from gemm_driver.bench.writers import load
 
@@ -29,7 +31,7 @@ PROG = Path(__file__).name
 
 def picks(document: dict) -> dict[tuple, tuple[float, dict]]:
     """(precision, m, n, k) -> (own / best baseline, the own kernel's tunables)."""
-    tunables = {(c["kernel"], c["m"], c["n"], c["k"]): c.get("tunables") or {}
+    tunables = {(c["kernel"], c["m"], c["n"], c["k"]): recorded_tunables(c)
                 for c in document.get("results", []) if c.get("status") == "ok"}
     return {(r.precision, r.m, r.n, r.k): (r.ratio, tunables.get((r.own, r.m, r.n, r.k), {}))
             for r in shape_ratios(document)}
@@ -42,10 +44,7 @@ def geomean(values: list[float]) -> float:
 def shift_lines(old: dict, new: dict) -> list[str]:
     before, after = picks(old), picks(new)
     both = [key for key in after if key in before]
-    # a tunable only one of the runs records (added to the kernel, or removed, in between) is
-    # not a change of pick: compare the names both record
-    differ = lambda t0, t1: any(t0[name] != t1[name] for name in set(t0) & set(t1))
-    changed = [key for key in both if differ(before[key][1], after[key][1])]
+    changed = [key for key in both if before[key][1] != after[key][1]]
     kept = [key for key in both if key not in changed]
     moved = lambda keys: geomean([after[key][0] / before[key][0] for key in keys])
     lines = ["before:", *summary_lines(old)[:-2], "after:", *summary_lines(new)[:-2],
@@ -54,7 +53,7 @@ def shift_lines(old: dict, new: dict) -> list[str]:
     for key in changed:
         (was, t0), (now, t1) = before[key], after[key]
         diff = ", ".join(f"{name} {t0.get(name, '-')}->{t1.get(name, '-')}"
-                         for name in sorted(set(t0) & set(t1)) if t0[name] != t1[name])
+                         for name in sorted(set(t0) | set(t1)) if t0.get(name) != t1.get(name))
         lines.append(f"  {key[0]:<5} {'x'.join(map(str, key[1:])):<18} {was:.3f} -> {now:.3f}  {diff}")
     return lines
 
