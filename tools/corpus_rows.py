@@ -30,8 +30,8 @@ SUBSETS = (("all", lambda r: True), ("without the odd shapes", lambda r: r.kind 
 
 def row(name: str, ratios: list[ShapeRatio]) -> str:
     s = PrecisionSummary.stats(ratios)
-    shares = sorted(r.bandwidth_share for r in ratios if r.bandwidth_share is not None)
-    bandwidth = f" (median {shares[len(shares) // 2]:.0%} of the copy bandwidth)" if name == "M <= 128" and shares else ""
+    share = PrecisionSummary.median_bandwidth_share(ratios) if name == "M <= 128" else None
+    bandwidth = f" (median {share:.0%} of the copy bandwidth)" if share is not None else ""
     return (f"| {name} | {s['shapes']} | {s['geomean']:.3f}{bandwidth} | {s['min']:.3f} ({s['min_shape']}) "
             f"| {s['share_at_least_1']:.0%} |")
 

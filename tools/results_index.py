@@ -6,10 +6,10 @@ validating loader (gemm_driver.bench.writers.load). A run is *current* for a ker
 (the source folder of its kernels: simt, tensor, hopper, ptx) and precision when no later
 complete run measured all of its kernels of that family and precision on all of its shapes;
 otherwise that later run *supersedes* it. A run in archive/ is neither current nor supersedes
-another: it was moved there as superseded, or put there as an attempt the code did not keep. The index shows, per GPU, the current runs with
-their date, the stack they were measured with, the command line, the headline numbers (best
-own kernel against the best baseline per shape), the files beside them, then the archived
-runs and the other text files by kind.
+another: it was moved there as superseded, or put there as an attempt the code did not keep.
+The index shows, per GPU, the current runs with their date, the stack they were measured
+with, the command line, the headline numbers (best own kernel against the best baseline per
+shape), the files beside them, then the archived runs and the other text files by kind.
 
     python tools/results_index.py            # write results/README.md
     python tools/results_index.py --check    # exit 1 when results/README.md is not what it would write

@@ -52,13 +52,17 @@ class PrecisionSummary:
                 "min": worst.ratio, "min_shape": f"{worst.m}x{worst.n}x{worst.k}",
                 "share_at_least_1": sum(r.ratio >= 1.0 for r in ratios) / len(ratios)}
 
+    @staticmethod
+    def median_bandwidth_share(ratios: list[ShapeRatio]) -> float | None:
+        """The median (upper, of an even count) of ``ratios``' bandwidth shares, None without any."""
+        shares = sorted(r.bandwidth_share for r in ratios if r.bandwidth_share is not None)
+        return shares[len(shares) // 2] if shares else None
+
     def as_dict(self) -> dict:
         small = [r for r in self.ratios if r.m <= 128]
-        shares = [r.bandwidth_share for r in small if r.bandwidth_share is not None]
         return {"precision": self.precision, "all": self.stats(self.ratios),
                 "without_odd": self.stats([r for r in self.ratios if r.kind != "odd"]),
-                "small_m": {**self.stats(small),
-                            "median_bandwidth_share": sorted(shares)[len(shares) // 2] if shares else None}}
+                "small_m": {**self.stats(small), "median_bandwidth_share": self.median_bandwidth_share(small)}}
 
 
 def _is_own(name: str) -> bool:

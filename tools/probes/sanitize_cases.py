@@ -10,7 +10,7 @@ first so that the kernels are built and cached.
 """
 import sys
 
-from gemm_driver import Session
+from gemm_driver import Session, kernels
 from gemm_driver.case import PreparedCase
 from gemm_driver.problem import GemmProblem
 
@@ -34,8 +34,7 @@ def main(args: list[str]) -> int:
     failed = 0
     with Session() as s:
         for name, problem, tunables in CASES[path]:
-            precision = name.split("_")[1]
-            with PreparedCase.random(problem, precision, 5) as case:
+            with PreparedCase.random(problem, kernels.KERNELS[name].precision, 5) as case:
                 out, guard = case.run(case.launcher(s, name, tunables))
                 verdict = case.check(out, guard)
                 failed += not verdict.ok

@@ -501,8 +501,8 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
 
 def _small_tile_splits(units: int, k: int) -> int:
     """Split-K over hopper_tf32's 64- or 128-row tiles of 128 columns (one CTA an SM): any of
-    SPLITS' choices, each slice >= 1024 of K."""
-    return _split_k(units, k, 1024, max(SPLITS.choices))
+    SPLITS' choices, each slice >= tf32_selection.SLICE_K (1024) of K."""
+    return _split_k(units, k, tf32_selection.SLICE_K, max(SPLITS.choices))
 
 
 # ---------------------------------------------------------------- choose (the last rung)
