@@ -1,12 +1,13 @@
-"""Five odd shapes of one code path, each launched once and checked against the float64
+"""Odd shapes of one code path, each launched once and checked against the float64
 reference (NaN-poisoned output, guard band), small enough to run under compute-sanitizer:
 
     compute-sanitizer --tool memcheck|racecheck|synccheck python3 tools/probes/sanitize_cases.py [PATH]
 
 PATH names the cases: "pingpong" (hopper_bf16/fp16 with PINGPONG=1; more tiles than CTAs, so
 both consumers of a CTA take turns; ragged edges, clusters, every layout, 16-bit D with the
-fused epilogues, beta, C's own stores, K of one k tile). Run it once without the sanitizer
-first so that the kernels are built and cached.
+fused epilogues, beta, C's own stores, K of one k tile, and K of 24 k tiles, where each
+consumer's k loop wraps the ring while the other's epilogue runs: the turn barriers' case).
+Run it once without the sanitizer first so that the kernels are built and cached.
 """
 import sys
 
@@ -25,6 +26,8 @@ CASES = {
         ("hopper_bf16", GemmProblem(1031, 2077, 96, -1.0, 0.5, trans_a=True),
          {**PINGPONG, "BN": 128, "STAGES": 6, "STORE": 0}),
         ("hopper_fp16", GemmProblem(2000, 2000, 64), {**PINGPONG, "BN": 64, "STAGES": 8}),
+        ("hopper_bf16", GemmProblem(2100, 1300, 1500, trans_b=True, out_dtype="bf16", epilogue="bias"),
+         {**PINGPONG, "BN": 128, "STAGES": 6}),
     ],
 }
 
