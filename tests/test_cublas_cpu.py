@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import re
+import types
 from pathlib import Path
 
 import numpy as np
@@ -320,24 +321,76 @@ TYPES = {**{name: p.cublas for name, p in precision.PRECISIONS.items() if p.cubl
 
 
 @pytest.mark.parametrize("name", sorted(TYPES))
-def test_gemm_ex_end_to_end_sets_and_restores_math_mode(fake, name):
+def test_gemm_ex_end_to_end_runs_in_its_math_mode_and_sets_it_only_when_it_changes(fake, name):
     m, n, k, lda, ldb, ldc = 4, 3, 5, 6, 3, 4
     (pa, pb, pc), (am, bm, cm0) = _operands(fake, m, n, k, lda, ldb, ldc)
     p = TYPES[name]
+    sets = []
+    set_mode = fake.cublasSetMathMode
+    fake.cublasSetMathMode = lambda h, mode: (sets.append(mode), set_mode(h, mode))
     with cublas.CublasHandle() as h:
-        h.set_math_mode(16)  # a flag bit that MathMode cannot represent must survive
+        h.set_math_mode(16)  # another mode (a flag bit MathMode cannot represent), set before
         cublas.gemm_ex(h, m, n, k, 1.0, pa, lda, pb, ldb, 1.0, pc, ldc, types=p)
-        assert h.get_math_mode() == 16
+        cublas.gemm_ex(h, m, n, k, 1.0, pa, lda, pb, ldb, 0.0, pc, ldc, types=p)
+        assert h.get_math_mode() == p.math_mode  # kept for the next call
+    assert sets == [16, p.math_mode]  # the second call found its mode set
     assert fake.log[1] == ("gemm_ex", p.ab_type, p.ab_type, p.c_type, p.compute,
                            cublas.CUBLAS_GEMM_DEFAULT, p.math_mode)
-    assert_rowmajor_result(fake.mem[pc], am @ bm + cm0, ldc)
+    assert fake.log[2][-1] == p.math_mode
+    assert_rowmajor_result(fake.mem[pc], am @ bm, ldc)
 
 
-def test_gemm_ex_restores_math_mode_on_error(fake):
-    fake.fail_gemm = True
-    with cublas.CublasHandle() as h, pytest.raises(CublasError):
-        cublas.gemm_ex(h, 2, 2, 2, 1.0, 0, 2, 0, 2, 0.0, 0, 2, types=TYPES["tf32"])
-    assert fake.math_mode == cublas.MathMode.DEFAULT
+def test_after_a_failed_set_the_mode_is_set_again(fake):
+    """use_math_mode trusts only what this object set: a failed set leaves the mode unknown."""
+    def refuse(handle, mode):
+        raise CublasError("CUBLAS_STATUS_INVALID_VALUE", "fake", "cublasSetMathMode")
+
+    with cublas.CublasHandle() as h:
+        h.use_math_mode(cublas.MathMode.PEDANTIC)
+        working, fake.cublasSetMathMode = fake.cublasSetMathMode, refuse
+        with pytest.raises(CublasError):
+            h.set_math_mode(cublas.MathMode.DEFAULT)
+        fake.cublasSetMathMode = working
+        fake.math_mode = cublas.MathMode.DEFAULT  # what cuBLAS holds after the failed set is not known
+        h.use_math_mode(cublas.MathMode.PEDANTIC)
+        assert fake.math_mode == cublas.MathMode.PEDANTIC
+
+
+def test_a_prepared_gemm_ex_call_passes_c_values_of_the_declared_types(fake, monkeypatch):
+    """gemm_ex_call converts the arguments once to the ctypes the signature declares (the
+    function it calls has none, so ctypes would pass a bare int as a 32-bit int) and checks the
+    status itself, as the errcheck would."""
+    calls, status = [], [0]
+    monkeypatch.setattr(cublas, "_unchecked", lambda name: lambda *args: (calls.append((name, args)), status[0])[1])
+    declared = dict((name, types) for _, name, types in cublas.SIGNATURES)["cublasGemmEx"]
+    arguments = cublas.gemm_ex_arguments(3, 4, 5, 2.0, 0x7F00_0000_1000, 5, 0x7F00_0000_2000, 4, 0.0,
+                                         0x7F00_0000_3000, 4, TYPES["bf16"])
+    with cublas.CublasHandle() as h:
+        call = h.gemm_ex_call(arguments)
+        call()
+        (name, passed), = calls
+        assert name == "cublasGemmEx" and len(passed) == len(declared) == len(arguments) + 1
+        for ctype, value, given in zip(declared, passed, (h.ptr, *arguments)):
+            if isinstance(given, int):
+                assert type(value) is ctype and value.value == int(given)
+            else:  # alpha and beta by reference, as given
+                assert value is given
+        status[0] = 7
+        with pytest.raises(CublasError, match="cublasGemmEx"):
+            call()
+    with pytest.raises(GemmDriverError, match="closed"):
+        call()
+
+
+def test_the_stream_is_set_only_when_the_raw_stream_changes(fake):
+    stream = types.SimpleNamespace(handle=5)
+    with cublas.CublasHandle() as h:
+        h.use_stream(stream)
+        h.use_stream(stream)
+        stream.handle = 6  # the same object at another raw stream: bound again
+        h.use_stream(stream)
+        h.use_stream(6)
+    assert [entry for entry in fake.log if entry[0] == "stream"] == [("stream", 0), ("stream", 5), ("stream", 6)]
 
 
 def test_gemm_ex_takes_types_not_names(fake):

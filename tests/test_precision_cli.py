@@ -140,7 +140,7 @@ def test_gemm_strided_batched_ex_passes_the_swapped_operands_strides_and_types(m
         with pytest.raises(ValueError, match="batch"):
             cublas.gemm_strided_batched_ex(h, 3, 4, 5, 1.0, 0, 6, 18, 0, 7, 35, 0.0, 0, 8, 24, -1, types=p)
     (a, mode), = lib.calls
-    assert mode == cublas.MathMode.PEDANTIC and lib.math_mode == 0, "pedantic for the call, restored after"
+    assert mode == cublas.MathMode.PEDANTIC == lib.math_mode, "pedantic for the call, kept for the next"
     # row-major C(3x4) = A(3x5) B(5x4) is column-major (n, m, k) = (4, 3, 5) with B first
     assert a[:6] == (FakeLib.HANDLE, 0, 0, 4, 3, 5)
     assert ctypes.cast(a[6], ctypes.POINTER(ctypes.c_float)).contents.value == 2.0

@@ -129,26 +129,20 @@ def _cublas_gemm(provider: Provider, session, problem: GemmProblem, a, b, c, bia
     arguments are made once; at other addresses the enqueue's ``repoint`` (Launch.repoint)
     makes them again and keeps the rest (handle, types, stream)."""
     handle, types = session.cublas(), _precision.gemm_types(provider.precision, problem.out_dtype)
-    gemm_ex, stream, mode = handle._lib.cublasGemmEx, session.stream, int(types.math_mode)
+    stream, mode, rebind = session.stream, int(types.math_mode), session.stream_per_call
 
     def at(a, b, c) -> Enqueue:
         # C stays row-major: a caller's transposed C is swapped away before this
-        rest = cublas.gemm_ex_arguments(problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld,
-                                        problem.beta, c.ptr, c.ld, types, problem.trans_a, problem.trans_b)
-        if not session.stream_per_call:
-            def enqueue() -> None:
-                with cublas._math_mode(handle, types.math_mode):
-                    gemm_ex(handle.ptr, *rest)
-        else:
-            # The handle kept for callers' streams (Session.on): only these launches use it, so its
-            # stream and math mode are set when they change instead of set and restored per call.
-            def enqueue() -> None:
-                want = (int(stream.handle), mode)
-                if getattr(handle, "caller_stream_binding", None) != want:
-                    handle.set_stream(want[0])
-                    handle.set_math_mode(mode)
-                    handle.caller_stream_binding = want
-                gemm_ex(handle.ptr, *rest)
+        gemm_ex = handle.gemm_ex_call(cublas.gemm_ex_arguments(
+            problem.m, problem.n, problem.k, problem.alpha, a.ptr, a.ld, b.ptr, b.ld, problem.beta, c.ptr, c.ld,
+            types, problem.trans_a, problem.trans_b))
+
+        def enqueue() -> None:
+            # the handle calls cuBLAS only where the stream (a caller's: Session.on) or mode changed
+            if rebind:
+                handle.use_stream(stream.handle)
+            handle.use_math_mode(mode)
+            gemm_ex()
 
         enqueue.repoint = lambda a, b, c, bias=0: at(a, b, c)  # GemmEx takes no bias
         return enqueue
@@ -170,8 +164,7 @@ def _cublas_batched(provider: Provider, session, problem: GemmProblem, a, b, c, 
 
     def enqueue() -> None:
         if rebind:
-            handle.set_stream(stream)
-            handle.caller_stream_binding = None  # see _cublas_gemm: what it last set no longer holds
+            handle.use_stream(stream)
         cublas.gemm_strided_batched_ex(handle, *args, types=types)
 
     return ProviderLaunch(enqueue)
