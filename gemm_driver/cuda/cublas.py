@@ -157,12 +157,12 @@ def _library() -> ctypes.CDLL:
     return bind_library("cublas", "cuBLAS", SIGNATURES)
 
 
-def _unchecked(lib: ctypes.CDLL, name: str) -> Any:
-    """``lib``'s ``name`` as a function of its own with neither argtypes nor errcheck: given
+def _unchecked(name: str) -> Any:
+    """cuBLAS's ``name`` as a function of its own with neither argtypes nor errcheck: given
     arguments that are C values already, ctypes converts nothing (0.9 us a call against 3.4
     with the declared types and the errcheck, on a development CPU, through a stand-in
-    library of cublasGemmEx's signature). The caller checks the status it returns."""
-    fn = lib[name]
+    library of cublasGemmEx's signature)."""
+    fn = _library()[name]
     fn.restype = _i
     return fn
 
@@ -274,7 +274,7 @@ class CublasHandle:
         values once: the call a launch makes every time (a non-zero status raises CublasError;
         a closed handle, GemmDriverError). The stream and math mode are the caller's to set."""
         name = "cublasGemmEx"
-        fn, declared = _unchecked(_library(), name), dict((n, types) for _, n, types in SIGNATURES)[name]
+        fn, declared = _unchecked(name), dict((n, types) for _, n, types in SIGNATURES)[name]
         values = (ctypes.c_void_p(self.ptr), *map(_as_c, declared[1:], arguments))
         alive = self._finalizer
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import ctypes
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from . import cublas
 from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DESC_BIAS_POINTER, _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, ALGO_CONFIG,
@@ -46,7 +46,7 @@ from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DE
 from .cublaslt_layout import (BLOCK_SCALE_ROW_MULTIPLE, LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem,
                               MatmulDescriptors, _describe_problem, _Preference, block_scale_ld, pointer_alignment,
                               scale_mode_refusal, validate)
-from .errors import CublasError, CudaError, GemmDriverError
+from .errors import CublasError, CudaError
 
 __all__ = ["BLOCK_SCALE_ROW_MULTIPLE", "DEFAULT_CANDIDATES", "DEFAULT_WORKSPACE_BYTES", "LT_PRECISIONS", "MAX_ALIGNMENT",
            "CandidateTiming", "LtHandle", "LtMatmul", "LtPrecision", "LtProblem", "MatmulDescriptors", "block_scale_ld",
@@ -154,16 +154,6 @@ class LtMatmul:
         scales of A and B of a scaled FP8 problem (shapes per fp8.scale_shapes, laid out as
         the provider hands them over). Pointers are device addresses (ints or objects with
         ``.ptr``)."""
-        self.prepared(a, b, c, stream, alpha, beta, candidate, bias, scales)()
-
-    def prepared(self, a: int, b: int, c: int, stream: Any = None, alpha: float = 1.0, beta: float = 0.0,
-                 candidate: int | None = None, bias: int = 0,
-                 scales: tuple[int, int] | None = None) -> Callable[[], None]:
-        """``run``'s call with its checks made and its arguments converted to C values once: the
-        call a launch makes every time (``cublas._unchecked``: ctypes converts nothing; a
-        non-zero status raises CublasError). Each call sets the bias and scale pointers on the
-        matmul descriptor again (every call of this matmul shares it) and reads the stream's
-        raw handle then (a caller's stream object may change it)."""
         ptrs = {"a": int(getattr(a, "ptr", a)), "b": int(getattr(b, "ptr", b)), "c": int(getattr(c, "ptr", c))}
         if self.problem.epilogue != "none":
             ptrs["bias"] = int(getattr(bias, "ptr", bias))
@@ -173,35 +163,23 @@ class LtMatmul:
             if pointer_alignment(ptr) < self.alignment[name]:
                 raise ValueError(f"{name.upper()} at {ptr:#x} is {pointer_alignment(ptr)}-byte aligned; this "
                                  f"LtMatmul was made for {self.alignment[name]}-byte alignment")
+        d = self.descriptors
+        if "bias" in ptrs:  # read by cublasLtMatmul when it is called (a graph capture keeps it)
+            d.desc.set(_DESC_BIAS_POINTER, ctypes.c_void_p(ptrs["bias"]))
         if (scales is None) != (self.problem.scaling == "none"):
             raise ValueError(f"scaling {self.problem.scaling!r} " + ("needs the scales of A and B"
                              if scales is None else "takes no scales"))
-        void, d = ctypes.c_void_p, self.descriptors
-        settings = []  # read by cublasLtMatmul when it is called (a graph capture keeps them)
-        if "bias" in ptrs:
-            settings.append((_DESC_BIAS_POINTER, void(ptrs["bias"])))
         if scales is not None:  # the swap: cuBLASLt's A is our B
             scale_a, scale_b = (int(getattr(x, "ptr", x)) for x in scales)
-            settings += [(_DESC_A_SCALE_POINTER, void(scale_b)), (_DESC_B_SCALE_POINTER, void(scale_a))]
+            d.desc.set(_DESC_A_SCALE_POINTER, ctypes.c_void_p(scale_b))
+            d.desc.set(_DESC_B_SCALE_POINTER, ctypes.c_void_p(scale_a))
+        result = self.candidates[self.chosen if candidate is None else candidate]
         al, be = cublas.scalars(alpha, beta)
-        head = (void(self.handle.ptr), void(d.desc.ptr), ctypes.byref(al), void(ptrs[d.first.operand.source]),
-                void(d.first.ptr), void(ptrs[d.second.operand.source]), void(d.second.ptr), ctypes.byref(be),
-                void(ptrs["c"]), void(d.c.ptr), void(ptrs["c"]), void(d.c.ptr))
-        workspace = (void(self.workspace.ptr if self.workspace is not None else None),
-                     ctypes.c_size_t(self.workspace_bytes))
-        matmul, name = cublas._unchecked(_library(), "cublasLtMatmul"), "cublasLtMatmul"
-
-        def call() -> None:
-            if self.handle.closed or d.desc.closed:
-                raise GemmDriverError("this LtMatmul is closed")
-            for attribute, value in settings:
-                d.desc.set(attribute, value)
-            result = self.candidates[self.chosen if candidate is None else candidate]
-            status = matmul(*head, ctypes.byref(result.algo), *workspace, void(cublas._stream_ptr(stream)))
-            if status:
-                raise CublasError(cublas.status_name(status), cublas.status_message(status), name)
-
-        return call
+        ws = self.workspace.ptr if self.workspace is not None else None
+        _library().cublasLtMatmul(
+            self.handle.ptr, d.desc.ptr, ctypes.byref(al), ptrs[d.first.operand.source], d.first.ptr,
+            ptrs[d.second.operand.source], d.second.ptr, ctypes.byref(be), ptrs["c"], d.c.ptr, ptrs["c"], d.c.ptr,
+            ctypes.byref(result.algo), ws, self.workspace_bytes, cublas._stream_ptr(stream))
 
     def autotune(self, a: int, b: int, c: int, stream: Any, alpha: float = 1.0, beta: float = 0.0,
                  target_ms: float = 1.0, rounds: int = 2, bias: int = 0,

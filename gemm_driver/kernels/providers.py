@@ -204,10 +204,8 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c,
     alpha, beta, lds = problem.alpha, problem.beta, (a.ld, b.ld, c.ld)
 
     def at(a, b, c, bias) -> Enqueue:
-        run = matmul.prepared(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta, bias=bias, scales=scale_ptrs)
-
         def enqueue(_padded=keep) -> None:  # the default keeps the padded scales as long as the launch
-            run()
+            matmul.run(a.ptr, b.ptr, c.ptr, session.stream, alpha, beta, bias=bias, scales=scale_ptrs)
 
         def repoint(a, b, c, bias=0) -> Enqueue | None:
             """This matmul at other operands (Launch.repoint) where a new launcher would pick it
