@@ -362,7 +362,7 @@ def test_a_prepared_gemm_ex_call_passes_c_values_of_the_declared_types(fake, mon
     status itself, as the errcheck would."""
     calls, status = [], [0]
     monkeypatch.setattr(cublas, "_unchecked", lambda name: lambda *args: (calls.append((name, args)), status[0])[1])
-    declared = dict((name, types) for _, name, types in cublas.SIGNATURES)["cublasGemmEx"]
+    declared = cublas.ARGTYPES["cublasGemmEx"]
     arguments = cublas.gemm_ex_arguments(3, 4, 5, 2.0, 0x7F00_0000_1000, 5, 0x7F00_0000_2000, 4, 0.0,
                                          0x7F00_0000_3000, 4, TYPES["bf16"])
     with cublas.CublasHandle() as h:

@@ -109,6 +109,10 @@ SIGNATURES: tuple[tuple[Any, str, tuple[Any, ...]], ...] = (
 )
 
 
+# name -> declared argument types (CublasHandle.gemm_ex_call converts its arguments to them once)
+ARGTYPES = {name: argtypes for _, name, argtypes in SIGNATURES}
+
+
 def status_name(status: int) -> str:
     """The cublasStatus_t enum name of ``status``; never raises."""
     return STATUS_NAMES.get(int(status), f"CUBLAS_STATUS_UNKNOWN({int(status)})")
@@ -274,8 +278,8 @@ class CublasHandle:
         values once: the call a launch makes every time (a non-zero status raises CublasError;
         a closed handle, GemmDriverError). The stream and math mode are the caller's to set."""
         name = "cublasGemmEx"
-        fn, declared = _unchecked(name), dict((n, types) for _, n, types in SIGNATURES)[name]
-        values = (ctypes.c_void_p(self.ptr), *map(_as_c, declared[1:], arguments))
+        fn = _unchecked(name)
+        values = (ctypes.c_void_p(self.ptr), *map(_as_c, ARGTYPES[name][1:], arguments))
         alive = self._finalizer
 
         def call() -> None:
