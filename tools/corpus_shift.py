@@ -15,6 +15,7 @@ tunable the kernel gained after a run counts at its default there (``compare``'s
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -37,16 +38,15 @@ def picks(document: dict) -> dict[tuple, tuple[float, dict]]:
             for r in shape_ratios(document)}
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
-
-
 def shift_lines(old: dict, new: dict) -> list[str]:
     before, after = picks(old), picks(new)
     both = [key for key in after if key in before]
     changed = [key for key in both if before[key][1] != after[key][1]]
     kept = [key for key in both if key not in changed]
-    moved = lambda keys: geomean([after[key][0] / before[key][0] for key in keys])
+
+    def moved(keys: list) -> float:
+        return statistics.geometric_mean([after[key][0] / before[key][0] for key in keys]) if keys else math.nan
+
     lines = ["before:", *summary_lines(old)[:-2], "after:", *summary_lines(new)[:-2],
              f"{len(changed)} shapes ran other tunables: ratio x{moved(changed):.3f} (geometric mean); "
              f"the other {len(kept)}: x{moved(kept):.3f}"]

@@ -26,7 +26,7 @@ Run from the repository root:
 import math
 import sys
 
-from small_m import LAUNCHES, ROUNDS, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
+from small_m import TFLOPS_MEASURED, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
 
 from gemm_driver import kernels
 from gemm_driver.problem import GemmProblem
@@ -85,8 +85,7 @@ def main(args: list[str]) -> None:
     flags, shapes = flags_and_shapes(args, RAGGED + SMALL_GRIDS)
     clusters, cluster_split = "--clusters" in flags, "--cluster-split" in flags
     spec = kernels.KERNELS["hopper_bf16"]
-    measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
-    for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):
+    for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
         us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p, clusters, cluster_split)))
         print(f"{label}: chosen {chosen} ({why})", flush=True)
         print_tflops(p, us)

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import sys
 
-from small_m import LAUNCHES, ROUNDS, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
+from small_m import TFLOPS_MEASURED, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
 
 from gemm_driver import kernels
 
@@ -43,8 +43,7 @@ TILES = {"128x256": {"PDL": 1}, "128x256 2x1": {"CM": 2, "PDL": 1}, "128x192": {
 def main(args: list[str]) -> None:
     flags, shapes = flags_and_shapes(args, SHAPES)
     spec = kernels.KERNELS["hopper_bf16"]
-    measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
-    for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):
+    for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
         if "--epilogue" not in flags:
             us = verified_times(s, timer, p, offered(spec, p, label, chosen, TILES))
             print(f"{label}: chosen {chosen} ({why})", flush=True)

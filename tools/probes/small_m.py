@@ -26,6 +26,7 @@ from gemm_driver.problem import GemmProblem
 SHAPES = ["1x3584x3584", "32x4096x4096", "32x4800x1600", "32x6144x4096", "32x3584x18944", "1x28672x4096",
           "32x28672x4096"]
 ROUNDS, LAUNCHES, WARMUP = 5, 100, 10
+TFLOPS_MEASURED = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"  # print_tflops' header
 
 
 def baselines(precision: str) -> tuple[str, str]:

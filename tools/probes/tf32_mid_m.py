@@ -10,14 +10,15 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/tf32_mid_m.py [
 import math
 import sys
 
-from small_m import LAUNCHES, ROUNDS, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
+from small_m import TFLOPS_MEASURED, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
 
 from gemm_driver import kernels
+from gemm_driver.kernels.hopper.selection import SMS
+from gemm_driver.kernels.hopper.tf32_selection import SLICE_K
 from gemm_driver.problem import GemmProblem
 
 SHAPES = ["128x20480x4096", "96x30720x3072", "128x16896x5120", "128x6400x16000", "112x7680x20480",
           "128x4608x12288", "128x9216x8192", "128x5632x6144", "80x12800x5120"]
-SMS = 132
 TILES = {"256x128": {}, "128x128": {"BM": 128}, "64x128": {"BM": 64, "STAGES": 8}}
 
 
@@ -29,7 +30,7 @@ def alternatives(p: GemmProblem) -> dict[str, dict]:
         if cols % 2 == 0:
             configs[label + " cn2"] = {**t, "CN": 2, "PDL": 1}
         for splits in (2, 3, 4):
-            if rows * cols * splits <= SMS and p.k >= splits * 1024:
+            if rows * cols * splits <= SMS and p.k >= splits * SLICE_K:
                 configs[f"{label}/{splits}"] = {**t, "SPLITS": splits}
     return configs
 
@@ -37,8 +38,7 @@ def alternatives(p: GemmProblem) -> dict[str, dict]:
 def main(args: list[str]) -> None:
     _, shapes = flags_and_shapes(args, SHAPES)
     spec = kernels.KERNELS["hopper_tf32"]
-    measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
-    for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured, kernel="hopper_tf32"):
+    for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED, kernel="hopper_tf32"):
         us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p)), precision="tf32")
         print(f"{label}: chosen {chosen} ({why})", flush=True)
         print_tflops(p, us, precision="tf32")

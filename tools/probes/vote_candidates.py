@@ -11,7 +11,7 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/vote_candidates
 """
 import sys
 
-from small_m import LAUNCHES, ROUNDS, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
+from small_m import TFLOPS_MEASURED, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
 
 from gemm_driver import kernels
 from gemm_driver.kernels import tuned
@@ -24,8 +24,7 @@ SHAPES = ["128x20480x4096", "96x30720x8192", "112x36864x7168", "128x49152x5120",
 def main(args: list[str]) -> None:
     _, shapes = flags_and_shapes(args, SHAPES)
     spec = kernels.KERNELS["hopper_bf16"]
-    measured = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"
-    for label, s, timer, p, chosen, why in chosen_shapes(shapes, measured):
+    for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
         others = {tuned.label(t): t for t in selection.candidates(p) if t != chosen}
         us = verified_times(s, timer, p, offered(spec, p, label, chosen, others))
         print(f"{label}: chosen {tuned.label(chosen)} ({why})", flush=True)
