@@ -30,7 +30,10 @@ FP32_DEFAULT_MATH = GemmTypes(DataType.CUDA_R_32F, DataType.CUDA_R_32F, ComputeT
 
 def sgemm(handle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
           b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
-    """C = alpha*A@B + beta*C in fp32 (cublasSgemm; TF32 only if the handle's math mode allows)."""
+    """C = alpha*A@B + beta*C in fp32 (cublasSgemm) with DEFAULT math, no TF32. The mode is set
+    here: a handle keeps the mode of its last call (a Session's handle after a TF32 baseline ran
+    this at TF32's error)."""
+    handle.use_math_mode(int(MathMode.DEFAULT))
     cm = cublas.column_major_call(m, n, k, lda, ldb, ldc)
     first, second = cm.operands(int(a), int(b))
     al, be = ctypes.c_float(alpha), ctypes.c_float(beta)
@@ -42,9 +45,11 @@ def sgemm(handle, m: int, n: int, k: int, alpha: float, a: int, lda: int,
 def sgemm_strided_batched(handle, m: int, n: int, k: int, alpha: float,
                           a: int, lda: int, stride_a: int, b: int, ldb: int, stride_b: int,
                           beta: float, c: int, ldc: int, stride_c: int, batch: int) -> None:
-    """``batch`` independent fp32 GEMMs; matrix i of X starts stride_x elements after i-1."""
+    """``batch`` independent fp32 GEMMs with DEFAULT math (set here, as in ``sgemm``); matrix i
+    of X starts stride_x elements after i-1."""
     if not 0 <= batch <= 2**31 - 1:
         raise ValueError(f"sgemm_strided_batched needs 0 <= batch < 2**31; got batch={batch}")
+    handle.use_math_mode(int(MathMode.DEFAULT))
     cm = cublas.column_major_call(m, n, k, lda, ldb, ldc)
     (first, s_first), (second, s_second) = cm.operands((int(a), stride_a), (int(b), stride_b))
     al, be = ctypes.c_float(alpha), ctypes.c_float(beta)

@@ -215,7 +215,9 @@ class CublasHandle:
     through ``use_stream`` and ``use_math_mode``, which call cuBLAS only where the value
     differs from the one this object last set (a get, a set and a restore of the mode around
     every call cost about 10 us of a 24 us call on the H100's host:
-    results/h100-80gb-hbm3/probe-cublas-call-cost.txt).
+    results/h100-80gb-hbm3/probe-cublas-call-cost.txt). So code that calls cuBLAS on a shared
+    handle directly sets the mode it needs first: after a TF32 baseline a Session's handle
+    stays in TF32 mode, and a plain cublasSgemm on it rounds its inputs to TF32.
     """
 
     def __init__(self, stream: Any = None):
