@@ -232,3 +232,29 @@ def test_the_left_out_check_names_a_table_written_with_every_tunable_as_the_vote
     expected = tuned.left_out_slowdowns(sparse, warptiling.offered, warptiling.named)
     assert len(expected) == 4
     assert tuned.left_out_slowdowns(written_full, warptiling.offered, warptiling.named) == expected
+
+
+def test_a_spill_in_the_entry_a_configuration_launches_refuses_it():
+    """A cluster configuration of hopper_bf16 runs its cluster entry: a spill there refuses the
+    trial though the build's main entry is clean (the sweep read the main entry's alone)."""
+    from types import SimpleNamespace
+
+    from gemm_driver.cuda.nvrtc import Compiled, Resources
+    from gemm_driver.kernels.build import Build
+
+    spec = kernels.KERNELS["hopper_bf16"]
+    tunables = spec.resolve({"BN": 128, "STAGES": 6, "CN": 4})
+
+    def session(cluster: Resources):
+        compiled = Compiled("sm_90a", b"", b"", "", resources={"m": Resources(), "c": cluster})
+        built = Build(spec, tunables, compiled, {"main": "m", "cluster": "c"}, False)
+        assert built.gemm_entry == "c"  # what inspect reports for these tunables
+        return SimpleNamespace(load=lambda spec, t: SimpleNamespace(build=built))
+
+    task = autotune.TrialTask("hopper_bf16", (128, 4096, 4096), 0, "bf16", dict(tunables), 1, 0.1)
+    refused = autotune._refusal(session(Resources(stack_bytes=16, spill_store_bytes=16)), task)
+    assert (refused.status, refused.detail) == ("spills", "16 B stack")
+    assert autotune._refusal(session(Resources()), task) is None
+    unclustered = Build(spec, spec.resolve({"BN": 128, "STAGES": 6}), Compiled("sm_90a", b"", b"", ""),
+                        {"main": "m"}, False)
+    assert unclustered.gemm_entry == "m"

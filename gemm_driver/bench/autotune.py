@@ -170,11 +170,12 @@ def _refusal(session, task: TrialTask) -> Trial | None:
     from .. import kernels
 
     try:
-        res = session.load(kernels.KERNELS[task.kernel], task.tunables).build.resources
+        built = session.load(kernels.KERNELS[task.kernel], task.tunables).build
     except (GemmDriverError, ValueError) as exc:
         return Trial(task.tunables, "compile error", str(exc).splitlines()[0])
-    if res.stack_bytes or res.spill_store_bytes:
-        return Trial(task.tunables, "spills", f"{res.stack_bytes} B stack")
+    for res in built.every_resources:  # the GEMM may run in an entry other than main (a cluster's)
+        if res.stack_bytes or res.spill_store_bytes:
+            return Trial(task.tunables, "spills", f"{res.stack_bytes} B stack")
     return None
 
 

@@ -56,9 +56,9 @@ def cmd_ptx(args) -> int:
 def cmd_sass(args) -> int:
     [(spec, tunables)] = _targets(args, [args.kernel])
     built = build(spec, args.arch, tunables)
-    code = sass.disassemble(built.compiled.cubin, built.entry)
+    code = sass.disassemble(built.compiled.cubin, built.gemm_entry)
     shown = code.instructions
-    heading = f"// {spec.name} {args.arch} {built.entry}: {len(shown)} instructions"
+    heading = f"// {spec.name} {args.arch} {built.gemm_entry}: {len(shown)} instructions"
     if args.loop:
         loop = sass.main_loop(code)
         if loop is None:

@@ -42,9 +42,10 @@ FIELDS = {**RESOURCE_FIELDS, **mix.FIELDS}
 
 
 def resources(spec: KernelSpec, built: Build) -> dict[str, Any]:
-    """What ptxas and the cubin say about the main entry, and the dynamic shared memory its
-    launch asks for, under the report's field names."""
-    r = built.resources
+    """What ptxas and the cubin say about the entry that computes the GEMM with these tunables
+    (Build.gemm_entry), and the dynamic shared memory its launch asks for, under the report's
+    field names."""
+    r = built.gemm_resources
     dynamic = spec.dynamic_smem(built.tunables)
     return {"registers": r.registers, "shared_bytes": r.shared_bytes, "dynamic_shared_bytes": dynamic,
             "total_shared_bytes": r.shared_bytes + dynamic, "spill_bytes": r.spill_bytes,
@@ -54,7 +55,7 @@ def resources(spec: KernelSpec, built: Build) -> dict[str, Any]:
 def compile_row(spec: KernelSpec, arch: str, tunables: Mapping[str, int]) -> dict[str, Any]:
     """One row of ``compile``: the build's resources, compile time and whether it was cached."""
     built = build(spec, arch, tunables)
-    return {"kernel": spec.name, "arch": arch, "entry": built.entry, "tunables": dict(tunables),
+    return {"kernel": spec.name, "arch": arch, "entry": built.gemm_entry, "tunables": dict(tunables),
             **resources(spec, built), "compile_seconds": round(built.compiled.compile_seconds, 4),
             "cache_hit": built.cache_hit}
 
@@ -76,7 +77,7 @@ def compile_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[li
 def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Resources, occupancy on ``arch`` and SASS instruction mix of ``spec`` built for ``arch``."""
     built = build(spec, arch, tunables)
-    r = built.resources
+    r = built.gemm_resources
     threads = prod(spec.block(built.tunables))
     res = resources(spec, built)
     try:  # a block takes its static and its dynamic shared memory: the total decides the fit
@@ -85,9 +86,9 @@ def kernel_stats(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None
                "occupancy_limit": occ.limited_by}
     except ValueError:  # an arch missing from the limits table: the rest is still worth having
         fit = {"blocks_per_sm": None, "occupancy": None, "occupancy_limit": f"no limits for {arch}"}
-    sass = disassemble(built.compiled.cubin, built.entry)
+    sass = disassemble(built.compiled.cubin, built.gemm_entry)
     return {
-        "kernel": spec.name, "arch": arch, "tunables": dict(built.tunables), "entry": built.entry,
+        "kernel": spec.name, "arch": arch, "tunables": dict(built.tunables), "entry": built.gemm_entry,
         "threads_per_block": threads, **res, **fit,
         **mix.count(mix.executed(sass.instructions)),
     }

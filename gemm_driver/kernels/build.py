@@ -30,6 +30,21 @@ class Build:
     def resources(self) -> Resources:
         return self.compiled.resources[self.entry]
 
+    @property
+    def gemm_entry(self) -> str:
+        """The symbol of the entry that computes the GEMM with these tunables (the spec's
+        ``gemm_entry``): what inspect disassembles and reports."""
+        return self.entries[self.spec.gemm_entry(self.tunables) if self.spec.gemm_entry else "main"]
+
+    @property
+    def gemm_resources(self) -> Resources:
+        return self.compiled.resources[self.gemm_entry]
+
+    @property
+    def every_resources(self) -> list[Resources]:
+        """Each loaded entry's resources (a spill in any of them is a spill of the build)."""
+        return [self.compiled.resources[symbol] for symbol in self.entries.values()]
+
 
 def default_arch() -> str:
     """This GPU's architecture, or sm_90 on a machine without one."""

@@ -98,6 +98,10 @@ class KernelSpec:
     # launch.LaunchContext -> the callable that enqueues the whole GEMM; None: launch.standard_recipe.
     # (Typed loosely: launch.py imports this module, and the arrows point one way.)
     launch_recipe: Callable[..., Callable[[], None]] | None = None
+    # tunables -> the entry ("main" or an extra entry's name) that computes the GEMM with them,
+    # for what reads one kernel of a build (inspect's SASS and resources); None: always "main".
+    # The Hopper rungs launch a cluster entry when CM x CN > 1, for instance.
+    gemm_entry: Callable[[Tunables], str] | None = None
     # What it computes beyond row-major operands, FP32 D and no epilogue (problem.py spells
     # the values; validate() refuses the rest). A layout other than "nn" reads the operand
     # stored transposed with LaunchContext's ld its stored row stride; an out_dtype other

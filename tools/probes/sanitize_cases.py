@@ -6,7 +6,10 @@ reference (NaN-poisoned output, guard band), small enough to run under compute-s
 PATH names the cases: "pingpong" (hopper_bf16/fp16 with PINGPONG=1; more tiles than CTAs, so
 both consumers of a CTA take turns; ragged edges, clusters, every layout, 16-bit D with the
 fused epilogues, beta, C's own stores, K of one k tile, and K of 24 k tiles, where each
-consumer's k loop wraps the ring while the other's epilogue runs: the turn barriers' case).
+consumer's k loop wraps the ring while the other's epilogue runs: the turn barriers' case);
+"row_clusters" (hopper_bf16/fp16 with CN=4: four CTAs of a tile row share A by multicast, one
+and two consumers, 2 x 4 clusters, ragged N so that the last cluster has CTAs past the edge,
+K-major and M-major A, packing, beta, 16-bit D with the fused epilogues, C's own stores).
 Run it once without the sanitizer first so that the kernels are built and cached.
 """
 import sys
@@ -28,6 +31,16 @@ CASES = {
         ("hopper_fp16", GemmProblem(2000, 2000, 64), {**PINGPONG, "BN": 64, "STAGES": 8}),
         ("hopper_bf16", GemmProblem(2100, 1300, 1500, trans_b=True, out_dtype="bf16", epilogue="bias"),
          {**PINGPONG, "BN": 128, "STAGES": 6}),
+    ],
+    "row_clusters": [
+        ("hopper_bf16", GemmProblem(100, 3001, 515), {"BN": 64, "STAGES": 8, "CN": 4}),
+        ("hopper_fp16", GemmProblem(129, 2050, 300, trans_b=True, out_dtype="fp16", epilogue="bias_gelu"),
+         {"CN": 4}),
+        ("hopper_bf16", GemmProblem(96, 1000, 1100, trans_a=True, trans_b=True, out_dtype="bf16",
+                                    epilogue="bias_relu"), {"BN": 128, "STAGES": 6, "CN": 4}),
+        ("hopper_bf16", GemmProblem(200, 1500, 640, -1.0, 0.5),
+         {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "CM": 2, "CN": 4}),
+        ("hopper_fp16", GemmProblem(64, 700, 2000, trans_b=True), {"BN": 128, "CONSUMERS": 1, "CN": 4, "STORE": 0}),
     ],
 }
 

@@ -229,6 +229,7 @@ def hopper_fp8() -> Fp8Spec:
         rules=(rungs._k_at_least_one, _promotion_fits, _block_scales_promote, rungs._fits(_geometry)),
         block=lambda t: (_geometry(t).threads, 1, 1), grid=_grid, dynamic_smem=lambda t: _geometry(t).smem,
         signature=SIGNATURE, extra_entries=ENTRIES, launch_recipe=fp8_recipe, choose=choose_fp8,
+        gemm_entry=lambda t: select(PRECISION, t)[0],
         layouts=("nt",), out_dtypes=OUT_DTYPES, epilogues=tuple(geo.EPILOGUE_CODE),
         # block scaling (two accumulators), row scaling with BF16 D + GELU on 64-row tiles in a 1 x 2
         # cluster, the unpromoted 128 x 256 variant, and the overlapped promotion (three accumulators)

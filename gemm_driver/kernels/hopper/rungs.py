@@ -184,7 +184,7 @@ def _spec(name: str, description: str, source: str, entry: str, precision: str, 
         block=lambda t: (geometry(t).threads, 1, 1), grid=grid, dynamic_smem=lambda t: geometry(t).smem,
         signature=STORE_SIGNATURE if main.tma_store else
         {"plain": SIGNATURE, "group": GROUP_SIGNATURE, "split": SPLIT_SIGNATURE}[main.arguments],
-        launch_recipe=make_recipe(select), **ARCH, **more)
+        launch_recipe=make_recipe(select), gemm_entry=lambda t: select(precision, t)[0], **ARCH, **more)
 
 
 def wgmma_tma(precision: str) -> KernelSpec:
@@ -314,7 +314,7 @@ def any_shape(precision: str) -> KernelSpec:
          STAGES(STAGES_DEFAULT, (2, 3, 4, 5, 6, 8)),
          Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
-         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
+         Tunable("CN", 1, (1, 2, 4), "cluster columns: CTAs sharing an A tile"),
          SPLITS,
          CK,
          TAIL,
