@@ -54,7 +54,8 @@ def variants(p: GemmProblem, candidates: list[dict]) -> dict[str, dict]:
 
 def main(args: list[str]) -> None:
     flags, shapes = flags_and_shapes(args, [])
-    shapes = shapes or (SMALL_M if "--small" in flags else []) + (MID if "--mid" in flags else []) or SMALL_M + MID
+    groups = (SMALL_M if "--small" in flags else []) + (MID if "--mid" in flags else [])
+    shapes = shapes or groups or SMALL_M + MID
     held_out = {(s.m, s.n, s.k) for s in corpus.corpus("all:validate")}
     refused = [label for label in shapes if tuple(map(int, label.split("x"))) in held_out]
     if refused:

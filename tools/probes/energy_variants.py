@@ -1,11 +1,10 @@
 """Probe: where hopper_bf16 spends its energy. Joules per GEMM, average power and TFLOP/s per
 watt of the vote's pick and of variants that each change one thing, beside cuBLAS and cuBLASLt.
 
-At 1024^3 the pick drew 640-680 W where cuBLAS drew 255-285 W at the same speed
-(results/h100-80gb-hbm3/power-under-sustained-load.txt); PDL off and a suspend-time hint on
-the mbarrier waits did not explain it. The variants here: without PDL, C stored from
-registers (STORE=0), TMA multicast in a cluster (2 x 1, 1 x 2, 2 x 2: fewer L2 -> SM bytes;
-cuBLAS's kernel at 1024^3 runs 1 x 2 clusters), other tiles.
+Fed back to back, the pick took 1.07-1.11x cuBLAS's joules per GEMM at 1024^3 in the
+bench's energy runs (docs/profiling.md, "Where the energy gap is"). The variants here: without
+PDL, C stored from registers (STORE=0), TMA multicast in a cluster (2 x 1, 1 x 2, 2 x 2: fewer
+L2 -> SM bytes; cuBLAS's kernel at 1024^3 runs 1 x 2 clusters), the other tiles the vote offers.
 
 Each configuration is verified once against the float64 reference, then timed and its energy
 read as the bench does (bench/timing.py: the samples, then an energy window of graph replays
@@ -25,13 +24,13 @@ from gemm_driver.bench.stats import Budget
 from gemm_driver.bench.timing import GpuTimer
 from gemm_driver.case import PreparedCase
 from gemm_driver.kernels import tuned
+from gemm_driver.kernels.hopper import selection
 from gemm_driver.problem import GemmProblem
 
 SHAPES = ["1024x1024x1024", "2048x2048x2048", "4096x4096x4096"]
 CHANGES = {"PDL=0": {"PDL": 0}, "STORE=0": {"STORE": 0}, "CM=2": {"CM": 2}, "CN=2": {"CN": 2},
            "CM=2 CN=2": {"CM": 2, "CN": 2}}
-TILES = {"128x128": {"BN": 128, "STAGES": 6, "PDL": 1}, "128x64": {"BN": 64, "STAGES": 8, "PDL": 1},
-         "128x256": {"PDL": 1}}
+TILES = {"128x128": selection.TILE_128x128, "128x64": selection.TILE_128x64, "128x256": selection.TILE_128x256}
 BUDGET = Budget(seconds=0.5, warmup_seconds=1.0)  # a second of warm-up: the clock it holds under load
 ROUNDS = 2
 
