@@ -4,7 +4,7 @@ Every Hopper kernel against the float64 reference on Hypothesis-drawn cases (rag
 padded and odd leading dimensions, misaligned pointers, alpha and beta including 0, NaN-
 poisoned C and guard bands: see strategies.py / checking.py), with the tunables ``choose``
 picks and with forced ones that reach each path: swapped roles, clusters (up to 2 x 4),
-one-consumer tiles (BF16/FP16 and TF32), C's own stores instead of TMA stores, split-K reduced
+one-consumer tiles (BF16/FP16 and TF32), 64-row tiles whose consumers split the columns (NSPLIT), C's own stores instead of TMA stores, split-K reduced
 in parallel and serially, split-K inside a cluster (CK), split-K of only the last wave's tiles
 (TAIL), the small-M decode tiles (DECODE), 128 x 192 tiles, the two consumers taking turns on
 whole tiles (PINGPONG). Fixed cases pin packing (K = 4099, odd strides, misaligned bases) and
@@ -55,6 +55,8 @@ FORCED = [
     ("hopper_fp16", {"BN": 64, "STAGES": 8, "CN": 2, "STORE": 0}),  # 128 x 64 tiles (chosen: no cluster)
     ("hopper_bf16", {"BN": 64, "STAGES": 8, "CN": 4}),  # four CTAs of a tile row share A: 32-row slices
     ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "CM": 2, "CN": 4}),  # clusters of 8, 16-row A slices
+    ("hopper_bf16", {"BN": 128, "STAGES": 8, "NSPLIT": 2}),  # 64 x 128 tiles, each consumer 64 columns
+    ("hopper_fp16", {"NSPLIT": 2, "CM": 2, "STORE": 0}),  # 64 x 256 tiles sharing B in 2 x 1, C from registers
     ("hopper_bf16", {"BN": 192}),  # 128 x 192 tiles: wgmma m64n192, three 64-column B boxes a stage
     ("hopper_fp16", {"BN": 192, "CM": 2, "SPLITS": 2}),
     ("hopper_bf16", {"BN": 192, "CONSUMERS": 1, "STAGES": 3, "SPLITS": 4}),

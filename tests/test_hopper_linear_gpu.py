@@ -54,6 +54,8 @@ CONFIGS = [
     ("hopper_bf16", "nt", "bf16", "bias_gelu", {"BN": 256, "STAGES": 4, "CM": 2}),
     ("hopper_bf16", "tt", "bf16", "bias", {"BN": 128, "STAGES": 6, "CN": 2}),
     ("hopper_bf16", "tt", "bf16", "none", {"BN": 64, "STAGES": 8, "CN": 4}),  # M-major A slices of 16 k rows
+    ("hopper_bf16", "tn", "bf16", "bias_gelu", {"BN": 128, "STAGES": 8, "NSPLIT": 2}),  # column halves, M-major A
+    ("hopper_fp16", "nt", "fp16", "bias", {"NSPLIT": 2, "STAGES": 4}),  # 128 columns a consumer, K-major B
     ("hopper_bf16", "tn", "bf16", "bias_relu", {"BN": 64, "STAGES": 8}),
     ("hopper_fp16", "nt", "fp16", "bias_gelu", {"BN": 128, "CONSUMERS": 1}),
     ("hopper_bf16", "nt", "bf16", "bias_gelu", {"BN": 192}),

@@ -168,9 +168,10 @@ def _config_checks(name, t):
         cfg = f"hopper_tf32ra::Config<{t['BM']}, {t['CONSUMERS']}, {t['STAGES']}, {t['CM']}, {t['CN']}>"
     elif entry == "decode":
         cfg = f"hopper_small_m::Config<{elem}, {t['DECODE']}, {t['CONSUMERS']}, {t['TRANS_B']}>"
-    else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries
+    else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries (column halves: NSPLIT last)
+        halves = f", 0, 0, 1, false, {g.nsplit}" if g.nsplit != 1 else ""
         cfg = f"hopper_pws::Config<{elem}, {g.bn}, {4 if entry == 'swapped' else t['STAGES']}, {g.cm}, {g.cn}, " \
-              f"{g.bm // 64}, {str(g.tma_store).lower()}>"
+              f"{g.threads // 128 - 1}, {str(g.tma_store).lower()}{halves}>"
     checks = [(f"{cfg}::SMEM_BYTES", g.smem), (f"{cfg}::BM", g.bm), (f"{cfg}::BN", g.bn), (f"{cfg}::BK", g.bk),
               (f"{cfg}::BK", g.a_box[1])]
     if g.ck > 1:  # the partials a CTA of the cluster receives, in its ring
@@ -242,6 +243,11 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "PINGPONG": 1}, P256, "it takes BN <= 128"),
     ("hopper_bf16", {"BN": 128, "STAGES": 6, "PINGPONG": 1, "SPLITS": 2}, P256,
      "PINGPONG=1 runs every tile whole: it takes SPLITS=1, CK=1, SWAPPED=0 and DECODE=0"),
+    ("hopper_bf16", {"BN": 64, "STAGES": 8, "NSPLIT": 2}, P256,
+     "NSPLIT=2 gives each of two consumers (CONSUMERS=2) half a tile's columns: it takes BN 128 or 256"),
+    ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "NSPLIT": 2}, P256, "it takes BN 128 or 256"),
+    ("hopper_bf16", {"BN": 128, "STAGES": 8, "NSPLIT": 2, "SPLITS": 2}, P256,
+     "NSPLIT=2 runs every tile whole: it takes SPLITS=1, CK=1, PINGPONG=0, SWAPPED=0 and DECODE=0"),
 ])
 def test_refused_configurations_name_the_rule_in_one_line(name, overrides, problem, message):
     with pytest.raises(ValueError) as info:
@@ -710,6 +716,28 @@ def test_plan_of_a_tail_split_cuts_the_last_wave(monkeypatch):
     assert scratch == {recipe.PARTIALS: (28 * 4 * 128 * 256 * 4, False), recipe.COUNTERS: (160 * 8, True)}
     _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", p, {"TAIL": 0}, resident=lambda ctx, k, g: 132)
     assert launches[0][3][10:14] == (1, 0, 0, 0) and scratch == {}
+
+
+def test_plan_of_column_halves_runs_64_row_tiles_whole(monkeypatch):
+    """NSPLIT=2 at 128x8192x2048: 64 x 128 tiles (two tile rows), 256 of them, two a CTA on 128
+    CTAs of 384 threads; no split (TAIL=4 given: column halves run every tile whole), no
+    workspace. A's box is 64 rows (the tile's), B's 64 k rows x 64 n; in a 2 x 1 cluster B's
+    slices halve. At 1000 rows, 16 x 64 = 1024 tiles leave a partial last wave, unsplit."""
+    p = GemmProblem(128, 8192, 2048)
+    _, launches, maps, scratch = _run_plan(monkeypatch, "hopper_bf16", p, {"BN": 128, "STAGES": 8, "NSPLIT": 2},
+                                           resident=lambda ctx, k, g: 132)
+    ((entry, grid, block, args),) = launches
+    assert (entry, grid, block) == ("main", (128, 1, 1), (384, 1, 1)) and scratch == {}
+    assert args[10:14] == (1, 0, 0, 0)  # splits, whole, workspace, counters
+    assert [m[5:7] for m in maps][:2] == [(64, 64), (64, 64)]
+    _, launches, _, scratch = _run_plan(monkeypatch, "hopper_bf16", GemmProblem(1000, 8192, 2048),
+                                        {"BN": 128, "STAGES": 8, "NSPLIT": 2, "TAIL": 4},
+                                        resident=lambda ctx, k, g: 132)
+    assert launches[0][3][10:14] == (1, 0, 0, 0) and scratch == {}
+    _, launches, maps, _ = _run_plan(monkeypatch, "hopper_fp16", p, {"BN": 128, "STAGES": 8, "NSPLIT": 2, "CM": 2},
+                                     resident=lambda ctx, k, g: 66)
+    assert [(e, g) for e, g, _, _ in launches] == [("cluster", (128, 1, 1))]
+    assert [m[5:7] for m in maps][:2] == [(64, 64), (32, 64)]
 
 
 def test_plan_of_split_k_in_clusters_launches_ck_ctas_a_tile_and_no_scratch(monkeypatch):

@@ -25,6 +25,7 @@
 // the grid ahead after the prologue): the next launch's set-up overlaps this one's tail.
 // Tunables: BN (64, 128, 192, 256), STAGES, CONSUMERS, CM x CN clusters, SPLITS, CK (split-K in a
 // cluster, hopper_any_shape_cluster below), TAIL, GROUP_M, PDL, PINGPONG (template argument PP),
+// NSPLIT (NS: 64 x BN tiles whose columns the two consumers split, each 64 x BN/2; whole tiles),
 // SWAPPED (wgmma's A = the B tile, 128 x 256, no split), DECODE (the small-M tiles of
 // decode_body.cuh, entry hopper_decode below), STORE; and, set by the problem, the
 // output type, the epilogue and the layout (OUT, EPI, TRANS_A, TRANS_B: template arguments below).
@@ -50,7 +51,8 @@
 // N x K (b_map over it, box {BK, BN/CM}). PP = 1: ping-pong, the two consumers take turns on
 // whole 128 x BN tiles (BN <= 128, no split-K; hopper_pws::Config). See hopper_epilogue.cuh and
 // persistent_body.cuh.
-template <class Elem, int BN, int STAGES, int CONSUMERS, int EPILOGUE, int OUT, int EPI, int TA, int TB, int PP = 0>
+template <class Elem, int BN, int STAGES, int CONSUMERS, int EPILOGUE, int OUT, int EPI, int TA, int TB, int PP = 0,
+          int NS = 1>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                      const __grid_constant__ hopper::TensorMap b_map, float beta,
@@ -58,7 +60,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
                      float* __restrict__ workspace, int* __restrict__ counters,
                      const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                      const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_pws::run<Elem, BN, STAGES, 1, 1, true, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB, 1, PP != 0>(
+    hopper_pws::run<Elem, BN, STAGES, 1, 1, true, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB, 1, PP != 0, NS>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, &c_map, c_tma, bias);
 }
 
@@ -67,7 +69,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
 // one tile's k ranges and add them up through distributed shared memory (persistent_body.cuh's
 // ClusterSplit), with no workspace; splits, whole, workspace and counters are then not read.
 template <class Elem, int BN, int STAGES, int CONSUMERS, int CM, int CN, int CK, int EPILOGUE, int OUT, int EPI, int TA,
-          int TB, int PP = 0>
+          int TB, int PP = 0, int NS = 1>
 __global__ void __cluster_dims__(CM * CN * CK, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_any_shape_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                              const __grid_constant__ hopper::TensorMap b_map, float beta,
@@ -75,7 +77,7 @@ __global__ void __cluster_dims__(CM * CN * CK, 1, 1) __launch_bounds__(128 * (CO
                              int whole, float* __restrict__ workspace, int* __restrict__ counters,
                              const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                              const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_pws::run<Elem, BN, STAGES, CM, CN, CK == 1, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB, CK, PP != 0>(
+    hopper_pws::run<Elem, BN, STAGES, CM, CN, CK == 1, EPILOGUE, CONSUMERS, false, OUT, EPI, TA, TB, CK, PP != 0, NS>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, &c_map, c_tma, bias);
 }
 

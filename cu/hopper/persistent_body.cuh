@@ -27,12 +27,15 @@ namespace hopper_pws {
 using namespace hopper;
 
 template <class Elem, int BN_, int STAGES_, int CM_, int CN_, int CONSUMERS_ = 2, bool TMA_STORE_ = false,
-          int TA_ = 0, int TB_ = 0, int CK_ = 1, bool PINGPONG_ = false>
+          int TA_ = 0, int TB_ = 0, int CK_ = 1, bool PINGPONG_ = false, int NSPLIT_ = 1>
 struct Config {
     // CONSUMERS = 2: a 128 x BN tile, one CTA per SM. CONSUMERS = 1: a 64 x BN tile and two CTAs
     // per SM (half the registers and at most half the shared memory each), for grids that would
-    // otherwise leave SMs idle.
-    static constexpr int CONSUMERS = CONSUMERS_, BM = 64 * CONSUMERS_, BN = BN_, STAGES = STAGES_;
+    // otherwise leave SMs idle. NSPLIT = 2 (two consumers): a 64 x BN tile whose columns the two
+    // consumers split, each a 64 x BN/2 half (WN columns), one CTA per SM: at small M two
+    // warpgroups issue each tile's wgmma and store its C where one would.
+    static constexpr int NSPLIT = NSPLIT_, CONSUMERS = CONSUMERS_, BM = 64 * CONSUMERS_ / NSPLIT_, BN = BN_;
+    static constexpr int WN = BN_ / NSPLIT_, STAGES = STAGES_;
     static constexpr int CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
     // CK > 1: split-K inside a cluster of CK CTAs, the partials added through distributed shared
     // memory (ClusterSplit below). CLUSTER counts the CTAs that multicast to each other: none here.
@@ -83,6 +86,8 @@ struct Config {
                   "ping-pong: two consumers, 128 x BN tiles of at most 128 accumulators a thread, no CK");
     static_assert(A_SLICE_ROWS % 8 == 0 && B_SLICE_ROWS % 8 == 0, "slices are whole 8-row swizzle atoms");
     static_assert(BARRIER_BYTES <= 256, "barriers fit before the staging area");
+    static_assert(NSPLIT == 1 || (NSPLIT == 2 && CONSUMERS == 2 && !PINGPONG && CK == 1 && (WN == 64 || WN == 128)),
+                  "column halves: two consumers, 64 or 128 columns each, no ping-pong, no CK");
     static_assert(SMEM_BYTES * CTAS_PER_SM <= 228 * 1024 - CTAS_PER_SM * 1024, "shared memory per SM");
     static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block on sm_90");
 };
@@ -243,18 +248,21 @@ struct Descriptor {
     }
 };
 
-// A consumer's descriptors of its 64 rows of A and of the B tile in ring slot 0, k step 0.
+// A consumer's descriptors of its 64 rows of A and of its columns of the B tile (all of them,
+// or with NSPLIT = 2 its half: WN columns further on, WN x 128 bytes in either major, since an
+// N-major tile is 64-column blocks of BK k rows = 64 x 128 bytes) in ring slot 0, k step 0.
 template <class Cfg>
 struct TileDescriptors {
     Descriptor a, b;
     __device__ __forceinline__ TileDescriptors(unsigned smem, int consumer)
-        : a(smem_desc(smem + consumer * 64 * 128, Cfg::A_M_MAJOR ? 64 * 128 : 16, 1024)),
-          b(smem_desc(smem + Cfg::A_BYTES, Cfg::B_N_MAJOR ? 64 * 128 : 16, 1024)) {}
+        : a(smem_desc(smem + (Cfg::NSPLIT == 1 ? consumer * 64 * 128 : 0), Cfg::A_M_MAJOR ? 64 * 128 : 16, 1024)),
+          b(smem_desc(smem + Cfg::A_BYTES + (Cfg::NSPLIT == 2 ? consumer * Cfg::WN * 128 : 0),
+                      Cfg::B_N_MAJOR ? 64 * 128 : 16, 1024)) {}
 };
 
 // The wgmma of ring slot `slot`'s k tile into d (first: d starts at zero).
 template <class Elem, class Cfg>
-__device__ __forceinline__ void mma_stage(float (&d)[Cfg::BN / 2], const TileDescriptors<Cfg>& desc, int slot,
+__device__ __forceinline__ void mma_stage(float (&d)[Cfg::WN / 2], const TileDescriptors<Cfg>& desc, int slot,
                                           bool first) {
     static_assert(Cfg::STAGE_BYTES % 16 == 0, "stages start on 16-byte units");
     const unsigned stage = slot * (Cfg::STAGE_BYTES / 16);
@@ -262,7 +270,7 @@ __device__ __forceinline__ void mma_stage(float (&d)[Cfg::BN / 2], const TileDes
     for (int step = 0; step < KTile<Elem>::STEPS; ++step) {
         const unsigned a_step = Cfg::A_M_MAJOR ? step * 16 * 128 / 16 : step * 32 / 16;
         const unsigned b_step = Cfg::B_N_MAJOR ? step * 16 * 128 / 16 : step * 32 / 16;
-        mma_ss<Elem, Cfg::BN, Cfg::B_N_MAJOR ? 1 : 0, Cfg::A_M_MAJOR ? 1 : 0>(
+        mma_ss<Elem, Cfg::WN, Cfg::B_N_MAJOR ? 1 : 0, Cfg::A_M_MAJOR ? 1 : 0>(
             d, desc.a.at(stage + a_step), desc.b.at(stage + b_step), first && step == 0 ? 0 : 1);
     }
 }
@@ -532,13 +540,14 @@ __device__ __forceinline__ int2 exchange_splits(float (&d)[Cfg::BN / 2], int ran
 // CK > 1: split-K in clusters of CK CTAs (ClusterSplit; SPLIT_K off, splits and whole not read).
 template <class Elem, int BN, int STAGES, int CM, int CN, bool SPLIT_K, int EPILOGUE, int CONSUMERS = 2,
           bool SWAPPED = false, int OUT = OUT_FP32, int EPI = EPI_NONE, int TA = 0, int TB = 0, int CK = 1,
-          bool PINGPONG = false>
+          bool PINGPONG = false, int NSPLIT = 1>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace,
                                     int* __restrict__ counters, const TensorMap* c_map = nullptr, int c_tma = 0,
                                     const typename OutType<OUT>::T* __restrict__ bias = nullptr) {
-    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3, TA, TB, CK, PINGPONG>;
+    using Cfg = Config<Elem, BN, STAGES, CM, CN, CONSUMERS, EPILOGUE == 3, TA, TB, CK, PINGPONG, NSPLIT>;
+    constexpr int WN = Cfg::WN;  // a consumer's columns of the tile: BN, or BN / 2 with NSPLIT = 2
     static_assert(CK == 1 || (!SPLIT_K && !SWAPPED), "split-K in clusters replaces the workspace's");
     static_assert(!PINGPONG || !SWAPPED, "ping-pong tiles are unswapped");
     unsigned char* smem = aligned_dynamic_smem();
@@ -604,22 +613,22 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         int s = 0, phase = 0, stores = 0;  // stores: TMA stores this warpgroup issued (store_tma)
         // The epilogue of 64 rows of a tile: alpha * acc (+ beta * C, bias, activation) into C,
         // the 32-column chunks [chunks.x, chunks.y) of it.
-        auto store = [&](const float(&acc)[BN / 2], int row0, int n0, int2 chunks) {
+        auto store = [&](const float(&acc)[WN / 2], int row0, int n0, int2 chunks) {
             const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
             if constexpr (EPILOGUE == 3) {
                 if (c_tma) {
-                    store_tma<BN, Cfg::STORE_BUFFERS>(acc, staging, M, row0, n0, epi, C, ldc, c_map, 2 + consumer,
+                    store_tma<WN, Cfg::STORE_BUFFERS>(acc, staging, M, row0, n0, epi, C, ldc, c_map, 2 + consumer,
                                                       chunks.x, chunks.y, stores);
                     return;
                 }
             }
             const bool direct = EPILOGUE == 0 || ((EPILOGUE == 1 || EPILOGUE == 3) && c_pairs_aligned(C, ldc) &&
-                                                  n0 + BN <= N);
+                                                  n0 + WN <= N);
             if (direct)
-                store_accumulators<BN>(acc, M, n0, row0 + 16 * warp + lane / 4, n0 + 2 * (lane % 4), epi, C, ldc,
+                store_accumulators<WN>(acc, M, n0, row0 + 16 * warp + lane / 4, n0 + 2 * (lane % 4), epi, C, ldc,
                                        4 * chunks.x, 4 * chunks.y);
             else
-                store_staged<BN>(acc, staging, M, row0, n0, epi, C, ldc, 2 + consumer, chunks.x, chunks.y);
+                store_staged<WN>(acc, staging, M, row0, n0, epi, C, ldc, 2 + consumer, chunks.x, chunks.y);
         };
         if constexpr (PINGPONG) {
             // Consumer c computes every other unit of this CTA's, from its c-th: both halves of the
@@ -654,12 +663,12 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             }
         } else {
             const TileDescriptors<Cfg> desc(smem_u32(smem), consumer);
-            float d[BN / 2];
+            float d[WN / 2];
             for (int u = cluster_id; u < sched.units; u += clusters) {
                 const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
                 if (CK > 1 && w.kt0 == w.kt1) {  // an empty k range (K shorter than CK k tiles): a zero partial
 #pragma unroll
-                    for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+                    for (int i = 0; i < WN / 2; ++i) d[i] = 0.0f;
                 } else {
                     consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
                         if constexpr (SWAPPED)
@@ -676,20 +685,21 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                                   ldc);
                     continue;
                 }
-                int2 chunks = make_int2(0, BN / 32);  // the 32-column chunks of the tile to store
+                int2 chunks = make_int2(0, WN / 32);  // the 32-column chunks of the tile to store
                 if constexpr (CK > 1) {
                     chunks = exchange_splits<Cfg>(d, w.split, consumer, t, smem);
                     named_barrier_across_roles(4, Cfg::THREADS);  // the producer may refill the ring
                     if (chunks.x >= chunks.y) continue;
                 }
-                if constexpr (SPLIT_K) {
+                if constexpr (SPLIT_K && NSPLIT == 1) {  // column halves run whole tiles (the host splits none)
                     if (w.splits > 1) {
                         chunks = reduce_splits<Cfg>(d, w, sched.parallel(clusters), consumer, t, workspace, counters,
                                                     last_flag);
                         if (chunks.x >= chunks.y) continue;
                     }
                 }
-                store(d, w.m0 + 64 * consumer, w.n0, chunks);
+                if constexpr (NSPLIT == 2) store(d, w.m0, w.n0 + WN * consumer, chunks);
+                else store(d, w.m0 + 64 * consumer, w.n0, chunks);
             }
         }
         // The staging buffers must outlive the stores reading them; the writes finish before exit.

@@ -52,14 +52,19 @@ def variants(p: GemmProblem, candidates: list[dict]) -> dict[str, dict]:
     return out
 
 
+def refuse_validation_shapes(labels: list[str], probe: str) -> None:
+    """Exit with one line when a MxNxK label is a validation shape: no probe reads that set."""
+    held_out = {(s.m, s.n, s.k) for s in corpus.corpus("all:validate")}
+    refused = [label for label in labels if tuple(map(int, label.split("x"))) in held_out]
+    if refused:
+        sys.exit(f"{probe}: {', '.join(refused)} belong to the validation set, which no probe reads")
+
+
 def main(args: list[str]) -> None:
     flags, shapes = flags_and_shapes(args, [])
     groups = (SMALL_M if "--small" in flags else []) + (MID if "--mid" in flags else [])
     shapes = shapes or groups or SMALL_M + MID
-    held_out = {(s.m, s.n, s.k) for s in corpus.corpus("all:validate")}
-    refused = [label for label in shapes if tuple(map(int, label.split("x"))) in held_out]
-    if refused:
-        sys.exit(f"clusters: {', '.join(refused)} belong to the validation set, which no probe reads")
+    refuse_validation_shapes(shapes, "clusters")
     spec = kernels.KERNELS["hopper_bf16"]
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
         candidates = selection.candidates(p)

@@ -9,7 +9,9 @@ fused epilogues, beta, C's own stores, K of one k tile, and K of 24 k tiles, whe
 consumer's k loop wraps the ring while the other's epilogue runs: the turn barriers' case);
 "row_clusters" (hopper_bf16/fp16 with CN=4: four CTAs of a tile row share A by multicast, one
 and two consumers, 2 x 4 clusters, ragged N so that the last cluster has CTAs past the edge,
-K-major and M-major A, packing, beta, 16-bit D with the fused epilogues, C's own stores).
+K-major and M-major A, packing, beta, 16-bit D with the fused epilogues, C's own stores);
+"column_halves" (NSPLIT=2: 64-row tiles whose two consumers split the columns, 64 or 128 each,
+in and out of a 2 x 1 cluster, every layout, ragged edges, beta, 16-bit D with the epilogues).
 Run it once without the sanitizer first so that the kernels are built and cached.
 """
 import sys
@@ -41,6 +43,15 @@ CASES = {
         ("hopper_bf16", GemmProblem(200, 1500, 640, -1.0, 0.5),
          {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "CM": 2, "CN": 4}),
         ("hopper_fp16", GemmProblem(64, 700, 2000, trans_b=True), {"BN": 128, "CONSUMERS": 1, "CN": 4, "STORE": 0}),
+    ],
+    "column_halves": [
+        ("hopper_bf16", GemmProblem(100, 3001, 515, 1.0, 0.5), {"BN": 128, "STAGES": 8, "NSPLIT": 2}),
+        ("hopper_fp16", GemmProblem(129, 2050, 300, trans_b=True, out_dtype="fp16", epilogue="bias_gelu"),
+         {"NSPLIT": 2}),
+        ("hopper_bf16", GemmProblem(200, 1000, 1100, trans_a=True, trans_b=True, out_dtype="bf16",
+                                    epilogue="bias_relu"), {"BN": 128, "STAGES": 8, "NSPLIT": 2, "CM": 2}),
+        ("hopper_bf16", GemmProblem(77, 1500, 640, -1.0, 0.5, trans_a=True), {"NSPLIT": 2, "CM": 2, "STORE": 0}),
+        ("hopper_fp16", GemmProblem(64, 700, 2000), {"BN": 128, "STAGES": 8, "NSPLIT": 2}),
     ],
 }
 

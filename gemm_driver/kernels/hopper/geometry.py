@@ -72,18 +72,19 @@ def store_buffers(consumers: int) -> int:
     return 2 if consumers == 2 else 1
 
 
-def persistent_ring(stages: int, bn: int, consumers: int) -> int:
-    """persistent_body.cuh's ring: STAGES x (64 * CONSUMERS rows of A + BN of B, 128 bytes each)."""
-    return stages * (64 * consumers * 128 + bn * 128)
+def persistent_ring(stages: int, bn: int, consumers: int, nsplit: int = 1) -> int:
+    """persistent_body.cuh's ring: STAGES x (BM = 64 * CONSUMERS / NSPLIT rows of A + BN of B,
+    128 bytes each)."""
+    return stages * (64 * consumers // nsplit * 128 + bn * 128)
 
 
-def persistent_smem(stages: int, bn: int, consumers: int, tma_store: bool = False) -> int:
+def persistent_smem(stages: int, bn: int, consumers: int, tma_store: bool = False, nsplit: int = 1) -> int:
     """persistent_body.cuh: the ring, the barriers (in 256 bytes, or 1024 so that TMA-store
     buffers are 1024-byte aligned), each consumer's staging, alignment."""
     staging = STAGING_BYTES
     if tma_store:
         staging = max(staging, store_buffers(consumers) * STORE_CHUNK_BYTES)
-    return persistent_ring(stages, bn, consumers) + (1024 if tma_store else 256) + consumers * staging + 1024
+    return persistent_ring(stages, bn, consumers, nsplit) + (1024 if tma_store else 256) + consumers * staging + 1024
 
 
 def register_a_smem(stages: int, bm: int = 256, consumers: int = 2) -> int:
@@ -147,6 +148,7 @@ class Geometry:
     out_dtype: str = "fp32"
     ck: int = 1  # CTAs of a cluster that split each tile's K among them (any_shape's cluster entry)
     pingpong: bool = False  # any_shape's PINGPONG: the two consumers take turns on whole tiles, none split
+    nsplit: int = 1  # any_shape's NSPLIT: 2 = the two consumers split a 64-row tile's columns, none split over K
 
     @property
     def cluster(self) -> int:
@@ -165,7 +167,8 @@ def tiled(precision: str, bn: int, stages: int, *, warp_specialized: bool) -> Ge
 
 def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, consumers: int = 2,
                arguments: str = "group", tma_store: bool = False, *, trans_a: bool = False,
-               trans_b: bool = False, out_dtype: str = "fp32", ck: int = 1, pingpong: bool = False) -> Geometry:
+               trans_b: bool = False, out_dtype: str = "fp32", ck: int = 1, pingpong: bool = False,
+               nsplit: int = 1) -> Geometry:
     """Rungs 3-5 (persistent_body.cuh): 64*CONSUMERS x BN tiles; with a CM x CN cluster each CTA
     loads 1/CN of the A tile and 1/CM of the B tile and multicasts them; with CK > 1 the CK CTAs
     of a cluster compute k ranges of one tile (a unit is a tile; the grid launches CK CTAs a
@@ -174,16 +177,17 @@ def persistent(precision: str, bn: int, stages: int, cm: int = 1, cn: int = 1, c
     stored K x M; B {BK/CM k, 64 n} (BN/64 of them) N-major, or {BN/CM n, BK} when B is stored
     N x K. TF32's wgmma reads B only K-major: B stored K x N is copied transposed first
     (``b_transposed``); B stored N x K is read as it is. ``pingpong``: the same tiles and ring,
-    each consumer computing whole tiles in turn (BM = 128 rows a consumer)."""
-    bk, tf32, bm = k_tile(precision), precision == "tf32", 64 * consumers
+    each consumer computing whole tiles in turn (BM = 128 rows a consumer). ``nsplit`` = 2: 64 x BN
+    tiles, the two consumers each BN/2 of the columns."""
+    bk, tf32, bm = k_tile(precision), precision == "tf32", 64 * consumers // nsplit
     return Geometry(bm=bm, bn=bn, bk=bk, threads=128 * (consumers + 1),
-                    smem=persistent_smem(stages, bn, consumers, tma_store),
+                    smem=persistent_smem(stages, bn, consumers, tma_store, nsplit),
                     a_box=(bk // cn, 64) if trans_a else (bm // cn, bk),
                     b_box=(bn // cm, bk) if tf32 or trans_b else (bk // cm, 64), cm=cm, cn=cn,
                     b_transposed=tf32 and not trans_b,
                     persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments=arguments,
                     tma_store=tma_store, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, ck=ck,
-                    pingpong=pingpong)
+                    pingpong=pingpong, nsplit=nsplit)
 
 
 def cluster_split_bytes(bn: int, consumers: int, ck: int) -> int:

@@ -97,8 +97,8 @@ def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Calla
     split = geo.Split(1)  # rungs 1-2: one CTA a tile, no units
     if g.persistent:
         clusters = resident(ctx, kernel, g)
-        # a CK-cluster splits every tile already; ping-pong tiles run whole
-        tail = t.get("TAIL", 0) if g.ck == 1 and not g.pingpong else 0
+        # a CK-cluster splits every tile already; ping-pong tiles and column halves run whole
+        tail = t.get("TAIL", 0) if g.ck == 1 and not g.pingpong and g.nsplit == 1 else 0
         split = (geo.split_plan(p, g, t.get("SPLITS", 1), tail, clusters) if g.arguments == "split"
                  else geo.Split(geo.super_tiles(p, g)))
         grid = (geo.persistent_grid(split.units, clusters, g.cluster), 1, 1)

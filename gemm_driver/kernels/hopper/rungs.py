@@ -55,6 +55,8 @@ TAIL = Tunable("TAIL", 4, (0, 2, 4), "with SPLITS=1 on a grid of more tiles than
                "entry runs every tile whole")
 PINGPONG = Tunable("PINGPONG", 0, (0, 1), "1: the two consumer warpgroups take turns on whole 128 x BN tiles "
                    "(BN <= 128), one's epilogue beside the other's k loop; 0: both on each tile, 64 rows each")
+NSPLIT = Tunable("NSPLIT", 1, (1, 2), "2: 64 x BN tiles whose columns the two consumer warpgroups split, "
+                 "each 64 x BN/2 (BN 128 or 256; whole tiles: SPLITS=1, no CK, no ping-pong); 1: as CONSUMERS says")
 PDL = Tunable("PDL", 0, (0, 1), "1: programmatic dependent launch, the prologue overlapping the previous grid's tail")
 
 
@@ -127,6 +129,16 @@ def _pingpong(p: GemmProblem, t) -> str | None:
                 "BN <= 128 (BN accumulators a thread)")
     if t["SPLITS"] > 1 or t["CK"] > 1 or t["SWAPPED"] or t["DECODE"]:
         return "PINGPONG=1 runs every tile whole: it takes SPLITS=1, CK=1, SWAPPED=0 and DECODE=0 (TAIL is not used)"
+    return None
+
+
+def _column_halves(p: GemmProblem, t) -> str | None:
+    if t.get("NSPLIT", 1) == 1:
+        return None
+    if t["CONSUMERS"] != 2 or t["BN"] not in (128, 256):
+        return "NSPLIT=2 gives each of two consumers (CONSUMERS=2) half a tile's columns: it takes BN 128 or 256"
+    if t["SPLITS"] > 1 or t["CK"] > 1 or t["PINGPONG"] or t["SWAPPED"] or t["DECODE"]:
+        return "NSPLIT=2 runs every tile whole: it takes SPLITS=1, CK=1, PINGPONG=0, SWAPPED=0 and DECODE=0"
     return None
 
 
@@ -280,7 +292,7 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
                                  out_dtype=geo.OUT_DTYPE[t["OUT"]], ck=t.get("CK", 1),
-                                 pingpong=bool(t.get("PINGPONG")))
+                                 pingpong=bool(t.get("PINGPONG")), nsplit=t.get("NSPLIT", 1))
 
 
 def any_shape(precision: str) -> KernelSpec:
@@ -294,7 +306,8 @@ def any_shape(precision: str) -> KernelSpec:
     entries = (
         Entry("cluster",
               f"hopper_any_shape_cluster<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {{CK}}, 3, "
-              f"{linear}, {{PINGPONG}}>", STORE_SIGNATURE, lambda t: any_geometry(t).smem, needed=clustered),
+              f"{linear}, {{PINGPONG}}, {{NSPLIT}}>", STORE_SIGNATURE, lambda t: any_geometry(t).smem,
+              needed=clustered),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
@@ -307,7 +320,7 @@ def any_shape(precision: str) -> KernelSpec:
         "2x1 clusters on large grids, swapped-roles decode tiles at small M (tunables chosen per shape; "
         "SWAPPED=1: swapped wgmma roles on 128 x 256 tiles)",
         "cu/hopper/any_shape.cu",
-        f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3, {linear}, {{PINGPONG}}>",
+        f"hopper_any_shape<{elem}, {{BN}}, {{STAGES}}, {{CONSUMERS}}, 3, {linear}, {{PINGPONG}}, {{NSPLIT}}>",
         precision,
         (Tunable("BN", 256, (64, 128, 192, 256), "tile columns (wgmma N); 192 fits N = 192 j with no column "
                  "past the edge where 256 would waste up to a third"),
@@ -321,23 +334,29 @@ def any_shape(precision: str) -> KernelSpec:
          GROUP_M,
          PDL,
          PINGPONG,
+         NSPLIT,
          Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
          Tunable("DECODE", 0, (0, 8, 16, 32, 64), "> 0: hopper_decode (small M): tiles of DECODE rows of A x 64 * "
                  "CONSUMERS columns, wgmma's A = the B tile, the deepest ring that fits; 0: any_shape"),
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
-        _any_shape_select, rules=(_swapped_shape, _decode_shape, _cluster_split, _pingpong, _one_consumer_columns),
+        _any_shape_select, rules=(_swapped_shape, _decode_shape, _cluster_split, _pingpong, _column_halves,
+                                  _one_consumer_columns),
         extra_entries=entries,
         choose=choose_any_shape, spec_class=AnyShapeSpec,
         layouts=("nn", "nt", "tn", "tt"), out_dtypes=("fp32", precision),
         epilogues=tuple(geo.EPILOGUE_CODE),
         # BF16 and FP16 are one template: bf16 builds the 128 x 64 tiles choose() takes on small
-        # grids (with the split-K cluster entry beside them) and 128 x 192, fp16 the one-consumer
-        # tiles and the ping-pong ones, so the spill gate sees all without more builds
+        # grids (with the split-K cluster entry beside them) and the column halves in a 2 x 1
+        # cluster, fp16 one-consumer 64 x 192 tiles split over K (the most accumulators a
+        # one-consumer tile holds) and the ping-pong tiles, so the spill gate sees all without more
+        # builds
         checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
-                 {"BN": 64, "STAGES": 8, "CK": 2} if precision == "bf16" else {"BN": 128, "CONSUMERS": 1},
-                 {"BN": 192} if precision == "bf16" else {"BN": 128, "STAGES": 6, "CM": 2, "PINGPONG": 1},
+                 {"BN": 64, "STAGES": 8, "CK": 2} if precision == "bf16"
+                 else {"BN": 192, "CONSUMERS": 1, "STAGES": 3, "SPLITS": 4},
+                 {"BN": 128, "STAGES": 8, "NSPLIT": 2, "CM": 2} if precision == "bf16"
+                 else {"BN": 128, "STAGES": 6, "CM": 2, "PINGPONG": 1},
                  {"DECODE": 16, "BN": 64, "CONSUMERS": 1}))
 
 
