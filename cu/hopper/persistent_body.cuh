@@ -5,7 +5,8 @@
 //
 // Roles as in rung 2: warpgroup 0 produces (one thread issues TMA; 56 registers, since the
 // cluster and split-K bookkeeping spilled at 40), warpgroups 1 and 2 consume (224 registers; 64 x
-// BN rows each of a 128 x BN tile). What is new is the loop around them: a CTA stays
+// BN rows each of a 128 x BN tile, or with NSPLIT = 2 64 x BN/2 columns each of a 64 x BN
+// tile). What is new is the loop around them: a CTA stays
 // resident and walks the work units u = cluster, cluster + clusters, ... in a grouped order
 // (GROUP_M tile rows at a time, so the ~132 tiles in flight share rows of A and columns of B in
 // L2). The stage ring and its phases continue from one unit to the next, so the producer loads
