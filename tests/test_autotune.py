@@ -217,6 +217,24 @@ def test_the_vote_needs_entries_and_an_offered_configuration():
     assert tuned.vote(entries, GemmProblem(4096, 4096, 4096), lambda problem: [{"BM": 128}]) is None  # unmeasured
 
 
+def test_a_tie_goes_to_the_nearest_shape_s_faster_configuration():
+    """Two neighbours that disagree: BM=64 is predicted 0.2% ahead of BM=32 by the weighted mean,
+    yet the nearer shape measured BM=32 faster. Without ``tie`` the mean decides; with a tie of
+    0.5% the nearer shape does, and the reason says so; at 0.1% they are no tie."""
+    near = _entry((1024, 1024, 1024), {(("BM", 32),): 100.0, (("BM", 64),): 93.0})
+    far = _entry((2048, 1024, 1024), {(("BM", 32),): 79.3, (("BM", 64),): 100.0})
+    offer = lambda problem: [{"BM": 32}, {"BM": 64}]  # noqa: E731
+    p = GemmProblem(1100, 1024, 1024)
+    weights = [1 / (tuned.distance((1100, 1024, 1024), e["shape"]) + 0.25) for e in (near, far)]
+    predicted = {bm: (weights[0] * 100.0 / t_near + weights[1] * 100.0 / t_far) / sum(weights)
+                 for bm, t_near, t_far in ((32, 100.0, 79.3), (64, 93.0, 100.0))}
+    assert predicted[64] < predicted[32] < predicted[64] * 1.005 and predicted[32] > predicted[64] * 1.001
+    assert tuned.vote([near, far], p, offer)[0] == {"BM": 64}
+    picked, why = tuned.vote([near, far], p, offer, tie=0.005)
+    assert picked == {"BM": 32} and "within 0.5% of BM=64" in why and "faster of them at 1024x1024x1024" in why
+    assert tuned.vote([near, far], p, offer, tie=0.001)[0] == {"BM": 64}
+
+
 
 def test_the_left_out_check_names_a_table_written_with_every_tunable_as_the_vote_does():
     """A table written before tables named only what differs from the defaults (the H100's) holds

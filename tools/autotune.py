@@ -69,9 +69,10 @@ TARGETS = {"autotuned": ("warptiled", TUNE_SPACE),
            "hopper_tf32": ("hopper_tf32", lambda shape: tf32_selection.candidates(GemmProblem(*shape)))}
 
 
-# The kernels that vote over their table (tuned.vote): the configurations each offers a shape and
-# how it names a stored one, for the left-out check printed after a sweep.
-VOTERS = {"autotuned": (warptiling.offered, warptiling.named), "hopper_bf16": (selection.candidates, dict),
+# The kernels that vote over their table (tuned.vote): the configurations each offers a shape, how
+# it names a stored one (and hopper_bf16 its tie), for the left-out check printed after a sweep.
+VOTERS = {"autotuned": (warptiling.offered, warptiling.named),
+          "hopper_bf16": (selection.candidates, dict, selection.TIE),
           "hopper_tf32": (tf32_selection.candidates, dict),
           **{name: (partial(mma_sync.offered_configs, kernels.KERNELS[name]),
                     partial(mma_sync.named_config, kernels.KERNELS[name].precision))
@@ -159,10 +160,10 @@ def corpus_shapes(parser, spec: str) -> list[tuple[int, int, int]]:
         parser.error(str(exc))
 
 
-def left_out_check(entries: list[dict], offered, named=dict) -> list[str]:
+def left_out_check(entries: list[dict], offered, named=dict, tie: float = 0.0) -> list[str]:
     """The vote checked on the tuning set: each shape's pick when it is left out of the vote,
     and how much slower that pick measured there than the shape's winner."""
-    slowdowns = [min(x, tuned.UNMEASURED_SLOWDOWN) for x in tuned.left_out_slowdowns(entries, offered, named)]
+    slowdowns = [min(x, tuned.UNMEASURED_SLOWDOWN) for x in tuned.left_out_slowdowns(entries, offered, named, tie)]
     if not slowdowns:
         return ["left-out check: fewer than two shapes"]
     geomean = math.exp(sum(math.log(x) for x in slowdowns) / len(slowdowns))

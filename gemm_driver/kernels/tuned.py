@@ -138,10 +138,12 @@ def measured(entry: Mapping, named: Named = dict) -> dict[tuple, float]:
 
 
 def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
-         named: Named = dict) -> tuple[dict[str, int], str] | None:
+         named: Named = dict, tie: float = 0.0) -> tuple[dict[str, int], str] | None:
     """The configuration of ``offered(problem)`` the nearest measured shapes predict fastest for
     ``problem``, with the reason; None without timed entries, without a configuration offered, or
-    where no neighbour measured any of them."""
+    where no neighbour measured any of them. ``tie`` > 0: the candidates predicted within that
+    fraction of the best are a tie, which the nearest shape's own timings break (a weighted mean
+    of two neighbours that disagree cannot tell them apart; the nearer one can)."""
     choices = list(offered(problem))
     entries = [e for e in entries if _timed(e)]  # an entry without timings says nothing
     if not entries or not choices:
@@ -163,17 +165,24 @@ def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
     if best_slowdown >= UNMEASURED_SLOWDOWN:  # no neighbour ran any of them: nothing to go by
         return None
     near = ", ".join("x".join(map(str, e["shape"])) for e in nearest)
-    return best, (f"{best_label}: predicted {best_slowdown:.3f}x the fastest by the {len(nearest)} nearest tuning "
-                  f"shapes ({near})")
+    why = f"predicted {best_slowdown:.3f}x the fastest by the {len(nearest)} nearest tuning shapes ({near})"
+    tied = [(name, c) for name, (s, c) in predicted.items() if s <= best_slowdown * (1 + tie)] if tie > 0 else []
+    if len(tied) > 1:
+        name, broken = max(tied, key=lambda item: speeds[0].get(_key(item[1])) or 0.0)
+        if name != best_label:
+            return broken, (f"{name}: within {tie:.1%} of {best_label}, {why}; the faster of them at "
+                            f"{'x'.join(map(str, nearest[0]['shape']))}")
+    return best, f"{best_label}: {why}"
 
 
-def left_out_slowdowns(entries: Sequence[Mapping], offered: Offered, named: Named = dict) -> list[float]:
+def left_out_slowdowns(entries: Sequence[Mapping], offered: Offered, named: Named = dict,
+                       tie: float = 0.0) -> list[float]:
     """The vote checked on its own table: per entry, how much slower the configuration the other
-    entries vote for measured there than that entry's winner (inf where it did not run), the
-    table's configurations named as ``vote`` names them."""
+    entries vote for (with ``tie``) measured there than that entry's winner (inf where it did not
+    run), the table's configurations named as ``vote`` names them."""
     slowdowns = []
     for entry in entries:
-        picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]), offered, named)
+        picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]), offered, named, tie)
         if picked is not None:
             slowdowns.append(slowdown_at(entry, picked[0], named))
     return slowdowns
