@@ -19,9 +19,8 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/clusters.py [--
 """
 import sys
 
-from small_m import TFLOPS_MEASURED, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
+from small_m import beside_the_candidates, flags_and_shapes, refuse_validation_shapes
 
-from gemm_driver import corpus, kernels
 from gemm_driver.kernels import tuned
 from gemm_driver.kernels.hopper import selection
 from gemm_driver.kernels.spec import ceil_div
@@ -52,27 +51,12 @@ def variants(p: GemmProblem, candidates: list[dict]) -> dict[str, dict]:
     return out
 
 
-def refuse_validation_shapes(labels: list[str], probe: str) -> None:
-    """Exit with one line when a MxNxK label is a validation shape: no probe reads that set."""
-    held_out = {(s.m, s.n, s.k) for s in corpus.corpus("all:validate")}
-    refused = [label for label in labels if tuple(map(int, label.split("x"))) in held_out]
-    if refused:
-        sys.exit(f"{probe}: {', '.join(refused)} belong to the validation set, which no probe reads")
-
-
 def main(args: list[str]) -> None:
     flags, shapes = flags_and_shapes(args, [])
     groups = (SMALL_M if "--small" in flags else []) + (MID if "--mid" in flags else [])
     shapes = shapes or groups or SMALL_M + MID
     refuse_validation_shapes(shapes, "clusters")
-    spec = kernels.KERNELS["hopper_bf16"]
-    for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
-        candidates = selection.candidates(p)
-        others = {tuned.label(t): t for t in candidates if t != chosen}
-        others.update(variants(p, candidates))
-        us = verified_times(s, timer, p, offered(spec, p, label, chosen, others))
-        print(f"{label}: chosen {tuned.label(chosen)} ({why})", flush=True)
-        print_tflops(p, us, width=36)
+    beside_the_candidates(shapes, variants)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,8 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/column_halves.p
 """
 import sys
 
-from clusters import SMALL_M, refuse_validation_shapes
-from small_m import TFLOPS_MEASURED, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
-
-from gemm_driver import kernels
-from gemm_driver.kernels import tuned
-from gemm_driver.kernels.hopper import selection
+from clusters import SMALL_M
+from small_m import beside_the_candidates, flags_and_shapes, refuse_validation_shapes
 
 SHAPES = [*SMALL_M, "128x8192x2048"]
 HALVES = {"64x128 halves": {"BN": 128, "STAGES": 8, "NSPLIT": 2, "PDL": 1},
@@ -29,19 +25,20 @@ HALVES = {"64x128 halves": {"BN": 128, "STAGES": 8, "NSPLIT": 2, "PDL": 1},
           "64x256 halves": {"NSPLIT": 2, "PDL": 1}}
 
 
+def halves(p, candidates) -> dict[str, dict]:
+    """HALVES, and past M = 64 (two tile rows) each in a 2 x 1 cluster sharing B, as cuBLAS's does."""
+    out = {}
+    for name, t in HALVES.items():
+        out[name] = t
+        if p.m > 64:
+            out[name + " 2x1"] = {**t, "CM": 2}
+    return out
+
+
 def main(args: list[str]) -> None:
     _, shapes = flags_and_shapes(args, SHAPES)
     refuse_validation_shapes(shapes, "column_halves")
-    spec = kernels.KERNELS["hopper_bf16"]
-    for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
-        others = {tuned.label(t): t for t in selection.candidates(p) if t != chosen}
-        for name, t in HALVES.items():
-            others[name] = t
-            if p.m > 64:  # two tile rows: the 2 x 1 cluster shares B between them, as cuBLAS's does
-                others[name + " 2x1"] = {**t, "CM": 2}
-        us = verified_times(s, timer, p, offered(spec, p, label, chosen, others))
-        print(f"{label}: chosen {tuned.label(chosen)} ({why})", flush=True)
-        print_tflops(p, us, width=36)
+    beside_the_candidates(shapes, halves)
 
 
 if __name__ == "__main__":

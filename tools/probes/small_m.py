@@ -18,9 +18,11 @@ import random
 import statistics
 import sys
 
-from gemm_driver import Session, kernels
+from gemm_driver import Session, corpus, kernels
 from gemm_driver.case import PreparedCase
 from gemm_driver.bench.timing import GpuTimer
+from gemm_driver.kernels import tuned
+from gemm_driver.kernels.hopper import selection
 from gemm_driver.problem import GemmProblem
 
 SHAPES = ["1x3584x3584", "32x4096x4096", "32x4800x1600", "32x6144x4096", "32x3584x18944", "1x28672x4096",
@@ -137,6 +139,29 @@ def chosen_shapes(labels: list[str], measured: str, kernel: str = "hopper_bf16")
         for label in labels:
             p = GemmProblem(*map(int, label.split("x")))
             yield (label, s, timer, p, *spec.choose(p, s.device.name))
+
+
+def refuse_validation_shapes(labels: list[str], probe: str) -> None:
+    """Exit with one line when a MxNxK label is a validation shape: no probe reads that set."""
+    held_out = {(s.m, s.n, s.k) for s in corpus.corpus("all:validate")}
+    refused = [label for label in labels if tuple(map(int, label.split("x"))) in held_out]
+    if refused:
+        sys.exit(f"{probe}: {', '.join(refused)} belong to the validation set, which no probe reads")
+
+
+def beside_the_candidates(labels: list[str], extra=lambda p, candidates: {}) -> None:
+    """The candidate probes' loop (vote_candidates, clusters, column_halves): per MxNxK label,
+    hopper_bf16's pick, every other configuration selection.candidates offers and the labelled
+    configurations ``extra(problem, candidates)`` adds, each verified, then timed with the
+    baselines (verified_times) and printed fastest first."""
+    spec = kernels.KERNELS["hopper_bf16"]
+    for label, s, timer, p, chosen, why in chosen_shapes(labels, TFLOPS_MEASURED):
+        candidates = selection.candidates(p)
+        others = {tuned.label(t): t for t in candidates if t != chosen}
+        others.update(extra(p, candidates))
+        us = verified_times(s, timer, p, offered(spec, p, label, chosen, others))
+        print(f"{label}: chosen {tuned.label(chosen)} ({why})", flush=True)
+        print_tflops(p, us, width=36)
 
 
 def main(args: list[str]) -> None:

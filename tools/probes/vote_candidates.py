@@ -11,11 +11,7 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/vote_candidates
 """
 import sys
 
-from small_m import TFLOPS_MEASURED, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
-
-from gemm_driver import kernels
-from gemm_driver.kernels import tuned
-from gemm_driver.kernels.hopper import selection
+from small_m import beside_the_candidates, flags_and_shapes
 
 SHAPES = ["128x20480x4096", "96x30720x8192", "112x36864x7168", "128x49152x5120", "128x5632x4096",
           "128x6656x4608"]
@@ -23,12 +19,7 @@ SHAPES = ["128x20480x4096", "96x30720x8192", "112x36864x7168", "128x49152x5120",
 
 def main(args: list[str]) -> None:
     _, shapes = flags_and_shapes(args, SHAPES)
-    spec = kernels.KERNELS["hopper_bf16"]
-    for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
-        others = {tuned.label(t): t for t in selection.candidates(p) if t != chosen}
-        us = verified_times(s, timer, p, offered(spec, p, label, chosen, others))
-        print(f"{label}: chosen {tuned.label(chosen)} ({why})", flush=True)
-        print_tflops(p, us, width=36)
+    beside_the_candidates(shapes)
 
 
 if __name__ == "__main__":
