@@ -22,6 +22,7 @@ from _toolkit import Parser, run  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "cu" / "hopper" / "wgmma.cuh"
 NS = (64, 128, 256)  # the wgmma N extents the rungs use
+NS_E4M3 = (8, 16, 32, 64, 128, 256)  # e4m3 also narrow ones, for the FP8 decode tiles' few rows of A
 NS_16BIT = (8, 16, 32, 64, 128, 192, 256)  # 16-bit types also: narrow ones for the decode tiles' few rows
 # of A (decode_body.cuh), 192 for any_shape's 128 x 192 tiles (N a multiple of 192, not of 256)
 TYPES_16BIT = (("bf16", "bf16"), ("fp16", "f16"))  # (namespace, PTX type)
@@ -135,11 +136,10 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, 
         if constexpr (Elem::id == ElemId::bf16) wgmma_ops::bf16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
         else wgmma_ops::fp16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
     } else if constexpr (Elem::id == ElemId::e4m3) {
-        static_assert(N == 64 || N == 128 || N == 256, "e4m3 wgmma wrappers exist for N = 64, 128, 256");
+        static_assert(@E4M3_TEST@,
+                      "e4m3 wgmma wrappers exist for N = @E4M3_LIST@");
         static_assert(TRANS_B == 0 && TRANS_A == 0, "e4m3 wgmma reads both operands K-major");
-        if constexpr (N == 64) wgmma_ops::e4m3::mma_e4m3_ss_n64(d, a, b, scale_d);
-        else if constexpr (N == 128) wgmma_ops::e4m3::mma_e4m3_ss_n128(d, a, b, scale_d);
-        else wgmma_ops::e4m3::mma_e4m3_ss_n256(d, a, b, scale_d);
+@E4M3_DISPATCH@
     } else {
         static_assert(N == 64 || N == 128 || N == 256, "tf32 wgmma wrappers exist for N = 64, 128, 256");
         static_assert(TRANS_B == 0 && TRANS_A == 0, "tf32 wgmma reads both operands K-major");
@@ -160,6 +160,16 @@ __device__ __forceinline__ void mma_tf32_rs(float (&d)[N / 2], const unsigned (&
 """
 
 
+def e4m3_dispatch() -> str:
+    """mma_ss's e4m3 branch: one wrapper per N of NS_E4M3."""
+    lines = []
+    for i, n in enumerate(NS_E4M3):
+        test = "if" if i == 0 else "else if" if i < len(NS_E4M3) - 1 else "else"
+        cond = f" constexpr (N == {n})" if test != "else" else ""
+        lines.append(f"        {test}{cond} wgmma_ops::e4m3::mma_e4m3_ss_n{n}(d, a, b, scale_d);")
+    return "\n".join(lines)
+
+
 def render() -> str:
     """The full text of wgmma.cuh."""
     parts = [HEAD]
@@ -173,10 +183,13 @@ def render() -> str:
         parts.append(ss_tf32(n))
         parts.append(rs_tf32(n))
     parts.append("}  // namespace tf32\n\nnamespace e4m3 {")
-    parts.extend(ss_e4m3(n) for n in NS)
+    parts.extend(ss_e4m3(n) for n in NS_E4M3)
     parts.append("}  // namespace e4m3\n\n}  // namespace wgmma_ops\n")
     parts.append(DISPATCH.replace("@N16_TEST@", " || ".join(f"N == {n}" for n in NS_16BIT))
-                 .replace("@N16_LIST@", ", ".join(map(str, NS_16BIT))))
+                 .replace("@N16_LIST@", ", ".join(map(str, NS_16BIT)))
+                 .replace("@E4M3_TEST@", " || ".join(f"N == {n}" for n in NS_E4M3))
+                 .replace("@E4M3_LIST@", ", ".join(map(str, NS_E4M3)))
+                 .replace("@E4M3_DISPATCH@", e4m3_dispatch()))
     parts.append("}  // namespace hopper\n")
     return "\n".join(parts)
 

@@ -52,7 +52,7 @@ struct Config {
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + OVERHEAD;
     static constexpr int PRODUCER_REGS = 56;
     static constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 200 : 224;
-    static_assert(Elem::bytes == 2, "the decode tiles are for 16-bit A and B");
+    static_assert(Elem::bytes == 2 || TB_ == 1, "e4m3 B is read K-major (stored N x K) only");
     static_assert(MT == 8 || MT == 16 || MT == 32 || MT == 64, "MT is a wgmma N of 8 to 64");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(A_BYTES % 1024 == 0, "each stage's B tile starts on a 1024-byte swizzle atom");
@@ -100,11 +100,19 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
     }
 }
 
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB>
-__device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
-                                    float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
-                                    int splits, int whole, float* __restrict__ workspace,
-                                    int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias) {
+// The decode schedule with the consumer's work on a unit given (the FP8 kernel's promoted k loop
+// and scales, fp8_body.cuh; `run` below for 16-bit A and B):
+//   k_loop(d, w, full, empty, smem, consumer, t, s, phase): the unit's k tiles into d (wgmma's
+//     fragment of the consumer's 64 x MT block of C^T), the ring position carried in s, phase;
+//   epilogue_alpha(): the epilogue's alpha, read once a consumer (after PDL's take-over: it may
+//     read global memory);
+//   scale(d, w, consumer, warp, lane): the finished block before split-K and the epilogue.
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, class KLoop, class Alpha, class Scale>
+__device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a_map, const TensorMap* b_map,
+                                         float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
+                                         int splits, int whole, float* __restrict__ workspace,
+                                         int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias,
+                                         KLoop&& k_loop, Alpha&& epilogue_alpha, Scale&& scale) {
     using Cfg = Config<Elem, MT, CONSUMERS, TB>;
     constexpr int STAGES = Cfg::STAGES;
     unsigned char* smem = aligned_dynamic_smem();
@@ -135,13 +143,13 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     grow_registers<Cfg::CONSUMER_REGS>();
     const hopper_pws::Schedule sched = schedule();
     const int consumer = wg - 1, warp = t / 32, lane = t % 32;
+    const float alpha = epilogue_alpha();
     float d[MT / 2];
     int s = 0, phase = 0;
     for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
         const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, MT, Cfg::BN);
-        hopper_pws::consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
-            mma_stage<Elem, Cfg>(d, smem_u32(smem + slot * Cfg::STAGE_BYTES), consumer, first);
-        });
+        k_loop(d, w, full, empty, smem, consumer, t, s, phase);
+        scale(d, w, consumer, warp, lane);
         if (w.splits > 1) {
             // the serial hand-over (a split tile's units need not all be resident at once); the
             // flag, set before reduce_splits' last barrier, says whether this CTA summed the tile
@@ -152,6 +160,24 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
         store_transposed<MT>(d, M, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, epi, C, ldc, lane);
     }
+}
+
+// 16-bit A and B: the tensor cores sum the unit's whole k range (consume_unit), alpha as given.
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB>
+__device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
+                                    float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
+                                    int splits, int whole, float* __restrict__ workspace,
+                                    int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias) {
+    using Cfg = Config<Elem, MT, CONSUMERS, TB>;
+    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB>(
+        M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
+        [](float (&d)[MT / 2], const hopper_pws::Unit& w, Barrier* full, Barrier* empty, unsigned char* smem,
+           int consumer, int t, int& s, int& phase) {
+            hopper_pws::consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
+                mma_stage<Elem, Cfg>(d, smem_u32(smem + slot * Cfg::STAGE_BYTES), consumer, first);
+            });
+        },
+        [alpha] { return alpha; }, [](float (&)[MT / 2], const hopper_pws::Unit&, int, int, int) {});
 }
 
 }  // namespace hopper_small_m

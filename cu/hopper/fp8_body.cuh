@@ -31,6 +31,7 @@
 // Scales of rows past M and columns past N are never read (0 instead): their results are clipped.
 #pragma once
 #include "persistent_body.cuh"
+#include "decode_body.cuh"
 
 namespace fp8_gemm {
 using namespace hopper;
@@ -78,14 +79,14 @@ __device__ __forceinline__ void promote(float (&acc)[R], const float (&part)[R],
 
 // One unit's k tiles, promoted every k tile (see the file's opening comment). s, phase: the
 // ring's position, carried from unit to unit. row: the thread's first row; nb: the unit's
-// 128-column block of B (block scales).
-template <class Cfg, int SCALING>
-__device__ __forceinline__ void k_loop_promoted(float (&acc)[Cfg::BN / 2], hopper::Barrier* full,
-                                                hopper::Barrier* empty, const Unit& w,
-                                                const hopper_pws::TileDescriptors<Cfg>& desc, int t, int& s,
-                                                int& phase, const Scales& scales, int M, int row, int nb) {
+// 128-column block of B (block scales). mma(into, slot): ring slot `slot`'s k tile into `into`,
+// starting it at zero (the tile's wgmma: any_shape's tiles or the decode tiles).
+template <class Cfg, int SCALING, int R, class Mma>
+__device__ __forceinline__ void k_loop_promoted(float (&acc)[R], hopper::Barrier* full, hopper::Barrier* empty,
+                                                const Unit& w, int t, int& s, int& phase, const Scales& scales, int M,
+                                                int row, int nb, Mma&& mma) {
     constexpr bool BLOCK = SCALING == SCALE_BLOCK;
-    float part[Cfg::BN / 2];
+    float part[R];
     for (int kt = w.kt0; kt < w.kt1; ++kt) {
         // the scales of this k tile, loaded before the wait so that their latency hides under it
         float s0 = 1.0f, s1 = 1.0f;
@@ -95,13 +96,13 @@ __device__ __forceinline__ void k_loop_promoted(float (&acc)[Cfg::BN / 2], hoppe
         }
         barrier_wait(&full[s], phase);
         wgmma_fence();  // part was read by the last promotion
-        hopper_pws::mma_stage<e4m3_t, Cfg>(part, desc, s, true);
+        mma(part, s);
         wgmma_commit();
         wgmma_wait<0>();
         fence_accumulators(part);
         if (t == 0) hopper_pws::release_slot<Cfg>(&empty[s]);  // the tensor cores are done with the slot
-        if (kt == w.kt0) promote<Cfg::BN / 2, BLOCK, true>(acc, part, s0, s1);
-        else promote<Cfg::BN / 2, BLOCK, false>(acc, part, s0, s1);
+        if (kt == w.kt0) promote<R, BLOCK, true>(acc, part, s0, s1);
+        else promote<R, BLOCK, false>(acc, part, s0, s1);
         if (++s == Cfg::STAGES) s = 0, phase ^= 1;
     }
 }
@@ -113,13 +114,11 @@ __device__ __forceinline__ void k_loop_promoted(float (&acc)[Cfg::BN / 2], hoppe
 // the wait is wgmma_wait<1>: only the k tile issued one step earlier must be done, and it is added
 // in while the tensor cores work on the one just issued. Costs a third BN/2-register array: 192
 // accumulator registers a thread at BN = 128, within the 224 the consumers get with two of them.
-template <class Cfg, int SCALING>
-__device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], hopper::Barrier* full,
-                                                  hopper::Barrier* empty, const Unit& w,
-                                                  const hopper_pws::TileDescriptors<Cfg>& desc, int t, int& s,
-                                                  int& phase, const Scales& scales, int M, int row, int nb) {
+template <class Cfg, int SCALING, int R, class Mma>
+__device__ __forceinline__ void k_loop_overlapped(float (&acc)[R], hopper::Barrier* full, hopper::Barrier* empty,
+                                                  const Unit& w, int t, int& s, int& phase, const Scales& scales,
+                                                  int M, int row, int nb, Mma&& mma) {
     constexpr bool BLOCK = SCALING == SCALE_BLOCK;
-    constexpr int R = Cfg::BN / 2;
     // The part sums of the unit's even and odd k tiles (counted from kt0), each with its block
     // scales. Two named arrays and a loop unrolled by two, never one chosen at run time: that would
     // put them in local memory. acc starts at zero (promote's FIRST form would double the code).
@@ -136,7 +135,7 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[Cfg::BN / 2], hop
         if constexpr (BLOCK) scale = scales.block(row, kt, nb, M);
         barrier_wait(&full[s], phase);
         wgmma_fence();  // `into` was read by the promotion before
-        hopper_pws::mma_stage<e4m3_t, Cfg>(into, desc, s, true);
+        mma(into, s);
         wgmma_commit();
         if (++s == Cfg::STAGES) s = 0, phase ^= 1;
     };
@@ -266,12 +265,13 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         for (int u = cluster_id; u < sched.units; u += clusters) {
             const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
             const int row0 = w.m0 + 64 * consumer, row = row0 + 16 * warp + lane / 4;
+            auto mma = [&](float (&into)[BN / 2], int slot) {
+                hopper_pws::mma_stage<e4m3_t, Cfg>(into, desc, slot, true);
+            };
             if constexpr (PROMOTE == 2)
-                k_loop_overlapped<Cfg, SCALING>(acc, full, empty, w, desc, t, s, phase, scales, M, row,
-                                                w.n0 / 128);
+                k_loop_overlapped<Cfg, SCALING>(acc, full, empty, w, t, s, phase, scales, M, row, w.n0 / 128, mma);
             else if constexpr (PROMOTE == 1)
-                k_loop_promoted<Cfg, SCALING>(acc, full, empty, w, desc, t, s, phase, scales, M, row,
-                                              w.n0 / 128);
+                k_loop_promoted<Cfg, SCALING>(acc, full, empty, w, t, s, phase, scales, M, row, w.n0 / 128, mma);
             else k_loop_unpromoted<Cfg>(acc, full, empty, w, desc, t, s, phase);
             if constexpr (SCALING == SCALE_ROW)
                 scale_rows_and_columns<BN>(acc, scales, alpha, M, N, row, w.n0 + 2 * (lane % 4));
@@ -295,6 +295,62 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         if (t == 0 && stores > 0) bulk_wait_all();  // the staging buffers outlive the stores reading them
     }
     if constexpr (Cfg::CLUSTER > 1) cluster_sync();
+}
+
+// Row scaling of a finished decode block (wgmma's roles swapped: d[4j + 2h + e] is C[m0 + 8j +
+// 2(lane%4) + e][n + 8h], decode_body.cuh): d *= (alpha * sa[m]) * sb[n], the roundings of
+// scale_rows_and_columns.
+template <int MT>
+__device__ __forceinline__ void scale_transposed(float (&d)[MT / 2], const Scales& scales, float alpha, int M, int N,
+                                                 int m0, int n, int lane) {
+    const float b0 = scales.row_b(n, N), b1 = scales.row_b(n + 8, N);
+#pragma unroll
+    for (int j = 0; j < MT / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const float a = alpha * scales.row_a(m0 + 8 * j + 2 * (lane % 4) + e, M);
+            d[4 * j + e] *= a * b0;
+            d[4 * j + 2 + e] *= a * b1;
+        }
+    }
+}
+
+// Small M: decode_body.cuh's tiles (MT rows of A x 64 * CONSUMERS columns of B, wgmma's roles
+// swapped, C^T = B^T A^T, the deepest ring that fits) on e4m3 codes, each 128 of K promoted as
+// PROMOTE says (the promoted loops above, with the decode tile's wgmma). Tensor and row scaling:
+// a block scale of A varies along the swapped tile's wgmma N (A's rows), one a column of the
+// fragment, which the promotion does not apply.
+template <int MT, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI>
+__device__ __forceinline__ void run_decode(int M, int N, int K, float alpha, const TensorMap* a_map,
+                                           const TensorMap* b_map, float beta, typename OutType<OUT>::T* __restrict__ C,
+                                           int ldc, int group_m, int splits, int whole, float* __restrict__ workspace,
+                                           int* __restrict__ counters,
+                                           const typename OutType<OUT>::T* __restrict__ bias, const Scales scales) {
+    static_assert(SCALING == SCALE_TENSOR || SCALING == SCALE_ROW, "the decode tiles take tensor and row scaling");
+    constexpr int R = MT / 2;
+    using Cfg = hopper_small_m::Config<e4m3_t, MT, CONSUMERS, 1>;
+    hopper_small_m::run_with<e4m3_t, MT, CONSUMERS, OUT, EPI, 1>(
+        M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
+        [&](float (&d)[R], const Unit& w, Barrier* full, Barrier* empty, unsigned char* smem, int consumer, int t,
+            int& s, int& phase) {
+            auto stage = [&](int slot) { return smem_u32(smem + slot * Cfg::STAGE_BYTES); };
+            auto mma = [&](float (&into)[R], int slot) {
+                hopper_small_m::mma_stage<e4m3_t, Cfg>(into, stage(slot), consumer, true);
+            };
+            if constexpr (PROMOTE == 2) k_loop_overlapped<Cfg, SCALE_TENSOR>(d, full, empty, w, t, s, phase, scales,
+                                                                             M, 0, 0, mma);
+            else if constexpr (PROMOTE == 1) k_loop_promoted<Cfg, SCALE_TENSOR>(d, full, empty, w, t, s, phase,
+                                                                                scales, M, 0, 0, mma);
+            else hopper_pws::consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
+                hopper_small_m::mma_stage<e4m3_t, Cfg>(d, stage(slot), consumer, first);
+            });
+        },
+        // tensor scaling: alpha * (sa * sb) is the epilogue's alpha; row scaling applies alpha with the scales
+        [&] { return SCALING == SCALE_TENSOR ? alpha * (__ldg(scales.a) * __ldg(scales.b)) : 1.0f; },
+        [&](float (&d)[R], const Unit& w, int consumer, int warp, int lane) {
+            if constexpr (SCALING == SCALE_ROW)
+                scale_transposed<MT>(d, scales, alpha, M, N, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, lane);
+        });
 }
 
 }  // namespace fp8_gemm

@@ -404,6 +404,40 @@ __device__ __forceinline__ void mma_tf32_rs_n256(float (&d)[128], const unsigned
 
 namespace e4m3 {
 
+// D(64x8) += A(64x32, smem, K-major) * B(32x8, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_e4m3_ss_n8(float (&d)[4], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x16) += A(64x32, smem, K-major) * B(32x16, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_e4m3_ss_n16(float (&d)[8], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x32) += A(64x32, smem, K-major) * B(32x32, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_e4m3_ss_n32(float (&d)[16], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
 // D(64x64) += A(64x32, smem, K-major) * B(32x64, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
 // has no transpose operands: both matrices are read K-major.
 __device__ __forceinline__ void mma_e4m3_ss_n64(float (&d)[32], unsigned long long a, unsigned long long b, int scale_d) {
@@ -477,9 +511,13 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, 
         if constexpr (Elem::id == ElemId::bf16) wgmma_ops::bf16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
         else wgmma_ops::fp16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
     } else if constexpr (Elem::id == ElemId::e4m3) {
-        static_assert(N == 64 || N == 128 || N == 256, "e4m3 wgmma wrappers exist for N = 64, 128, 256");
+        static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
+                      "e4m3 wgmma wrappers exist for N = 8, 16, 32, 64, 128, 256");
         static_assert(TRANS_B == 0 && TRANS_A == 0, "e4m3 wgmma reads both operands K-major");
-        if constexpr (N == 64) wgmma_ops::e4m3::mma_e4m3_ss_n64(d, a, b, scale_d);
+        if constexpr (N == 8) wgmma_ops::e4m3::mma_e4m3_ss_n8(d, a, b, scale_d);
+        else if constexpr (N == 16) wgmma_ops::e4m3::mma_e4m3_ss_n16(d, a, b, scale_d);
+        else if constexpr (N == 32) wgmma_ops::e4m3::mma_e4m3_ss_n32(d, a, b, scale_d);
+        else if constexpr (N == 64) wgmma_ops::e4m3::mma_e4m3_ss_n64(d, a, b, scale_d);
         else if constexpr (N == 128) wgmma_ops::e4m3::mma_e4m3_ss_n128(d, a, b, scale_d);
         else wgmma_ops::e4m3::mma_e4m3_ss_n256(d, a, b, scale_d);
     } else {

@@ -58,10 +58,12 @@ def _build(tunables: dict) -> None:
     build(SPEC, "sm_90", tunables)
 
 
-def prebuild(cases) -> None:
+def prebuild(cases, configurations_of=lambda shape, scaling: configurations(shape[0])) -> None:
+    """Every configuration ``configurations_of(shape, scaling)`` gives a case, built into the on-disk
+    cache by parallel processes (one job a build)."""
     jobs = {}
     for shape, scaling in cases:
-        for t in configurations(shape[0]):
+        for t in configurations_of(shape, scaling):
             resolved = SPEC.validate(problem(shape, scaling), t)
             jobs[tuple(SPEC.entry_expressions(resolved).values())] = resolved
     with ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")) as pool:

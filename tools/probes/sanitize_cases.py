@@ -11,7 +11,10 @@ consumer's k loop wraps the ring while the other's epilogue runs: the turn barri
 and two consumers, 2 x 4 clusters, ragged N so that the last cluster has CTAs past the edge,
 K-major and M-major A, packing, beta, 16-bit D with the fused epilogues, C's own stores);
 "column_halves" (NSPLIT=2: 64-row tiles whose two consumers split the columns, 64 or 128 each,
-in and out of a 2 x 1 cluster, every layout, ragged edges, beta, 16-bit D with the epilogues).
+in and out of a 2 x 1 cluster, every layout, ragged edges, beta, 16-bit D with the epilogues);
+"fp8_decode" (hopper_fp8 with DECODE: wgmma's roles swapped at small M, tensor and row scaling,
+each promotion, one and two consumers, split-K, a second row of tiles, packed rows, beta, BF16 D
+with the epilogues).
 Run it once without the sanitizer first so that the kernels are built and cached.
 """
 import sys
@@ -21,6 +24,8 @@ from gemm_driver.case import PreparedCase
 from gemm_driver.problem import GemmProblem
 
 PINGPONG = {"PINGPONG": 1}
+DECODE = lambda rows, consumers, promote: {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers,
+                                           "PROMOTE": promote}
 CASES = {
     "pingpong": [
         ("hopper_bf16", GemmProblem(1100, 1300, 300, 1.0, 0.5), {**PINGPONG, "BN": 64, "STAGES": 8}),
@@ -52,6 +57,16 @@ CASES = {
                                     epilogue="bias_relu"), {"BN": 128, "STAGES": 8, "NSPLIT": 2, "CM": 2}),
         ("hopper_bf16", GemmProblem(77, 1500, 640, -1.0, 0.5, trans_a=True), {"NSPLIT": 2, "CM": 2, "STORE": 0}),
         ("hopper_fp16", GemmProblem(64, 700, 2000), {"BN": 128, "STAGES": 8, "NSPLIT": 2}),
+    ],
+    "fp8_decode": [
+        ("hopper_fp8", GemmProblem(1, 1000, 4100, trans_b=True, scaling="tensor"), {**DECODE(8, 1, 2), "SPLITS": 4}),
+        ("hopper_fp8", GemmProblem(13, 777, 1000, 1.0, 0.5, trans_b=True, out_dtype="bf16", epilogue="bias_gelu",
+                                   scaling="row"), DECODE(16, 1, 1)),
+        ("hopper_fp8", GemmProblem(40, 1030, 999, trans_b=True, scaling="row"), DECODE(64, 2, 2)),
+        ("hopper_fp8", GemmProblem(100, 640, 4096, trans_b=True, out_dtype="bf16", scaling="tensor"),
+         {**DECODE(64, 2, 2), "SPLITS": 4}),
+        ("hopper_fp8", GemmProblem(33, 520, 640, -1.0, 0.5, trans_b=True, epilogue="bias_relu", scaling="tensor"),
+         DECODE(32, 1, 0)),
     ],
 }
 

@@ -36,12 +36,13 @@ SCALING_CODE = {scaling: code for code, scaling in enumerate(_fp8.SCALINGS)}  # 
 SCALING_NAME = dict(enumerate(_fp8.SCALINGS))
 OUT_DTYPES = ("fp32", "bf16")
 BLOCK_SCALING = SCALING_CODE["block"]
+STAGES_DEFAULT = 6  # STAGES' default; the decode tiles leave it so (their ring is as deep as fits)
 # The template arguments a problem sets: never chosen.
 PROBLEM_SET = ("SCALING", "OUT", "EPI")
 
 TUNABLES = (
     Tunable("BN", 128, (64, 128, 256), "tile columns (wgmma N); 256 only without promotion (PROMOTE=0)"),
-    rungs.STAGES(6, (2, 3, 4, 5, 6, 8)),
+    rungs.STAGES(STAGES_DEFAULT, (2, 3, 4, 5, 6, 8)),
     Tunable("CONSUMERS", 2, (1, 2), "consumer warpgroups: 2 = 128-row tiles, 1 = 64-row tiles, two CTAs per SM"),
     Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
     Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"),
@@ -52,6 +53,8 @@ TUNABLES = (
     Tunable("PROMOTE", 1, (0, 1, 2), "1: each 128 of K summed by the tensor core, then added in FP32 registers; "
             "2: as 1, the next 128 of K in the tensor core meanwhile (a third accumulator); "
             "0: the whole K in the tensor core's ~14-bit accumulator (tensor and row scaling)"),
+    Tunable("DECODE", 0, (0, *rungs.DECODE_ROWS), "> 0: hopper_fp8_decode (small M): tiles of DECODE rows of A x "
+            "64 * CONSUMERS columns of B, wgmma's roles swapped, the deepest ring that fits; tensor and row scaling"),
     Tunable("SCALING", 0, (0, 1, 2), "set by the problem's scaling: 0 tensor, 1 row, 2 block (fp8.py)"),
     Tunable("OUT", 0, (0, 1), "D's type, set by the problem's out_dtype: 0 FP32, 1 BF16"),
     Tunable("EPI", 0, (0, 1, 2, 3), "epilogue, set by the problem: 0 none, 1 bias, 2 bias + ReLU, 3 bias + GELU"),
@@ -84,10 +87,29 @@ def _block_scales_promote(p: GemmProblem, t) -> str | None:
     return None
 
 
+def _decode_shape(p: GemmProblem, t) -> str | None:
+    if not t["DECODE"]:
+        return None
+    if t["BN"] != 64 * t["CONSUMERS"] or t["STAGES"] != STAGES_DEFAULT:
+        return (f"DECODE={t['DECODE']} runs hopper_fp8_decode: tiles of 64 * CONSUMERS columns (BN=64 with "
+                f"CONSUMERS=1, BN=128 with 2) and the deepest ring that fits (STAGES left at "
+                f"{STAGES_DEFAULT})")
+    if t["CM"] * t["CN"] > 1:
+        return f"DECODE={t['DECODE']} runs hopper_fp8_decode: no clusters (CM=CN=1)"
+    if t["SCALING"] == BLOCK_SCALING:
+        return (f"DECODE={t['DECODE']} (hopper_fp8_decode) takes tensor and row scaling: block scaling runs "
+                "DECODE=0")
+    return None
+
+
 # ---------------------------------------------------------------- entries and geometry
 def select(precision: str, t: Mapping[str, int]) -> tuple[str, geo.Geometry]:
-    """The entry a launch runs (hopper_fp8, or hopper_fp8_cluster for CM x CN > 1) and its
-    geometry: any_shape's, with 1-byte elements (BK = 128) and B stored N x K."""
+    """The entry a launch runs (hopper_fp8, hopper_fp8_cluster for CM x CN > 1, hopper_fp8_decode
+    for DECODE > 0) and its geometry: any_shape's or the decode tiles', with 1-byte elements
+    (BK = 128) and B stored N x K."""
+    if t.get("DECODE"):
+        return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=True,
+                                    out_dtype=geo.OUT_DTYPE[t["OUT"]])
     entry = "cluster" if rungs.clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]])
@@ -101,6 +123,8 @@ TEMPLATE = "{SCALING}, {PROMOTE}, {OUT}, {EPI}"
 ENTRIES = (
     Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
           lambda t: _geometry(t).smem, needed=rungs.clustered),  # only builds that run it
+    Entry("decode", f"hopper_fp8_decode<{{DECODE}}, {{CONSUMERS}}, {TEMPLATE}>", SIGNATURE,
+          lambda t: _geometry(t).smem, needed=lambda t: bool(t.get("DECODE"))),
     Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[PRECISION]}>", rungs.PACK_PAIR_SIGNATURE),
 )
 
@@ -147,12 +171,38 @@ def _nothing() -> None:
 
 
 # ---------------------------------------------------------------- choose
+DECODE_MAX_M = 64  # the largest M the decode tiles are chosen at (provisional: the probe fits it)
+
+
+def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """hopper_fp8_decode's tunables for M <= DECODE_MAX_M in tensor or row scaling, else None:
+    the fewest tile rows >= M, one consumer (two where 64-column tiles outnumber what two CTAs an
+    SM hold), split-K as rungs.decode_choice (every unit resident, each range >= TAIL_MIN_K_TILES k
+    tiles), the overlapped promotion."""
+    if problem.m > DECODE_MAX_M or problem.scaling == "block":
+        return None
+    rows = min(r for r in rungs.DECODE_ROWS if r >= max(problem.m, 1))
+    row_tiles = ceil_div(problem.m, rows)
+    consumers = 2 if row_tiles * ceil_div(problem.n, 64) > 2 * rungs.SMS else 1
+    tiles = row_tiles * ceil_div(problem.n, 64 * consumers)
+    splits = rungs._split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile(PRECISION), 4)
+    tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers, "PROMOTE": 2,
+                **({"SPLITS": splits} if splits > 1 else {"PDL": 1})}
+    return tunables, (f"M = {problem.m}: hopper_fp8_decode, {tiles} tiles of {rows} x {64 * consumers}"
+                      + (f", {splits}-way split-K" if splits > 1 else ", PDL"))
+
+
 def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
-    """Tunables of ``hopper_fp8`` for a shape: the overlapped promotion (PROMOTE=2) everywhere,
-    tiles by the rules below, measured on one H200 on six shapes x three scalings
+    """Tunables of ``hopper_fp8`` for a shape: ``decode_choice`` at small M, else ``tile_choice``."""
+    return decode_choice(problem) or tile_choice(problem)
+
+
+def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
+    """hopper_fp8's own tiles for a shape: the overlapped promotion (PROMOTE=2) everywhere, tiles
+    by the rules below, measured on one H200 on six shapes x three scalings
     (tools/probes/fp8_configs.py; results/h200/probe-fp8-configs.txt):
 
-    - M <= 64 (decode-like): 64 x 64 tiles of one consumer warpgroup, two CTAs an SM (at
+    - M <= 64 (decode-like; block scaling, or a forced DECODE=0): 64 x 64 tiles of one consumer warpgroup, two CTAs an SM (at
       64x4096x7168 1.3-1.5x the 64 x 128 tiles); split-K 2 ways where the tiles leave SMs idle and
       each slice keeps >= 2048 of K (at 64x4096x7168 1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4
       slices, in each scaling: results/h200/probe-fp8-small-splits.txt).
@@ -226,7 +276,8 @@ def hopper_fp8() -> Fp8Spec:
                     "any_shape's schedule: split-K, packing, TMA stores, clusters (tunables chosen per shape)",
         source=SOURCE, entry=f"hopper_fp8<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {TEMPLATE}>", precision=PRECISION,
         tunables=TUNABLES,
-        rules=(rungs._k_at_least_one, _promotion_fits, _block_scales_promote, rungs._fits(_geometry)),
+        rules=(rungs._k_at_least_one, _promotion_fits, _block_scales_promote, _decode_shape,
+               rungs._fits(_geometry)),
         block=lambda t: (_geometry(t).threads, 1, 1), grid=_grid, dynamic_smem=lambda t: _geometry(t).smem,
         signature=SIGNATURE, extra_entries=ENTRIES, launch_recipe=fp8_recipe, choose=choose_fp8,
         gemm_entry=lambda t: select(PRECISION, t)[0],
