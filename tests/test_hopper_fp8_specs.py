@@ -81,6 +81,9 @@ def test_what_it_does_not_compute_is_refused_in_one_line(problem, message):
     ("tensor", {"PROMOTE": 2, "CONSUMERS": 1, "STAGES": 4}, "PROMOTE=2 with one consumer warpgroup"),
     ("row", {"PROMOTE": 2, "BN": 256}, "PROMOTE=2 keeps two more accumulators"),
     ("block", {"CONSUMERS": 1}, "2 CTAs per SM of"),  # 6 stages of 64 x 128 + 128 x 128 codes, twice
+    ("tensor", {"DECODE": 16, "CONSUMERS": 1}, r"tiles of 64 \* CONSUMERS columns"),
+    ("row", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2}, "no clusters"),
+    ("block", {"DECODE": 8, "BN": 64, "CONSUMERS": 1}, "takes tensor and row scaling"),
 ])
 def test_rules(scaling, overrides, message):
     with pytest.raises(UnsupportedProblem, match=message):
@@ -94,6 +97,14 @@ def test_geometry_is_any_shapes_with_one_byte_elements():
     assert g.smem == geo.persistent_smem(6, 128, 2, tma_store=True) == SPEC.dynamic_smem(SPEC.resolve())
     entry, g = entry_geometry(SPEC, SPEC.resolve({"CM": 2, "CN": 2, "CONSUMERS": 1, "STAGES": 4}))
     assert entry == "cluster" and g.a_box == (32, 128) and g.b_box == (64, 128) and g.ctas_per_sm == 2
+
+
+def test_the_decode_tiles_are_the_16_bit_decode_geometry_with_128_codes_a_k_tile():
+    t = SPEC.resolve({"DECODE": 16, "BN": 64, "CONSUMERS": 1})
+    entry, g = entry_geometry(SPEC, t)
+    assert entry == "decode" and (g.bm, g.bn, g.bk, g.threads, g.ctas_per_sm) == (16, 64, 128, 256, 2)
+    assert g.a_box == (16, 128) and g.b_box == (64, 128) and g.trans_b
+    assert g.smem == geo.decode_smem(16, 1) == SPEC.dynamic_smem(t)
 
 
 # ---------------------------------------------------------------- choose
@@ -111,6 +122,25 @@ def test_choose(shape, picked):
     problem = fp8_problem(*shape, "block")
     tunables, note = SPEC.choose(problem, H100)
     assert tunables == picked and "\n" not in note
+    SPEC.validate(problem, tunables)
+
+
+DECODE_8 = {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}
+
+
+@pytest.mark.parametrize("shape, scaling, picked", [
+    ((1, 4096, 4096), "tensor", {**DECODE_8, "PDL": 1}),  # up to M = 32 no split: 64 tiles
+    ((32, 4096, 4096), "row", {**DECODE_8, "DECODE": 32, "PDL": 1}),
+    ((64, 4096, 7168), "row", {**DECODE_8, "DECODE": 64, "SPLITS": 2}),  # 64-row tiles split over K
+    ((64, 2048, 8192), "tensor", {**DECODE_8, "DECODE": 64, "SPLITS": 4}),
+    ((8, 28672, 4096), "tensor", {**DECODE_8, "BN": 128, "CONSUMERS": 2, "PDL": 1}),  # 448 64-column tiles
+    ((65, 4096, 4096), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # past DECODE_MAX_M
+    ((1, 4096, 4096), "block", {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 2}),
+])
+def test_choose_takes_the_decode_tiles_at_small_m_in_tensor_and_row_scaling(shape, scaling, picked):
+    problem = fp8_problem(*shape, scaling)
+    tunables, note = SPEC.choose(problem, H100)
+    assert tunables == picked and ("hopper_fp8_decode" in note) == ("DECODE" in picked)
     SPEC.validate(problem, tunables)
 
 
@@ -186,6 +216,8 @@ BUILDS = [
     {"SCALING": 2, "CONSUMERS": 1, "STAGES": 6, "BN": 64, "CM": 2, "OUT": 1},  # 64 x 64 (small M), 2 x 1 cluster
     {"SCALING": 1, "BN": 64, "STAGES": 8, "CN": 2, "EPI": 1},  # 128 x 64 tiles, bias
     {"SCALING": 0, "CONSUMERS": 1, "STAGES": 4, "OUT": 1},  # 64 x 128 tiles, BF16 D
+    # the decode tiles at their largest: 64 rows, two consumers, three accumulators, row scales, GELU
+    {"SCALING": 1, "DECODE": 64, "BN": 128, "CONSUMERS": 2, "PROMOTE": 2, "OUT": 1, "EPI": 3},
 ]
 
 
@@ -193,9 +225,10 @@ BUILDS = [
 def test_builds_without_spills_issue_fp8_wgmma_tma_and_promote(tunables):
     t = SPEC.validate(SPEC.probe(256, 256, 256, tunables), tunables)
     result = build_matrix.built(SPEC, "sm_90", t)
-    clustered = t["CM"] * t["CN"] > 1  # the cluster entry only in the builds that run it
-    assert result.compiled.arch == "sm_90a" and set(result.entries) == {"main", "pack_rows", *(["cluster"] * clustered)}
-    for entry in ("main", "cluster") if clustered else ("main",):
+    clustered = t["CM"] * t["CN"] > 1  # the cluster and decode entries only in the builds that run them
+    launched = ["main", *(["cluster"] * clustered), *(["decode"] * bool(t["DECODE"]))]
+    assert result.compiled.arch == "sm_90a" and set(result.entries) == {"pack_rows", *launched}
+    for entry in launched:
         r = result.compiled.resources[result.entries[entry]]
         assert (r.spill_bytes, r.stack_bytes) == (0, 0), f"{entry}: {r}"
         instructions = sass(result, entry).instructions
@@ -205,7 +238,8 @@ def test_builds_without_spills_issue_fp8_wgmma_tma_and_promote(tunables):
         fp8_mma = [i.operands for i in instructions if i.opcode.startswith("QGMMA")]
         assert len(fp8_mma) >= 4 and all(".F32.E4M3.E4M3" in o for o in fp8_mma), (entry, fp8_mma[:1])
         assert not any(o.startswith("HGMMA") for o in opcodes), entry
-        assert sum(o.startswith("UTMALDG") for o in opcodes) >= 2 and any(o.startswith("UTMASTG") for o in opcodes)
+        assert sum(o.startswith("UTMALDG") for o in opcodes) >= 2
+        assert any(o.startswith("UTMASTG") for o in opcodes) == (entry != "decode"), entry  # decode: from registers
         ffma = sum(o.startswith("FFMA") for o in opcodes)
         if t["SCALING"] == 2:  # promotion with block scales: an FFMA per accumulator at least
             assert ffma >= t["BN"] // 2, (entry, ffma)

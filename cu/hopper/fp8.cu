@@ -21,9 +21,11 @@
 // scales: every tile inside one 128-column block of B). Rows of A or B that are not 16-byte
 // multiples (K % 16 != 0, padded or misaligned operands) are packed first by pack_rows. Split-K as
 // any_shape.cu (workspace, counters left zero).
-// Measurements (H100, docs/fp8.md, results/h100-80gb-hbm3/bench-fp8.json): 909 TFLOP/s per-tensor at
-// 4096^3, 0.59-0.77x the best baseline of the same scaling on large shapes; per-row at small M
-// 1.05-1.23x; the odd shape 4093x4091x4099 at ~500 TFLOP/s in every mode, where the baselines refuse it.
+// Small M: hopper_fp8_decode (DECODE > 0, tensor and row scaling), decode_body.cuh's tiles.
+// Measurements (H100, docs/fp8.md, results/h100-80gb-hbm3/bench-fp8.json): 1183 TFLOP/s per-tensor
+// at 4096^3, 0.84-0.98x the best baseline of the same scaling on large shapes in tensor and row
+// scaling, 0.71-0.78x in block scaling; at small M 0.77-1.06x in tensor scaling, 1.18-2.33x in row
+// scaling; the odd shape 4093x4091x4099 at 700-824 TFLOP/s, where the baselines refuse it.
 #include "fp8_body.cuh"
 #include "pack.cuh"
 

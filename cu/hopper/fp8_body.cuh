@@ -29,6 +29,9 @@
 //             128-column block of B (BN <= 128); alpha in the epilogue.
 // Each mode costs three FP32 roundings of scale arithmetic, as fp8.SCALE_ROUNDINGS charges.
 // Scales of rows past M and columns past N are never read (0 instead): their results are clipped.
+//
+// Small M (run_decode, at the end): decode_body.cuh's tiles with wgmma's roles swapped, through
+// the same promoted k loops (each takes the tile's wgmma as an argument), tensor and row scaling.
 #pragma once
 #include "persistent_body.cuh"
 #include "decode_body.cuh"

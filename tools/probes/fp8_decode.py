@@ -30,7 +30,7 @@ from gemm_driver.kernels.spec import ceil_div
 from gemm_driver.kernels.tuned import label
 
 SHAPES = ["1x4096x4096", "1x8192x8192", "8x28672x4096", "16x14336x4096", "16x6144x2048", "32x4096x4096",
-          "32x7168x16384", "48x8192x2048", "64x4096x7168", "64x2048x8192", "96x8192x4096", "128x7168x2048",
+          "32x7168x16384", "48x8192x2048", "64x4096x7168", "64x2048x8192", "96x8192x4096", "128x6144x2048",
           "128x4096x4096"]
 SCALINGS = ("tensor", "row")
 

@@ -171,21 +171,39 @@ def _nothing() -> None:
 
 
 # ---------------------------------------------------------------- choose
-DECODE_MAX_M = 64  # the largest M the decode tiles are chosen at (provisional: the probe fits it)
+DECODE_MAX_M = 64  # the largest M the decode tiles are chosen at
+DECODE_SPLIT_MIN_M = 33  # split-K over the decode tiles from here (their 64-row form) on
+DECODE_PROBE = "results/h200/probe-fp8-decode-*.txt"  # one file a GPU (--shard)
 
 
 def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
-    """hopper_fp8_decode's tunables for M <= DECODE_MAX_M in tensor or row scaling, else None:
-    the fewest tile rows >= M, one consumer (two where 64-column tiles outnumber what two CTAs an
-    SM hold), split-K as rungs.decode_choice (every unit resident, each range >= TAIL_MIN_K_TILES k
-    tiles), the overlapped promotion."""
+    """hopper_fp8_decode's tunables for M <= DECODE_MAX_M in tensor or row scaling, else None.
+
+    Measured on an H200 on 12 shapes of M = 1 to 128 in both scalings, every configuration
+    verified, beside cuBLASLt and torch._scaled_mm (tools/probes/fp8_decode.py, DECODE_PROBE):
+    up to M = 32 the decode tiles beat the 64-row tiles on every shape (tensor scaling
+    1x4096x4096 5.1 TFLOP/s against 2.6, 16x14336x4096 102 against 79, 32x7168x16384 232 against
+    167); at M = 64 on both shapes (64x2048x8192 232 against 187, 64x4096x7168 343 against 328);
+    at M = 48 they lost (48x8192x2048 229 against 246), and past M = 64, where a tile row of 64
+    no longer holds M, on two shapes of three. The rule it showed:
+
+    - DECODE: the fewest rows >= M (M = 1: 8 rows);
+    - one consumer (64-column tiles, two CTAs an SM), two where those tiles outnumber what two
+      CTAs an SM hold (8x28672x4096: the same speed either way);
+    - split-K only over the 64-row tiles (M > 32), as rungs.decode_choice splits (every unit
+      resident, each range >= TAIL_MIN_K_TILES k tiles): 64x2048x8192 4 ways 232 against 161
+      unsplit, 64x4096x7168 2 ways 343 against 301; up to M = 32 every split lost (1x4096x4096
+      2 ways 4.6 against 5.1, 32x4096x4096 135 against 148);
+    - the overlapped promotion, PDL without split-K."""
     if problem.m > DECODE_MAX_M or problem.scaling == "block":
         return None
     rows = min(r for r in rungs.DECODE_ROWS if r >= max(problem.m, 1))
     row_tiles = ceil_div(problem.m, rows)
     consumers = 2 if row_tiles * ceil_div(problem.n, 64) > 2 * rungs.SMS else 1
     tiles = row_tiles * ceil_div(problem.n, 64 * consumers)
-    splits = rungs._split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile(PRECISION), 4)
+    splits = 1
+    if problem.m >= DECODE_SPLIT_MIN_M:
+        splits = rungs._split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile(PRECISION), 4)
     tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers, "PROMOTE": 2,
                 **({"SPLITS": splits} if splits > 1 else {"PDL": 1})}
     return tunables, (f"M = {problem.m}: hopper_fp8_decode, {tiles} tiles of {rows} x {64 * consumers}"
