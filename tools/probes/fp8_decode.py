@@ -36,9 +36,14 @@ SCALINGS = ("tensor", "row")
 
 
 def configurations(p) -> dict[str, dict]:
-    """Labelled tunables for ``p``: the tiles' rule, the decode variants, choose_fp8's pick."""
+    """Labelled tunables for ``p``: the tiles' rule, the decode variants, choose_fp8's pick; past
+    M = 32 also 32-row decode tiles, two or more to a column of C (one consumer, split 1 or 2)."""
     rows = min(r for r in rungs.DECODE_ROWS if r >= min(p.m, 64))
     configs = {"tiles": fp8.tile_choice(p)[0]}
+    if p.m > 32:
+        for splits in (1, 2):
+            configs[f"d32x1/{splits}"] = {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2, "SPLITS": splits,
+                                          "PDL": int(splits == 1)}
     for consumers in (1, 2):
         tiles = ceil_div(p.m, rows) * ceil_div(p.n, 64 * consumers)
         for splits in (1, 2, 4):
