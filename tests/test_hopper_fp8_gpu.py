@@ -108,9 +108,10 @@ EPILOGUE_CASES = [
     Case(333, 517, 999, "block", "bf16", "bias_gelu"), Case(512, 512, 512, "row", "fp32", "bias_relu", beta=1.0),
     Case(256, 200, 384, "tensor", "bf16", "bias", alpha=-0.75), Case(1, 300, 700, "block", "fp32", "bias"),
 ]
-# The decode tiles (hopper_fp8_decode: wgmma's roles swapped), tensor and row scaling: every tile
-# height, one and two consumers, each promotion, split-K (serial hand-over), a second row of tiles
-# (M > DECODE), packed rows (K % 16 != 0), C read, the epilogues, padded and misaligned operands
+# The decode tiles (hopper_fp8_decode: wgmma's roles swapped), every scaling (block only promoted):
+# every tile height, one and two consumers, each promotion, split-K (serial hand-over), a second
+# row of tiles (M > DECODE), packed rows (K % 16 != 0), C read, the epilogues, padded and
+# misaligned operands, a ragged last 128-block of B's scales (N = 1030)
 DECODE = [
     ({"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}, (1, 1000, 4100)),
     ({"DECODE": 16, "BN": 64, "CONSUMERS": 1, "PROMOTE": 1}, (13, 777, 1024)),
@@ -121,11 +122,12 @@ DECODE = [
     ({"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}, (1, 300, 100)),  # one k tile
 ]
 DECODE_CASES = [Case(*shape, s, "bf16" if i % 2 else "fp32", tunables=t)
-                for i, (t, shape) in enumerate(DECODE) for s in ("tensor", "row")] + [
+                for i, (t, shape) in enumerate(DECODE) for s in SCALINGS if t["PROMOTE"] or s != "block"] + [
     Case(40, 520, 1000, "row", "bf16", "bias_gelu", beta=0.5, tunables=DECODE[2][0]),
     Case(7, 264, 512, "tensor", "fp32", "bias_relu", alpha=-0.75, tunables=DECODE[1][0]),
     Case(33, 264, 4096, "tensor", "fp32", pads=(16, 32, 8), misalign=(1, 3, 1), tunables=DECODE[4][0]),
-    Case(64, 1024, 2048, "row", "fp32", scale_draw=(20, 0), tunables=DECODE[3][0])]
+    Case(64, 1024, 2048, "row", "fp32", scale_draw=(20, 0), tunables=DECODE[3][0]),
+    Case(24, 700, 3000, "block", "bf16", "bias_gelu", beta=0.5, scale_draw=(4, 8), tunables=DECODE[2][0])]
 LAYOUT_CASES = [  # padded rows, misaligned bases (A and B packed; C by scalar stores), spread scales
     Case(129, 264, 4096, s, "fp32", pads=(16, 32, 8), misalign=(1, 3, 1)) for s in SCALINGS] + [
     Case(200, 512, 136, s, "bf16", pads=(0, 0, 2)) for s in SCALINGS] + [
@@ -152,7 +154,7 @@ def prebuilt():
     extra = [Case(*SAME_SIGNED, s, tunables=t) for s in SCALINGS for t in ({}, {"PROMOTE": 2})] + [
         Case(*SAME_SIGNED, "tensor", tunables={"PROMOTE": 0})] + [
         Case(*SAME_SIGNED, s, tunables={"PROMOTE": promote, **SAME_SIGNED_FORMS["decode"]})
-        for s in ("tensor", "row") for promote in (1, 2)]
+        for s in SCALINGS for promote in (1, 2)]
     # one job per build: runtime tunables (SPLITS, PDL, STORE, GROUP_M) share their build
     jobs = list({tuple(SPEC.entry_expressions(t).values()): t for t in map(_resolved, CASES + extra)}.values())
     with ProcessPoolExecutor(min(len(jobs), os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -196,8 +198,6 @@ def test_drawn_cases(hopper_session):
 @pytest.mark.parametrize("scaling", SCALINGS)
 @pytest.mark.parametrize("form", SAME_SIGNED_FORMS)
 def test_promoted_sums_stay_within_the_bound_on_same_signed_data_at_k_16384(hopper_session, form, scaling, promote):
-    if form == "decode" and scaling == "block":
-        pytest.skip("the decode tiles take tensor and row scaling")
     tunables = {"PROMOTE": promote, **SAME_SIGNED_FORMS[form]}
     outcome = run(hopper_session, Case(*SAME_SIGNED, scaling, tunables=tunables), 5, same_signed=True)
     assert outcome.ok, outcome.message

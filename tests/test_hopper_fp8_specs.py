@@ -83,7 +83,7 @@ def test_what_it_does_not_compute_is_refused_in_one_line(problem, message):
     ("block", {"CONSUMERS": 1}, "2 CTAs per SM of"),  # 6 stages of 64 x 128 + 128 x 128 codes, twice
     ("tensor", {"DECODE": 16, "CONSUMERS": 1}, r"tiles of 64 \* CONSUMERS columns"),
     ("row", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2}, "no clusters"),
-    ("block", {"DECODE": 8, "BN": 64, "CONSUMERS": 1}, "takes tensor and row scaling"),
+    ("block", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 0}, "block scaling is applied where"),
 ])
 def test_rules(scaling, overrides, message):
     with pytest.raises(UnsupportedProblem, match=message):

@@ -21,7 +21,7 @@
 // scales: every tile inside one 128-column block of B). Rows of A or B that are not 16-byte
 // multiples (K % 16 != 0, padded or misaligned operands) are packed first by pack_rows. Split-K as
 // any_shape.cu (workspace, counters left zero).
-// Small M: hopper_fp8_decode (DECODE > 0, tensor and row scaling), decode_body.cuh's tiles.
+// Small M: hopper_fp8_decode (DECODE > 0), decode_body.cuh's tiles.
 // Measurements (H100, docs/fp8.md, results/h100-80gb-hbm3/bench-fp8.json): 1183 TFLOP/s per-tensor
 // at 4096^3, 0.84-0.98x the best baseline of the same scaling on large shapes in tensor and row
 // scaling, 0.71-0.78x in block scaling; at small M 0.77-1.06x in tensor scaling, 1.18-2.33x in row
@@ -62,7 +62,7 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUME
 }
 
 // Small M (fp8_body.cuh's run_decode): MT rows of A x 64 * CONSUMERS columns of B a tile, wgmma's
-// roles swapped, the deepest ring that fits, tensor and row scaling. The arguments are
+// roles swapped, the deepest ring that fits, every scaling mode. The arguments are
 // hopper_fp8's; c_map and c_tma are not read (C is stored from registers).
 template <int MT, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)

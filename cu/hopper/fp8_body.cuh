@@ -31,7 +31,7 @@
 // Scales of rows past M and columns past N are never read (0 instead): their results are clipped.
 //
 // Small M (run_decode, at the end): decode_body.cuh's tiles with wgmma's roles swapped, through
-// the same promoted k loops (each takes the tile's wgmma as an argument), tensor and row scaling.
+// the same promoted k loops (each takes the tile's wgmma and the way scales enter as arguments).
 #pragma once
 #include "persistent_body.cuh"
 #include "decode_body.cuh"
@@ -80,23 +80,85 @@ __device__ __forceinline__ void promote(float (&acc)[R], const float (&part)[R],
     }
 }
 
+// How a finished k tile's part sum enters acc, for the promoted loops below: `load(kt)` fetches
+// the k tile's scales when its wgmma is issued (their latency hides under the wgmma), `add<FIRST>`
+// promotes it once it is done. Unscaled: tensor and row scaling (their scales apply to the
+// finished tile). RowBlocks: any_shape's tiles with block scales, A's scale a row of the fragment.
+struct Unscaled {
+    struct Tile {};
+    __device__ __forceinline__ Tile load(int) const { return {}; }
+    template <bool FIRST, int R>
+    __device__ __forceinline__ void add(float (&acc)[R], const float (&part)[R], const Tile&) const {
+        promote<R, false, FIRST>(acc, part, 1.0f, 1.0f);
+    }
+};
+
+// row: the thread's first row; nb: the unit's 128-column block of B.
+struct RowBlocks {
+    using Tile = float3;  // A's scales of the thread's two rows, B's of the block
+    const Scales& scales;
+    int M, row, nb;
+    __device__ __forceinline__ Tile load(int kt) const { return scales.block(row, kt, nb, M); }
+    template <bool FIRST, int R>
+    __device__ __forceinline__ void add(float (&acc)[R], const float (&part)[R], const Tile& f) const {
+        promote<R, true, FIRST>(acc, part, f.x * f.z, f.y * f.z);
+    }
+};
+
+// The decode tiles with block scales (wgmma's roles swapped: d[4j + 2h + e] is C[m0 + 8j +
+// 2(lane%4) + e][n + 8h], decode_body.cuh): A's scale varies along the fragment's columns, MT/4
+// of them a thread; B's is one for the tile (its 64 * CONSUMERS columns lie in one 128-block).
+template <int MT>
+struct ColumnBlocks {
+    struct Tile {
+        float a[MT / 4];  // A's scale of row m0 + 8j + 2(lane%4) + e at 2j + e
+        float b;
+    };
+    const Scales& scales;
+    int M, m0, lane, nb;
+    __device__ __forceinline__ Tile load(int kt) const {
+        Tile tile;
+#pragma unroll
+        for (int j = 0; j < MT / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) tile.a[2 * j + e] = scales.a_at(m0 + 8 * j + 2 * (lane % 4) + e, kt, M);
+        tile.b = __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt);
+        return tile;
+    }
+    template <bool FIRST, int R>
+    __device__ __forceinline__ void add(float (&acc)[R], const float (&part)[R], const Tile& tile) const {
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const float s = tile.a[2 * (i / 4) + (i & 1)] * tile.b;  // i = 4j + 2h + e
+            acc[i] = FIRST ? part[i] * s : fmaf(part[i], s, acc[i]);
+        }
+    }
+};
+
+// The promotion of any_shape's tiles and of the decode tiles for a scaling mode.
+template <int SCALING>
+__device__ __forceinline__ auto tile_promotion(const Scales& scales, int M, int row, int nb) {
+    if constexpr (SCALING == SCALE_BLOCK) return RowBlocks{scales, M, row, nb};
+    else return Unscaled{};
+}
+template <int MT, int SCALING>
+__device__ __forceinline__ auto decode_promotion(const Scales& scales, int M, int m0, int lane, int nb) {
+    if constexpr (SCALING == SCALE_BLOCK) return ColumnBlocks<MT>{scales, M, m0, lane, nb};
+    else return Unscaled{};
+}
+
 // One unit's k tiles, promoted every k tile (see the file's opening comment). s, phase: the
-// ring's position, carried from unit to unit. row: the thread's first row; nb: the unit's
-// 128-column block of B (block scales). mma(into, slot): ring slot `slot`'s k tile into `into`,
-// starting it at zero (the tile's wgmma: any_shape's tiles or the decode tiles).
-template <class Cfg, int SCALING, int R, class Mma>
+// ring's position, carried from unit to unit. promotion: Unscaled, RowBlocks or ColumnBlocks.
+// mma(into, slot): ring slot `slot`'s k tile into `into`, starting it at zero (the tile's wgmma:
+// any_shape's tiles or the decode tiles).
+template <class Cfg, int R, class Promotion, class Mma>
 __device__ __forceinline__ void k_loop_promoted(float (&acc)[R], hopper::Barrier* full, hopper::Barrier* empty,
-                                                const Unit& w, int t, int& s, int& phase, const Scales& scales, int M,
-                                                int row, int nb, Mma&& mma) {
-    constexpr bool BLOCK = SCALING == SCALE_BLOCK;
+                                                const Unit& w, int t, int& s, int& phase,
+                                                const Promotion& promotion, Mma&& mma) {
     float part[R];
     for (int kt = w.kt0; kt < w.kt1; ++kt) {
         // the scales of this k tile, loaded before the wait so that their latency hides under it
-        float s0 = 1.0f, s1 = 1.0f;
-        if constexpr (BLOCK) {
-            const float3 f = scales.block(row, kt, nb, M);
-            s0 = f.x * f.z, s1 = f.y * f.z;
-        }
+        const typename Promotion::Tile scale = promotion.load(kt);
         barrier_wait(&full[s], phase);
         wgmma_fence();  // part was read by the last promotion
         mma(part, s);
@@ -104,8 +166,8 @@ __device__ __forceinline__ void k_loop_promoted(float (&acc)[R], hopper::Barrier
         wgmma_wait<0>();
         fence_accumulators(part);
         if (t == 0) hopper_pws::release_slot<Cfg>(&empty[s]);  // the tensor cores are done with the slot
-        if (kt == w.kt0) promote<R, BLOCK, true>(acc, part, s0, s1);
-        else promote<R, BLOCK, false>(acc, part, s0, s1);
+        if (kt == w.kt0) promotion.template add<true>(acc, part, scale);
+        else promotion.template add<false>(acc, part, scale);
         if (++s == Cfg::STAGES) s = 0, phase ^= 1;
     }
 }
@@ -117,16 +179,16 @@ __device__ __forceinline__ void k_loop_promoted(float (&acc)[R], hopper::Barrier
 // the wait is wgmma_wait<1>: only the k tile issued one step earlier must be done, and it is added
 // in while the tensor cores work on the one just issued. Costs a third BN/2-register array: 192
 // accumulator registers a thread at BN = 128, within the 224 the consumers get with two of them.
-template <class Cfg, int SCALING, int R, class Mma>
+template <class Cfg, int R, class Promotion, class Mma>
 __device__ __forceinline__ void k_loop_overlapped(float (&acc)[R], hopper::Barrier* full, hopper::Barrier* empty,
-                                                  const Unit& w, int t, int& s, int& phase, const Scales& scales,
-                                                  int M, int row, int nb, Mma&& mma) {
-    constexpr bool BLOCK = SCALING == SCALE_BLOCK;
+                                                  const Unit& w, int t, int& s, int& phase,
+                                                  const Promotion& promotion, Mma&& mma) {
+    using Scale = typename Promotion::Tile;
     // The part sums of the unit's even and odd k tiles (counted from kt0), each with its block
     // scales. Two named arrays and a loop unrolled by two, never one chosen at run time: that would
     // put them in local memory. acc starts at zero (promote's FIRST form would double the code).
     float even[R], odd[R];
-    float3 even_scales = make_float3(1.0f, 1.0f, 1.0f), odd_scales = even_scales;  // A's two rows, B's block
+    Scale even_scales{}, odd_scales{};
 #pragma unroll
     for (int i = 0; i < R; ++i) acc[i] = 0.0f;
     // k tile kt into `into`, from ring slot s. Its block scales are loaded here and multiplied only
@@ -134,8 +196,8 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[R], hopper::Barri
     // loads (global latency) before it issued the wgmma, every k tile. (Loading them a k tile
     // earlier still, for the long-scoreboard stall ncu puts on that product, ran 2-6% slower:
     // results/h200/fp8-block-scales-ahead-before-after.txt.)
-    auto issue = [&](float (&into)[R], int kt, float3& scale) {
-        if constexpr (BLOCK) scale = scales.block(row, kt, nb, M);
+    auto issue = [&](float (&into)[R], int kt, Scale& scale) {
+        scale = promotion.load(kt);
         barrier_wait(&full[s], phase);
         wgmma_fence();  // `into` was read by the promotion before
         mma(into, s);
@@ -144,10 +206,10 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[R], hopper::Barri
     };
     // a finished k tile (the wait before says so) from ring slot `slot`: the slot goes back to
     // the producer and the part sum into acc
-    auto retire = [&](float (&done)[R], float3 scale, int slot) {
+    auto retire = [&](float (&done)[R], const Scale& scale, int slot) {
         fence_accumulators(done);
         if (t == 0) hopper_pws::release_slot<Cfg>(&empty[slot]);
-        promote<R, BLOCK, false>(acc, done, scale.x * scale.z, scale.y * scale.z);
+        promotion.template add<false>(acc, done, scale);
     };
     int kt = w.kt0, older = s;  // older: the slot of the k tile issued first of the two in flight
     issue(even, kt++, even_scales);
@@ -271,10 +333,9 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             auto mma = [&](float (&into)[BN / 2], int slot) {
                 hopper_pws::mma_stage<e4m3_t, Cfg>(into, desc, slot, true);
             };
-            if constexpr (PROMOTE == 2)
-                k_loop_overlapped<Cfg, SCALING>(acc, full, empty, w, t, s, phase, scales, M, row, w.n0 / 128, mma);
-            else if constexpr (PROMOTE == 1)
-                k_loop_promoted<Cfg, SCALING>(acc, full, empty, w, t, s, phase, scales, M, row, w.n0 / 128, mma);
+            const auto promotion = tile_promotion<SCALING>(scales, M, row, w.n0 / 128);
+            if constexpr (PROMOTE == 2) k_loop_overlapped<Cfg>(acc, full, empty, w, t, s, phase, promotion, mma);
+            else if constexpr (PROMOTE == 1) k_loop_promoted<Cfg>(acc, full, empty, w, t, s, phase, promotion, mma);
             else k_loop_unpromoted<Cfg>(acc, full, empty, w, desc, t, s, phase);
             if constexpr (SCALING == SCALE_ROW)
                 scale_rows_and_columns<BN>(acc, scales, alpha, M, N, row, w.n0 + 2 * (lane % 4));
@@ -320,16 +381,15 @@ __device__ __forceinline__ void scale_transposed(float (&d)[MT / 2], const Scale
 
 // Small M: decode_body.cuh's tiles (MT rows of A x 64 * CONSUMERS columns of B, wgmma's roles
 // swapped, C^T = B^T A^T, the deepest ring that fits) on e4m3 codes, each 128 of K promoted as
-// PROMOTE says (the promoted loops above, with the decode tile's wgmma). Tensor and row scaling:
-// a block scale of A varies along the swapped tile's wgmma N (A's rows), one a column of the
-// fragment, which the promotion does not apply.
+// PROMOTE says (the promoted loops above, with the decode tile's wgmma). Block scales enter at
+// promotion (ColumnBlocks: A's vary along the swapped fragment's columns), alpha in the epilogue.
 template <int MT, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI>
 __device__ __forceinline__ void run_decode(int M, int N, int K, float alpha, const TensorMap* a_map,
                                            const TensorMap* b_map, float beta, typename OutType<OUT>::T* __restrict__ C,
                                            int ldc, int group_m, int splits, int whole, float* __restrict__ workspace,
                                            int* __restrict__ counters,
                                            const typename OutType<OUT>::T* __restrict__ bias, const Scales scales) {
-    static_assert(SCALING == SCALE_TENSOR || SCALING == SCALE_ROW, "the decode tiles take tensor and row scaling");
+    static_assert(PROMOTE || SCALING != SCALE_BLOCK, "block scales are applied at each promotion");
     constexpr int R = MT / 2;
     using Cfg = hopper_small_m::Config<e4m3_t, MT, CONSUMERS, 1>;
     hopper_small_m::run_with<e4m3_t, MT, CONSUMERS, OUT, EPI, 1>(
@@ -340,16 +400,20 @@ __device__ __forceinline__ void run_decode(int M, int N, int K, float alpha, con
             auto mma = [&](float (&into)[R], int slot) {
                 hopper_small_m::mma_stage<e4m3_t, Cfg>(into, stage(slot), consumer, true);
             };
-            if constexpr (PROMOTE == 2) k_loop_overlapped<Cfg, SCALE_TENSOR>(d, full, empty, w, t, s, phase, scales,
-                                                                             M, 0, 0, mma);
-            else if constexpr (PROMOTE == 1) k_loop_promoted<Cfg, SCALE_TENSOR>(d, full, empty, w, t, s, phase,
-                                                                                scales, M, 0, 0, mma);
+            const auto promotion = decode_promotion<MT, SCALING>(scales, M, w.m0, t % 32, w.n0 / 128);
+            if constexpr (PROMOTE == 2) k_loop_overlapped<Cfg>(d, full, empty, w, t, s, phase, promotion, mma);
+            else if constexpr (PROMOTE == 1) k_loop_promoted<Cfg>(d, full, empty, w, t, s, phase, promotion, mma);
             else hopper_pws::consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
                 hopper_small_m::mma_stage<e4m3_t, Cfg>(d, stage(slot), consumer, first);
             });
         },
-        // tensor scaling: alpha * (sa * sb) is the epilogue's alpha; row scaling applies alpha with the scales
-        [&] { return SCALING == SCALE_TENSOR ? alpha * (__ldg(scales.a) * __ldg(scales.b)) : 1.0f; },
+        // tensor scaling: alpha * (sa * sb) is the epilogue's alpha; row scaling applies alpha with the
+        // scales; block scaling leaves alpha to the epilogue
+        [&] {
+            return SCALING == SCALE_TENSOR ? alpha * (__ldg(scales.a) * __ldg(scales.b))
+                   : SCALING == SCALE_ROW  ? 1.0f
+                                           : alpha;
+        },
         [&](float (&d)[R], const Unit& w, int consumer, int warp, int lane) {
             if constexpr (SCALING == SCALE_ROW)
                 scale_transposed<MT>(d, scales, alpha, M, N, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, lane);

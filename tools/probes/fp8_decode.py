@@ -1,5 +1,5 @@
 """Probe: hopper_fp8's decode tiles (DECODE: wgmma's roles swapped, the deepest ring that fits)
-against its 64- and 128-row tiles at small M, tensor and row scaling, beside the baselines of
+against its 64- and 128-row tiles at small M, in every scaling mode, beside the baselines of
 the same scaling: what choose_fp8's small-M rule is fitted on.
 
 Per (shape, scaling): the tiles' rule (``fp8.tile_choice``), the decode tiles of the fewest rows
@@ -9,7 +9,8 @@ through the bench's run_case and GpuTimer (BF16 D, nt). No validation shape of t
 
 Run from the repository root, one process a GPU (``--shard I/N`` takes every N-th case from
 the I-th; ``--build-only`` first, so that the shards do not build the same kernels at once):
-    PYTHONPATH=. python3 tools/probes/fp8_decode.py [--shard 0/4] [--seconds 0.3] [--build-only] [MxNxK ...]
+    PYTHONPATH=. python3 tools/probes/fp8_decode.py [--shard 0/4] [--seconds 0.3] [--build-only]
+        [--scalings tensor,row,block] [MxNxK ...]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gemm_driver.kernels.tuned import label
 SHAPES = ["1x4096x4096", "1x8192x8192", "8x28672x4096", "16x14336x4096", "16x6144x2048", "32x4096x4096",
           "32x7168x16384", "48x8192x2048", "64x4096x7168", "64x2048x8192", "96x8192x4096", "128x6144x2048",
           "128x4096x4096"]
-SCALINGS = ("tensor", "row")
+SCALINGS = ("tensor", "row", "block")
 
 
 def configurations(p) -> dict[str, dict]:
@@ -80,10 +81,12 @@ def main() -> int:
     parser.add_argument("--shard", default="0/1", help="I/N: every N-th case, from the I-th")
     parser.add_argument("--seconds", type=float, default=0.3, help="timing budget per trial")
     parser.add_argument("--build-only", action="store_true", help="build the shard's configurations, time nothing")
+    parser.add_argument("--scalings", default=",".join(SCALINGS), help="comma list of tensor, row, block")
     args = parser.parse_args()
     refuse_validation_shapes(args.shapes, "fp8_decode.py")
     first, every = map(int, args.shard.split("/"))
-    cases = [(tuple(map(int, s.split("x"))), scaling) for s in args.shapes for scaling in SCALINGS][first::every]
+    cases = [(tuple(map(int, s.split("x"))), scaling) for s in args.shapes
+             for scaling in args.scalings.split(",")][first::every]
     t0 = time.time()
     prebuild(cases, lambda shape, scaling: configurations(problem(shape, scaling)).values())
     print(f"built in {time.time() - t0:.0f} s", flush=True)

@@ -12,7 +12,7 @@ and two consumers, 2 x 4 clusters, ragged N so that the last cluster has CTAs pa
 K-major and M-major A, packing, beta, 16-bit D with the fused epilogues, C's own stores);
 "column_halves" (NSPLIT=2: 64-row tiles whose two consumers split the columns, 64 or 128 each,
 in and out of a 2 x 1 cluster, every layout, ragged edges, beta, 16-bit D with the epilogues);
-"fp8_decode" (hopper_fp8 with DECODE: wgmma's roles swapped at small M, tensor and row scaling,
+"fp8_decode" (hopper_fp8 with DECODE: wgmma's roles swapped at small M, every scaling mode,
 each promotion, one and two consumers, split-K, a second row of tiles, packed rows, beta, BF16 D
 with the epilogues).
 Run it once without the sanitizer first so that the kernels are built and cached.
@@ -67,6 +67,9 @@ CASES = {
          {**DECODE(64, 2, 2), "SPLITS": 4}),
         ("hopper_fp8", GemmProblem(33, 520, 640, -1.0, 0.5, trans_b=True, epilogue="bias_relu", scaling="tensor"),
          DECODE(32, 1, 0)),
+        ("hopper_fp8", GemmProblem(24, 1030, 3000, 1.0, 0.5, trans_b=True, out_dtype="bf16", epilogue="bias_gelu",
+                                   scaling="block"), {**DECODE(32, 1, 2), "SPLITS": 2}),
+        ("hopper_fp8", GemmProblem(100, 640, 999, trans_b=True, scaling="block"), DECODE(64, 2, 1)),
     ],
 }
 

@@ -54,7 +54,7 @@ TUNABLES = (
             "2: as 1, the next 128 of K in the tensor core meanwhile (a third accumulator); "
             "0: the whole K in the tensor core's ~14-bit accumulator (tensor and row scaling)"),
     Tunable("DECODE", 0, (0, *rungs.DECODE_ROWS), "> 0: hopper_fp8_decode (small M): tiles of DECODE rows of A x "
-            "64 * CONSUMERS columns of B, wgmma's roles swapped, the deepest ring that fits; tensor and row scaling"),
+            "64 * CONSUMERS columns of B, wgmma's roles swapped, the deepest ring that fits"),
     Tunable("SCALING", 0, (0, 1, 2), "set by the problem's scaling: 0 tensor, 1 row, 2 block (fp8.py)"),
     Tunable("OUT", 0, (0, 1), "D's type, set by the problem's out_dtype: 0 FP32, 1 BF16"),
     Tunable("EPI", 0, (0, 1, 2, 3), "epilogue, set by the problem: 0 none, 1 bias, 2 bias + ReLU, 3 bias + GELU"),
@@ -96,9 +96,6 @@ def _decode_shape(p: GemmProblem, t) -> str | None:
                 f"{STAGES_DEFAULT})")
     if t["CM"] * t["CN"] > 1:
         return f"DECODE={t['DECODE']} runs hopper_fp8_decode: no clusters (CM=CN=1)"
-    if t["SCALING"] == BLOCK_SCALING:
-        return (f"DECODE={t['DECODE']} (hopper_fp8_decode) takes tensor and row scaling: block scaling runs "
-                "DECODE=0")
     return None
 
 
