@@ -118,11 +118,14 @@ def test_the_decode_tiles_are_the_16_bit_decode_geometry_with_128_codes_a_k_tile
     ((64, 4096, 1024), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "PDL": 1}),
     ((16, 32768, 512), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 512 tiles of 64 x 64
 ])
-def test_choose(shape, picked):
+def test_the_tile_rules(shape, picked):
+    """tile_choice: what choose takes past the decode tiles' M (and with DECODE=0)."""
     problem = fp8_problem(*shape, "block")
-    tunables, note = SPEC.choose(problem, H100)
+    tunables, note = fp8.tile_choice(problem)
     assert tunables == picked and "\n" not in note
     SPEC.validate(problem, tunables)
+    if shape[0] > fp8.BLOCK_DECODE_MAX_M:
+        assert SPEC.choose(problem, H100) == (tunables, note)
 
 
 DECODE_8 = {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}
@@ -135,9 +138,10 @@ DECODE_8 = {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}
     ((64, 2048, 8192), "tensor", {**DECODE_8, "DECODE": 64, "SPLITS": 4}),
     ((8, 28672, 4096), "tensor", {**DECODE_8, "BN": 128, "CONSUMERS": 2, "PDL": 1}),  # 448 64-column tiles
     ((65, 4096, 4096), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # past DECODE_MAX_M
-    ((1, 4096, 4096), "block", {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 2}),
+    ((1, 4096, 4096), "block", {**DECODE_8, "PDL": 1}),  # block scales: up to M = 16
+    ((32, 4096, 4096), "block", {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 2}),
 ])
-def test_choose_takes_the_decode_tiles_at_small_m_in_tensor_and_row_scaling(shape, scaling, picked):
+def test_choose_takes_the_decode_tiles_at_small_m(shape, scaling, picked):
     problem = fp8_problem(*shape, scaling)
     tunables, note = SPEC.choose(problem, H100)
     assert tunables == picked and ("hopper_fp8_decode" in note) == ("DECODE" in picked)

@@ -169,12 +169,15 @@ def _nothing() -> None:
 
 # ---------------------------------------------------------------- choose
 DECODE_MAX_M = 64  # the largest M the decode tiles are chosen at
+BLOCK_DECODE_MAX_M = 16  # ... with block scales
 DECODE_SPLIT_MIN_M = 33  # split-K over the decode tiles from here (their 64-row form) on
 DECODE_PROBE = "results/h200/probe-fp8-decode-*.txt"  # one file a GPU (--shard)
+BLOCK_DECODE_PROBE = "results/h100-80gb-hbm3/probe-fp8-decode-block.txt"
 
 
 def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
-    """hopper_fp8_decode's tunables for M <= DECODE_MAX_M in tensor or row scaling, else None.
+    """hopper_fp8_decode's tunables for M <= DECODE_MAX_M in tensor or row scaling and M <=
+    BLOCK_DECODE_MAX_M in block scaling, else None.
 
     Measured on an H200 on 12 shapes of M = 1 to 128 in both scalings, every configuration
     verified, beside cuBLASLt and torch._scaled_mm (tools/probes/fp8_decode.py, DECODE_PROBE):
@@ -191,8 +194,13 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
       resident, each range >= TAIL_MIN_K_TILES k tiles): 64x2048x8192 4 ways 232 against 161
       unsplit, 64x4096x7168 2 ways 343 against 301; up to M = 32 every split lost (1x4096x4096
       2 ways 4.6 against 5.1, 32x4096x4096 135 against 148);
-    - the overlapped promotion, PDL without split-K."""
-    if problem.m > DECODE_MAX_M or problem.scaling == "block":
+    - the overlapped promotion, PDL without split-K.
+
+    With block scales (one H100, 8 shapes of M = 1 to 64, BLOCK_DECODE_PROBE) the decode tiles load
+    M/4 of A's scales a thread each k tile: they won at M = 1 and 16 (1x4096x4096 4.4 TFLOP/s
+    against 2.5, 16x14336x4096 75.2 against 74.1), won and lost at M = 32 (32x4096x4096 94 against
+    85, 32x7168x16384 126 against 152) and lost on three of four shapes at M = 48-64."""
+    if problem.m > (BLOCK_DECODE_MAX_M if problem.scaling == "block" else DECODE_MAX_M):
         return None
     rows = min(r for r in rungs.DECODE_ROWS if r >= max(problem.m, 1))
     row_tiles = ceil_div(problem.m, rows)
@@ -217,7 +225,7 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
     by the rules below, measured on one H200 on six shapes x three scalings
     (tools/probes/fp8_configs.py; results/h200/probe-fp8-configs.txt):
 
-    - M <= 64 (decode-like; block scaling, or a forced DECODE=0): 64 x 64 tiles of one consumer warpgroup, two CTAs an SM (at
+    - M <= 64 (decode-like; block scaling past BLOCK_DECODE_MAX_M, or a forced DECODE=0): 64 x 64 tiles of one consumer warpgroup, two CTAs an SM (at
       64x4096x7168 1.3-1.5x the 64 x 128 tiles); split-K 2 ways where the tiles leave SMs idle and
       each slice keeps >= 2048 of K (at 64x4096x7168 1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4
       slices, in each scaling: results/h200/probe-fp8-small-splits.txt).
