@@ -191,6 +191,18 @@ def test_aligned_codes_are_read_in_place_through_uint8_maps_and_the_scales_come_
     assert [m[1:] for m in maps[:2]] == [("fp8", 4096, 4096, 4096, 128, 128, 128)] * 2  # A M x K, B N x K
 
 
+@pytest.mark.parametrize("scaling", ["tensor", "block"])
+def test_the_decode_tiles_launch_their_entry_over_mt_row_boxes_of_a(monkeypatch, scaling):
+    """M = 8, choose's pick: hopper_fp8_decode over 8-row boxes of A and 64-row boxes of B (N x K),
+    one CTA a tile (64 tiles of 8 x 64: fewer than two CTAs an SM hold), 256 threads."""
+    problem = fp8_problem(8, 4096, 4096, scaling)
+    t, launches, maps, scratch = run_plan(monkeypatch, problem, SPEC.choose(problem, H100)[0])
+    assert t["DECODE"] == 8 and [entry for entry, *_ in launches] == ["decode"] and scratch == {}
+    entry, grid, block, args = launches[0]
+    assert grid == (64, 1, 1) and block == (256, 1, 1) and args[-4:] == (SCALE_A.ptr, 37, SCALE_B.ptr, 33)
+    assert [m[1:] for m in maps[:2]] == [("fp8", 8, 4096, 4096, 8, 128, 128), ("fp8", 4096, 4096, 4096, 64, 128, 128)]
+
+
 def test_rows_of_codes_that_are_not_16_byte_multiples_are_packed(monkeypatch):
     problem = fp8_problem(4093, 4091, 4099, "row", out_dtype="bf16")
     t, launches, maps, scratch = run_plan(monkeypatch, problem, lds=(4099, 4101, 4091))
