@@ -2,7 +2,8 @@
 
 The BF16 any-shape kernel's schedule (persistent, warp-specialised, split-K, clusters, TMA
 stores, packing; rungs.py) on e4m3 codes with FP32 scales, partial sums promoted to FP32
-registers every 128 of K. One spec serves the three scaling modes of fp8.py: the mode changes
+registers every 128 of K; at small M the BF16 kernel's decode tiles (DECODE: wgmma's roles
+swapped) on the same codes. One spec serves the three scaling modes of fp8.py: the mode changes
 the kernel's code, so it is a template argument carried as the tunable SCALING, set by the
 problem's ``scaling`` as OUT (D's type) and EPI (the epilogue) are (``Fp8Spec.validate``), one
 build per combination that runs. The scales reach the kernel as the cuBLASLt FP8 baselines get
@@ -179,7 +180,7 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     """hopper_fp8_decode's tunables for M <= DECODE_MAX_M in tensor or row scaling and M <=
     BLOCK_DECODE_MAX_M in block scaling, else None.
 
-    Measured on an H200 on 12 shapes of M = 1 to 128 in both scalings, every configuration
+    Measured on an H200 on 12 shapes of M = 1 to 128 in tensor and row scaling, every configuration
     verified, beside cuBLASLt and torch._scaled_mm (tools/probes/fp8_decode.py, DECODE_PROBE):
     up to M = 32 the decode tiles beat the 64-row tiles on every shape (tensor scaling
     1x4096x4096 5.1 TFLOP/s against 2.6, 16x14336x4096 102 against 79, 32x7168x16384 232 against
@@ -225,10 +226,11 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
     by the rules below, measured on one H200 on six shapes x three scalings
     (tools/probes/fp8_configs.py; results/h200/probe-fp8-configs.txt):
 
-    - M <= 64 (decode-like; block scaling past BLOCK_DECODE_MAX_M, or a forced DECODE=0): 64 x 64 tiles of one consumer warpgroup, two CTAs an SM (at
-      64x4096x7168 1.3-1.5x the 64 x 128 tiles); split-K 2 ways where the tiles leave SMs idle and
-      each slice keeps >= 2048 of K (at 64x4096x7168 1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4
-      slices, in each scaling: results/h200/probe-fp8-small-splits.txt).
+    - M <= 64 (block scaling past BLOCK_DECODE_MAX_M, or a forced DECODE=0): 64 x 64 tiles of one
+      consumer warpgroup, two CTAs an SM (at 64x4096x7168 1.3-1.5x the 64 x 128 tiles); split-K
+      2 ways where the tiles leave SMs idle and each slice keeps >= 2048 of K (at 64x4096x7168
+      1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4 slices, in each scaling:
+      results/h200/probe-fp8-small-splits.txt).
     - A full grid of 128 x 128 tiles: those, 4 stages, no cluster (the best geometric mean over
       4096^3, 8192^3, 4096x14336x4096 and 4096x7168x16384; clusters and 6 stages within 5%).
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
@@ -296,7 +298,8 @@ def hopper_fp8() -> Fp8Spec:
     return Fp8Spec(
         name=NAME,
         description="FP8 e4m3 (nt), tensor/row/block FP32 scales, partial sums promoted to FP32 every 128 of K; "
-                    "any_shape's schedule: split-K, packing, TMA stores, clusters (tunables chosen per shape)",
+                    "any_shape's schedule: split-K, packing, TMA stores, clusters; swapped-roles decode tiles at "
+                    "small M (tunables chosen per shape)",
         source=SOURCE, entry=f"hopper_fp8<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {TEMPLATE}>", precision=PRECISION,
         tunables=TUNABLES,
         rules=(rungs._k_at_least_one, _promotion_fits, _block_scales_promote, _decode_shape,
