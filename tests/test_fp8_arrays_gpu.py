@@ -50,7 +50,8 @@ def hopper(torch):
 
 @pytest.mark.parametrize("scaling", SCALINGS)
 @pytest.mark.parametrize("kernel, shape", [(None, (256, 384, 512)), ("hopper_fp8", (256, 384, 512)),
-                                           ("hopper_fp8", (129, 260, 1000))])
+                                           ("hopper_fp8", (129, 260, 1000)),
+                                           ("hopper_fp8", (13, 520, 1000))])  # the decode tiles (M <= 16)
 def test_gemm_on_float8_tensors(torch, scaling, kernel, shape):
     if kernel is not None:
         hopper(torch)
