@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gemm_driver import kernels
+from gemm_driver.bench.environment import sources_fingerprint
 from gemm_driver.kernels import sources
 from gemm_driver.kernels.build import build
 
@@ -217,9 +218,35 @@ def test_a_regular_install_ships_every_source_and_finds_them(tmp_path):
              "for spec in kernels.KERNELS.values():\n"
              "    read_source(spec.source)\n"
              "    if spec.kind == 'cu': assert included_headers(spec.source), spec.name\n"
-             "assert 'gemm_common.cuh' in included_headers('cu/simt/smem_tiled.cu')\n")
+             "assert 'gemm_common.cuh' in included_headers('cu/simt/smem_tiled.cu')\n"
+             "from gemm_driver.bench.environment import sources_fingerprint\n"
+             "print(sources_fingerprint())\n")
     env = {**os.environ, "PYTHONPATH": str(site)}
     ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env,
                          timeout=120)
     assert ran.returncode == 0, ran.stderr
-    assert Path(ran.stdout.strip()) == site / "gemm_driver" / "_sources"
+    root, fingerprint = ran.stdout.split()
+    assert Path(root) == site / "gemm_driver" / "_sources"
+    assert fingerprint == sources_fingerprint()  # the installed files are the checkout's
+
+
+def test_the_sources_fingerprint_follows_the_files_not_git(tmp_path, monkeypatch):
+    """Two copies of the tree give the same fingerprint, with no git metadata in either; one
+    byte changed in a kernel source, or a tuned table, changes it."""
+    from gemm_driver.bench import environment
+
+    for folder in ("cu", "ptx"):
+        shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(environment.sources, "source_root", lambda: tmp_path)
+    copied = environment.sources_fingerprint()
+    assert copied == sources_fingerprint() and len(copied) == 12
+    kernel = tmp_path / "cu" / "simt" / "naive.cu"
+    kernel.write_bytes(kernel.read_bytes() + b"\n")
+    assert environment.sources_fingerprint() != copied
+    package = tmp_path / "gemm_driver"
+    shutil.copytree(REPO / "gemm_driver", package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(environment, "_PACKAGE", package)
+    changed = environment.sources_fingerprint()
+    table = next((package / "tuned").glob("*.json"))
+    table.write_text(table.read_text() + " ")
+    assert environment.sources_fingerprint() != changed

@@ -8,6 +8,7 @@ self-describing.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import platform
 import subprocess
 import sys
@@ -17,6 +18,10 @@ from typing import Any, Callable
 
 from ..cuda import cache, cublas, headers, nvrtc
 from ..cuda.driver import Device, driver_version
+from ..kernels import sources
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+FINGERPRINTED = (".py", ".json", ".cu", ".cuh", ".h", ".ptx")  # what decides what runs and how it is chosen
 
 
 def _attempt(fn: Callable[[], Any]) -> Any:
@@ -49,6 +54,27 @@ def _git_commit() -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
+def sources_fingerprint() -> str:
+    """12 hex digits of a SHA-256 over the files that decide what runs: the package's Python and
+    tuned tables, and the kernel sources (cu/, ptx/), each by its path and bytes. Unlike
+    ``gemm_driver_commit`` it is read from the files themselves, so a copy of the tree whose git
+    metadata is stale or absent (a lent GPU machine's copy of a working tree) still says which
+    code ran: check out a commit and ``info`` prints that commit's fingerprint. The same in a
+    checkout and in an install (an install's copy of cu/ and ptx/ inside the package is left out
+    of the package's part)."""
+    digest = hashlib.sha256()
+    root = sources.source_root()
+    for base, name in ((_PACKAGE, _PACKAGE.name), (root / "cu", "cu"), (root / "ptx", "ptx")):
+        for path in sorted(base.rglob("*")):
+            relative = path.relative_to(base)
+            if path.suffix not in FINGERPRINTED or "_sources" in relative.parts or "__pycache__" in relative.parts:
+                continue
+            digest.update(f"{name}/{relative.as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return digest.hexdigest()[:12]
+
+
 def _cache_state() -> str:
     """The compile cache's directory, or "off: <why>" when none is used (turned off, or the
     configured directory cannot be written): never an unusable path shown as the cache."""
@@ -79,6 +105,7 @@ def collect(device: Device | None = None) -> dict:
         "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
         "gemm_driver_commit": _git_commit(),
+        "gemm_driver_sources": _attempt(sources_fingerprint),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "gpu": gpu,
@@ -97,8 +124,8 @@ def collect(device: Device | None = None) -> dict:
     }
 
 
-INFO_KEYS = ("driver_cuda_version", "cuda_bindings", "nvrtc_version", "nvrtc_path", "nvjitlink_version",
-             "cublas_version", "cublas_path", "cuda_header_dirs", "cache_dir", "python", "numpy")
+INFO_KEYS = ("gemm_driver_sources", "driver_cuda_version", "cuda_bindings", "nvrtc_version", "nvrtc_path",
+             "nvjitlink_version", "cublas_version", "cublas_path", "cuda_header_dirs", "cache_dir", "python", "numpy")
 
 
 def describe(env: dict, no_gpu_hint: str) -> list[str]:
