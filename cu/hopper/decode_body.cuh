@@ -62,12 +62,13 @@ struct Config {
     static_assert(2 * STAGES * 8 + 16 <= 256, "barriers fit in their 256 bytes");
 };
 
-// One ring slot's k tile: consumer c's 64 columns of n (wgmma's A) times the MT rows of A
+// Ring slot `slot`'s k tile: consumer c's 64 columns of n (wgmma's A) times the MT rows of A
 // (wgmma's B, K-major). B's tile is N-major (64 k rows of 128 bytes per 64 n, one 8 KiB block
 // a consumer; a k step of 16 is 16 rows) or K-major (BN rows of 128 bytes; a k step is 32 bytes).
 template <class Elem, class Cfg>
-__device__ __forceinline__ void mma_stage(float (&d)[Cfg::BM / 2], unsigned stage, int consumer, bool first) {
-    const unsigned a = stage, b = stage + Cfg::A_BYTES + consumer * 64 * 128;
+__device__ __forceinline__ void mma_stage(float (&d)[Cfg::BM / 2], const unsigned char* smem, int slot, int consumer,
+                                          bool first) {
+    const unsigned a = smem_u32(smem + slot * Cfg::STAGE_BYTES), b = a + Cfg::A_BYTES + consumer * 64 * 128;
 #pragma unroll
     for (int step = 0; step < KTile<Elem>::STEPS; ++step) {
         const unsigned long long b_desc = Cfg::B_N_MAJOR ? smem_desc(b + step * 16 * 128, 64 * 128, 1024)
@@ -75,6 +76,16 @@ __device__ __forceinline__ void mma_stage(float (&d)[Cfg::BM / 2], unsigned stag
         mma_ss<Elem, Cfg::BM, 0, Cfg::B_N_MAJOR ? 1 : 0>(d, b_desc, smem_desc(a + step * 32, 16, 1024),
                                                           first && step == 0 ? 0 : 1);
     }
+}
+
+// A unit's k tiles summed by the tensor cores alone (consume_unit): the 16-bit kernels' loop, and
+// the FP8 kernel's without promotion.
+template <class Elem, class Cfg>
+__device__ __forceinline__ void k_loop_whole(float (&d)[Cfg::BM / 2], const hopper_pws::Unit& w, Barrier* full,
+                                             Barrier* empty, const unsigned char* smem, int consumer, int t, int& s,
+                                             int& phase) {
+    hopper_pws::consume_unit<Cfg>(d, w, full, empty, t, s, phase,
+                                  [&](int slot, bool first) { mma_stage<Elem, Cfg>(d, smem, slot, consumer, first); });
 }
 
 // C[m][n] = act(alpha * acc + beta * C + bias[n]) for the consumer's 64 x MT block of C^T.
@@ -175,9 +186,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [](float (&d)[MT / 2], const hopper_pws::Unit& w, Barrier* full, Barrier* empty, unsigned char* smem,
            int consumer, int t, int& s, int& phase) {
-            hopper_pws::consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
-                mma_stage<Elem, Cfg>(d, smem_u32(smem + slot * Cfg::STAGE_BYTES), consumer, first);
-            });
+            k_loop_whole<Elem, Cfg>(d, w, full, empty, smem, consumer, t, s, phase);
         },
         [alpha] { return alpha; }, [](float (&)[MT / 2], const hopper_pws::Unit&, int, int, int) {});
 }

@@ -396,16 +396,13 @@ __device__ __forceinline__ void run_decode(int M, int N, int K, float alpha, con
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [&](float (&d)[R], const Unit& w, Barrier* full, Barrier* empty, unsigned char* smem, int consumer, int t,
             int& s, int& phase) {
-            auto stage = [&](int slot) { return smem_u32(smem + slot * Cfg::STAGE_BYTES); };
             auto mma = [&](float (&into)[R], int slot) {
-                hopper_small_m::mma_stage<e4m3_t, Cfg>(into, stage(slot), consumer, true);
+                hopper_small_m::mma_stage<e4m3_t, Cfg>(into, smem, slot, consumer, true);
             };
             const auto promotion = decode_promotion<MT, SCALING>(scales, M, w.m0, t % 32, w.n0 / 128);
             if constexpr (PROMOTE == 2) k_loop_overlapped<Cfg>(d, full, empty, w, t, s, phase, promotion, mma);
             else if constexpr (PROMOTE == 1) k_loop_promoted<Cfg>(d, full, empty, w, t, s, phase, promotion, mma);
-            else hopper_pws::consume_unit<Cfg>(d, w, full, empty, t, s, phase, [&](int slot, bool first) {
-                hopper_small_m::mma_stage<e4m3_t, Cfg>(d, stage(slot), consumer, first);
-            });
+            else hopper_small_m::k_loop_whole<e4m3_t, Cfg>(d, w, full, empty, smem, consumer, t, s, phase);
         },
         // tensor scaling: alpha * (sa * sb) is the epilogue's alpha; row scaling applies alpha with the
         // scales; block scaling leaves alpha to the epilogue
