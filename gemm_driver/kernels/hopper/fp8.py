@@ -91,10 +91,8 @@ def _block_scales_promote(p: GemmProblem, t) -> str | None:
 def _decode_shape(p: GemmProblem, t) -> str | None:
     if not t["DECODE"]:
         return None
-    if t["BN"] != 64 * t["CONSUMERS"] or t["STAGES"] != STAGES_DEFAULT:
-        return (f"DECODE={t['DECODE']} runs hopper_fp8_decode: tiles of 64 * CONSUMERS columns (BN=64 with "
-                f"CONSUMERS=1, BN=128 with 2) and the deepest ring that fits (STAGES left at "
-                f"{STAGES_DEFAULT})")
+    if (why := rungs.decode_tile_refusal(t, "hopper_fp8_decode", STAGES_DEFAULT)) is not None:
+        return why
     if t["CM"] * t["CN"] > 1:
         return f"DECODE={t['DECODE']} runs hopper_fp8_decode: no clusters (CM=CN=1)"
     return None
@@ -188,9 +186,8 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     at M = 48 they lost (48x8192x2048 229 against 246), and past M = 64, where a tile row of 64
     no longer holds M, on two shapes of three. The rule it showed:
 
-    - DECODE: the fewest rows >= M (M = 1: 8 rows);
-    - one consumer (64-column tiles, two CTAs an SM), two where those tiles outnumber what two
-      CTAs an SM hold (8x28672x4096: the same speed either way);
+    - the form of rungs.decode_form: the fewest rows >= M, one consumer, two where 64-column
+      tiles outnumber what two CTAs an SM hold (8x28672x4096: the same speed either way);
     - split-K only over the 64-row tiles (M > 32), as rungs.decode_choice splits (every unit
       resident, each range >= TAIL_MIN_K_TILES k tiles): 64x2048x8192 4 ways 232 against 161
       unsplit, 64x4096x7168 2 ways 343 against 301; up to M = 32 every split lost (1x4096x4096
@@ -203,10 +200,7 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     85, 32x7168x16384 126 against 152) and lost on three of four shapes at M = 48-64."""
     if problem.m > (BLOCK_DECODE_MAX_M if problem.scaling == "block" else DECODE_MAX_M):
         return None
-    rows = min(r for r in rungs.DECODE_ROWS if r >= max(problem.m, 1))
-    row_tiles = ceil_div(problem.m, rows)
-    consumers = 2 if row_tiles * ceil_div(problem.n, 64) > 2 * rungs.SMS else 1
-    tiles = row_tiles * ceil_div(problem.n, 64 * consumers)
+    rows, consumers, tiles = rungs.decode_form(problem)
     splits = 1
     if problem.m >= DECODE_SPLIT_MIN_M:
         splits = rungs._split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile(PRECISION), 4)

@@ -91,12 +91,20 @@ def _swapped_shape(p: GemmProblem, t) -> str | None:
     return None
 
 
+def decode_tile_refusal(t, entry: str, stages_default: int) -> str | None:
+    """Why ``t`` (DECODE > 0) asks decode_body.cuh's tiles (entry ``entry``) for a shape they do not
+    have: their columns are 64 * CONSUMERS and their ring is as deep as fits. None: it does not."""
+    if t["BN"] != 64 * t["CONSUMERS"] or t["STAGES"] != stages_default:
+        return (f"DECODE={t['DECODE']} runs {entry}: tiles of 64 * CONSUMERS columns (BN=64 with "
+                f"CONSUMERS=1, BN=128 with 2) and the deepest ring that fits (STAGES left at {stages_default})")
+    return None
+
+
 def _decode_shape(p: GemmProblem, t) -> str | None:
     if not t["DECODE"]:
         return None
-    if t["BN"] != 64 * t["CONSUMERS"] or t["STAGES"] != STAGES_DEFAULT:
-        return (f"DECODE={t['DECODE']} runs hopper_decode: tiles of 64 * CONSUMERS columns (BN=64 with "
-                f"CONSUMERS=1, BN=128 with 2) and the deepest ring that fits (STAGES left at {STAGES_DEFAULT})")
+    if (why := decode_tile_refusal(t, "hopper_decode", STAGES_DEFAULT)) is not None:
+        return why
     if t["CM"] * t["CN"] > 1 or t["SWAPPED"]:
         return f"DECODE={t['DECODE']} runs hopper_decode: no clusters (CM=CN=1), SWAPPED=0"
     if t["TRANS_A"]:
@@ -549,6 +557,17 @@ DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
 DECODE_MAX_M = 32
 
 
+def decode_form(problem: GemmProblem) -> tuple[int, int, int]:
+    """The decode tiles' form for ``problem`` (hopper_decode and hopper_fp8_decode alike): the
+    fewest tile rows >= M (M = 1: 8 rows); one consumer (64-column tiles, two CTAs an SM), two
+    where those tiles outnumber what two CTAs an SM hold; and the tiles that makes.
+    (rows, consumers, tiles)."""
+    rows = min(r for r in DECODE_ROWS if r >= max(problem.m, 1))
+    row_tiles = ceil_div(problem.m, rows)
+    consumers = 2 if row_tiles * ceil_div(problem.n, 64) > 2 * SMS else 1
+    return rows, consumers, row_tiles * ceil_div(problem.n, 64 * consumers)
+
+
 def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     """hopper_decode's tunables for M <= DECODE_MAX_M with A row-major (nn, nt), else None.
 
@@ -569,10 +588,7 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     """
     if problem.m > DECODE_MAX_M or problem.trans_a:
         return None
-    rows = min(r for r in DECODE_ROWS if r >= max(problem.m, 1))
-    row_tiles = ceil_div(problem.m, rows)
-    consumers = 2 if row_tiles * ceil_div(problem.n, 64) > 2 * SMS else 1
-    tiles = row_tiles * ceil_div(problem.n, 64 * consumers)
+    rows, consumers, tiles = decode_form(problem)
     splits = _split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(SPLITS.choices))
     tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers,
                 **({"SPLITS": splits} if splits > 1 else {"PDL": 1})}
