@@ -84,7 +84,6 @@ def test_what_it_does_not_compute_is_refused_in_one_line(problem, message):
     ("tensor", {"DECODE": 16, "CONSUMERS": 1}, r"tiles of 64 \* CONSUMERS columns"),
     ("row", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2}, "no clusters"),
     ("block", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 0}, "block scaling is applied where"),
-    ("tensor", {"DEEP": 1, "BN": 64, "CONSUMERS": 1}, "DEEP=1 .* takes DECODE > 0 and CONSUMERS=1"),
 ])
 def test_rules(scaling, overrides, message):
     with pytest.raises(UnsupportedProblem, match=message):
@@ -106,10 +105,6 @@ def test_the_decode_tiles_are_the_16_bit_decode_geometry_with_128_codes_a_k_tile
     assert entry == "decode" and (g.bm, g.bn, g.bk, g.threads, g.ctas_per_sm) == (16, 64, 128, 256, 2)
     assert g.a_box == (16, 128) and g.b_box == (64, 128) and g.trans_b
     assert g.smem == geo.decode_smem(16, 1) == SPEC.dynamic_smem(t)
-    deep = SPEC.resolve({"DECODE": 64, "BN": 64, "CONSUMERS": 1, "DEEP": 1})
-    entry, g = entry_geometry(SPEC, deep)
-    assert entry == "decode" and (g.ctas_per_sm, g.smem) == (1, geo.decode_smem(64, 1, deep=True))
-    assert g.smem == SPEC.dynamic_smem(deep) and geo.decode_stages(64, 1, deep=True) == 14
 
 
 # ---------------------------------------------------------------- choose

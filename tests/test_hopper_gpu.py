@@ -69,8 +69,6 @@ FORCED = [
     ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}),  # small M: swapped roles, any M in 16-row tiles
     ("hopper_fp16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "SPLITS": 3}),  # serial split-K of 8-row tiles
     ("hopper_bf16", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 2}),
-    ("hopper_fp16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "DEEP": 1}),  # one CTA an SM, 22 stages
-    ("hopper_bf16", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "DEEP": 1, "SPLITS": 2}),
     ("hopper_tf32", {"CM": 2, "CN": 2, "STAGES": 3}),
     ("hopper_tf32", {"CM": 2, "GROUP_M": 1}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}),  # 128 x 64 tiles, two CTAs an SM
@@ -207,8 +205,6 @@ TAILS = [
      {"BN": 128, "STAGES": 6, "TAIL": 4}),  # a linear layer: B stored N x K, BF16 D, bias and GELU
     ("hopper_bf16", GemmProblem(16, 40000, 1024, 1.0, 0.5),  # decode: 625 tiles, 528 whole, 97 cut 2 ways
      {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "TAIL": 4}),
-    ("hopper_bf16", GemmProblem(8, 40000, 1024, 1.0, 0.5, trans_b=True),  # deep ring: 132 CTAs, 625 tiles
-     {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "DEEP": 1, "TAIL": 4}),
 ]
 
 

@@ -167,7 +167,7 @@ def _config_checks(name, t):
     elif name == "hopper_tf32" and entry == "main":
         cfg = f"hopper_tf32ra::Config<{t['BM']}, {t['CONSUMERS']}, {t['STAGES']}, {t['CM']}, {t['CN']}>"
     elif entry == "decode":
-        cfg = f"hopper_small_m::Config<{elem}, {t['DECODE']}, {t['CONSUMERS']}, {t['TRANS_B']}, {t['DEEP']}>"
+        cfg = f"hopper_small_m::Config<{elem}, {t['DECODE']}, {t['CONSUMERS']}, {t['TRANS_B']}>"
     else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries (column halves: NSPLIT last)
         halves = f", 0, 0, 1, false, {g.nsplit}" if g.nsplit != 1 else ""
         cfg = f"hopper_pws::Config<{elem}, {g.bn}, {4 if entry == 'swapped' else t['STAGES']}, {g.cm}, {g.cn}, " \
@@ -186,15 +186,15 @@ def _config_checks(name, t):
     if "hopper_tf32ra" in cfg or entry == "decode":
         checks.append((f"{cfg}::CTAS_PER_SM", g.ctas_per_sm))
     if entry == "decode":
-        checks.append((f"{cfg}::STAGES", geo.decode_stages(t["DECODE"], t["CONSUMERS"], bool(t["DEEP"]))))
+        checks.append((f"{cfg}::STAGES", geo.decode_stages(t["DECODE"], t["CONSUMERS"])))
     return checks
 
 
-# every decode tile (rows x consumers and ring x B's layout): a few name expressions each, no build
+# every decode tile (rows x consumers x B's layout): a few name expressions each, no build
 DECODE_CONFIGURATIONS = [
     ("hopper_fp16", SPECS["hopper_fp16"].validate(GemmProblem(64, 256, 256, trans_b=bool(tb)),
-                                                   {"DECODE": rows, "BN": 64 * c, "CONSUMERS": c, "DEEP": deep}))
-    for rows in rungs.DECODE_ROWS for c, deep in ((1, 0), (1, 1), (2, 0)) for tb in (0, 1)]
+                                                   {"DECODE": rows, "BN": 64 * c, "CONSUMERS": c}))
+    for rows in rungs.DECODE_ROWS for c in (1, 2) for tb in (0, 1)]
 
 
 def test_host_numbers_match_the_kernels_config_structs():
@@ -228,9 +228,6 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("hopper_bf16", {"DECODE": 16}, P256, "DECODE=16 runs hopper_decode: tiles of 64 * CONSUMERS columns"),
     ("hopper_fp16", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, P256, "(STAGES left at 4)"),
     ("hopper_bf16", {"DECODE": 32, "BN": 128, "CONSUMERS": 2, "CM": 2}, P256, "no clusters (CM=CN=1), SWAPPED=0"),
-    ("hopper_bf16", {"DEEP": 1}, P256, "DEEP=1 (one CTA an SM, a deeper ring) is the decode tiles' with one consumer: "
-     "it takes DECODE > 0 and CONSUMERS=1"),
-    ("hopper_fp16", {"DECODE": 16, "BN": 128, "CONSUMERS": 2, "DEEP": 1}, P256, "two consumers hold an SM alone"),
     ("hopper_bf16", {"DECODE": 32, "BN": 64, "CONSUMERS": 1}, GemmProblem(32, 256, 256, trans_a=True),
      "DECODE=32 (hopper_decode) reads A row-major: layouts nn and nt"),
     ("hopper_bf16", {"CK": 2, "CM": 2}, P256, "CK=2 splits K inside a cluster of CK CTAs: it takes "
@@ -270,21 +267,18 @@ def test_what_the_rules_let_through():
                                   {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "SPLITS": 8})
 
 
-@pytest.mark.parametrize("rows, consumers, deep, stages, smem", [
-    (8, 1, 0, 12, 111872), (16, 1, 0, 11, 113920), (32, 1, 0, 9, 111872), (64, 1, 0, 6, 99584),  # two CTAs an SM
-    (16, 2, 0, 12, 222464), (64, 2, 0, 9, 222464),  # one CTA an SM
-    (8, 1, 1, 24, 222720), (16, 1, 1, 22, 226816), (32, 1, 1, 18, 222720), (64, 1, 1, 14, 230912),  # deep rings
+@pytest.mark.parametrize("rows, consumers, stages, smem", [
+    (8, 1, 12, 111872), (16, 1, 11, 113920), (32, 1, 9, 111872), (64, 1, 6, 99584),  # two CTAs an SM
+    (16, 2, 12, 222464), (64, 2, 9, 222464),  # one CTA an SM
 ])
-def test_the_decode_ring_is_as_deep_as_the_sms_shared_memory_holds(rows, consumers, deep, stages, smem):
-    assert (geo.decode_stages(rows, consumers, deep), geo.decode_smem(rows, consumers, deep)) == (stages, smem)
-    ctas = geo.decode_ctas_per_sm(consumers, deep)
-    assert ctas == (1 if deep or consumers == 2 else 2)
+def test_the_decode_ring_is_as_deep_as_the_sms_shared_memory_holds(rows, consumers, stages, smem):
+    assert (geo.decode_stages(rows, consumers), geo.decode_smem(rows, consumers)) == (stages, smem)
+    ctas = geo.ctas_per_sm_of(consumers)
     assert geo.smem_fits(smem, ctas) is None
-    most = geo.DEEP_MAX_STAGES if deep else geo.DECODE_MAX_STAGES
-    assert geo.smem_fits(smem + (rows + 64 * consumers) * 128, ctas) is not None or stages == most
-    g = geo.decode("bf16", rows, consumers, trans_b=True, deep=deep)
-    assert (g.bm, g.bn, g.a_box, g.b_box, g.threads, g.ctas_per_sm) == (
-        rows, 64 * consumers, (rows, 64), (64 * consumers, 64), 128 * (consumers + 1), ctas)
+    assert geo.smem_fits(smem + (rows + 64 * consumers) * 128, ctas) is not None or stages == geo.DECODE_MAX_STAGES
+    g = geo.decode("bf16", rows, consumers, trans_b=True)
+    assert (g.bm, g.bn, g.a_box, g.b_box, g.threads) == (rows, 64 * consumers, (rows, 64), (64 * consumers, 64),
+                                                         128 * (consumers + 1))
     assert geo.decode("fp16", rows, consumers).b_box == (64, 64)  # B stored K x N: 64 k rows of 64 n a box
 
 

@@ -88,16 +88,15 @@ __global__ void __cluster_dims__(CM * CN * CK, 1, 1) __launch_bounds__(128 * (CO
 
 // Small M (decode_body.cuh): MT rows of A x 64 * CONSUMERS columns of B a tile, wgmma's roles
 // swapped, the deepest ring that fits. The arguments are any_shape's; c_map and c_tma are not read
-// (C is stored from registers). TB = 1: B stored N x K. A is read row-major. DEEP = 1 (one
-// consumer): one CTA an SM, its ring twice as deep.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int DEEP>
-__global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 && !DEEP ? 2 : 1)
+// (C is stored from registers). TB = 1: B stored N x K. A is read row-major.
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_decode(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                   const __grid_constant__ hopper::TensorMap b_map, float beta,
                   typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits, int whole,
                   float* __restrict__ workspace, int* __restrict__ counters,
                   const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                   const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, DEEP>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc,
-                                                                 group_m, splits, whole, workspace, counters, bias);
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
+                                                           splits, whole, workspace, counters, bias);
 }

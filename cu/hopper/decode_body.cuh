@@ -33,13 +33,11 @@ using namespace hopper;
 
 // Shared memory a CTA may use: the SM's 228 KiB, less 1 KiB reserved a CTA, over the CTAs an SM
 // holds (two with one consumer, so that one CTA's epilogue and hand-over overlap the other's loads).
-// DEEP = 1 (one consumer): one CTA an SM and a ring twice as deep. A grid of at most one unit an
-// SM puts one CTA on each SM anyway, and then half the SM's shared memory would hold no stage.
 constexpr int SM_SHARED = 228 * 1024;
 
-template <class Elem, int MT, int CONSUMERS_, int TB_, int DEEP = 0>
+template <class Elem, int MT, int CONSUMERS_, int TB_>
 struct Config {
-    static constexpr int CONSUMERS = CONSUMERS_, CTAS_PER_SM = CONSUMERS == 1 && !DEEP ? 2 : 1;
+    static constexpr int CONSUMERS = CONSUMERS_, CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
     static constexpr int THREADS = 128 * (CONSUMERS + 1);
     // load_stage's names (persistent_body.cuh): A is the MT x BK tile of A, B the BK x BN tile of B.
     static constexpr int BM = MT, BN = 64 * CONSUMERS, BK = KTile<Elem>::BK;
@@ -47,15 +45,12 @@ struct Config {
     static constexpr bool A_M_MAJOR = false, B_N_MAJOR = TB_ == 0;
     static constexpr int A_BYTES = MT * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
     static constexpr int A_SLICE_ROWS = BM, B_SLICE_ROWS = B_N_MAJOR ? BK : BN;
-    // the barriers in 256 bytes after the ring (512 for a deep ring), 1024 for aligning the
-    // dynamic shared memory
-    static constexpr int BARRIER_BYTES = DEEP ? 512 : 256, OVERHEAD = BARRIER_BYTES + 1024;
+    // the barriers in 256 bytes after the ring, 1024 for aligning the dynamic shared memory
+    static constexpr int OVERHEAD = 256 + 1024;
     static constexpr int BUDGET = SM_SHARED / CTAS_PER_SM - 1024;
     static constexpr int FIT = (BUDGET - OVERHEAD) / STAGE_BYTES;
-    // at most 12 (the deepest ring measured with two CTAs an SM; their 256 bytes of barriers would
-    // hold 15), 24 for a deep ring
-    static constexpr int MAX_STAGES = DEEP ? 24 : 12;
-    static constexpr int STAGES = FIT < MAX_STAGES ? FIT : MAX_STAGES;
+    // at most 12, the deepest ring measured (the barriers' 256 bytes would hold 15)
+    static constexpr int STAGES = FIT < 12 ? FIT : 12;
     static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + OVERHEAD;
     static constexpr int PRODUCER_REGS = 56;
     static constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 200 : 224;
@@ -64,8 +59,7 @@ struct Config {
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(A_BYTES % 1024 == 0, "each stage's B tile starts on a 1024-byte swizzle atom");
     static_assert(STAGES >= 4, "a ring of at least 4 stages");
-    static_assert(!DEEP || CONSUMERS == 1, "two consumers hold an SM alone already");
-    static_assert(2 * STAGES * 8 + 16 <= BARRIER_BYTES, "barriers fit in their bytes");
+    static_assert(2 * STAGES * 8 + 16 <= 256, "barriers fit in their 256 bytes");
 };
 
 // Ring slot `slot`'s k tile: consumer c's 64 columns of n (wgmma's A) times the MT rows of A
@@ -126,13 +120,13 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
 //   epilogue_alpha(): the epilogue's alpha, read once a consumer (after PDL's take-over: it may
 //     read global memory);
 //   scale(d, w, consumer, warp, lane): the finished block before split-K and the epilogue.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int DEEP, class KLoop, class Alpha, class Scale>
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, class KLoop, class Alpha, class Scale>
 __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a_map, const TensorMap* b_map,
                                          float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                          int splits, int whole, float* __restrict__ workspace,
                                          int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias,
                                          KLoop&& k_loop, Alpha&& epilogue_alpha, Scale&& scale) {
-    using Cfg = Config<Elem, MT, CONSUMERS, TB, DEEP>;
+    using Cfg = Config<Elem, MT, CONSUMERS, TB>;
     constexpr int STAGES = Cfg::STAGES;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
@@ -182,13 +176,13 @@ __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a
 }
 
 // 16-bit A and B: the tensor cores sum the unit's whole k range (consume_unit), alpha as given.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int DEEP>
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace,
                                     int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias) {
-    using Cfg = Config<Elem, MT, CONSUMERS, TB, DEEP>;
-    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB, DEEP>(
+    using Cfg = Config<Elem, MT, CONSUMERS, TB>;
+    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB>(
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [](float (&d)[MT / 2], const hopper_pws::Unit& w, Barrier* full, Barrier* empty, unsigned char* smem,
            int consumer, int t, int& s, int& phase) {

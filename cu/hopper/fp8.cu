@@ -63,10 +63,9 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUME
 
 // Small M (fp8_body.cuh's run_decode): MT rows of A x 64 * CONSUMERS columns of B a tile, wgmma's
 // roles swapped, the deepest ring that fits, every scaling mode. The arguments are
-// hopper_fp8's; c_map and c_tma are not read (C is stored from registers). DEEP = 1 (one
-// consumer): one CTA an SM, its ring twice as deep.
-template <int MT, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI, int DEEP>
-__global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 && !DEEP ? 2 : 1)
+// hopper_fp8's; c_map and c_tma are not read (C is stored from registers).
+template <int MT, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_fp8_decode(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                       const __grid_constant__ hopper::TensorMap b_map, float beta,
                       typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits, int whole,
@@ -74,7 +73,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 && !DEEP
                       const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                       const typename hopper::OutType<OUT>::T* __restrict__ bias, const float* __restrict__ scale_a,
                       int scale_a_ld, const float* __restrict__ scale_b, int scale_b_ld) {
-    fp8_gemm::run_decode<MT, CONSUMERS, SCALING, PROMOTE, OUT, EPI, DEEP>(
+    fp8_gemm::run_decode<MT, CONSUMERS, SCALING, PROMOTE, OUT, EPI>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         fp8_gemm::Scales{scale_a, scale_a_ld, scale_b, scale_b_ld});
 }

@@ -38,9 +38,7 @@ SCALINGS = ("tensor", "row", "block")
 
 def configurations(p) -> dict[str, dict]:
     """Labelled tunables for ``p``: the tiles' rule, the decode variants, choose_fp8's pick; past
-    M = 32 also 32-row decode tiles, two or more to a column of C (one consumer, split 1 or 2);
-    each one-consumer decode variant also with DEEP=1 ("+deep": one CTA an SM, a ring twice as
-    deep)."""
+    M = 32 also 32-row decode tiles, two or more to a column of C (one consumer, split 1 or 2)."""
     rows = min(r for r in rungs.DECODE_ROWS if r >= min(p.m, 64))
     configs = {"tiles": fp8.tile_choice(p)[0]}
     if p.m > 32:
@@ -55,9 +53,6 @@ def configurations(p) -> dict[str, dict]:
             configs[f"d{rows}x{consumers}/{splits}"] = {
                 "DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers, "PROMOTE": 2, "SPLITS": splits,
                 "PDL": int(splits == 1)}
-    for name, t in list(configs.items()):
-        if t.get("DECODE") and t["CONSUMERS"] == 1:
-            configs[name + "+deep"] = {**t, "DEEP": 1}
     configs["chosen"] = fp8.choose_fp8(p, "")[0]
     return configs
 

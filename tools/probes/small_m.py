@@ -42,9 +42,8 @@ BASELINES = baselines("bf16")
 def alternatives(problem: GemmProblem) -> dict[str, dict]:
     """Labelled tunables: any_shape's one-consumer tiles with and without split-K; hopper_decode
     (DECODE = the fewest rows >= M it offers) with one and two consumers, split 1, 2, 4 or 8
-    ways ("d16x1/4": 16 rows, one consumer, 4 splits; "+pdl": PDL with a split; "+deep": one CTA
-    an SM and a ring twice as deep, DEEP=1); and the extra ones a probe run passes as JSON in
-    GEMM_PROBE_CONFIGS."""
+    ways ("d16x1/4": 16 rows, one consumer, 4 splits; "+pdl": PDL with a split); and the extra
+    ones a probe run passes as JSON in GEMM_PROBE_CONFIGS."""
     configs = {"64x64": {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1},
                "64x128": {"BN": 128, "CONSUMERS": 1, "PDL": 1},
                "64x64/2": {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 2},
@@ -57,8 +56,6 @@ def alternatives(problem: GemmProblem) -> dict[str, dict]:
                               "PDL": int(splits == 1)}
             if splits > 1 and consumers == 1:
                 configs[label + "+pdl"] = {**configs[label], "PDL": 1}
-            if consumers == 1:
-                configs[label + "+deep"] = {**configs[label], "DEEP": 1}
     configs.update(json.loads(os.environ.get("GEMM_PROBE_CONFIGS", "{}")))
     return configs
 
@@ -169,7 +166,6 @@ def beside_the_candidates(labels: list[str], extra=lambda p, candidates: {}) -> 
 
 def main(args: list[str]) -> None:
     flags, shapes = flags_and_shapes(args, SHAPES)
-    refuse_validation_shapes(shapes, "small_m.py")
     once = "--once" in flags
     spec = kernels.KERNELS["hopper_bf16"]
     measured = f"us per GEMM, TB/s of B read (median of {ROUNDS} rounds of {LAUNCHES})"

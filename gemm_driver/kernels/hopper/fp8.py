@@ -56,7 +56,6 @@ TUNABLES = (
             "0: the whole K in the tensor core's ~14-bit accumulator (tensor and row scaling)"),
     Tunable("DECODE", 0, (0, *rungs.DECODE_ROWS), "> 0: hopper_fp8_decode (small M): tiles of DECODE rows of A x "
             "64 * CONSUMERS columns of B, wgmma's roles swapped, the deepest ring that fits"),
-    rungs.DEEP,
     Tunable("SCALING", 0, (0, 1, 2), "set by the problem's scaling: 0 tensor, 1 row, 2 block (fp8.py)"),
     Tunable("OUT", 0, (0, 1), "D's type, set by the problem's out_dtype: 0 FP32, 1 BF16"),
     Tunable("EPI", 0, (0, 1, 2, 3), "epilogue, set by the problem: 0 none, 1 bias, 2 bias + ReLU, 3 bias + GELU"),
@@ -90,10 +89,10 @@ def _block_scales_promote(p: GemmProblem, t) -> str | None:
 
 
 def _decode_shape(p: GemmProblem, t) -> str | None:
-    if (why := rungs.decode_tile_refusal(t, "hopper_fp8_decode", STAGES_DEFAULT)) is not None:
-        return why
     if not t["DECODE"]:
         return None
+    if (why := rungs.decode_tile_refusal(t, "hopper_fp8_decode", STAGES_DEFAULT)) is not None:
+        return why
     if t["CM"] * t["CN"] > 1:
         return f"DECODE={t['DECODE']} runs hopper_fp8_decode: no clusters (CM=CN=1)"
     return None
@@ -106,7 +105,7 @@ def select(precision: str, t: Mapping[str, int]) -> tuple[str, geo.Geometry]:
     (BK = 128) and B stored N x K."""
     if t.get("DECODE"):
         return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=True,
-                                    out_dtype=geo.OUT_DTYPE[t["OUT"]], deep=bool(t["DEEP"]))
+                                    out_dtype=geo.OUT_DTYPE[t["OUT"]])
     entry = "cluster" if rungs.clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]])
@@ -120,7 +119,7 @@ TEMPLATE = "{SCALING}, {PROMOTE}, {OUT}, {EPI}"
 ENTRIES = (
     Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
           lambda t: _geometry(t).smem, needed=rungs.clustered),  # only builds that run it
-    Entry("decode", f"hopper_fp8_decode<{{DECODE}}, {{CONSUMERS}}, {TEMPLATE}, {{DEEP}}>", SIGNATURE,
+    Entry("decode", f"hopper_fp8_decode<{{DECODE}}, {{CONSUMERS}}, {TEMPLATE}>", SIGNATURE,
           lambda t: _geometry(t).smem, needed=lambda t: bool(t.get("DECODE"))),
     Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[PRECISION]}>", rungs.PACK_PAIR_SIGNATURE),
 )

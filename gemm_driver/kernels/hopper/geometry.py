@@ -94,31 +94,20 @@ def register_a_smem(stages: int, bm: int = 256, consumers: int = 2) -> int:
 
 
 # decode_body.cuh's ring: as many stages of MT x BK of A and BK x 64*CONSUMERS of B as the SM's
-# shared memory holds for its CTAs, at most DECODE_MAX_STAGES (the deepest ring measured with two
-# CTAs an SM); a deep ring (one consumer, one CTA an SM) at most DEEP_MAX_STAGES.
-DECODE_MAX_STAGES, DEEP_MAX_STAGES = 12, 24
+# shared memory holds for its CTAs, at most DECODE_MAX_STAGES (the deepest ring measured).
+DECODE_MAX_STAGES = 12
+DECODE_OVERHEAD = 256 + 1024  # barriers, alignment
 
 
-def decode_ctas_per_sm(consumers: int, deep: bool = False) -> int:
-    """Config::CTAS_PER_SM of decode_body.cuh: two with one consumer, one with a deep ring."""
-    return 1 if deep else ctas_per_sm_of(consumers)
-
-
-def decode_overhead(deep: bool = False) -> int:
-    """Config::OVERHEAD: the barriers (256 bytes, 512 for a deep ring) and 1 KiB for alignment."""
-    return (512 if deep else 256) + 1024
-
-
-def decode_stages(mt: int, consumers: int, deep: bool = False) -> int:
+def decode_stages(mt: int, consumers: int) -> int:
     """Config::STAGES of decode_body.cuh."""
-    budget = SMEM_PER_SM // decode_ctas_per_sm(consumers, deep) - 1024
-    most = DEEP_MAX_STAGES if deep else DECODE_MAX_STAGES
-    return min(most, (budget - decode_overhead(deep)) // ((mt + 64 * consumers) * 128))
+    budget = SMEM_PER_SM // ctas_per_sm_of(consumers) - 1024
+    return min(DECODE_MAX_STAGES, (budget - DECODE_OVERHEAD) // ((mt + 64 * consumers) * 128))
 
 
-def decode_smem(mt: int, consumers: int, deep: bool = False) -> int:
+def decode_smem(mt: int, consumers: int) -> int:
     """Config::SMEM_BYTES of decode_body.cuh."""
-    return decode_stages(mt, consumers, deep) * (mt + 64 * consumers) * 128 + decode_overhead(deep)
+    return decode_stages(mt, consumers) * (mt + 64 * consumers) * 128 + DECODE_OVERHEAD
 
 
 def smem_fits(smem: int, ctas_per_sm: int) -> str | None:
@@ -209,17 +198,15 @@ def cluster_split_bytes(bn: int, consumers: int, ck: int) -> int:
     return (ck - 1) * consumers * 64 * 32 * ceil_div(bn // 32, ck) * 4
 
 
-def decode(precision: str, mt: int, consumers: int, *, trans_b: bool = False, out_dtype: str = "fp32",
-           deep: bool = False) -> Geometry:
+def decode(precision: str, mt: int, consumers: int, *, trans_b: bool = False, out_dtype: str = "fp32") -> Geometry:
     """decode_body.cuh: MT (m) x 64*CONSUMERS (n) tiles of C, computed as C^T (wgmma's A = the B
     tile); A box {MT m, BK}, B boxes as ``persistent``'s for BN = 64*CONSUMERS; any_shape's
-    arguments (split-K, the tail), C stored from registers. ``deep``: one CTA an SM, its ring
-    as deep as the SM's shared memory holds."""
+    arguments (split-K, the tail), C stored from registers."""
     bk, bn = k_tile(precision), 64 * consumers
-    return Geometry(bm=mt, bn=bn, bk=bk, threads=128 * (consumers + 1), smem=decode_smem(mt, consumers, deep),
+    return Geometry(bm=mt, bn=bn, bk=bk, threads=128 * (consumers + 1), smem=decode_smem(mt, consumers),
                     a_box=(mt, bk), b_box=(bn, bk) if trans_b else (bk, 64), persistent=True,
-                    ctas_per_sm=decode_ctas_per_sm(consumers, deep), arguments="split", tma_store=True,
-                    trans_b=trans_b, out_dtype=out_dtype)
+                    ctas_per_sm=ctas_per_sm_of(consumers), arguments="split", tma_store=True, trans_b=trans_b,
+                    out_dtype=out_dtype)
 
 
 def register_a(stages: int, cm: int = 1, cn: int = 1, bm: int = 256, consumers: int = 2) -> Geometry:

@@ -58,8 +58,6 @@ PINGPONG = Tunable("PINGPONG", 0, (0, 1), "1: the two consumer warpgroups take t
 NSPLIT = Tunable("NSPLIT", 1, (1, 2), "2: 64 x BN tiles whose columns the two consumer warpgroups split, "
                  "each 64 x BN/2 (BN 128 or 256; whole tiles: SPLITS=1, no CK, no ping-pong); 1: as CONSUMERS says")
 PDL = Tunable("PDL", 0, (0, 1), "1: programmatic dependent launch, the prologue overlapping the previous grid's tail")
-DEEP = Tunable("DEEP", 0, (0, 1), "1 (decode tiles, one consumer): one CTA an SM and a ring twice as deep, for "
-               "grids of at most one unit an SM; 0: two CTAs an SM")
 
 
 # ---------------------------------------------------------------- rules
@@ -94,24 +92,19 @@ def _swapped_shape(p: GemmProblem, t) -> str | None:
 
 
 def decode_tile_refusal(t, entry: str, stages_default: int) -> str | None:
-    """Why ``t`` asks decode_body.cuh's tiles (entry ``entry``) for a shape they do not have: their
-    columns are 64 * CONSUMERS, their ring is as deep as fits, and a deep ring (DEEP=1) is theirs
-    with one consumer. None: it does not (or DECODE = 0 and DEEP = 0)."""
-    if t["DEEP"] and (not t["DECODE"] or t["CONSUMERS"] != 1):
-        return (f"DEEP=1 (one CTA an SM, a deeper ring) is the decode tiles' with one consumer: it takes DECODE > 0 "
-                f"and CONSUMERS=1 (two consumers hold an SM alone already)")
-    if t["DECODE"] and (t["BN"] != 64 * t["CONSUMERS"] or t["STAGES"] != stages_default):
+    """Why ``t`` (DECODE > 0) asks decode_body.cuh's tiles (entry ``entry``) for a shape they do not
+    have: their columns are 64 * CONSUMERS and their ring is as deep as fits. None: it does not."""
+    if t["BN"] != 64 * t["CONSUMERS"] or t["STAGES"] != stages_default:
         return (f"DECODE={t['DECODE']} runs {entry}: tiles of 64 * CONSUMERS columns (BN=64 with "
                 f"CONSUMERS=1, BN=128 with 2) and the deepest ring that fits (STAGES left at {stages_default})")
     return None
 
 
-
 def _decode_shape(p: GemmProblem, t) -> str | None:
-    if (why := decode_tile_refusal(t, "hopper_decode", STAGES_DEFAULT)) is not None:
-        return why
     if not t["DECODE"]:
         return None
+    if (why := decode_tile_refusal(t, "hopper_decode", STAGES_DEFAULT)) is not None:
+        return why
     if t["CM"] * t["CN"] > 1 or t["SWAPPED"]:
         return f"DECODE={t['DECODE']} runs hopper_decode: no clusters (CM=CN=1), SWAPPED=0"
     if t["TRANS_A"]:
@@ -302,7 +295,7 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
     if t.get("DECODE"):
         return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
-                                    out_dtype=geo.OUT_DTYPE[t["OUT"]], deep=bool(t.get("DEEP")))
+                                    out_dtype=geo.OUT_DTYPE[t["OUT"]])
     entry = "cluster" if clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
@@ -325,7 +318,7 @@ def any_shape(precision: str) -> KernelSpec:
               needed=clustered),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
-        Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}, {{DEEP}}>",
+        Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
               STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: bool(t.get("DECODE"))),
         *_pack_entries(precision),
     )
@@ -353,7 +346,6 @@ def any_shape(precision: str) -> KernelSpec:
          Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
          Tunable("DECODE", 0, (0, 8, 16, 32, 64), "> 0: hopper_decode (small M): tiles of DECODE rows of A x 64 * "
                  "CONSUMERS columns, wgmma's A = the B tile, the deepest ring that fits; 0: any_shape"),
-         DEEP,
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
