@@ -120,6 +120,8 @@ DECODE = [
     ({"DECODE": 64, "BN": 128, "CONSUMERS": 2, "PROMOTE": 2, "SPLITS": 4}, (100, 640, 4096)),
     ({"DECODE": 16, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2, "SPLITS": 2}, (16, 4096, 7168)),
     ({"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}, (1, 300, 100)),  # one k tile
+    ({"DECODE": 32, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2, "CM": 2}, (64, 4096, 2048)),  # B shared by multicast
+    ({"DECODE": 16, "BN": 128, "CONSUMERS": 2, "PROMOTE": 2, "CM": 2, "SPLITS": 2}, (20, 1030, 3000)),
 ]
 DECODE_CASES = [Case(*shape, s, "bf16" if i % 2 else "fp32", tunables=t)
                 for i, (t, shape) in enumerate(DECODE) for s in SCALINGS if t["PROMOTE"] or s != "block"] + [

@@ -82,7 +82,7 @@ def test_what_it_does_not_compute_is_refused_in_one_line(problem, message):
     ("row", {"PROMOTE": 2, "BN": 256}, "PROMOTE=2 keeps two more accumulators"),
     ("block", {"CONSUMERS": 1}, "2 CTAs per SM of"),  # 6 stages of 64 x 128 + 128 x 128 codes, twice
     ("tensor", {"DECODE": 16, "CONSUMERS": 1}, r"tiles of 64 \* CONSUMERS columns"),
-    ("row", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2}, "no clusters"),
+    ("row", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CN": 2}, r"clusters of tile rows sharing B only \(CM=1 or 2"),
     ("block", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 0}, "block scaling is applied where"),
 ])
 def test_rules(scaling, overrides, message):
@@ -105,6 +105,8 @@ def test_the_decode_tiles_are_the_16_bit_decode_geometry_with_128_codes_a_k_tile
     assert entry == "decode" and (g.bm, g.bn, g.bk, g.threads, g.ctas_per_sm) == (16, 64, 128, 256, 2)
     assert g.a_box == (16, 128) and g.b_box == (64, 128) and g.trans_b
     assert g.smem == geo.decode_smem(16, 1) == SPEC.dynamic_smem(t)
+    entry, g = entry_geometry(SPEC, SPEC.resolve({"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2}))
+    assert entry == "decode_cluster" and g.cluster == 2 and g.b_box == (32, 128)  # half the B tile, multicast
 
 
 # ---------------------------------------------------------------- choose

@@ -69,6 +69,8 @@ FORCED = [
     ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}),  # small M: swapped roles, any M in 16-row tiles
     ("hopper_fp16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "SPLITS": 3}),  # serial split-K of 8-row tiles
     ("hopper_bf16", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 2}),
+    ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "CM": 2}),  # two tile rows share B by multicast
+    ("hopper_fp16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "CM": 2, "SPLITS": 3}),
     ("hopper_tf32", {"CM": 2, "CN": 2, "STAGES": 3}),
     ("hopper_tf32", {"CM": 2, "GROUP_M": 1}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}),  # 128 x 64 tiles, two CTAs an SM
@@ -205,6 +207,8 @@ TAILS = [
      {"BN": 128, "STAGES": 6, "TAIL": 4}),  # a linear layer: B stored N x K, BF16 D, bias and GELU
     ("hopper_bf16", GemmProblem(16, 40000, 1024, 1.0, 0.5),  # decode: 625 tiles, 528 whole, 97 cut 2 ways
      {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "TAIL": 4}),
+    ("hopper_bf16", GemmProblem(40, 20000, 1024, 1.0, 0.5, trans_b=True),  # clusters of two 32-row tiles
+     {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2, "TAIL": 4}),
 ]
 
 

@@ -50,7 +50,7 @@ LADDERS = {
     "tf32": ["wgmma_tma_tf32", "warp_specialized_tf32", "persistent_tf32", "cluster_tf32", "hopper_tf32"],
 }
 CONFIGURATIONS = [(name, t) for name, spec in SPECS.items() for t in spec.configurations()]
-GEMM_ENTRIES = {"main", "cluster", "swapped", "stored_nk", "stored_nk_cluster", "decode"}
+GEMM_ENTRIES = {"main", "cluster", "swapped", "stored_nk", "stored_nk_cluster", "decode", "decode_cluster"}
 TMA_STORE_ENTRIES = {"main", "cluster", "stored_nk", "stored_nk_cluster"}  # of the last rungs (hopper_*)
 P256 = GemmProblem(256, 256, 256)
 
@@ -166,8 +166,8 @@ def _config_checks(name, t):
         cfg = f"hopper_rung2::Config<{elem}, {t['BN']}, {t['STAGES']}>"
     elif name == "hopper_tf32" and entry == "main":
         cfg = f"hopper_tf32ra::Config<{t['BM']}, {t['CONSUMERS']}, {t['STAGES']}, {t['CM']}, {t['CN']}>"
-    elif entry == "decode":
-        cfg = f"hopper_small_m::Config<{elem}, {t['DECODE']}, {t['CONSUMERS']}, {t['TRANS_B']}>"
+    elif entry.startswith("decode"):
+        cfg = f"hopper_small_m::Config<{elem}, {t['DECODE']}, {t['CONSUMERS']}, {t['TRANS_B']}, {t['CM']}>"
     else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries (column halves: NSPLIT last)
         halves = f", 0, 0, 1, false, {g.nsplit}" if g.nsplit != 1 else ""
         cfg = f"hopper_pws::Config<{elem}, {g.bn}, {4 if entry == 'swapped' else t['STAGES']}, {g.cm}, {g.cn}, " \
@@ -183,18 +183,18 @@ def _config_checks(name, t):
         checks += [(f"{cfg}::A_SLICE_ROWS", g.a_box[0]), (f"{cfg}::B_SLICE_ROWS", g.b_box[0])]
     if "hopper_rung1" not in cfg:
         checks.append((f"{cfg}::THREADS", g.threads))
-    if "hopper_tf32ra" in cfg or entry == "decode":
+    if "hopper_tf32ra" in cfg or entry.startswith("decode"):
         checks.append((f"{cfg}::CTAS_PER_SM", g.ctas_per_sm))
-    if entry == "decode":
+    if entry.startswith("decode"):
         checks.append((f"{cfg}::STAGES", geo.decode_stages(t["DECODE"], t["CONSUMERS"])))
     return checks
 
 
-# every decode tile (rows x consumers x B's layout): a few name expressions each, no build
+# every decode tile (rows x consumers x clusters x B's layout): a few name expressions each, no build
 DECODE_CONFIGURATIONS = [
     ("hopper_fp16", SPECS["hopper_fp16"].validate(GemmProblem(64, 256, 256, trans_b=bool(tb)),
-                                                   {"DECODE": rows, "BN": 64 * c, "CONSUMERS": c}))
-    for rows in rungs.DECODE_ROWS for c in (1, 2) for tb in (0, 1)]
+                                                   {"DECODE": rows, "BN": 64 * c, "CONSUMERS": c, "CM": cm}))
+    for rows in rungs.DECODE_ROWS for c in (1, 2) for cm in (1, 2) for tb in (0, 1)]
 
 
 def test_host_numbers_match_the_kernels_config_structs():
@@ -227,7 +227,8 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("persistent_bf16", {"SPLITS": 2}, P256, "has no tunable 'SPLITS'"),
     ("hopper_bf16", {"DECODE": 16}, P256, "DECODE=16 runs hopper_decode: tiles of 64 * CONSUMERS columns"),
     ("hopper_fp16", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, P256, "(STAGES left at 4)"),
-    ("hopper_bf16", {"DECODE": 32, "BN": 128, "CONSUMERS": 2, "CM": 2}, P256, "no clusters (CM=CN=1), SWAPPED=0"),
+    ("hopper_bf16", {"DECODE": 32, "BN": 128, "CONSUMERS": 2, "CN": 2}, P256,
+     "clusters of tile rows sharing B only (CM=1 or 2, CN=1), SWAPPED=0"),
     ("hopper_bf16", {"DECODE": 32, "BN": 64, "CONSUMERS": 1}, GemmProblem(32, 256, 256, trans_a=True),
      "DECODE=32 (hopper_decode) reads A row-major: layouts nn and nt"),
     ("hopper_bf16", {"CK": 2, "CM": 2}, P256, "CK=2 splits K inside a cluster of CK CTAs: it takes "

@@ -97,6 +97,20 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
                   float* __restrict__ workspace, int* __restrict__ counters,
                   const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                   const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
-                                                           splits, whole, workspace, counters, bias);
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, 1>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
+                                                              splits, whole, workspace, counters, bias);
+}
+
+// The same in clusters of CM = 2 tile rows sharing each B tile by multicast (b_map's box: half
+// the B tile).
+template <class Elem, int MT, int CONSUMERS, int CM, int OUT, int EPI, int TB>
+__global__ void __cluster_dims__(CM, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
+    hopper_decode_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
+                          const __grid_constant__ hopper::TensorMap b_map, float beta,
+                          typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
+                          int whole, float* __restrict__ workspace, int* __restrict__ counters,
+                          const __grid_constant__ hopper::TensorMap c_map, int c_tma,
+                          const typename hopper::OutType<OUT>::T* __restrict__ bias) {
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, CM>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
+                                                               splits, whole, workspace, counters, bias);
 }

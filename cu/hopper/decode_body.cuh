@@ -35,16 +35,19 @@ using namespace hopper;
 // holds (two with one consumer, so that one CTA's epilogue and hand-over overlap the other's loads).
 constexpr int SM_SHARED = 228 * 1024;
 
-template <class Elem, int MT, int CONSUMERS_, int TB_>
+// CM = 2: clusters of two tile rows (2 MT rows of A) over the same 64 * CONSUMERS columns of B;
+// each CTA loads half of the B tile and multicasts it to both (persistent_body.cuh's load_stage),
+// so B, the operand that sets the time, crosses L2 once for the two.
+template <class Elem, int MT, int CONSUMERS_, int TB_, int CM_ = 1>
 struct Config {
     static constexpr int CONSUMERS = CONSUMERS_, CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
     static constexpr int THREADS = 128 * (CONSUMERS + 1);
     // load_stage's names (persistent_body.cuh): A is the MT x BK tile of A, B the BK x BN tile of B.
     static constexpr int BM = MT, BN = 64 * CONSUMERS, BK = KTile<Elem>::BK;
-    static constexpr int CM = 1, CN = 1, CLUSTER = 1;
+    static constexpr int CM = CM_, CN = 1, CLUSTER = CM_;
     static constexpr bool A_M_MAJOR = false, B_N_MAJOR = TB_ == 0;
     static constexpr int A_BYTES = MT * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int A_SLICE_ROWS = BM, B_SLICE_ROWS = B_N_MAJOR ? BK : BN;
+    static constexpr int A_SLICE_ROWS = BM, B_SLICE_ROWS = (B_N_MAJOR ? BK : BN) / CM;
     // the barriers in 256 bytes after the ring, 1024 for aligning the dynamic shared memory
     static constexpr int OVERHEAD = 256 + 1024;
     static constexpr int BUDGET = SM_SHARED / CTAS_PER_SM - 1024;
@@ -58,6 +61,7 @@ struct Config {
     static_assert(MT == 8 || MT == 16 || MT == 32 || MT == 64, "MT is a wgmma N of 8 to 64");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(A_BYTES % 1024 == 0, "each stage's B tile starts on a 1024-byte swizzle atom");
+    static_assert(CM == 1 || CM == 2, "clusters of one or two tile rows");
     static_assert(STAGES >= 4, "a ring of at least 4 stages");
     static_assert(2 * STAGES * 8 + 16 <= 256, "barriers fit in their 256 bytes");
 };
@@ -120,69 +124,77 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
 //   epilogue_alpha(): the epilogue's alpha, read once a consumer (after PDL's take-over: it may
 //     read global memory);
 //   scale(d, w, consumer, warp, lane): the finished block before split-K and the epilogue.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, class KLoop, class Alpha, class Scale>
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, class KLoop, class Alpha, class Scale>
 __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a_map, const TensorMap* b_map,
                                          float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                          int splits, int whole, float* __restrict__ workspace,
                                          int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias,
                                          KLoop&& k_loop, Alpha&& epilogue_alpha, Scale&& scale) {
-    using Cfg = Config<Elem, MT, CONSUMERS, TB>;
+    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM>;
     constexpr int STAGES = Cfg::STAGES;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
     volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
     const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;
-    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, MT, Cfg::BN, Cfg::BK, 1, 1, splits, whole, group_m); };
+    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, MT, Cfg::BN, Cfg::BK, CM, 1, splits, whole, group_m); };
+    // a cluster's CTAs take the same units, each its own tile row of the unit's super tile; the
+    // roles read their place after setmaxnreg (values live across it were spilled: fp8_body.cuh)
+    auto cluster_rank = [] { return CM == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
 
     if (threadIdx.x < STAGES) {
         barrier_init(&full[threadIdx.x], 1);
-        barrier_init(&empty[threadIdx.x], CONSUMERS);
+        barrier_init(&empty[threadIdx.x], CONSUMERS * CM);  // every consumer of every CTA the slot reaches
         fence_barrier_init();
     }
     if (threadIdx.x == 32) {
         tma_prefetch_map(a_map);
         tma_prefetch_map(b_map);
     }
-    __syncthreads();
+    if constexpr (CM == 1) __syncthreads();
+    else cluster_sync();  // the peer's barriers exist before anyone multicasts into them
     take_over_from_previous_grid();  // with PDL: nothing global was touched before this
 
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();
-        if (t == 0) hopper_pws::produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, blockIdx.x, gridDim.x, 0, 0);
+        if (t == 0)
+            hopper_pws::produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, blockIdx.x / CM, gridDim.x / CM,
+                                     cluster_rank(), 0);
         __syncwarp();
-        return;
-    }
-    grow_registers<Cfg::CONSUMER_REGS>();
-    const hopper_pws::Schedule sched = schedule();
-    const int consumer = wg - 1, warp = t / 32, lane = t % 32;
-    const float alpha = epilogue_alpha();
-    float d[MT / 2];
-    int s = 0, phase = 0;
-    for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
-        const hopper_pws::Unit w = sched.unit(u, 0, 0, 1, 1, MT, Cfg::BN);
-        k_loop(d, w, full, empty, smem, consumer, t, s, phase);
-        scale(d, w, consumer, warp, lane);
-        if (w.splits > 1) {
-            // the serial hand-over (a split tile's units need not all be resident at once); the
-            // flag, set before reduce_splits' last barrier, says whether this CTA summed the tile
-            hopper_pws::reduce_splits<hopper_pws::AccumulatorOfBM<Cfg>>(d, w, false, consumer, t, workspace, counters,
-                                                                      last_flag);
-            if (!*last_flag) continue;
+    } else {
+        grow_registers<Cfg::CONSUMER_REGS>();
+        const hopper_pws::Schedule sched = schedule();
+        const int cluster_id = blockIdx.x / CM, clusters = gridDim.x / CM, rm = cluster_rank();
+        const int consumer = wg - 1, warp = t / 32, lane = t % 32;
+        const float alpha = epilogue_alpha();
+        float d[MT / 2];
+        int s = 0, phase = 0;
+        for (int u = cluster_id; u < sched.units; u += clusters) {
+            const hopper_pws::Unit w = sched.unit(u, rm, 0, CM, 1, MT, Cfg::BN);
+            k_loop(d, w, full, empty, smem, consumer, t, s, phase);
+            scale(d, w, consumer, warp, lane);
+            if (w.splits > 1) {
+                // the serial hand-over (a split tile's units need not all be resident at once); the
+                // flag, set before reduce_splits' last barrier, says whether this CTA summed the tile
+                hopper_pws::reduce_splits<hopper_pws::AccumulatorOfBM<Cfg>>(d, w, false, consumer, t, workspace,
+                                                                          counters, last_flag);
+                if (!*last_flag) continue;
+            }
+            const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
+            store_transposed<MT>(d, M, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, epi, C, ldc, lane);
         }
-        const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
-        store_transposed<MT>(d, M, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, epi, C, ldc, lane);
     }
+    if constexpr (CM > 1) cluster_sync();  // no CTA leaves while its peer may still multicast into it
 }
 
 // 16-bit A and B: the tensor cores sum the unit's whole k range (consume_unit), alpha as given.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB>
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace,
                                     int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias) {
-    using Cfg = Config<Elem, MT, CONSUMERS, TB>;
-    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB>(
+    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM>;
+    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB, CM>(
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [](float (&d)[MT / 2], const hopper_pws::Unit& w, Barrier* full, Barrier* empty, unsigned char* smem,
            int consumer, int t, int& s, int& phase) {

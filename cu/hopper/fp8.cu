@@ -73,7 +73,23 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
                       const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                       const typename hopper::OutType<OUT>::T* __restrict__ bias, const float* __restrict__ scale_a,
                       int scale_a_ld, const float* __restrict__ scale_b, int scale_b_ld) {
-    fp8_gemm::run_decode<MT, CONSUMERS, SCALING, PROMOTE, OUT, EPI>(
+    fp8_gemm::run_decode<MT, CONSUMERS, SCALING, PROMOTE, OUT, EPI, 1>(
+        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
+        fp8_gemm::Scales{scale_a, scale_a_ld, scale_b, scale_b_ld});
+}
+
+// The same in clusters of CM = 2 tile rows sharing each B tile by multicast.
+template <int MT, int CONSUMERS, int CM, int SCALING, int PROMOTE, int OUT, int EPI>
+__global__ void __cluster_dims__(CM, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
+    hopper_fp8_decode_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
+                              const __grid_constant__ hopper::TensorMap b_map, float beta,
+                              typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
+                              int whole, float* __restrict__ workspace, int* __restrict__ counters,
+                              const __grid_constant__ hopper::TensorMap c_map, int c_tma,
+                              const typename hopper::OutType<OUT>::T* __restrict__ bias,
+                              const float* __restrict__ scale_a, int scale_a_ld, const float* __restrict__ scale_b,
+                              int scale_b_ld) {
+    fp8_gemm::run_decode<MT, CONSUMERS, SCALING, PROMOTE, OUT, EPI, CM>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         fp8_gemm::Scales{scale_a, scale_a_ld, scale_b, scale_b_ld});
 }

@@ -383,7 +383,8 @@ __device__ __forceinline__ void scale_transposed(float (&d)[MT / 2], const Scale
 // swapped, C^T = B^T A^T, the deepest ring that fits) on e4m3 codes, each 128 of K promoted as
 // PROMOTE says (the promoted loops above, with the decode tile's wgmma). Block scales enter at
 // promotion (ColumnBlocks: A's vary along the swapped fragment's columns), alpha in the epilogue.
-template <int MT, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI>
+// CM = 2: two tile rows in a cluster share each B tile by multicast (decode_body.cuh's Config).
+template <int MT, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI, int CM>
 __device__ __forceinline__ void run_decode(int M, int N, int K, float alpha, const TensorMap* a_map,
                                            const TensorMap* b_map, float beta, typename OutType<OUT>::T* __restrict__ C,
                                            int ldc, int group_m, int splits, int whole, float* __restrict__ workspace,
@@ -391,8 +392,8 @@ __device__ __forceinline__ void run_decode(int M, int N, int K, float alpha, con
                                            const typename OutType<OUT>::T* __restrict__ bias, const Scales scales) {
     static_assert(PROMOTE || SCALING != SCALE_BLOCK, "block scales are applied at each promotion");
     constexpr int R = MT / 2;
-    using Cfg = hopper_small_m::Config<e4m3_t, MT, CONSUMERS, 1>;
-    hopper_small_m::run_with<e4m3_t, MT, CONSUMERS, OUT, EPI, 1>(
+    using Cfg = hopper_small_m::Config<e4m3_t, MT, CONSUMERS, 1, CM>;
+    hopper_small_m::run_with<e4m3_t, MT, CONSUMERS, OUT, EPI, 1, CM>(
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [&](float (&d)[R], const Unit& w, Barrier* full, Barrier* empty, unsigned char* smem, int consumer, int t,
             int& s, int& phase) {

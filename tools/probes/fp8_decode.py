@@ -20,7 +20,7 @@ import sys
 import time
 
 from fp8_configs import BASELINES, NAME, prebuild, problem, tflops
-from small_m import refuse_validation_shapes
+from small_m import clustered_decode, refuse_validation_shapes
 
 from gemm_driver import Session
 from gemm_driver.bench.timing import Budget, GpuTimer
@@ -38,7 +38,9 @@ SCALINGS = ("tensor", "row", "block")
 
 def configurations(p) -> dict[str, dict]:
     """Labelled tunables for ``p``: the tiles' rule, the decode variants, choose_fp8's pick; past
-    M = 32 also 32-row decode tiles, two or more to a column of C (one consumer, split 1 or 2)."""
+    M = 32 also 32-row decode tiles, two or more to a column of C (one consumer, split 1 or 2);
+    the decode variants split at most 2 ways also in clusters of two tile rows sharing B ("+cm2",
+    small_m.clustered_decode)."""
     rows = min(r for r in rungs.DECODE_ROWS if r >= min(p.m, 64))
     configs = {"tiles": fp8.tile_choice(p)[0]}
     if p.m > 32:
@@ -53,6 +55,8 @@ def configurations(p) -> dict[str, dict]:
             configs[f"d{rows}x{consumers}/{splits}"] = {
                 "DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers, "PROMOTE": 2, "SPLITS": splits,
                 "PDL": int(splits == 1)}
+    for t in [t for t in configs.values() if t.get("DECODE") and t["SPLITS"] <= 2]:
+        configs.update(clustered_decode(p, t))
     configs["chosen"] = fp8.choose_fp8(p, "")[0]
     return configs
 

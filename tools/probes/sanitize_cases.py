@@ -14,7 +14,9 @@ K-major and M-major A, packing, beta, 16-bit D with the fused epilogues, C's own
 in and out of a 2 x 1 cluster, every layout, ragged edges, beta, 16-bit D with the epilogues);
 "fp8_decode" (hopper_fp8 with DECODE: wgmma's roles swapped at small M, every scaling mode,
 each promotion, one and two consumers, split-K, a second row of tiles, packed rows, beta, BF16 D
-with the epilogues).
+with the epilogues); "decode_clusters" (the decode tiles of hopper_bf16/fp16/fp8 in clusters of
+two tile rows sharing B by multicast, CM=2: one and two consumers, B stored either way, split-K,
+the tail split, a second tile row past M, packed rows, beta, 16-bit D with the epilogues).
 Run it once without the sanitizer first so that the kernels are built and cached.
 """
 import sys
@@ -70,6 +72,17 @@ CASES = {
         ("hopper_fp8", GemmProblem(24, 1030, 3000, 1.0, 0.5, trans_b=True, out_dtype="bf16", epilogue="bias_gelu",
                                    scaling="block"), {**DECODE(32, 1, 2), "SPLITS": 2}),
         ("hopper_fp8", GemmProblem(100, 640, 999, trans_b=True, scaling="block"), DECODE(64, 2, 1)),
+    ],
+    "decode_clusters": [
+        ("hopper_bf16", GemmProblem(40, 3001, 515, 1.0, 0.5), {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2}),
+        ("hopper_fp16", GemmProblem(13, 2050, 300, trans_b=True, out_dtype="fp16", epilogue="bias_gelu"),
+         {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "CM": 2, "SPLITS": 2}),
+        ("hopper_bf16", GemmProblem(30, 9000, 640, trans_b=True), {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "CM": 2,
+                                                                   "TAIL": 4}),
+        ("hopper_fp8", GemmProblem(64, 1030, 999, -1.0, 0.5, trans_b=True, out_dtype="bf16", epilogue="bias_relu",
+                                   scaling="row"), {**DECODE(32, 1, 2), "CM": 2}),
+        ("hopper_fp8", GemmProblem(16, 700, 3000, trans_b=True, scaling="block"), {**DECODE(8, 1, 2), "CM": 2,
+                                                                                   "SPLITS": 2}),
     ],
 }
 

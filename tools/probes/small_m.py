@@ -42,8 +42,10 @@ BASELINES = baselines("bf16")
 def alternatives(problem: GemmProblem) -> dict[str, dict]:
     """Labelled tunables: any_shape's one-consumer tiles with and without split-K; hopper_decode
     (DECODE = the fewest rows >= M it offers) with one and two consumers, split 1, 2, 4 or 8
-    ways ("d16x1/4": 16 rows, one consumer, 4 splits; "+pdl": PDL with a split); and the extra
-    ones a probe run passes as JSON in GEMM_PROBE_CONFIGS."""
+    ways ("d16x1/4": 16 rows, one consumer, 4 splits; "+pdl": PDL with a split); split 1 or 2
+    ways also in clusters of two tile rows sharing B ("+cm2", CM=2: DECODE rows where M fills
+    two tile rows, else half of them); and the extra ones a probe run passes as JSON in
+    GEMM_PROBE_CONFIGS."""
     configs = {"64x64": {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1},
                "64x128": {"BN": 128, "CONSUMERS": 1, "PDL": 1},
                "64x64/2": {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "SPLITS": 2},
@@ -56,8 +58,19 @@ def alternatives(problem: GemmProblem) -> dict[str, dict]:
                               "PDL": int(splits == 1)}
             if splits > 1 and consumers == 1:
                 configs[label + "+pdl"] = {**configs[label], "PDL": 1}
+            if splits <= 2:
+                configs.update(clustered_decode(problem, configs[label]))
     configs.update(json.loads(os.environ.get("GEMM_PROBE_CONFIGS", "{}")))
     return configs
+
+
+def clustered_decode(problem: GemmProblem, t: dict) -> dict[str, dict]:
+    """The decode tiles ``t`` in clusters of two tile rows sharing each B tile (CM=2), labelled
+    ("d16x1/2+cm2"): ``t``'s rows where M fills two tile rows, else half of them (none below 8)."""
+    rows = t["DECODE"] if problem.m > t["DECODE"] else t["DECODE"] // 2
+    if rows < 8:
+        return {}
+    return {f"d{rows}x{t['CONSUMERS']}/{t.get('SPLITS', 1)}+cm2": {**t, "DECODE": rows, "CM": 2}}
 
 
 def timed(timer: GpuTimer, runs: dict) -> dict:

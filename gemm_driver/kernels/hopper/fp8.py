@@ -93,8 +93,8 @@ def _decode_shape(p: GemmProblem, t) -> str | None:
         return None
     if (why := rungs.decode_tile_refusal(t, "hopper_fp8_decode", STAGES_DEFAULT)) is not None:
         return why
-    if t["CM"] * t["CN"] > 1:
-        return f"DECODE={t['DECODE']} runs hopper_fp8_decode: no clusters (CM=CN=1)"
+    if t["CN"] > 1:
+        return f"DECODE={t['DECODE']} runs hopper_fp8_decode: clusters of tile rows sharing B only (CM=1 or 2, CN=1)"
     return None
 
 
@@ -104,8 +104,9 @@ def select(precision: str, t: Mapping[str, int]) -> tuple[str, geo.Geometry]:
     for DECODE > 0) and its geometry: any_shape's or the decode tiles', with 1-byte elements
     (BK = 128) and B stored N x K."""
     if t.get("DECODE"):
-        return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=True,
-                                    out_dtype=geo.OUT_DTYPE[t["OUT"]])
+        return ("decode_cluster" if t["CM"] > 1 else "decode",
+                geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]],
+                           cm=t["CM"]))
     entry = "cluster" if rungs.clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]])
@@ -120,7 +121,9 @@ ENTRIES = (
     Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
           lambda t: _geometry(t).smem, needed=rungs.clustered),  # only builds that run it
     Entry("decode", f"hopper_fp8_decode<{{DECODE}}, {{CONSUMERS}}, {TEMPLATE}>", SIGNATURE,
-          lambda t: _geometry(t).smem, needed=lambda t: bool(t.get("DECODE"))),
+          lambda t: _geometry(t).smem, needed=lambda t: bool(t.get("DECODE")) and t["CM"] == 1),
+    Entry("decode_cluster", f"hopper_fp8_decode_cluster<{{DECODE}}, {{CONSUMERS}}, {{CM}}, {TEMPLATE}>", SIGNATURE,
+          lambda t: _geometry(t).smem, needed=lambda t: bool(t.get("DECODE")) and t["CM"] > 1),
     Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[PRECISION]}>", rungs.PACK_PAIR_SIGNATURE),
 )
 

@@ -198,13 +198,15 @@ def cluster_split_bytes(bn: int, consumers: int, ck: int) -> int:
     return (ck - 1) * consumers * 64 * 32 * ceil_div(bn // 32, ck) * 4
 
 
-def decode(precision: str, mt: int, consumers: int, *, trans_b: bool = False, out_dtype: str = "fp32") -> Geometry:
+def decode(precision: str, mt: int, consumers: int, *, trans_b: bool = False, out_dtype: str = "fp32",
+           cm: int = 1) -> Geometry:
     """decode_body.cuh: MT (m) x 64*CONSUMERS (n) tiles of C, computed as C^T (wgmma's A = the B
-    tile); A box {MT m, BK}, B boxes as ``persistent``'s for BN = 64*CONSUMERS; any_shape's
-    arguments (split-K, the tail), C stored from registers."""
+    tile); A box {MT m, BK}, B boxes as ``persistent``'s for BN = 64*CONSUMERS (with CM = 2 tile
+    rows in a cluster, each CTA loads half the B tile and multicasts it); any_shape's arguments
+    (split-K, the tail), C stored from registers."""
     bk, bn = k_tile(precision), 64 * consumers
     return Geometry(bm=mt, bn=bn, bk=bk, threads=128 * (consumers + 1), smem=decode_smem(mt, consumers),
-                    a_box=(mt, bk), b_box=(bn, bk) if trans_b else (bk, 64), persistent=True,
+                    a_box=(mt, bk), b_box=(bn // cm, bk) if trans_b else (bk // cm, 64), cm=cm, persistent=True,
                     ctas_per_sm=ctas_per_sm_of(consumers), arguments="split", tma_store=True, trans_b=trans_b,
                     out_dtype=out_dtype)
 

@@ -105,8 +105,9 @@ def _decode_shape(p: GemmProblem, t) -> str | None:
         return None
     if (why := decode_tile_refusal(t, "hopper_decode", STAGES_DEFAULT)) is not None:
         return why
-    if t["CM"] * t["CN"] > 1 or t["SWAPPED"]:
-        return f"DECODE={t['DECODE']} runs hopper_decode: no clusters (CM=CN=1), SWAPPED=0"
+    if t["CN"] > 1 or t["SWAPPED"]:
+        return (f"DECODE={t['DECODE']} runs hopper_decode: clusters of tile rows sharing B only (CM=1 or 2, CN=1), "
+                "SWAPPED=0")
     if t["TRANS_A"]:
         return f"DECODE={t['DECODE']} (hopper_decode) reads A row-major: layouts nn and nt"
     return None
@@ -294,8 +295,9 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     if t["SWAPPED"]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
     if t.get("DECODE"):
-        return "decode", geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
-                                    out_dtype=geo.OUT_DTYPE[t["OUT"]])
+        return ("decode_cluster" if t["CM"] > 1 else "decode",
+                geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
+                           out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"]))
     entry = "cluster" if clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
@@ -319,7 +321,12 @@ def any_shape(precision: str) -> KernelSpec:
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
-              STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: bool(t.get("DECODE"))),
+              STORE_SIGNATURE, lambda t: decode_geometry(t).smem,
+              needed=lambda t: bool(t.get("DECODE")) and t["CM"] == 1),
+        Entry("decode_cluster",
+              f"hopper_decode_cluster<{elem}, {{DECODE}}, {{CONSUMERS}}, {{CM}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
+              STORE_SIGNATURE, lambda t: decode_geometry(t).smem,
+              needed=lambda t: bool(t.get("DECODE")) and t["CM"] > 1),
         *_pack_entries(precision),
     )
     return _spec(
