@@ -71,6 +71,7 @@ FORCED = [
     ("hopper_bf16", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 2}),
     ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "CM": 2}),  # two tile rows share B by multicast
     ("hopper_fp16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "CM": 2, "SPLITS": 3}),
+    ("hopper_bf16", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2, "PDL": 1}),  # row_pair_choice's form
     ("hopper_tf32", {"CM": 2, "CN": 2, "STAGES": 3}),
     ("hopper_tf32", {"CM": 2, "GROUP_M": 1}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}),  # 128 x 64 tiles, two CTAs an SM

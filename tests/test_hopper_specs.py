@@ -302,6 +302,29 @@ def test_small_m_takes_the_decode_tiles(shape, layout, want):
         SPECS[name].validate(p, chosen)
 
 
+ROW_PAIR = {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2, "PDL": 1}
+
+
+@pytest.mark.parametrize("shape, layout, want", [
+    ((80, 10240, 4096), "nn", ROW_PAIR),
+    ((127, 4096, 8192), "nt", ROW_PAIR),
+    ((64, 10240, 4096), "nn", None),  # one 64-row tile holds A
+    ((128, 10240, 4096), "nt", None),  # one 128-row tile holds A: the vote
+    ((96, 16384, 2048), "nn", None),  # K below 4096
+    ((96, 2048, 8192), "nn", None),  # N below 4096
+    ((96, 8192, 8192), "tn", None),  # A stored transposed: the decode tiles read A row-major
+])
+def test_between_64_and_128_rows_two_tile_rows_share_b(shape, layout, want):
+    p = GemmProblem(*shape, trans_a=layout[0] == "t", trans_b=layout[1] == "t")
+    got = rungs.row_pair_choice(p)
+    assert (got[0] if got else None) == want
+    for name in ("hopper_bf16", "hopper_fp16"):
+        chosen, why = SPECS[name].choose(p, "NVIDIA H100 80GB HBM3")
+        assert (chosen == want) == (want is not None)
+        _, g = entry_geometry(SPECS[name], SPECS[name].validate(p, chosen))
+        assert g.cluster == (2 if want else g.cluster)
+
+
 TILE_64x64 = {"BN": 64, "CONSUMERS": 1, "STAGES": 6}
 
 

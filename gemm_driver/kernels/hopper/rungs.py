@@ -542,12 +542,12 @@ def _small_tile_splits(units: int, k: int) -> int:
 # ---------------------------------------------------------------- choose (the last rung)
 def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
     """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: ``decode_choice`` at small M,
-    ``grid_fill_choice`` on small grids past it; else, on a GPU with a table of the corpus's
+    ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128 rows; else, on a GPU with a table of the corpus's
     tuning set, the vote of its nearest measured shapes (selection.py), elsewhere the rule of
     ``analytic_choice``, either with 128 x 256 tiles made 128 x 192 where N asks for it
     (``ragged_n``) and clustered where A's or B's rows are not 128-byte multiples
     (``unaligned_rows``)."""
-    for rule in (decode_choice, grid_fill_choice):
+    for rule in (decode_choice, grid_fill_choice, row_pair_choice):
         chosen = rule(problem)
         if chosen is not None:
             return chosen
@@ -602,6 +602,36 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     return tunables, (f"M = {problem.m}: hopper_decode, {tiles} tiles of {rows} x {64 * consumers}"
                       + (f", {splits}-way split-K" if splits > 1 else ", PDL")
                       + " (H100: 1x3584x3584 9.5 us against 19.0 for any_shape, cuBLAS 9.1)")
+
+
+# row_pair_choice: M strictly between ROW_PAIR_M = (64, 128), K and N at least ROW_PAIR_MIN_K, _N
+ROW_PAIR_M, ROW_PAIR_MIN_K, ROW_PAIR_MIN_N = (64, 128), 4096, 4096
+ROW_PAIR_PROBES = ("results/h100-80gb-hbm3/probe-small-m-clusters.txt",
+                   "results/h100-80gb-hbm3/probe-small-m-clusters-m80-128.txt")
+
+
+def row_pair_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """hopper_decode's 64-row tiles in clusters of two tile rows sharing each B tile by multicast
+    (CM=2, two consumers: 64 x 128 tiles, a cluster 128 rows) for 64 < M < 128 with A row-major,
+    K >= ROW_PAIR_MIN_K and N >= ROW_PAIR_MIN_N, else None. B, which sets the time at this M, crosses
+    L2 once for the two tile rows, as one 128-row tile reads it, with wgmma's roles swapped.
+
+    The tuning set has no model shape between M = 32 and M = 256, so the vote reaches these shapes
+    from far (80x10240x4096 took 64-row tiles that read B twice, 0.61 of the faster baseline).
+    Measured on the H100 on shapes of neither corpus set, every configuration verified, beside
+    cuBLAS and cuBLASLt (tools/probes/small_m.py, ROW_PAIR_PROBES): at M = 80-120 the clusters beat
+    the vote's pick on five of six shapes (80x10240x4096 40.7 us against 56.6, 120x8192x8192 50.9
+    against 56.7, 104x7168x6144 36.7 against 39.1, 112x5632x7168 36.4 against 39.2, 96x8192x4096
+    28.9 against 29.1) and lost at K = 2048 (100x16384x2048 31.3 against 29.1); at M = 128, where a
+    128-row tile holds the whole of A, they lost on seven of nine (128x3072x8192 32.1 against 27.8).
+    The same tiles without the cluster were slower than with it on 9 of 12 shapes."""
+    low, high = ROW_PAIR_M
+    if not low < problem.m < high or problem.trans_a or problem.k < ROW_PAIR_MIN_K or problem.n < ROW_PAIR_MIN_N:
+        return None
+    tiles = ceil_div(problem.n, 128)
+    return ({"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2, "PDL": 1},
+            f"M = {problem.m}: hopper_decode, {tiles} clusters of two 64 x 128 tiles sharing B "
+            "(H100: 80x10240x4096 40.7 us against 56.6 for the vote's pick)")
 
 
 # grid_fill_choice: a grid of at most FILL_TILES 128 x 64 tiles (a third of the SMs) is filled
