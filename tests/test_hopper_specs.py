@@ -284,10 +284,10 @@ def test_the_decode_ring_is_as_deep_as_the_sms_shared_memory_holds(rows, consume
 
 
 @pytest.mark.parametrize("shape, layout, want", [
-    ((1, 3584, 3584), "nn", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "SPLITS": 2}),  # 56 tiles: 2 splits fill 112 SMs
+    ((1, 3584, 3584), "nn", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "SPLITS": 2, "PDL": 1}),  # 56 tiles x 2: 112 SMs
     ((32, 6144, 4096), "nt", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "PDL": 1}),  # 96 tiles: no split
     ((1, 28672, 4096), "nn", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "PDL": 1}),  # 448 64-column tiles > 264
-    ((16, 576, 7168), "nt", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SPLITS": 8}),
+    ((16, 576, 7168), "nt", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SPLITS": 8, "PDL": 1}),
     ((20, 4096, 300), "nn", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "PDL": 1}),  # 5 k tiles: too few to split
     ((32, 4096, 4096), "tn", None),  # A stored transposed: the vote
     ((33, 4096, 4096), "nn", None),  # past the measured M

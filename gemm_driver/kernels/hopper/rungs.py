@@ -559,6 +559,8 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
 
 
 DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
+DECODE_PDL_PROBES = ("results/h100-80gb-hbm3/probe-small-m-deep-ring.txt",
+                     "results/h100-80gb-hbm3/probe-small-m-clusters.txt")  # the "+pdl" rows
 # the largest M of the tuning set it won on: at M = 256 64-row decode tiles lost to the vote's
 # pick on 4 of 5 shapes (results/h100-80gb-hbm3/probe-small-m-256.txt)
 DECODE_MAX_M = 32
@@ -590,18 +592,24 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
       CTAs an SM hold (1x28672x4096: 82.2 us against 84.1);
     - split-K only up to one unit an SM: the most SPLITS that keeps tiles x splits <= the SMs,
       each range >= TAIL_MIN_K_TILES k tiles (1x3584x3584: 2 splits 9.5 us, 4 10.3, 8 13.9;
-      32x4800x1600: none 6.4, 2 9.1); PDL without split-K (with 2 splits it won on 5 of the 7
-      shapes and lost 14% at 32x4096x4096: left off there, as for any_shape's split-K).
+      32x4800x1600: none 6.4, 2 9.1);
+    - PDL, split or not. In that first probe PDL with 2 splits won on 5 of the 7 shapes and lost
+      14% at 32x4096x4096, and the rule left it off with split-K; two later probes on the same
+      H100 model (DECODE_PDL_PROBES: the split configurations of five tuning-set shapes and
+      three of neither set, each with and without PDL) found it faster with 2 splits in 11 of 12
+      measurements (1x3584x3584 7.9 us against 9.5, 32x4096x4096 9.9 against 10.7, 8x4096x14336
+      43.2 against 45.0; slower at 20x12288x5120, 55.1 against 52.9), and with 4 or 8 splits in
+      19 of 24 (slower at 32x4096x4096, by 4-11%, whose B stays in L2).
     """
     if problem.m > DECODE_MAX_M or problem.trans_a:
         return None
     rows, consumers, tiles = decode_form(problem)
     splits = _split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(SPLITS.choices))
-    tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers,
-                **({"SPLITS": splits} if splits > 1 else {"PDL": 1})}
+    tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers, **({"SPLITS": splits} if splits > 1 else {}),
+                "PDL": 1}
     return tunables, (f"M = {problem.m}: hopper_decode, {tiles} tiles of {rows} x {64 * consumers}"
-                      + (f", {splits}-way split-K" if splits > 1 else ", PDL")
-                      + " (H100: 1x3584x3584 9.5 us against 19.0 for any_shape, cuBLAS 9.1)")
+                      + (f", {splits}-way split-K" if splits > 1 else "") + ", PDL"
+                      + " (H100: 1x3584x3584 7.9 us against 19.0 for any_shape, cuBLAS 9.1)")
 
 
 # row_pair_choice: M strictly between ROW_PAIR_M = (64, 128), K and N at least ROW_PAIR_MIN_K, _N
