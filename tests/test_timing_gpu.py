@@ -3,7 +3,7 @@
 Lines starting with [timing] are the measurements themselves; run with ``-s`` to see them.
 Tests marked ``gpu_alone`` compare two timings, which only holds with the GPU to itself:
 another process's kernels (pytest -n 4 workers sharing the GPU) land inside either timed
-batch. A run with workers deselects them (``-m "gpu and not gpu_alone"``) and a serial run
+batch. A run with several xdist workers skips them, saying so (conftest.py), and a serial run
 (``-m gpu_alone``) takes them; the rest check the mechanism, which sharing cannot break.
 """
 

@@ -225,7 +225,8 @@ def fill_baseline_ratio(results: list[CaseResult], baselines: Sequence[str]) -> 
     base = min(timed, key=lambda r: r.timing.median_ms)
     for r in results:
         if r.timing is not None:
-            r.pct_of_baseline = 100.0 * base.timing.median_ms / r.timing.median_ms
+            # the ratio first: (100 x t) / t can round to 99.99999999999999, t / t is 1 exactly
+            r.pct_of_baseline = 100.0 * (base.timing.median_ms / r.timing.median_ms)
             r.baseline = base.kernel
 
 
