@@ -136,8 +136,8 @@ DECODE_8 = {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}
 @pytest.mark.parametrize("shape, scaling, picked", [
     ((1, 4096, 4096), "tensor", {**DECODE_8, "PDL": 1}),  # up to M = 32 no split: 64 tiles
     ((32, 4096, 4096), "row", {**DECODE_8, "DECODE": 32, "PDL": 1}),
-    ((64, 4096, 7168), "row", {**DECODE_8, "DECODE": 64, "SPLITS": 2}),  # 64-row tiles split over K
-    ((64, 2048, 8192), "tensor", {**DECODE_8, "DECODE": 64, "SPLITS": 4}),
+    ((64, 4096, 7168), "row", {**DECODE_8, "DECODE": 64, "SPLITS": 2, "PDL": 1}),  # 64-row tiles split over K
+    ((64, 2048, 8192), "tensor", {**DECODE_8, "DECODE": 64, "SPLITS": 4, "PDL": 1}),
     ((8, 28672, 4096), "tensor", {**DECODE_8, "BN": 128, "CONSUMERS": 2, "PDL": 1}),  # 448 64-column tiles
     ((65, 4096, 4096), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # past DECODE_MAX_M
     ((1, 4096, 4096), "block", {**DECODE_8, "PDL": 1}),  # block scales: up to M = 16

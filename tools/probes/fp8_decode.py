@@ -40,7 +40,7 @@ def configurations(p) -> dict[str, dict]:
     """Labelled tunables for ``p``: the tiles' rule, the decode variants, choose_fp8's pick; past
     M = 32 also 32-row decode tiles, two or more to a column of C (one consumer, split 1 or 2);
     the decode variants split at most 2 ways also in clusters of two tile rows sharing B ("+cm2",
-    small_m.clustered_decode)."""
+    small_m.clustered_decode); the split decode variants also with PDL ("+pdl")."""
     rows = min(r for r in rungs.DECODE_ROWS if r >= min(p.m, 64))
     configs = {"tiles": fp8.tile_choice(p)[0]}
     if p.m > 32:
@@ -57,6 +57,9 @@ def configurations(p) -> dict[str, dict]:
                 "PDL": int(splits == 1)}
     for t in [t for t in configs.values() if t.get("DECODE") and t["SPLITS"] <= 2]:
         configs.update(clustered_decode(p, t))
+    for name, t in list(configs.items()):  # the split decode tiles with PDL too ("+pdl")
+        if t.get("DECODE") and t["SPLITS"] > 1 and not t.get("CM", 1) > 1:
+            configs[name + "+pdl"] = {**t, "PDL": 1}
     configs["chosen"] = fp8.choose_fp8(p, "")[0]
     return configs
 

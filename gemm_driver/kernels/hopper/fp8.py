@@ -175,6 +175,7 @@ BLOCK_DECODE_MAX_M = 16  # ... with block scales
 DECODE_SPLIT_MIN_M = 33  # split-K over the decode tiles from here (their 64-row form) on
 DECODE_PROBE = "results/h200/probe-fp8-decode-*.txt"  # one file a GPU (--shard)
 BLOCK_DECODE_PROBE = "results/h100-80gb-hbm3/probe-fp8-decode-block.txt"
+DECODE_PDL_PROBE = "results/h100-80gb-hbm3/probe-fp8-decode-pdl.txt"  # the "+pdl" rows
 
 
 def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
@@ -195,7 +196,10 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
       resident, each range >= TAIL_MIN_K_TILES k tiles): 64x2048x8192 4 ways 232 against 161
       unsplit, 64x4096x7168 2 ways 343 against 301; up to M = 32 every split lost (1x4096x4096
       2 ways 4.6 against 5.1, 32x4096x4096 135 against 148);
-    - the overlapped promotion, PDL without split-K.
+    - the overlapped promotion; PDL, split or not: with the split tiles it was faster in 30 of 40
+      pairs on five shapes of M = 40-64 on the H100 (DECODE_PDL_PROBE), on the rule's two splits
+      by 4-5% (64x4096x7168, 2 ways: 341 TFLOP/s against 326 in tensor scaling) and 11-13%
+      (64x2048x8192, 4 ways: 255 against 229).
 
     With block scales (one H100, 8 shapes of M = 1 to 64, BLOCK_DECODE_PROBE) the decode tiles load
     M/4 of A's scales a thread each k tile: they won at M = 1 and 16 (1x4096x4096 4.4 TFLOP/s
@@ -208,9 +212,9 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     if problem.m >= DECODE_SPLIT_MIN_M:
         splits = rungs._split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile(PRECISION), 4)
     tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers, "PROMOTE": 2,
-                **({"SPLITS": splits} if splits > 1 else {"PDL": 1})}
+                **({"SPLITS": splits} if splits > 1 else {}), "PDL": 1}
     return tunables, (f"M = {problem.m}: hopper_fp8_decode, {tiles} tiles of {rows} x {64 * consumers}"
-                      + (f", {splits}-way split-K" if splits > 1 else ", PDL"))
+                      + (f", {splits}-way split-K" if splits > 1 else "") + ", PDL")
 
 
 def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
