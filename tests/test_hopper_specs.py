@@ -302,6 +302,22 @@ def test_small_m_takes_the_decode_tiles(shape, layout, want):
         SPECS[name].validate(p, chosen)
 
 
+@pytest.mark.parametrize("shape, voted, want", [
+    ((128, 8192, 2048), {"BN": 128, "CONSUMERS": 1, "PDL": 1}, {"BN": 64, "STAGES": 8, "PDL": 1}),
+    ((65, 3072, 1024), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1}, {"BN": 64, "STAGES": 8, "PDL": 1}),
+    ((64, 8192, 2048), {"BN": 128, "CONSUMERS": 1, "PDL": 1}, None),  # one row of 64-row tiles holds M
+    ((129, 8192, 2048), {"BN": 128, "CONSUMERS": 1, "PDL": 1}, None),  # two tile rows either way
+    ((128, 8192, 8192), {"BN": 128, "CONSUMERS": 1, "SPLITS": 2}, None),  # a split pick is kept
+    ((128, 1536, 7168), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "CK": 2}, None),  # split in clusters
+])
+def test_between_64_and_128_rows_one_tile_row_reads_b_once(shape, voted, want):
+    p = GemmProblem(*shape)
+    tunables, why = rungs.one_tile_row(p, voted, "voted")
+    assert tunables == (want or voted) and ("reading B once" in why) == (want is not None)
+    assert SPECS["hopper_bf16"].choose(GemmProblem(128, 8192, 2048), "NVIDIA H100 80GB HBM3")[0] == \
+        {"BN": 64, "STAGES": 8, "PDL": 1}
+
+
 ROW_PAIR = {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2, "PDL": 1}
 
 

@@ -542,11 +542,12 @@ def _small_tile_splits(units: int, k: int) -> int:
 # ---------------------------------------------------------------- choose (the last rung)
 def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
     """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: ``decode_choice`` at small M,
-    ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128 rows; else, on a GPU with a table of the corpus's
-    tuning set, the vote of its nearest measured shapes (selection.py), elsewhere the rule of
-    ``analytic_choice``, either with 128 x 256 tiles made 128 x 192 where N asks for it
-    (``ragged_n``) and clustered where A's or B's rows are not 128-byte multiples
-    (``unaligned_rows``)."""
+    ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128 rows;
+    else, on a GPU with a table of the corpus's tuning set, the vote of its nearest measured
+    shapes (selection.py), elsewhere the rule of ``analytic_choice``, either with 64-row tiles
+    made 128-row ones where M needs two rows of them (``one_tile_row``), 128 x 256 tiles made
+    128 x 192 where N asks for it (``ragged_n``) and clustered where A's or B's rows are not
+    128-byte multiples (``unaligned_rows``)."""
     for rule in (decode_choice, grid_fill_choice, row_pair_choice):
         chosen = rule(problem)
         if chosen is not None:
@@ -555,7 +556,7 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     if voted is None:
         tunables, why = analytic_choice(problem, gpu_name)
         voted = tunables, f"{why}; no tuning-set table for this GPU"
-    return unaligned_rows(problem, *ragged_n(problem, *voted))
+    return unaligned_rows(problem, *ragged_n(problem, *one_tile_row(problem, *voted)))
 
 
 DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
@@ -709,6 +710,33 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     return ({**unsplit, "SPLITS": splits} if splits > 1 else dict(tile),
             f"{tiles} tiles of {label}" + (f", {splits}-way split-K" if splits > 1 else ", PDL")
             + f" to fill a small grid (H100: 256x320x8192 14.4 us against 20.1 for the vote's pick; {GRID_FILL_PROBE})")
+
+
+ONE_TILE_ROW_PROBE = "results/h100-80gb-hbm3/probe-short-k-m128.txt"
+
+
+def one_tile_row(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """128 x 64 tiles (two consumers, 8 stages, PDL) instead of a pick of 64-row tiles (one
+    consumer, unsplit, no cluster) for 64 < M <= 128: there two rows of 64-row tiles read every B
+    tile twice where one row of 128-row tiles reads it once, at the same number of CTAs as 64 x 128
+    tiles. The tuning set has no model shape between M = 32 and 256, and the vote took 64 x 128
+    tiles of one consumer from its M = 256 neighbours on short-K shapes.
+
+    Measured on the H100 on the six shapes of neither corpus set where the vote picked them
+    (ONE_TILE_ROW_PROBE, every candidate of the vote timed): 128 x 64 tiles beat the pick on all
+    six, 128x8192x2048 12.5 us against 15.6 (cuBLASLt 10.7), 128x6144x2048 11.0 against 12.1,
+    128x4096x1024 6.0 against 7.0, 128x6144x1536 9.1 against 9.5, 128x5120x1536 9.0 against 9.3,
+    112x7168x2048 12.7 against 12.8; they were the fastest candidate on three (64 x 64 tiles of
+    one consumer were at 128x4096x1024, 5.6 us, 64-row decode tiles at 128x5120x1536 and
+    128x6144x1536, 8.7-8.8 us)."""
+    get = tunables.get
+    single_rows = (get("CONSUMERS", 2) == 1 and get("SPLITS", 1) == 1 and get("CK", 1) == 1
+                   and get("CM", 1) * get("CN", 1) == 1 and not get("DECODE"))
+    if not 64 < problem.m <= 128 or not single_rows:
+        return tunables, why
+    return ({**selection.TILE_128x64},
+            f"{why}; M = {problem.m}: 128 x 64 tiles, one tile row reading B once "
+            "(H100: 128x8192x2048 12.5 us against 15.6 for 64 x 128 tiles of one consumer)")
 
 
 def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
