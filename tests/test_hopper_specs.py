@@ -314,8 +314,12 @@ def test_between_64_and_128_rows_one_tile_row_reads_b_once(shape, voted, want):
     p = GemmProblem(*shape)
     tunables, why = rungs.one_tile_row(p, voted, "voted")
     assert tunables == (want or voted) and ("reading B once" in why) == (want is not None)
-    assert SPECS["hopper_bf16"].choose(GemmProblem(128, 8192, 2048), "NVIDIA H100 80GB HBM3")[0] == \
-        {"BN": 64, "STAGES": 8, "PDL": 1}
+
+
+def test_choose_applies_one_tile_row_to_the_vote():
+    # the H100's table votes for 64 x 128 tiles of one consumer here
+    chosen, why = SPECS["hopper_fp16"].choose(GemmProblem(128, 8192, 2048), "NVIDIA H100 80GB HBM3")
+    assert chosen == {"BN": 64, "STAGES": 8, "PDL": 1} and "reading B once" in why
 
 
 ROW_PAIR = {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2, "PDL": 1}

@@ -27,8 +27,9 @@
 // cluster, hopper_any_shape_cluster below), TAIL, GROUP_M, PDL, PINGPONG (template argument PP),
 // NSPLIT (NS: 64 x BN tiles whose columns the two consumers split, each 64 x BN/2; whole tiles),
 // SWAPPED (wgmma's A = the B tile, 128 x 256, no split), DECODE (the small-M tiles of
-// decode_body.cuh, entries hopper_decode and, with CM = 2, hopper_decode_cluster below), STORE; and, set by the problem, the
-// output type, the epilogue and the layout (OUT, EPI, TRANS_A, TRANS_B: template arguments below).
+// decode_body.cuh, entries hopper_decode and, with CM = 2, hopper_decode_cluster below), STORE;
+// and, set by the problem, the output type, the epilogue and the layout (OUT, EPI, TRANS_A,
+// TRANS_B: template arguments below).
 // Constraints: SPLITS > 1 (and a tail split) needs
 // the Session's workspace and zeroed counters (left zeroed at the end); the rules in
 // gemm_driver/kernels/hopper/rungs.py refuse the rest, and choose_any_shape picks the

@@ -606,8 +606,8 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
         return None
     rows, consumers, tiles = decode_form(problem)
     splits = _split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(SPLITS.choices))
-    tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers, **({"SPLITS": splits} if splits > 1 else {}),
-                "PDL": 1}
+    tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers,
+                **({"SPLITS": splits} if splits > 1 else {}), "PDL": 1}
     return tunables, (f"M = {problem.m}: hopper_decode, {tiles} tiles of {rows} x {64 * consumers}"
                       + (f", {splits}-way split-K" if splits > 1 else "") + ", PDL"
                       + " (H100: 1x3584x3584 7.9 us against 19.0 for any_shape, cuBLAS 9.1)")
