@@ -17,7 +17,9 @@
 // swapped problem in grouped order, split-K when SPLITS > 1, the tail split), the TMA loads
 // (load_stage, with A's box MT rows and B's 64 * CONSUMERS columns), the serial split-K
 // hand-over (reduce_splits: the last split to finish sums the partials in split order, so
-// results are bitwise reproducible), PDL. A is read row-major (K-major: wgmma's B operand as
+// results are bitwise reproducible), PDL, and with CM = 2 clusters of two tile rows that share
+// each B tile by multicast (between 64 and 128 rows of A, where B would otherwise be read once
+// per tile row; docs/hopper.md). A is read row-major (K-major: wgmma's B operand as
 // it is); B stored K x N is N-major (wgmma's A operand transposed, imm-trans-a = 1), stored
 // N x K (TB = 1, a linear layer's weight) K-major.
 //
