@@ -573,13 +573,13 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
     ((1024, 1024, 16384), {"SPLITS": 4}),  # 32 tiles, each K slice 4096 long
     ((2048, 1024, 8192), {"SPLITS": 2}),  # 64 tiles: 128 units, all resident
     ((1024, 1024, 4096), {"BM": 64, "STAGES": 8, "PDL": 1}),  # K too short to split
-    ((16, 576, 7168), {"BM": 64, "STAGES": 8, "SPLITS": 6}),  # 5 small tiles: 30 units, slices of 1195
-    ((16, 5120, 4096), {"BM": 64, "STAGES": 8, "SPLITS": 3}),  # 40 small tiles: 120 units
+    ((16, 576, 7168), {"BM": 64, "STAGES": 8, "SPLITS": 6, "PDL": 1}),  # 5 small tiles: 30 units, slices of 1195
+    ((16, 5120, 4096), {"BM": 64, "STAGES": 8, "SPLITS": 3, "PDL": 1}),  # 40 small tiles: 120 units
     ((16, 7168, 1024), {"BM": 64, "STAGES": 8, "PDL": 1}),  # 56 small tiles, K too short to split
-    ((16, 6144, 24576), {"BM": 64, "STAGES": 8, "SPLITS": 2}),  # deep K, M <= 64: small tiles, not 256-row
+    ((16, 6144, 24576), {"BM": 64, "STAGES": 8, "SPLITS": 2, "PDL": 1}),  # deep K, M <= 64: small tiles, not 256-row
     ((256, 6144, 24576), {"SPLITS": 2}),  # deep K, M > 128: split-K over 256 x 128 tiles
-    ((128, 6144, 24576), {"BM": 128, "SPLITS": 2}),  # M of 65-128: 128 x 128 tiles, split where SMs idle
-    ((128, 4608, 12288), {"BM": 128, "SPLITS": 3}),
+    ((128, 6144, 24576), {"BM": 128, "SPLITS": 2, "PDL": 1}),  # M of 65-128: 128 x 128 tiles, split where SMs idle
+    ((128, 4608, 12288), {"BM": 128, "SPLITS": 3, "PDL": 1}),
     ((96, 30720, 3072), {"BM": 128, "PDL": 1}),  # a wide N: whole 128 x 128 tiles
     ((32, 28672, 4096), {"BM": 64, "STAGES": 8, "PDL": 1}),  # a wide N fills the grid, but M <= 64
     ((64, 16384, 3072), {"BM": 64, "STAGES": 8, "PDL": 1}),

@@ -43,6 +43,7 @@ SMS = MEASURED_SM_COUNT  # ``choose`` sees a GPU's name, not its Device (cuda/ar
 FULL_GRID = 0.9 * SMS  # ``choose``: enough tiles to call the grid full
 TF32_WIDE_PROBE = "results/h100-80gb-hbm3/probe-tf32-small-m-wide-n.txt"  # tools/probes/tf32_small_m_choice.py --wide
 TF32_MID_M_PROBE = "results/h100-80gb-hbm3/probe-tf32-mid-m.txt"  # tools/probes/tf32_mid_m.py
+TF32_SPLIT_PDL_PROBE = "results/h100-80gb-hbm3/probe-split-pdl-tf32.txt"  # the "chosen+pdl" rows
 
 STAGES_DEFAULT = 4  # the last rung's
 STAGES = lambda default, values=(2, 3, 4, 5, 6): Tunable("STAGES", default, values, "TMA ring depth (k tiles in flight)")
@@ -486,14 +487,13 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
       135 for the 128 x 64 tiles of one consumer, two CTAs an SM, chosen before (cuBLAS 146);
       16384x128x4096 even (170 against 171).
     - Where those tiles still leave SMs idle (small M: a row of tiles along N), split-K over them:
-      the most slices that keep every unit resident and every slice >= 1024 of K, no PDL. H200,
+      the most slices that keep every unit resident and every slice >= 1024 of K, PDL. H200,
       the 13 validation shapes it changes, against the faster of cuBLAS and cuBLASLt
       (results/h200/bench-tf32-small-m-split-k-validate.txt; before: bench-corpus-validate-tf32):
       geometric mean 0.86 against 0.50, e.g. 16x576x7168 18.9 us against 68.4 (cuBLAS 11.1),
       128x1536x7168 26.3 against 68.9 (25.5); one lost a little, 16x7168x2048 23.4 against 22.6.
     - M of 65-128 (first): 128 x 128 tiles (BM=128), split-K over them where they leave SMs idle
-      (the most slices that keep every unit resident and every slice >= 1024 of K), else whole
-      with PDL. H100, nine shapes of neither corpus set, every tile height whole, split and in
+      (the most slices that keep every unit resident and every slice >= 1024 of K), PDL. H100, nine shapes of neither corpus set, every tile height whole, split and in
       1 x 2 clusters (TF32_MID_M_PROBE): the fastest of ours, or within 0.5% of it, on eight (at
       80x12800x5120 1 x 2 clusters ran 10% faster); against the 256- or 64-row tiles taken
       before 1.12-1.78x faster, e.g. 128x20480x4096 151.5 us against 250.8, 112x7680x20480 220.3
@@ -502,13 +502,17 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
       calls on a held stream (pdl-graph-and-stream.txt): 2048^3 49.7 us against 51.6 without,
       4096^3 360 against 366; it lost with split-K (108 against 107 at 1024x1024x16384), and on
       the earlier 128 x 64 tiles at 16384x128x4096 (104.5 against 101.3); on the 64 x 128 tiles
-      at 1024^3 it gave 167 TFLOP/s against 152 (back-to-back launches of the sweep)."""
+      at 1024^3 it gave 167 TFLOP/s against 152 (back-to-back launches of the sweep). The split
+      small tiles of the two rules above (M <= 128) take it too: on nine shapes of neither corpus
+      set on the H100 (TF32_SPLIT_PDL_PROBE) their split picks ran faster with PDL on seven, by
+      2.8-5.8% (1x4096x4096 32.3 us against 34.2, 128x4096x8192 57.8 against 59.8), even at
+      64x6144x4096 and 0.8% slower at 8x8192x8192."""
     tiles_n = ceil_div(problem.n, 128)
     if 64 < problem.m <= 128:
         splits = _small_tile_splits(tiles_n, problem.k)
-        return (({"BM": 128, "SPLITS": splits} if splits >= 2 else {"BM": 128, "PDL": 1}),
-                f"M = {problem.m}: {tiles_n} tiles of 128x128" + (f", {splits}-way split-K" if splits >= 2 else ", PDL")
-                + f" (H100: 128x20480x4096 151.5 us against 250.8 for 256x128 tiles; {TF32_MID_M_PROBE})")
+        return ({"BM": 128, **({"SPLITS": splits} if splits >= 2 else {}), "PDL": 1},
+                f"M = {problem.m}: {tiles_n} tiles of 128x128" + (f", {splits}-way split-K" if splits >= 2 else "")
+                + f", PDL (H100: 128x20480x4096 151.5 us against 250.8 for 256x128 tiles; {TF32_MID_M_PROBE})")
     tiles = ceil_div(problem.m, 256) * tiles_n
     if tiles >= FULL_GRID and problem.m > 64:
         if tiles_n % 2 == 0:
@@ -522,8 +526,8 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
     small = ceil_div(problem.m, 64) * tiles_n
     splits = _small_tile_splits(small, problem.k)
     if splits >= 2:
-        return ({"BM": 64, "STAGES": 8, "SPLITS": splits},
-                f"{tiles} tiles of 256x128 leave SMs idle, and {small} of 64x128 too: {splits}-way split-K")
+        return ({"BM": 64, "STAGES": 8, "SPLITS": splits, "PDL": 1},
+                f"{tiles} tiles of 256x128 leave SMs idle, and {small} of 64x128 too: {splits}-way split-K, PDL")
     if tiles >= FULL_GRID:  # M <= 64: a wide N alone fills the grid
         return ({"BM": 64, "STAGES": 8, "PDL": 1},
                 f"M = {problem.m}: {small} tiles of 64x128, 8 stages, PDL, not 256x128 tiles computing "
