@@ -25,9 +25,9 @@ SHAPES = {"bf16": ["128x2304x12288", "128x4096x16384", "128x6656x12288", "128x35
 
 
 def main(args: list[str]) -> None:
-    flags, _ = flags_and_shapes(args, [])
+    flags, shapes = flags_and_shapes(args, [])
     precision = "tf32" if "--tf32" in flags else "bf16"
-    _, shapes = flags_and_shapes(args, SHAPES[precision])
+    shapes = shapes or SHAPES[precision]
     refuse_validation_shapes(shapes, "split_pdl.py")
     name = f"hopper_{precision}"
     spec = kernels.KERNELS[name]

@@ -103,10 +103,9 @@ def select(precision: str, t: Mapping[str, int]) -> tuple[str, geo.Geometry]:
     """The entry a launch runs (hopper_fp8, hopper_fp8_cluster for CM x CN > 1, hopper_fp8_decode
     for DECODE > 0) and its geometry: any_shape's or the decode tiles', with 1-byte elements
     (BK = 128) and B stored N x K."""
-    if t.get("DECODE"):
-        return ("decode_cluster" if t["CM"] > 1 else "decode",
-                geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]],
-                           cm=t["CM"]))
+    if (entry := rungs.decode_entry(t)) is not None:
+        return entry, geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=True,
+                                 out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"])
     entry = "cluster" if rungs.clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]])
@@ -121,9 +120,9 @@ ENTRIES = (
     Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
           lambda t: _geometry(t).smem, needed=rungs.clustered),  # only builds that run it
     Entry("decode", f"hopper_fp8_decode<{{DECODE}}, {{CONSUMERS}}, {TEMPLATE}>", SIGNATURE,
-          lambda t: _geometry(t).smem, needed=lambda t: bool(t.get("DECODE")) and t["CM"] == 1),
+          lambda t: _geometry(t).smem, needed=lambda t: rungs.decode_entry(t) == "decode"),
     Entry("decode_cluster", f"hopper_fp8_decode_cluster<{{DECODE}}, {{CONSUMERS}}, {{CM}}, {TEMPLATE}>", SIGNATURE,
-          lambda t: _geometry(t).smem, needed=lambda t: bool(t.get("DECODE")) and t["CM"] > 1),
+          lambda t: _geometry(t).smem, needed=lambda t: rungs.decode_entry(t) == "decode_cluster"),
     Entry("pack_rows", f"hopper::pack_rows<{geo.STORAGE[PRECISION]}>", rungs.PACK_PAIR_SIGNATURE),
 )
 

@@ -101,6 +101,14 @@ def decode_tile_refusal(t, entry: str, stages_default: int) -> str | None:
     return None
 
 
+def decode_entry(t) -> str | None:
+    """The decode tiles' entry a launch with ``t`` runs (hopper_decode and hopper_fp8_decode
+    alike): "decode", "decode_cluster" with CM = 2; None without DECODE."""
+    if not t.get("DECODE"):
+        return None
+    return "decode_cluster" if t["CM"] > 1 else "decode"
+
+
 def _decode_shape(p: GemmProblem, t) -> str | None:
     if not t["DECODE"]:
         return None
@@ -295,10 +303,9 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     (DECODE x 64*CONSUMERS tiles); else any_shape, its cluster form when CM x CN > 1 or CK > 1."""
     if t["SWAPPED"]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
-    if t.get("DECODE"):
-        return ("decode_cluster" if t["CM"] > 1 else "decode",
-                geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
-                           out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"]))
+    if (entry := decode_entry(t)) is not None:
+        return entry, geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
+                                 out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"])
     entry = "cluster" if clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
@@ -322,12 +329,10 @@ def any_shape(precision: str) -> KernelSpec:
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
-              STORE_SIGNATURE, lambda t: decode_geometry(t).smem,
-              needed=lambda t: bool(t.get("DECODE")) and t["CM"] == 1),
+              STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: decode_entry(t) == "decode"),
         Entry("decode_cluster",
               f"hopper_decode_cluster<{elem}, {{DECODE}}, {{CONSUMERS}}, {{CM}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
-              STORE_SIGNATURE, lambda t: decode_geometry(t).smem,
-              needed=lambda t: bool(t.get("DECODE")) and t["CM"] > 1),
+              STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: decode_entry(t) == "decode_cluster"),
         *_pack_entries(precision),
     )
     return _spec(
@@ -493,8 +498,9 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
       geometric mean 0.86 against 0.50, e.g. 16x576x7168 18.9 us against 68.4 (cuBLAS 11.1),
       128x1536x7168 26.3 against 68.9 (25.5); one lost a little, 16x7168x2048 23.4 against 22.6.
     - M of 65-128 (first): 128 x 128 tiles (BM=128), split-K over them where they leave SMs idle
-      (the most slices that keep every unit resident and every slice >= 1024 of K), PDL. H100, nine shapes of neither corpus set, every tile height whole, split and in
-      1 x 2 clusters (TF32_MID_M_PROBE): the fastest of ours, or within 0.5% of it, on eight (at
+      (the most slices that keep every unit resident and every slice >= 1024 of K), PDL. H100,
+      nine shapes of neither corpus set, every tile height whole, split and in 1 x 2 clusters
+      (TF32_MID_M_PROBE): the fastest of ours, or within 0.5% of it, on eight (at
       80x12800x5120 1 x 2 clusters ran 10% faster); against the 256- or 64-row tiles taken
       before 1.12-1.78x faster, e.g. 128x20480x4096 151.5 us against 250.8, 112x7680x20480 220.3
       (2 slices) against 357.4, 128x9216x8192 138.2 against 169.0.
