@@ -94,6 +94,9 @@ __device__ __forceinline__ void k_loop_whole(float (&d)[Cfg::BM / 2], const hopp
                                   [&](int slot, bool first) { mma_stage<Elem, Cfg>(d, smem, slot, consumer, first); });
 }
 
+// The row of C that a consumer's d[4j + 2h + e] belongs to (the file's opening comment).
+__device__ __forceinline__ int fragment_row(int m0, int j, int e, int lane) { return m0 + 8 * j + 2 * (lane % 4) + e; }
+
 // C[m][n] = act(alpha * acc + beta * C + bias[n]) for the consumer's 64 x MT block of C^T.
 template <int MT, class Epi>
 __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M, int m0, int n, const Epi& epi,
@@ -108,7 +111,7 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
         for (int j = 0; j < MT / 8; ++j) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const int row = m0 + 8 * j + 2 * (lane % 4) + e;
+                const int row = fragment_row(m0, j, e, lane);
                 if (row >= M) continue;
                 typename Epi::T* out = C + static_cast<long long>(row) * ldc + col;
                 float v = epi.alpha * d[4 * j + 2 * h + e];

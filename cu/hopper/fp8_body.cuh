@@ -121,7 +121,8 @@ struct ColumnBlocks {
 #pragma unroll
         for (int j = 0; j < MT / 8; ++j)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) tile.a[2 * j + e] = scales.a_at(m0 + 8 * j + 2 * (lane % 4) + e, kt, M);
+            for (int e = 0; e < 2; ++e)
+                tile.a[2 * j + e] = scales.a_at(hopper_small_m::fragment_row(m0, j, e, lane), kt, M);
         tile.b = __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt);
         return tile;
     }
@@ -372,7 +373,7 @@ __device__ __forceinline__ void scale_transposed(float (&d)[MT / 2], const Scale
     for (int j = 0; j < MT / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-            const float a = alpha * scales.row_a(m0 + 8 * j + 2 * (lane % 4) + e, M);
+            const float a = alpha * scales.row_a(hopper_small_m::fragment_row(m0, j, e, lane), M);
             d[4 * j + e] *= a * b0;
             d[4 * j + 2 + e] *= a * b1;
         }
