@@ -179,8 +179,10 @@ __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wa
 // Byte offset of element (r, c) in a staged 64 x 32 chunk of BYTES-byte elements, laid out as
 // C's map swizzles it: rows of 32 * BYTES bytes (128 for FP32, with the 128-byte swizzle; 64 for
 // 16-bit types, with the 64-byte swizzle), the 16-byte unit u of row r at u ^ (the row's phase:
-// address bits 7-9 for 128 bytes, 7-8 for 64). A warp's pair writes (8 rows x 16 or 32 bytes)
-// then spread over all 32 banks.
+// address bits 7-9 for 128 bytes, 7-8 for 64). A warp's 4-byte pair writes of 16-bit C (8 rows x
+// 16 bytes) then spread over all 32 banks. FP32 pairs are 8-byte writes, which the banks serve a
+// half warp (4 rows x 32 bytes) at a time; there rows r and r ^ 1 of one 8-column block land on
+// the same two units, so store_tma has the rows of odd phase write their blocks in another order.
 template <int BYTES>
 __device__ __forceinline__ int chunk_offset(int r, int c) {
     constexpr int ROW = 32 * BYTES, PER_UNIT = 16 / BYTES;
@@ -224,8 +226,12 @@ __device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* stagi
         named_barrier(bar, 128);  // the buffer's last store has read it
 #pragma unroll
         for (int jj = 0; jj < CHUNK / 8; ++jj) {
-            const int j = chunk * (CHUNK / 8) + jj;
-            const int c = 8 * jj + 2 * (lane % 4), col = col0 + chunk * CHUNK + c;
+            // FP32: the rows of odd phase (lane / 4 odd) write the 8-column blocks in the order
+            // 2, 3, 0, 1, so that a half warp's 8-byte writes cover 8 different units of its 4 rows
+            // (chunk_offset; ncu counted 32,894 store conflicts per GEMM at 1024^3 in the plain order)
+            const bool turned = sizeof(T) == 4 && (lane / 4) % 2 == 1;
+            const int j = chunk * (CHUNK / 8) + jj, jt = chunk * (CHUNK / 8) + (jj ^ 2);
+            const int c = 8 * (turned ? jj ^ 2 : jj) + 2 * (lane % 4), col = col0 + chunk * CHUNK + c;
             float b0, b1;
             if constexpr (HELD) {
                 const float2 b = Out::unpack(held[j]);
@@ -236,7 +242,9 @@ __device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* stagi
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = 16 * warp + lane / 4 + 8 * h;
-                float x = epi.alpha * d[4 * j + 2 * h], y = epi.alpha * d[4 * j + 2 * h + 1];
+                const float dx = turned ? d[4 * jt + 2 * h] : d[4 * j + 2 * h];
+                const float dy = turned ? d[4 * jt + 2 * h + 1] : d[4 * j + 2 * h + 1];
+                float x = epi.alpha * dx, y = epi.alpha * dy;
                 if (epi.beta != 0.0f) {
                     const int row = row0 + r;
                     const T* old = C + static_cast<long long>(row) * ldc + col;
