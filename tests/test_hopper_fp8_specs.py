@@ -150,6 +150,20 @@ def test_choose_takes_the_decode_tiles_at_small_m(shape, scaling, picked):
     SPEC.validate(problem, tunables)
 
 
+@pytest.mark.parametrize("shape, scaling, picked", [
+    ((4096, 4096, 4096), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1}),  # 1024 tiles: 1 x 2 clusters
+    ((2048, 7168, 4096), "row", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1}),
+    ((256, 8192, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 128 tiles, one wave: no cluster
+    ((4096, 4096, 4096), "block", {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # block scales: as before
+    ((4093, 4091, 4099), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2}),  # packed operands: no PDL
+])
+def test_full_grids_take_six_stages_and_clusters_past_one_wave(shape, scaling, picked):
+    problem = fp8_problem(*shape, scaling)
+    tunables, note = SPEC.choose(problem, H100)
+    assert tunables == picked and ("1 x 2 clusters" in note) == ("CN" in picked)
+    SPEC.validate(problem, tunables)
+
+
 @settings(max_examples=80, deadline=None)
 @given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 70000),
        scaling=st.sampled_from(("tensor", "row", "block")))

@@ -221,6 +221,10 @@ def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str
     return decode_choice(problem) or tile_choice(problem)
 
 
+FULL_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-full-grid.txt"
+ONE_WAVE_PROBE = "results/h100-80gb-hbm3/probe-fp8-full-grid-one-wave.txt"
+
+
 def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
     """hopper_fp8's own tiles for a shape: the overlapped promotion (PROMOTE=2) everywhere, tiles
     by the rules below, measured on one H200 on six shapes x three scalings
@@ -231,8 +235,19 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       2 ways where the tiles leave SMs idle and each slice keeps >= 2048 of K (at 64x4096x7168
       1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4 slices, in each scaling:
       results/h200/probe-fp8-small-splits.txt).
-    - A full grid of 128 x 128 tiles: those, 4 stages, no cluster (the best geometric mean over
-      4096^3, 8192^3, 4096x14336x4096 and 4096x7168x16384; clusters and 6 stages within 5%).
+    - A full grid of 128 x 128 tiles: in tensor and row scaling 6 stages, in 1 x 2 clusters (the
+      two tiles of a cluster share each A tile by multicast) where the grid is more than one wave;
+      in block scaling 4 stages, no cluster. Refitted on the H100, every form timed alternately
+      (tools/probes/fp8_full_grid.py): on four grids of 8-9 waves outside the FP8 bench
+      (FULL_GRID_PROBE) 6 stages in 1 x 2 clusters were the fastest of ours on seven of the eight
+      tensor and row cases, 1.03-1.15x the 4 stages without a cluster (4608x4608x6144 row 211 us
+      against 244, 0.98x cuBLASLt against 0.85x; 6144x3072x8192 tensor 256 against 270, where 6
+      stages without the cluster ran 252); on five grids of 126-132 tiles (ONE_WAVE_PROBE) 6
+      stages without a cluster were the fastest on nine of ten, 1.05-1.17x the clusters
+      (384x5632x4096 tensor 14.7 us against 17.5, 1.02x cuBLASLt). In block scaling no form won
+      on more than one of the four (0.70-0.78x the faster baseline each). The first fit, on an
+      H200 before the descriptors were built by addition, had every cluster and 6 stages within
+      5% of 4 stages without a cluster (results/h200/probe-fp8-configs.txt).
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
     - Else 128 x 64 tiles, 8 stages (128x7168x2048: within 2% of the best configuration)."""
     m, n, k = problem.m, problem.n, problem.k
@@ -248,6 +263,13 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
                     f"M = {m}: {units} tiles of 64x64 (one consumer), {splits}-way split-K")
         return {**small, **pdl}, f"M = {m}: {units} tiles of 64x64 (one consumer, two CTAs an SM)"
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
+    if tiles >= rungs.FULL_GRID and problem.scaling != "block":
+        waves = tiles > rungs.SMS  # past one wave: 1 x 2 clusters sharing A
+        return ({"STAGES": 6, **({"CN": 2} if waves else {}), **overlapped, **pdl},
+                f"{tiles} tiles of 128x128, 6 stages" + (", 1 x 2 clusters sharing A" if waves else "")
+                + (", PDL" if pdl else ", packed operands")
+                + (f" (H100: 4608x4608x6144 row 211 us against 244 unclustered at 4 stages; {FULL_GRID_PROBE})"
+                   if waves else f" (H100: 384x5632x4096 tensor 14.7 us against 17.5 clustered; {ONE_WAVE_PROBE})"))
     if tiles >= rungs.FULL_GRID:
         return ({"STAGES": 4, **overlapped, **pdl},
                 f"{tiles} tiles of 128x128, 4 stages{', PDL' if pdl else ', packed operands'}")
@@ -309,11 +331,13 @@ def hopper_fp8() -> Fp8Spec:
         gemm_entry=lambda t: select(PRECISION, t)[0],
         layouts=("nt",), out_dtypes=OUT_DTYPES, epilogues=tuple(geo.EPILOGUE_CODE),
         # block scaling (two accumulators), row scaling with BF16 D + GELU on 64-row tiles in a 1 x 2
-        # cluster, the unpromoted 128 x 256 variant, and the overlapped promotion (three accumulators)
-        # at its largest: what the spill gate sees beside the default
+        # cluster, the unpromoted 128 x 256 variant, the overlapped promotion (three accumulators) at
+        # its largest, and choose's full grids in row scaling (three accumulators beside the multicast):
+        # what the spill gate sees beside the default
         checked=({"SCALING": 2}, {"SCALING": 1, "OUT": 1, "EPI": 3, "CONSUMERS": 1, "STAGES": 4, "CN": 2},
                  {"PROMOTE": 0, "BN": 256, "STAGES": 4}, {"PROMOTE": 2, "SCALING": 2, "OUT": 1, "EPI": 3},
-                 {"PROMOTE": 2, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "SCALING": 2}),
+                 {"PROMOTE": 2, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "SCALING": 2},
+                 {"PROMOTE": 2, "STAGES": 6, "CN": 2, "SCALING": 1, "OUT": 1, "EPI": 3, "PDL": 1}),
         **rungs.ARCH)
 
 

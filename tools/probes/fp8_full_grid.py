@@ -1,0 +1,81 @@
+"""Probe: hopper_fp8's 128 x 128 tiles on full grids (every SM a tile or more), with 4 or 6
+stages and without or with a 2 x 1 or 1 x 2 cluster, against the rule's pick (fp8.tile_choice)
+and the baselines of the scaling: what that rule's full-grid branch is fitted on.
+
+Per (shape, scaling): every configuration and the baselines verified once against the float64
+reference on one random case (BF16 D, nt), then all timed alternately in a shuffled order each
+round (small_m.timed: the median of 5 rounds of 100 launches). Large FP8 GEMMs run at the power
+cap, where a configuration timed after a cool one starts faster: alternating rounds share the
+cap between them. No validation shape of the corpus.
+
+Run from the repository root:
+    PYTHONPATH=. python3 tools/probes/fp8_full_grid.py [--scalings tensor,row,block] [MxNxK ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from fp8_configs import BASELINES, NAME, prebuild, problem
+from small_m import refuse_validation_shapes, timed, verify_all
+
+from gemm_driver import Session
+from gemm_driver.bench.timing import GpuTimer
+from gemm_driver.case import PreparedCase
+from gemm_driver.device_reference import products_for
+from gemm_driver.kernels.hopper import fp8
+from gemm_driver.kernels.tuned import label
+
+SHAPES = ["3072x6144x4096", "6144x3072x8192", "4608x4608x6144", "8192x4096x2048"]
+SCALINGS = ("tensor", "row", "block")
+CLUSTERS = {"": {}, "+cm2": {"CM": 2}, "+cn2": {"CN": 2}}
+
+
+def configurations(p) -> dict[str, dict]:
+    """Labelled tunables: 128 x 128 tiles with the overlapped promotion, 4 or 6 stages, each
+    without a cluster and in 2 x 1 and 1 x 2 clusters ("s6+cm2"); "rule": tile_choice's pick."""
+    configs = {f"s{stages}{name}": {"PROMOTE": 2, "STAGES": stages, **cluster, "PDL": 1}
+               for stages in (4, 6) for name, cluster in CLUSTERS.items()}
+    configs["rule"] = fp8.tile_choice(p)[0]
+    return configs
+
+
+def measure(session, timer, shape: tuple, scaling: str) -> None:
+    p = problem(shape, scaling)
+    configs = configurations(p)
+    with PreparedCase.random(p, "fp8", [*shape, len(scaling)], products=products_for(session, p)) as case:
+        runs = {f"{name} {label(t)}": case.launcher(session, NAME, t) for name, t in configs.items()}
+        runs.update({name: case.launcher(session, name) for name in BASELINES[scaling]})
+        verify_all(case, runs)
+        us = timed(timer, runs)
+    best = min(us[b] for b in BASELINES[scaling])
+    print(f"{'x'.join(map(str, shape))} {scaling}:", flush=True)
+    for name, t in sorted(us.items(), key=lambda kv: kv[1]):
+        print(f"  {name:<48} {t:9.2f} us {p.flops / t / 1e6:7.1f} TFLOP/s  {best / t:6.3f}x best baseline",
+              flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("shapes", nargs="*", default=SHAPES)
+    parser.add_argument("--scalings", default=",".join(SCALINGS), help="comma list of tensor, row, block")
+    args = parser.parse_args()
+    refuse_validation_shapes(args.shapes, "fp8_full_grid.py")
+    cases = [(tuple(map(int, s.split("x"))), scaling) for s in args.shapes for scaling in args.scalings.split(",")]
+    t0 = time.time()
+    prebuild(cases, lambda shape, scaling: configurations(problem(shape, scaling)).values())
+    print(f"built in {time.time() - t0:.0f} s", flush=True)
+    with Session() as session:
+        timer = GpuTimer(session.stream, session.arch)
+        print(f"{session.device.name}; us per GEMM, TFLOP/s, BF16 D, the faster baseline of the scaling's time "
+              "over each", flush=True)
+        for shape, scaling in cases:
+            measure(session, timer, shape, scaling)
+        timer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
