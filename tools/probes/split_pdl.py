@@ -1,8 +1,9 @@
 """Probe: a Hopper kernel's split-K picks with and without PDL. Where choose() splits K over
-any_shape's tiles (hopper_bf16/fp16) or the register-A tiles (hopper_tf32) it leaves PDL off
-(1024x1024x16384 lost 2-3% with it: results/h100-80gb-hbm3/pdl-split-k-after-handover.txt),
-while the decode tiles' split-K gained with it on most small-M shapes. For each MxNxK (no
-validation shape), choose()'s pick and the same with PDL=1 beside cuBLAS and cuBLASLt, each
+any_shape's tiles (hopper_bf16/fp16) it leaves PDL off (1024x1024x16384 lost 2-3% with it:
+results/h100-80gb-hbm3/pdl-split-k-after-handover.txt), while the decode tiles' split-K gained
+with it on most small-M shapes, and so did hopper_tf32's split small tiles (M <= 128), which take
+it. For each MxNxK (no validation shape), choose()'s pick and the same with PDL the other way
+("chosen+pdl" or "chosen-pdl") beside cuBLAS and cuBLASLt, each
 verified once, then timed alternately (small_m.verified_times: the median of 5 rounds of 100
 launches behind the stream hold, so that each launch follows the one before as in a model's loop).
 
@@ -32,10 +33,12 @@ def main(args: list[str]) -> None:
     name = f"hopper_{precision}"
     spec = kernels.KERNELS[name]
     for shape, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED, name):
-        if chosen.get("SPLITS", 1) == 1 or chosen.get("PDL"):
-            print(f"{shape}: chosen {label(chosen)} ({why}): no split without PDL, skipped", flush=True)
+        if chosen.get("SPLITS", 1) == 1:
+            print(f"{shape}: chosen {label(chosen)} ({why}): no split, skipped", flush=True)
             continue
-        configs = offered(spec, p, shape, chosen, {"chosen+pdl": {**chosen, "PDL": 1}})
+        other = ({"chosen-pdl": {k: v for k, v in chosen.items() if k != "PDL"}} if chosen.get("PDL")
+                 else {"chosen+pdl": {**chosen, "PDL": 1}})  # the same split with PDL the other way
+        configs = offered(spec, p, shape, chosen, other)
         us = verified_times(s, timer, p, configs, precision=precision)
         print(f"{shape}: chosen {label(chosen)} ({why})", flush=True)
         print_tflops(p, us, precision=precision)

@@ -332,12 +332,12 @@ def hopper_fp8() -> Fp8Spec:
         layouts=("nt",), out_dtypes=OUT_DTYPES, epilogues=tuple(geo.EPILOGUE_CODE),
         # block scaling (two accumulators), row scaling with BF16 D + GELU on 64-row tiles in a 1 x 2
         # cluster, the unpromoted 128 x 256 variant, the overlapped promotion (three accumulators) at
-        # its largest, and choose's full grids in row scaling (three accumulators beside the multicast):
-        # what the spill gate sees beside the default
+        # its largest, with the 1 x 2 clusters and 6 stages of choose's full grids: what the spill
+        # gate sees beside the default
         checked=({"SCALING": 2}, {"SCALING": 1, "OUT": 1, "EPI": 3, "CONSUMERS": 1, "STAGES": 4, "CN": 2},
-                 {"PROMOTE": 0, "BN": 256, "STAGES": 4}, {"PROMOTE": 2, "SCALING": 2, "OUT": 1, "EPI": 3},
-                 {"PROMOTE": 2, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "SCALING": 2},
-                 {"PROMOTE": 2, "STAGES": 6, "CN": 2, "SCALING": 1, "OUT": 1, "EPI": 3, "PDL": 1}),
+                 {"PROMOTE": 0, "BN": 256, "STAGES": 4},
+                 {"PROMOTE": 2, "SCALING": 2, "OUT": 1, "EPI": 3, "STAGES": 6, "CN": 2},
+                 {"PROMOTE": 2, "BN": 64, "CONSUMERS": 1, "STAGES": 6, "SCALING": 2}),
         **rungs.ARCH)
 
 
