@@ -223,6 +223,9 @@ def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str
 
 FULL_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-full-grid.txt"
 ONE_WAVE_PROBE = "results/h100-80gb-hbm3/probe-fp8-full-grid-one-wave.txt"
+PART_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-part-grid.txt"
+PART_GRID_CHECK = "results/h100-80gb-hbm3/probe-fp8-part-grid-check.txt"
+SIX_STAGE_MIN_TILES = 80  # tensor and row scaling: from these many 128 x 128 tiles up, 6 stages (the probes' range)
 
 
 def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
@@ -235,19 +238,27 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       2 ways where the tiles leave SMs idle and each slice keeps >= 2048 of K (at 64x4096x7168
       1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4 slices, in each scaling:
       results/h200/probe-fp8-small-splits.txt).
-    - A full grid of 128 x 128 tiles: in tensor and row scaling 6 stages, in 1 x 2 clusters (the
-      two tiles of a cluster share each A tile by multicast) where the grid is more than one wave;
-      in block scaling 4 stages, no cluster. Refitted on the H100, every form timed alternately
-      (tools/probes/fp8_full_grid.py): on four grids of 8-9 waves outside the FP8 bench
-      (FULL_GRID_PROBE) 6 stages in 1 x 2 clusters were the fastest of ours on seven of the eight
-      tensor and row cases, 1.03-1.15x the 4 stages without a cluster (4608x4608x6144 row 211 us
-      against 244, 0.98x cuBLASLt against 0.85x; 6144x3072x8192 tensor 256 against 270, where 6
-      stages without the cluster ran 252); on five grids of 126-132 tiles (ONE_WAVE_PROBE) 6
-      stages without a cluster were the fastest on nine of ten, 1.05-1.17x the clusters
-      (384x5632x4096 tensor 14.7 us against 17.5, 1.02x cuBLASLt). In block scaling no form won
-      on more than one of the four (0.70-0.78x the faster baseline each). The first fit, on an
-      H200 before the descriptors were built by addition, had every cluster and 6 stages within
-      5% of 4 stages without a cluster (results/h200/probe-fp8-configs.txt).
+    - In tensor and row scaling, from SIX_STAGE_MIN_TILES tiles of 128 x 128 up: those tiles, 6
+      stages, in 1 x 2 clusters (the two tiles of a cluster share each A tile by multicast) where
+      the grid is more than one wave. A full grid in block scaling: 4 stages, no cluster.
+      Refitted on the H100, every form timed alternately (tools/probes/fp8_full_grid.py): on four
+      grids of 8-9 waves outside the FP8 bench (FULL_GRID_PROBE) 6 stages in 1 x 2 clusters were
+      the fastest of ours on seven of the eight tensor and row cases, 1.03-1.15x the 4 stages
+      without a cluster (4608x4608x6144 row 211 us against 244, 0.98x cuBLASLt against 0.85x;
+      6144x3072x8192 tensor 256 against 270, where 6 stages without the cluster ran 252); on five
+      grids of 126-132 tiles (ONE_WAVE_PROBE) 6 stages without a cluster were the fastest on nine
+      of ten, 1.05-1.17x the clusters (384x5632x4096 tensor 14.7 us against 17.5, 1.02x
+      cuBLASLt); on six grids of 80-112 tiles, where the rule took 128 x 64 tiles at 8 stages
+      before (PART_GRID_PROBE), 6 stages without a cluster were the fastest of ours in all twelve
+      cases, 1.15-1.37x the 128 x 64 tiles (384x4096x6144 row 20.2 us against 27.5, 0.98x the
+      faster baseline against 0.72x); checked on six more of 84-108 tiles (PART_GRID_CHECK): the
+      fastest of ours, or within 0.5% of it, in eight of twelve cases, 2-5% behind 4 stages in
+      the other four (320x4608x5120, 1280x1152x2048; the 128 x 64 tiles not timed there). Below
+      SIX_STAGE_MIN_TILES the 128 x 64 tiles stay, though on three grids of 72-78 tiles 6 stages
+      ran 1.17-1.27x faster than them (the same file). In block scaling no form won on more than
+      one of the four full grids (0.70-0.78x the faster baseline each). The first fit, on an H200 before the
+      descriptors were built by addition, had every cluster and 6 stages within 5% of 4 stages
+      without a cluster (results/h200/probe-fp8-configs.txt).
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
     - Else 128 x 64 tiles, 8 stages (128x7168x2048: within 2% of the best configuration)."""
     m, n, k = problem.m, problem.n, problem.k
@@ -263,13 +274,13 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
                     f"M = {m}: {units} tiles of 64x64 (one consumer), {splits}-way split-K")
         return {**small, **pdl}, f"M = {m}: {units} tiles of 64x64 (one consumer, two CTAs an SM)"
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
-    if tiles >= rungs.FULL_GRID and problem.scaling != "block":
+    if tiles >= SIX_STAGE_MIN_TILES and problem.scaling != "block":
         waves = tiles > rungs.SMS  # past one wave: 1 x 2 clusters sharing A
+        measured = (f"4608x4608x6144 row 211 us against 244 unclustered at 4 stages; {FULL_GRID_PROBE}" if waves
+                    else f"384x4096x6144 row 20.2 us against 27.5 for 128x64 tiles; {PART_GRID_PROBE}")
         return ({"STAGES": 6, **({"CN": 2} if waves else {}), **overlapped, **pdl},
                 f"{tiles} tiles of 128x128, 6 stages" + (", 1 x 2 clusters sharing A" if waves else "")
-                + (", PDL" if pdl else ", packed operands")
-                + (f" (H100: 4608x4608x6144 row 211 us against 244 unclustered at 4 stages; {FULL_GRID_PROBE})"
-                   if waves else f" (H100: 384x5632x4096 tensor 14.7 us against 17.5 clustered; {ONE_WAVE_PROBE})"))
+                + (", PDL" if pdl else ", packed operands") + f" (H100: {measured})")
     if tiles >= rungs.FULL_GRID:
         return ({"STAGES": 4, **overlapped, **pdl},
                 f"{tiles} tiles of 128x128, 4 stages{', PDL' if pdl else ', packed operands'}")
