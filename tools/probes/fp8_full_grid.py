@@ -1,6 +1,6 @@
-"""Probe: hopper_fp8's 128 x 128 tiles on full grids (every SM a tile or more), with 4 or 6
-stages and without or with a 2 x 1 or 1 x 2 cluster, against the rule's pick (fp8.tile_choice)
-and the baselines of the scaling: what that rule's full-grid branch is fitted on.
+"""Probe: hopper_fp8's 128 x 128 tiles on grids of most of a wave or more, with 4 or 6 stages
+and without or with a 2 x 1 or 1 x 2 cluster, against the rule's pick (fp8.tile_choice) and the
+baselines of the scaling: what that rule's 128 x 128 branches are fitted on.
 
 Per (shape, scaling): every configuration and the baselines verified once against the float64
 reference on one random case (BF16 D, nt), then all timed alternately in a shuffled order each
