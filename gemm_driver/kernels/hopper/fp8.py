@@ -225,6 +225,7 @@ FULL_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-full-grid.txt"
 ONE_WAVE_PROBE = "results/h100-80gb-hbm3/probe-fp8-full-grid-one-wave.txt"
 PART_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-part-grid.txt"
 PART_GRID_CHECK = "results/h100-80gb-hbm3/probe-fp8-part-grid-check.txt"
+SMALL_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-small-grid.txt"
 SIX_STAGE_MIN_TILES = 80  # tensor and row scaling: from these many 128 x 128 tiles up, 6 stages (the probes' range)
 
 
@@ -255,10 +256,12 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       fastest of ours, or within 0.5% of it, in eight of twelve cases, 2-5% behind 4 stages in
       the other four (320x4608x5120, 1280x1152x2048; the 128 x 64 tiles not timed there). Below
       SIX_STAGE_MIN_TILES the 128 x 64 tiles stay, though on three grids of 72-78 tiles 6 stages
-      ran 1.17-1.27x faster than them (the same file). In block scaling no form won on more than
-      one of the four full grids (0.70-0.78x the faster baseline each). The first fit, on an H200
-      before the descriptors were built by addition, had every cluster and 6 stages within 5% of
-      4 stages without a cluster (results/h200/probe-fp8-configs.txt).
+      ran 1.17-1.27x faster than them (the same file); on five of 48-60 tiles the 128 x 64 tiles
+      were the faster on four (SMALL_GRID_PROBE), so the bound lies between 60 and 72 tiles. In
+      block scaling no form won on more than one of the four full grids (0.70-0.78x the faster
+      baseline each). The first fit, on an H200 before the descriptors were built by addition,
+      had every cluster and 6 stages within 5% of 4 stages without a cluster
+      (results/h200/probe-fp8-configs.txt).
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
     - Else 128 x 64 tiles, 8 stages (128x7168x2048: within 2% of the best configuration)."""
     m, n, k = problem.m, problem.n, problem.k
