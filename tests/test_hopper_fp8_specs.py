@@ -154,12 +154,13 @@ def test_choose_takes_the_decode_tiles_at_small_m(shape, scaling, picked):
     ((4096, 4096, 4096), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1}),  # 1024 tiles: 1 x 2 clusters
     ((2048, 7168, 4096), "row", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1}),
     ((256, 8192, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 128 tiles, one wave: no cluster
-    ((384, 4096, 6144), "row", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 96 tiles: from SIX_STAGE_MIN_TILES up
-    ((1152, 1024, 4096), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # 72 tiles: 128 x 64 tiles
+    ((384, 4096, 6144), "row", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 96 tiles
+    ((1152, 1024, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 72 tiles: past half the SMs
+    ((384, 2560, 6144), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # 60: 128 x 64 tiles
     ((4096, 4096, 4096), "block", {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # block scales: as before
     ((4093, 4091, 4099), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2}),  # packed operands: no PDL
 ])
-def test_grids_from_80_tiles_take_six_stages_and_clusters_past_one_wave(shape, scaling, picked):
+def test_grids_past_half_the_sms_take_six_stages_and_clusters_past_one_wave(shape, scaling, picked):
     problem = fp8_problem(*shape, scaling)
     tunables, note = SPEC.choose(problem, H100)
     assert tunables == picked and ("1 x 2 clusters" in note) == ("CN" in picked)

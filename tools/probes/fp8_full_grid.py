@@ -35,9 +35,11 @@ CLUSTERS = {"": {}, "+cm2": {"CM": 2}, "+cn2": {"CN": 2}}
 
 def configurations(p) -> dict[str, dict]:
     """Labelled tunables: 128 x 128 tiles with the overlapped promotion, 4 or 6 stages, each
-    without a cluster and in 2 x 1 and 1 x 2 clusters ("s6+cm2"); "rule": tile_choice's pick."""
+    without a cluster and in 2 x 1 and 1 x 2 clusters ("s6+cm2"); 128 x 64 tiles at 8 stages
+    ("t64", the rule's pick below its 128 x 128 branches); "rule": tile_choice's pick."""
     configs = {f"s{stages}{name}": {"PROMOTE": 2, "STAGES": stages, **cluster, "PDL": 1}
                for stages in (4, 6) for name, cluster in CLUSTERS.items()}
+    configs["t64"] = {"PROMOTE": 2, "BN": 64, "STAGES": 8, "PDL": 1}
     configs["rule"] = fp8.tile_choice(p)[0]
     return configs
 

@@ -226,7 +226,10 @@ ONE_WAVE_PROBE = "results/h100-80gb-hbm3/probe-fp8-full-grid-one-wave.txt"
 PART_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-part-grid.txt"
 PART_GRID_CHECK = "results/h100-80gb-hbm3/probe-fp8-part-grid-check.txt"
 SMALL_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-small-grid.txt"
-SIX_STAGE_MIN_TILES = 80  # tensor and row scaling: from these many 128 x 128 tiles up, 6 stages (the probes' range)
+HALF_GRID_CHECK = "results/h100-80gb-hbm3/probe-fp8-half-grid-check.txt"
+# tensor and row scaling: 6 stages of 128 x 128 tiles on grids of more than half the SMs (where the
+# split-K rule below cannot split: every unit resident)
+SIX_STAGE_MIN_TILES = rungs.SMS // 2 + 1
 
 
 def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
@@ -239,7 +242,7 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       2 ways where the tiles leave SMs idle and each slice keeps >= 2048 of K (at 64x4096x7168
       1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4 slices, in each scaling:
       results/h200/probe-fp8-small-splits.txt).
-    - In tensor and row scaling, from SIX_STAGE_MIN_TILES tiles of 128 x 128 up: those tiles, 6
+    - In tensor and row scaling, on more than half the SMs' worth of 128 x 128 tiles: those tiles, 6
       stages, in 1 x 2 clusters (the two tiles of a cluster share each A tile by multicast) where
       the grid is more than one wave. A full grid in block scaling: 4 stages, no cluster.
       Refitted on the H100, every form timed alternately (tools/probes/fp8_full_grid.py): on four
@@ -254,10 +257,13 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       cases, 1.15-1.37x the 128 x 64 tiles (384x4096x6144 row 20.2 us against 27.5, 0.98x the
       faster baseline against 0.72x); checked on six more of 84-108 tiles (PART_GRID_CHECK): the
       fastest of ours, or within 0.5% of it, in eight of twelve cases, 2-5% behind 4 stages in
-      the other four (320x4608x5120, 1280x1152x2048; the 128 x 64 tiles not timed there). Below
-      SIX_STAGE_MIN_TILES the 128 x 64 tiles stay, though on three grids of 72-78 tiles 6 stages
-      ran 1.17-1.27x faster than them (the same file); on five of 48-60 tiles the 128 x 64 tiles
-      were the faster on four (SMALL_GRID_PROBE), so the bound lies between 60 and 72 tiles. In
+      the other four (320x4608x5120, 1280x1152x2048; the 128 x 64 tiles not timed there). That
+      rule started at 80 tiles; on three grids of 72-78 tiles 6 stages had run 1.17-1.27x faster
+      than the 128 x 64 tiles (the same file), and on five of 48-60 tiles the 128 x 64 tiles were
+      the faster on four (SMALL_GRID_PROBE), so it starts past half the SMs, where split-K stops
+      (SIX_STAGE_MIN_TILES). Checked on six grids of 70-76 tiles chosen after (HALF_GRID_CHECK): 6
+      stages 1.12-1.27x the 128 x 64 tiles in all twelve cases, within 1.3% of the fastest of
+      ours. In
       block scaling no form won on more than one of the four full grids (0.70-0.78x the faster
       baseline each). The first fit, on an H200 before the descriptors were built by addition,
       had every cluster and 6 stages within 5% of 4 stages without a cluster
