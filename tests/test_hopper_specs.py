@@ -541,6 +541,23 @@ def test_tf32_b_is_transposed_whatever_its_layout():
 
 
 # ---------------------------------------------------------------- choose
+@pytest.mark.parametrize("shape, tunables, kept", [
+    ((1024, 704, 6144), {"BN": 64, "STAGES": 8, "PDL": 1}, False),  # 88 tiles past half the SMs
+    ((1024, 1536, 4096), {"BN": 128, "STAGES": 6, "PDL": 1}, False),
+    ((768, 704, 6144), {"BN": 64, "STAGES": 8, "PDL": 1}, True),  # 66 tiles: half the SMs
+    ((1024, 704, 3072), {"BN": 64, "STAGES": 8, "PDL": 1}, True),  # K below PDL_MIN_K
+    ((1024, 1536, 4096), {"BN": 128, "STAGES": 6, "CM": 2, "PDL": 1}, True),  # a cluster
+    ((2048, 2048, 4096), {"PDL": 1}, True),  # 128 x 256 tiles
+    ((1024, 704, 6144), {"BN": 64, "CONSUMERS": 1, "PDL": 1}, True),  # one consumer: two CTAs an SM
+    ((128, 8704, 4096), {"BN": 64, "STAGES": 8, "PDL": 1}, True),  # 128 x 64 tiles over one tile row
+    ((128, 9728, 4096), {"BN": 128, "STAGES": 6, "PDL": 1}, False),
+])
+def test_wide_grids_of_narrow_tiles_launch_without_pdl(shape, tunables, kept):
+    got, why = rungs.without_pdl(GemmProblem(*shape), dict(tunables), "voted")
+    assert got == (tunables if kept else {k: v for k, v in tunables.items() if k != "PDL"})
+    assert why == "voted" if kept else "no PDL" in why
+
+
 @pytest.mark.parametrize("shape, picked", [
     ((1024, 1024, 1024), {"BN": 64, "STAGES": 8, "PDL": 1}),
     ((16384, 128, 4096), {"BN": 128, "STAGES": 6, "PDL": 1}),
@@ -557,7 +574,7 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
         problem = GemmProblem(*shape)
         tunables, note = rungs.analytic_choice(problem, "NVIDIA H100 80GB HBM3")
         assert tunables == picked and note and "\n" not in note
-        assert spec.choose(problem, "NVIDIA Imaginary GPU")[0] == picked
+        assert spec.choose(problem, "NVIDIA Imaginary GPU")[0] == rungs.without_pdl(problem, picked, note)[0]
         spec.validate(problem, tunables)
 
 

@@ -566,7 +566,7 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     if voted is None:
         tunables, why = analytic_choice(problem, gpu_name)
         voted = tunables, f"{why}; no tuning-set table for this GPU"
-    return unaligned_rows(problem, *ragged_n(problem, *one_tile_row(problem, *voted)))
+    return without_pdl(problem, *unaligned_rows(problem, *ragged_n(problem, *one_tile_row(problem, *voted))))
 
 
 DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
@@ -801,6 +801,58 @@ def unaligned_rows(problem: GemmProblem, tunables: dict[str, int], why: str) -> 
     return ({**tunables, "CM": 2},
             f"{why}; {said}, not a multiple of {ROW_BYTES}: a 2 x 1 cluster shares each B tile "
             "(H100: 3300x5400x1792 113.8 us against 160.4 unclustered)")
+
+
+PDL_PROBE = "results/h100-80gb-hbm3/probe-pdl-band.txt"  # tools/probes/pdl_band.py
+PDL_MIN_K = 4096  # without_pdl: the shallowest K it drops PDL at
+PDL_CHECKS = ("results/h100-80gb-hbm3/probe-pdl-band-check.txt", "results/h100-80gb-hbm3/probe-pdl-band-check-2.txt")
+PDL_ONE_ROW_PROBE = "results/h100-80gb-hbm3/probe-pdl-band-one-row.txt"
+PDL_ONE_ROW_CHECK = "results/h100-80gb-hbm3/probe-pdl-band-one-row-check.txt"
+
+
+def without_pdl(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """No PDL for a pick of whole 128 x 64 or 128 x 128 tiles (two consumers, no cluster, no
+    split) where they are more than half the SMs' worth (one CTA an SM) and K >= PDL_MIN_K, but
+    for 128 x 64 tiles over a single tile row (M <= 128).
+    Launched back to back with PDL, such grids ran up to 1.4x slower than without; below half
+    the SMs PDL won, and at shorter K it won about as often as it lost (its gain, the prologue
+    under the previous grid's tail, is a larger share of a short GEMM). Why it loses is not
+    measured apart; the 128 x 256 tiles, in the same probe, kept their gain from it.
+
+    Measured on the H100 on ten shapes of neither corpus set, each tile form with and without
+    PDL, verified, timed alternately (tools/probes/pdl_band.py, PDL_PROBE). Past half the SMs at
+    K >= 4096 PDL off was faster in 10 of 11 pairs, e.g. 1024x704x6144 (88 tiles of 128 x 64)
+    23.9 us against 30.3, 1280x640x4096 (100) 15.5 against 19.0, 2560x4608x4096 (720 of 128 x
+    128) 147.4 against 168.1, and 4.6% slower at 1536x1024x4096 (96 of 128 x 128); at K = 2048
+    and 3072 it won 2 of 4 pairs; at 36-66 tiles PDL won all six, by 4-8%. At 1024^3 (128 tiles
+    of 128 x 64) PDL won, 7.2 us against 8.3 (results/h100-80gb-hbm3/pdl-graph-and-stream.txt).
+
+    Checked on shapes chosen after, each pick both ways (PDL_CHECKS), in the rule's first form,
+    which took 128 x 64 tiles over one tile row too: it was right in 15 of 20. Where it drops PDL it was right in 5 of 6, e.g. 1920x576x6656 (75 of 128 x 128) 36.5 us
+    against 54.2, 1152x640x5120 (90 of 128 x 64) 20.0 against 27.3; 2% slower at 128x5632x4096.
+    Where it keeps PDL it was right in 10 of 14 (at 66 tiles, at 96x7680x3072, and on 8 of the 10
+    shapes of K = 2048-3328 past half the SMs in the second check, by 2-6%) and missed four gains:
+    128x8960x2048 (70 tiles) 16.9 us without it against 21.2, 1536x704x2560 16.6 against 18.8,
+    112x9216x2304 21.4 against 23.2, 1664x896x3584 21.5 against 22.1. A bound of K >= 2048,
+    fitted on the first check, lost the second: PDL won on 8 of its 10 shapes of K < 4096.
+
+    A single tile row (M = 128), eight shapes of neither set past half the SMs at K >= 4096
+    (PDL_ONE_ROW_PROBE): with 128 x 128 tiles PDL off won two (128x9728x4096 35.0 us against
+    38.7) and tied two; with 128 x 64 tiles PDL won three of four (128x8704x4096 36.9 against
+    39.0, 128x6400x4608 25.7 against 27.3), as at 128x5632x4096 in the first check. Checked on
+    eleven more (PDL_ONE_ROW_CHECK): right on six (two within 0.3%), 1-8% slower on five
+    (128x5120x9216, 128 x 64 tiles, 43.7 us with PDL against 40.5)."""
+    get = tunables.get
+    whole = (get("BN", 256) in (64, 128) and get("CONSUMERS", 2) == 2 and get("SPLITS", 1) == 1
+             and get("CK", 1) == 1 and get("CM", 1) * get("CN", 1) == 1 and not get("PINGPONG")
+             and get("NSPLIT", 1) == 1 and not get("DECODE") and not get("SWAPPED"))
+    tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, get("BN", 256))
+    one_row_of_narrow = problem.m <= 128 and get("BN") == 64
+    if not whole or not get("PDL") or tiles <= SMS // 2 or problem.k < PDL_MIN_K or one_row_of_narrow:
+        return tunables, why
+    return ({name: value for name, value in tunables.items() if name != "PDL"},
+            f"{why}; {tiles} tiles of 128x{get('BN')}, more than half the SMs, K >= {PDL_MIN_K}: no PDL "
+            f"(H100: 1024x704x6144 23.9 us against 30.3 with it; {PDL_PROBE})")
 
 
 def analytic_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
