@@ -36,7 +36,7 @@ from gemm_driver.inspection.tools import run_on_cubin
 from gemm_driver.kernels import hopper
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.hopper import geometry as geo
-from gemm_driver.kernels.hopper import recipe, rungs
+from gemm_driver.kernels.hopper import recipe, rungs, selection
 from gemm_driver.kernels.hopper.rungs import SELECTORS, entry_geometry
 from gemm_driver.kernels.launch import LaunchContext
 from gemm_driver.kernels.sources import included_headers
@@ -541,6 +541,19 @@ def test_tf32_b_is_transposed_whatever_its_layout():
 
 
 # ---------------------------------------------------------------- choose
+@pytest.mark.parametrize("shape, tunables, kept", [
+    ((1536, 1024, 4096), {"PDL": 1}, False),  # 48 tiles of 128 x 256: half the SMs idle
+    ((2560, 768, 8192), {"CM": 2, "PDL": 1}, False),
+    ((1664, 2048, 4096), {"PDL": 1}, True),  # 104 tiles
+    ((1536, 1024, 4096), {"SPLITS": 2}, True),  # split: a grid already filled
+    ((128, 8192, 4096), {"PDL": 1}, True),  # one tile row: the M <= 128 rules decide
+])
+def test_half_empty_grids_of_wide_tiles_take_128_x_128(shape, tunables, kept):
+    got, why = rungs.half_grid(GemmProblem(*shape), dict(tunables), "voted")
+    assert got == (tunables if kept else selection.TILE_128x128)
+    assert why == "voted" if kept else "twice the CTAs" in why
+
+
 @pytest.mark.parametrize("shape, tunables, kept", [
     ((1024, 704, 6144), {"BN": 64, "STAGES": 8, "PDL": 1}, False),  # 88 tiles past half the SMs
     ((1024, 1536, 4096), {"BN": 128, "STAGES": 6, "PDL": 1}, False),

@@ -1,6 +1,6 @@
 """Probe: programmatic dependent launch (PDL) by how much of a wave the grid fills. Each kernel's
-pick (choose) timed as picked and with PDL turned the other way; for BF16 also the 128 x 64 and
-128 x 128 tiles (one CTA an SM) both ways.
+pick (choose) timed as picked and with PDL turned the other way; for BF16 also the 128 x 64,
+128 x 128 and 128 x 256 tiles (one CTA an SM) both ways.
 
 Why: back to back on the H100, 128 x 64 tiles at 1024x704x6144 (88 tiles, one wave of more than
 half the SMs) ran 30.3 us with PDL and 23.9 without; at 768x704x6144 (66 tiles) PDL won, 19.3
@@ -32,7 +32,7 @@ from gemm_driver.device_reference import products_for
 from gemm_driver.kernels.tuned import label
 from gemm_driver.problem import GemmProblem
 
-TILES = {"128x64": {"BN": 64, "STAGES": 8}, "128x128": {"BN": 128, "STAGES": 6}}  # BF16, both ways
+TILES = {"128x64": {"BN": 64, "STAGES": 8}, "128x128": {"BN": 128, "STAGES": 6}, "128x256": {"BN": 256}}  # BF16, both ways
 
 
 def turned(t: dict) -> dict:

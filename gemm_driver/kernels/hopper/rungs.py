@@ -556,6 +556,7 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     else, on a GPU with a table of the corpus's tuning set, the vote of its nearest measured
     shapes (selection.py), elsewhere the rule of ``analytic_choice``, either with 64-row tiles
     made 128-row ones where M needs two rows of them (``one_tile_row``), 128 x 256 tiles made
+    128 x 128 where they would fill at most half the SMs (``half_grid``), 128 x 256 tiles made
     128 x 192 where N asks for it (``ragged_n``) and clustered where A's or B's rows are not
     128-byte multiples (``unaligned_rows``)."""
     for rule in (decode_choice, grid_fill_choice, row_pair_choice):
@@ -566,7 +567,8 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     if voted is None:
         tunables, why = analytic_choice(problem, gpu_name)
         voted = tunables, f"{why}; no tuning-set table for this GPU"
-    return without_pdl(problem, *unaligned_rows(problem, *ragged_n(problem, *one_tile_row(problem, *voted))))
+    picked = half_grid(problem, *one_tile_row(problem, *voted))
+    return without_pdl(problem, *unaligned_rows(problem, *ragged_n(problem, *picked)))
 
 
 DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
@@ -747,6 +749,37 @@ def one_tile_row(problem: GemmProblem, tunables: dict[str, int], why: str) -> tu
     return ({**selection.TILE_128x64},
             f"{why}; M = {problem.m}: 128 x 64 tiles, one tile row reading B once "
             "(H100: 128x8192x2048 12.5 us against 15.6 for 64 x 128 tiles of one consumer)")
+
+
+HALF_GRID_PROBE = "results/h100-80gb-hbm3/probe-half-grid.txt"  # tools/probes/pdl_band.py
+
+
+def half_grid(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """128 x 128 tiles (6 stages, PDL, no cluster) instead of a pick of unsplit 128 x 256 tiles
+    that fill at most half the SMs: twice the CTAs. The vote measures a grid in 128 x 128 tiles,
+    so it reaches such shapes from neighbours whose 128 x 256 grids were full.
+
+    The H100's table (tuning shapes of M > 128): on all 20 whose grid holds at most 66 tiles of
+    128 x 256, the 128 x 128 tiles were faster than them, e.g. 1999x883x1170 237 TFLOP/s against
+    168, 256x6144x4096 464 against 301; they were never the fastest candidate there. In
+    tools/probes/pdl_band.py (PDL_PROBE) the vote's 128 x 256 pick at 1536x1024x4096 (48 tiles)
+    ran 41.3 us, 128 x 128 tiles 23.5; at 2048x1024x3072 (64) 32.6 against 21.4.
+
+    Checked on eight shapes of neither set chosen after, where the vote picked such tiles
+    (HALF_GRID_PROBE, each tile form with and without PDL): the pick now 1.48-1.81x faster than
+    the 128 x 256 tiles with PDL, e.g. 1152x1280x6144 34.4 us against 60.3, 2560x512x8192 43.7
+    against 79.0, at 0.74-1.01 of the faster baseline; the 128 x 256 tiles without PDL were slower
+    still (the tile, not PDL, loses there). At 2560x768x8192 the vote's pick had a 2 x 1 cluster,
+    not timed: the unclustered 128 x 256 tiles stand for it."""
+    get = tunables.get
+    wide = (get("BN", 256) == 256 and get("CONSUMERS", 2) == 2 and get("SPLITS", 1) == 1 and get("CK", 1) == 1
+            and not get("DECODE") and not get("SWAPPED") and get("NSPLIT", 1) == 1)
+    tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 256)
+    if not wide or problem.m <= 128 or tiles > SMS // 2:
+        return tunables, why
+    return (dict(selection.TILE_128x128),
+            f"{why}; {tiles} tiles of 128x256 fill at most half the SMs: 128 x 128 tiles, twice the CTAs "
+            f"(H100: 1536x1024x4096 23.5 us against 41.3; {HALF_GRID_PROBE})")
 
 
 def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
