@@ -130,7 +130,9 @@ class Session:
         session's stream, or on ``stream`` when one is given (anything with ``handle``; read
         at each launch). ``bias``: the N-vector in the problem's out_dtype, needed exactly
         when the problem has an epilogue. ``scales``: A's and B's FP32 scales of an FP8 problem
-        (fp8.device_scales' layout), needed exactly when it has a scaling."""
+        (fp8.device_scales' layout), needed exactly when it has a scaling. ``tunables`` None or
+        empty: the kernel's choose() picks them where it has one (name a tunable, e.g. BN=256,
+        to run a kernel's defaults)."""
         stream = self.stream if stream is None else stream
         target = kernels.get(name)
         check_operands(target, problem, a, b)
