@@ -19,14 +19,13 @@ import sys
 import time
 
 from fp8_configs import BASELINES, NAME, prebuild, problem
-from small_m import refuse_validation_shapes, timed, verify_all
+from small_m import labelled_times, print_against, refuse_validation_shapes
 
 from gemm_driver import Session
 from gemm_driver.bench.timing import GpuTimer
 from gemm_driver.case import PreparedCase
 from gemm_driver.device_reference import products_for
 from gemm_driver.kernels.hopper import fp8
-from gemm_driver.kernels.tuned import label
 
 SHAPES = ["3072x6144x4096", "6144x3072x8192", "4608x4608x6144", "8192x4096x2048"]
 SCALINGS = ("tensor", "row", "block")
@@ -48,15 +47,9 @@ def measure(session, timer, shape: tuple, scaling: str) -> None:
     p = problem(shape, scaling)
     configs = configurations(p)
     with PreparedCase.random(p, "fp8", [*shape, len(scaling)], products=products_for(session, p)) as case:
-        runs = {f"{name} {label(t)}": case.launcher(session, NAME, t) for name, t in configs.items()}
-        runs.update({name: case.launcher(session, name) for name in BASELINES[scaling]})
-        verify_all(case, runs)
-        us = timed(timer, runs)
-    best = min(us[b] for b in BASELINES[scaling])
+        us, best = labelled_times(session, timer, case, NAME, configs, BASELINES[scaling])
     print(f"{'x'.join(map(str, shape))} {scaling}:", flush=True)
-    for name, t in sorted(us.items(), key=lambda kv: kv[1]):
-        print(f"  {name:<48} {t:9.2f} us {p.flops / t / 1e6:7.1f} TFLOP/s  {best / t:6.3f}x best baseline",
-              flush=True)
+    print_against(p, us, best, 48)
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ import argparse
 import sys
 
 from fp8_configs import BASELINES as FP8_BASELINES, prebuild, problem as fp8_problem
-from small_m import baselines, refuse_validation_shapes, timed, verify_all
+from small_m import baselines, labelled_times, print_against, refuse_validation_shapes
 
 from gemm_driver import Session, kernels
 from gemm_driver.bench.timing import GpuTimer
@@ -66,15 +66,9 @@ def measure(session: Session, timer: GpuTimer, label_: str, precision: str) -> N
     configs, launch = configurations(precision, p, session.device.name)
     names = FP8_BASELINES["tensor"] if precision == "fp8" else baselines(precision)
     with case_of(session, precision, p, sum(shape)) as case:
-        runs = {f"{name} {label(t)}": case.launcher(session, f"hopper_{precision}", t) for name, t in configs.items()}
-        runs.update({name: case.launcher(session, name) for name in names})
-        verify_all(case, runs)
-        us = timed(timer, runs)
-    best = min(us[b] for b in names)
+        us, best = labelled_times(session, timer, case, f"hopper_{precision}", configs, names)
     print(f"{label_} {precision}: pick {label(configs['pick'])}, {launch}", flush=True)
-    for name, t in sorted(us.items(), key=lambda kv: kv[1]):
-        print(f"  {name:<52} {t:9.2f} us {p.flops / t / 1e6:7.1f} TFLOP/s  {best / t:6.3f}x best baseline",
-              flush=True)
+    print_against(p, us, best, 52)
 
 
 def main() -> int:

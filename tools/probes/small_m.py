@@ -118,6 +118,24 @@ def verified_times(s: Session, timer: GpuTimer, p: GemmProblem, configs: dict[st
         return timed(timer, runs)
 
 
+def labelled_times(session: Session, timer: GpuTimer, case: PreparedCase, kernel: str, configs: dict[str, dict],
+                   names: tuple[str, ...]) -> tuple[dict[str, float], float]:
+    """``kernel`` with each of ``configs`` (labelled "name tunables") and the baselines ``names`` on
+    ``case``: each verified, then all timed alternately (``timed``); and the fastest baseline's time."""
+    runs = {f"{name} {tuned.label(t)}": case.launcher(session, kernel, t) for name, t in configs.items()}
+    runs.update({name: case.launcher(session, name) for name in names})
+    verify_all(case, runs)
+    us = timed(timer, runs)
+    return us, min(us[b] for b in names)
+
+
+def print_against(p: GemmProblem, us: dict, best: float, width: int) -> None:
+    """One line a run, fastest first: us per GEMM, TFLOP/s, the fastest baseline's time over it."""
+    for name, t in sorted(us.items(), key=lambda kv: kv[1]):
+        print(f"  {name:<{width}} {t:9.2f} us {p.flops / t / 1e6:7.1f} TFLOP/s  {best / t:6.3f}x best baseline",
+              flush=True)
+
+
 def verify_all(case: PreparedCase, runs: dict) -> None:
     """Each launch once on the case's poisoned output, checked against the float64 reference
     with its guard band untouched (AssertionError naming the first that is not)."""
