@@ -861,8 +861,9 @@ def without_pdl(problem: GemmProblem, tunables: dict[str, int], why: str) -> tup
     of 128 x 64) PDL won, 7.2 us against 8.3 (results/h100-80gb-hbm3/pdl-graph-and-stream.txt).
 
     Checked on shapes chosen after, each pick both ways (PDL_CHECKS), in the rule's first form,
-    which took 128 x 64 tiles over one tile row too: it was right in 15 of 20. Where it drops PDL it was right in 5 of 6, e.g. 1920x576x6656 (75 of 128 x 128) 36.5 us
-    against 54.2, 1152x640x5120 (90 of 128 x 64) 20.0 against 27.3; 2% slower at 128x5632x4096.
+    which took 128 x 64 tiles over one tile row too: it was right in 15 of 20. Where it drops PDL
+    it was right in 5 of 6, e.g. 1920x576x6656 (75 of 128 x 128) 36.5 us against 54.2,
+    1152x640x5120 (90 of 128 x 64) 20.0 against 27.3; 2% slower at 128x5632x4096.
     Where it keeps PDL it was right in 10 of 14 (at 66 tiles, at 96x7680x3072, and on 8 of the 10
     shapes of K = 2048-3328 past half the SMs in the second check, by 2-6%) and missed four gains:
     128x8960x2048 (70 tiles) 16.9 us without it against 21.2, 1536x704x2560 16.6 against 18.8,
