@@ -406,7 +406,8 @@ def test_unaligned_rows_take_a_2x1_cluster(shape, layout, clustered):
         assert ("2 x 1 cluster" in why) == clustered
         SPECS["hopper_bf16"].validate(p, tunables)
     for kept in ({"BN": 128, "STAGES": 6, "PDL": 1}, {"SPLITS": 2}, {"CM": 2, "PDL": 1}, {"CN": 2},
-                 {"SWAPPED": 1}, {"BN": 128, "CONSUMERS": 1}):  # not an unclustered whole 128 x 256 or 192 pick
+                 {"SWAPPED": 1}, {"BN": 128, "CONSUMERS": 1},
+                 {"BN": 192, "CK": 3, "PDL": 1}):  # not an unclustered whole 128 x 256 or 192 pick (CK: split)
         assert rungs.unaligned_rows(p, kept, "voted") == (kept, "voted")
 
 

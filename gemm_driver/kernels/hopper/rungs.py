@@ -724,6 +724,20 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
             + f" to fill a small grid (H100: 256x320x8192 14.4 us against 20.1 for the vote's pick; {GRID_FILL_PROBE})")
 
 
+def plain_tiles(t: Mapping[str, int]) -> bool:
+    """Whether a pick (sparse tunables) runs any_shape's whole tiles on their own: no split-K
+    (SPLITS, CK), not the decode or swapped entries, no ping-pong or column halves. The rules
+    after the vote (one_tile_row, half_grid, unaligned_rows, without_pdl) change only such picks."""
+    get = t.get
+    return (get("SPLITS", 1) == 1 and get("CK", 1) == 1 and not get("DECODE") and not get("SWAPPED")
+            and not get("PINGPONG") and get("NSPLIT", 1) == 1)
+
+
+def unclustered(t: Mapping[str, int]) -> bool:
+    """Whether a pick (sparse tunables) runs without a CM x CN cluster."""
+    return t.get("CM", 1) * t.get("CN", 1) == 1
+
+
 ONE_TILE_ROW_PROBE = "results/h100-80gb-hbm3/probe-short-k-m128.txt"
 
 
@@ -741,9 +755,7 @@ def one_tile_row(problem: GemmProblem, tunables: dict[str, int], why: str) -> tu
     112x7168x2048 12.7 against 12.8; they were the fastest candidate on three (64 x 64 tiles of
     one consumer were at 128x4096x1024, 5.6 us, 64-row decode tiles at 128x5120x1536 and
     128x6144x1536, 8.7-8.8 us)."""
-    get = tunables.get
-    single_rows = (get("CONSUMERS", 2) == 1 and get("SPLITS", 1) == 1 and get("CK", 1) == 1
-                   and get("CM", 1) * get("CN", 1) == 1 and not get("DECODE"))
+    single_rows = tunables.get("CONSUMERS", 2) == 1 and plain_tiles(tunables) and unclustered(tunables)
     if not 64 < problem.m <= 128 or not single_rows:
         return tunables, why
     return ({**selection.TILE_128x64},
@@ -771,9 +783,7 @@ def half_grid(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple
     against 79.0, at 0.74-1.01 of the faster baseline; the 128 x 256 tiles without PDL were slower
     still (the tile, not PDL, loses there). At 2560x768x8192 the vote's pick had a 2 x 1 cluster,
     not timed: the unclustered 128 x 256 tiles stand for it."""
-    get = tunables.get
-    wide = (get("BN", 256) == 256 and get("CONSUMERS", 2) == 2 and get("SPLITS", 1) == 1 and get("CK", 1) == 1
-            and not get("DECODE") and not get("SWAPPED") and get("NSPLIT", 1) == 1)
+    wide = tunables.get("BN", 256) == 256 and tunables.get("CONSUMERS", 2) == 2 and plain_tiles(tunables)
     tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 256)
     if not wide or problem.m <= 128 or tiles > SMS // 2:
         return tunables, why
@@ -825,9 +835,8 @@ def unaligned_rows(problem: GemmProblem, tunables: dict[str, int], why: str) -> 
     rows = {"A": (problem.m if problem.trans_a else problem.k) * itemsize,
             "B": (problem.k if problem.trans_b else problem.n) * itemsize}
     unaligned = {name: size for name, size in rows.items() if size % 16 == 0 and size % ROW_BYTES}
-    get = tunables.get
-    wide_single = (get("BN", 256) in (192, 256) and get("CONSUMERS", 2) == 2 and get("SPLITS", 1) == 1
-                   and get("CM", 1) * get("CN", 1) == 1 and not get("SWAPPED") and not get("DECODE"))
+    wide_single = (tunables.get("BN", 256) in (192, 256) and tunables.get("CONSUMERS", 2) == 2
+                   and plain_tiles(tunables) and unclustered(tunables))
     if not wide_single or not unaligned or problem.k < ROW_MIN_K:
         return tunables, why
     said = " and ".join(f"{name}'s rows are {size} bytes" for name, size in unaligned.items())
@@ -877,9 +886,7 @@ def without_pdl(problem: GemmProblem, tunables: dict[str, int], why: str) -> tup
     eleven more (PDL_ONE_ROW_CHECK): right on six (two within 0.3%), 1-8% slower on five
     (128x5120x9216, 128 x 64 tiles, 43.7 us with PDL against 40.5)."""
     get = tunables.get
-    whole = (get("BN", 256) in (64, 128) and get("CONSUMERS", 2) == 2 and get("SPLITS", 1) == 1
-             and get("CK", 1) == 1 and get("CM", 1) * get("CN", 1) == 1 and not get("PINGPONG")
-             and get("NSPLIT", 1) == 1 and not get("DECODE") and not get("SWAPPED"))
+    whole = get("BN", 256) in (64, 128) and get("CONSUMERS", 2) == 2 and plain_tiles(tunables) and unclustered(tunables)
     tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, get("BN", 256))
     one_row_of_narrow = problem.m <= 128 and get("BN") == 64
     if not whole or not get("PDL") or tiles <= SMS // 2 or problem.k < PDL_MIN_K or one_row_of_narrow:
