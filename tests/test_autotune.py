@@ -208,6 +208,24 @@ def test_a_sweep_over_two_gpus_runs_every_trial_once_and_keeps_each_shape_on_one
     assert len(journal.load()) == len(shapes) * 3  # every trial once, baselines included
 
 
+def test_a_sweep_hands_out_the_shapes_of_most_trials_first(monkeypatch):
+    handed = []
+
+    def completed(runner, tasks, groups, gpu):  # the spread, in this process: records the order
+        for group in groups:
+            handed.append(tasks[group[0]].shape)
+            for index in group:
+                yield index, Trial(tasks[index].tunables, "ok", "", 1.0, 10.0), gpu
+
+    monkeypatch.setattr(autotune, "runner_on", lambda gpus, handler, **settings: None)
+    monkeypatch.setattr(autotune, "completed", completed)
+    configs = {64: [{"BM": 64}], 96: [{"BM": 64}, {"BM": 32}, {"BM": 128}], 128: [{"BM": 64}, {"BM": 32}]}
+    shapes = [(64, 64, 64), (96, 96, 96), (128, 128, 128)]
+    results = autotune.tune(kernels.KERNELS["warptiled"], shapes, lambda shape: configs[shape[0]], gpus=(0, 1))
+    assert handed == [(96, 96, 96), (128, 128, 128), (64, 64, 64)]  # no long shape left for the tail
+    assert [r.shape for r in results] == shapes and [len(r.trials) for r in results] == [1, 3, 2]
+
+
 def test_the_vote_needs_entries_and_an_offered_configuration():
     entries = [_entry((4096, 4096, 4096), {(("BM", 64),): 10.0})]
     offer = lambda problem: [{"BM": 64}]  # noqa: E731

@@ -126,7 +126,9 @@ def main(argv=None) -> int:
         swept, space = TARGETS[name]
         spec = kernels.KERNELS[swept]
         journal = Journal(args.journal if len(names) == 1 else f"{args.journal}.{name}") if args.journal else None
-        results = autotune.tune(spec, shapes, space, seconds=args.seconds, journal=journal, gpus=gpus)  # in workers
+        phases = {}
+        results = autotune.tune(spec, shapes, space, seconds=args.seconds, journal=journal, gpus=gpus,  # in workers
+                                on_phase=phases.__setitem__)
         title = f"{name} " if len(names) > 1 else ""
         for r in results:
             print("\n" + "\n".join(r.report_lines(args.top, title=title)))
@@ -136,6 +138,8 @@ def main(argv=None) -> int:
             document = autotune.merge_tables(document, kept) if kept else document
         if name in VOTERS:
             print("\n" + "\n".join(left_out_check(document["entries"], *VOTERS[name])))
+        print(f"{title}prebuild {phases['prebuild']:.1f} s, sweep {phases['sweep']:.1f} s on GPUs "
+              f"{','.join(map(str, gpus))}")
         if args.json:
             path = Path(args.json)
             if len(names) > 1:  # run.json -> run.<kernel>.json, one per kernel

@@ -19,7 +19,9 @@ from typing import Callable, Mapping, Sequence
 from .. import precision as _precision
 from ..case import PreparedCase, run_case
 from ..device_reference import products_for
+from ..cuda.driver import Device, gpu_available
 from ..cuda.errors import GemmDriverError
+from ..kernels.build import build_all
 from ..kernels.tuned import SCHEMA
 from ..problem import GemmProblem, parse_shape, shape_label
 from .isolation import DEFAULT_WATCHDOG_S, TaskFailure, kept, release_kept
@@ -79,7 +81,8 @@ Space = Sequence[Mapping[str, int]] | Callable[[tuple[int, int, int]], Sequence[
 def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
          seconds: float = 0.15, seed: int = 0, on_trial: Callable[[tuple, Trial], None] = lambda s, t: None,
          isolation: str = "process", watchdog_s: float = DEFAULT_WATCHDOG_S,
-         journal: Journal | None = None, gpus: Sequence[int] = (0,)) -> list[ShapeResult]:
+         journal: Journal | None = None, gpus: Sequence[int] = (0,),
+         on_phase: Callable[[str, float], None] = lambda phase, seconds: None) -> list[ShapeResult]:
     """Verify and time every configuration of ``space`` (or of ``space(shape)``, the
     configurations offered for that shape) on each shape, and the precision's cuBLAS beside
     them on the same operands, in a worker process (isolation.py): a configuration that
@@ -87,7 +90,9 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
     one worker per GPU takes whole shapes from a shared queue (spread.py; a shape's trials
     share its operands and reference). With a ``journal``, each finished trial is appended to
     it and trials already there are not run again, so a stopped sweep resumes where it
-    stopped."""
+    stopped. Every configuration still to run is compiled first, in threads (build_all: a cold
+    cache costs about the longest build, not the sum of them, on one GPU or several);
+    ``on_phase`` hears how long that took ("prebuild") and the sweep after it ("sweep")."""
     baseline = _precision.get(spec.precision).baseline
     offered = space if callable(space) else (lambda shape: space)
     tasks = [TrialTask(name, tuple(shape), index, spec.precision, dict(tunables), seed, seconds)
@@ -113,8 +118,16 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
     by_shape: dict[int, list[int]] = {}
     for index, task in enumerate(todo):
         by_shape.setdefault(task.shape_index, []).append(index)
+    started = time.perf_counter()
+    if gpu_available() and spec.kind != "ptx":
+        build_all(((spec, task.tunables) for task in todo if task.kernel == spec.name), Device.get(gpus[0]).arch)
+    on_phase("prebuild", time.perf_counter() - started)
+    started = time.perf_counter()
+    # the shapes of most trials first: over several GPUs, none starts a long shape while the others
+    # run out of work (the sweep's tail); one GPU runs them in order
+    groups = sorted(by_shape.values(), key=len, reverse=True)
     runner = runner_on(gpus, run_trial_task, isolation=isolation, watchdog_s=watchdog_s)
-    for index, trial, gpu in completed(runner, todo, list(by_shape.values()), gpus[0]):  # journaled as they end
+    for index, trial, gpu in completed(runner, todo, groups, gpus[0]):  # journaled as they end
         task = todo[index]
         if isinstance(trial, TaskFailure):
             trial = Trial(task.tunables, "FAILED", trial.reason)
@@ -122,6 +135,7 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
         if journal is not None:
             journal.append(task.key, trial.as_dict())
         record(task, trial)
+    on_phase("sweep", time.perf_counter() - started)
     return list(results.values())
 
 

@@ -12,7 +12,6 @@ import dataclasses
 import os
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -22,7 +21,7 @@ from .. import kernels
 from .. import precision as _precision
 from ..kernels import precision_of
 from ..cuda.driver import Device, device_count, gpu_available
-from ..kernels.build import build, default_arch
+from ..kernels.build import build_all, default_arch
 from . import corpus_summary, plots, report, roofline, writers
 from ..cuda.errors import GemmDriverError
 from ..problem import DEFAULT_VARIANT
@@ -136,9 +135,8 @@ class BenchRun:
 
 
 def prebuild(steps: Sequence[Step]) -> int:
-    """Compile, in threads, every configuration of an own kernel that ``steps`` will load on
-    this GPU, into the on-disk cache the bench's worker reads: NVRTC releases the GIL, so a
-    cold cache costs about the longest build instead of the sum of them. Returns how many
+    """Compile every configuration of an own kernel that ``steps`` will load on this GPU into the
+    on-disk cache the bench's worker reads, in threads (build_all). Returns how many
     configurations there were (0 without a GPU: the tuned tables are chosen per GPU).
 
     Nothing is reported here: a kernel that does not take a shape, or does not build, is
@@ -146,7 +144,7 @@ def prebuild(steps: Sequence[Step]) -> int:
     if not gpu_available():
         return 0
     device = Device.get(0)
-    configurations = {}
+    configurations = []
     for step in steps:
         for spec in (kernels.get(name) for name in step.kernels):
             if not isinstance(spec, kernels.KernelSpec) or spec.kind == "ptx" or not spec.runs_on(
@@ -154,15 +152,10 @@ def prebuild(steps: Sequence[Step]) -> int:
                 continue
             try:  # as Session.launcher resolves it
                 tunables = spec.choose(step.problem, device.name)[0] if spec.choose is not None else {}
-                resolved = spec.validate(step.problem, tunables)
+                configurations.append((spec, spec.validate(step.problem, tunables)))
             except ValueError:
                 continue
-            configurations[(spec.name, tuple(sorted(resolved.items())))] = (spec, resolved)
-    if configurations:
-        with ThreadPoolExecutor(min(len(configurations), os.cpu_count() or 1)) as pool:
-            for done in [pool.submit(build, spec, device.arch, resolved) for spec, resolved in configurations.values()]:
-                done.exception()  # waited for; a failed build is the sweep's to report
-    return len(configurations)
+    return build_all(configurations, device.arch)
 
 
 def select_gpus(text: str) -> tuple[int, ...]:

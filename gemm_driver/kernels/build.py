@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..cuda import cache
 from ..cuda.driver import Device, gpu_available
@@ -69,3 +71,16 @@ def build(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None
     )
     entries = {name: compiled.entry(expression) for name, expression in expressions.items()}
     return Build(spec, resolved, compiled, entries, hit)
+
+
+def build_all(configurations: Iterable[tuple[KernelSpec, Mapping[str, int]]], arch: str) -> int:
+    """Compile every (spec, tunables) of ``configurations`` in threads into the on-disk cache,
+    each once: NVRTC releases the GIL, so a cold cache costs about the longest build instead of
+    the sum of them. A build that fails is left for its run to report (it fails again there,
+    under that run's name). Returns how many distinct configurations there were."""
+    distinct = {(spec.name, tuple(sorted(spec.resolve(t).items()))): (spec, t) for spec, t in configurations}
+    if distinct:
+        with ThreadPoolExecutor(min(len(distinct), os.cpu_count() or 1)) as pool:
+            for done in [pool.submit(build, spec, arch, t) for spec, t in distinct.values()]:
+                done.exception()  # waited for
+    return len(distinct)

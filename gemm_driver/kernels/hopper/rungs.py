@@ -718,8 +718,7 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     tile, tiles, label = ((selection.TILE_64x64, small, "64x64") if small <= FILL_TILES
                           else (selection.TILE_128x64, large, "128x64"))
     splits = _split_k(tiles, problem.k, FILL_SLICE_K, max(SPLITS.choices), room=FILL_UNITS)
-    unsplit = {name: value for name, value in tile.items() if name != "PDL"}
-    return ({**unsplit, "SPLITS": splits} if splits > 1 else dict(tile),
+    return ({**selection.no_pdl(tile), "SPLITS": splits} if splits > 1 else dict(tile),
             f"{tiles} tiles of {label}" + (f", {splits}-way split-K" if splits > 1 else ", PDL")
             + f" to fill a small grid (H100: 256x320x8192 14.4 us against 20.1 for the vote's pick; {GRID_FILL_PROBE})")
 
@@ -891,7 +890,7 @@ def without_pdl(problem: GemmProblem, tunables: dict[str, int], why: str) -> tup
     one_row_of_narrow = problem.m <= 128 and get("BN") == 64
     if not whole or not get("PDL") or tiles <= SMS // 2 or problem.k < PDL_MIN_K or one_row_of_narrow:
         return tunables, why
-    return ({name: value for name, value in tunables.items() if name != "PDL"},
+    return (selection.no_pdl(tunables),
             f"{why}; {tiles} tiles of 128x{get('BN')}, more than half the SMs, K >= {PDL_MIN_K}: no PDL "
             f"(H100: 1024x704x6144 23.9 us against 30.3 with it; {PDL_PROBE})")
 

@@ -34,10 +34,16 @@ against 1.037-1.048 for log2(M, N, K) with 1-4 neighbours and 1.165 for the anal
 The tables now, swept with the tail split: 1.039x on the H100 with ties broken (1.041x without,
 the last line of results/h100-80gb-hbm3/autotune-hopper-bf16-tuning-set-pingpong.txt, its shapes
 of M > 128 swept again with the ping-pong candidates on two H100s; 1.038x before, the drift
-between two sweeps), 1.040x on the H200 with ties broken (1.039x without;
-results/h200/autotune-hopper-bf16-tuning-set-tail-4-gpus.txt, before the cluster-split and
-ping-pong candidates: the vote counts them unmeasured there); tests/test_hopper_selection.py
-repeats the check on the committed H100 table.
+between two sweeps), 1.054x on the H200 with ties broken (1.052x without;
+results/h200/autotune-hopper-bf16-tuning-set-4-gpus.txt, every candidate on four H200s; two
+more sweeps of it, results/h200/sweep-one-vs-four-gpus-whole/, read 1.056x and 1.050x);
+tests/test_hopper_selection.py repeats the check on the committed H100 table.
+
+The 128 x 128 and 128 x 64 tiles without PDL were candidates for one sweep (the H200's table
+holds their timings): PDL off was more than 3% faster in 43 of the 198 pairs (PDL on in 81),
+and the fastest candidate on 1 of the 99 shapes (2048x3584x3584, by 0.4%), and the left-out check read 1.057x
+with them against 1.054x without; they are not offered. ``rungs.without_pdl`` takes PDL off
+where the probes found it lost, on mid-size grids the tuning set barely holds.
 
 FP16 runs the same template with the same tiles and reads the BF16 table: no FP16 sweep has
 run (in results/h100-80gb-hbm3/bench-quick.txt FP16 ran at 0.93-1.00x the BF16 speed).
@@ -56,6 +62,12 @@ from . import geometry as geo
 SMS = MEASURED_SM_COUNT
 TABLE_KERNEL = "hopper_bf16"  # the table both precisions read
 
+
+def no_pdl(tile: Mapping[str, int]) -> dict[str, int]:
+    """``tile`` launched without PDL (its default)."""
+    return {name: value for name, value in tile.items() if name != "PDL"}
+
+
 TILE_128x256 = {"PDL": 1}
 TILE_128x128 = {"BN": 128, "STAGES": 6, "PDL": 1}
 TILE_128x64 = {"BN": 64, "STAGES": 8, "PDL": 1}
@@ -66,7 +78,7 @@ SPLIT_TILE = {"BN": 128, "STAGES": 6}  # split-K's tiles (PDL lost with split-K:
 # over K so that as many CTAs as can be resident read their share of B at once (without PDL,
 # which lost with split-K, as for SPLIT_TILE).
 SMALL_M = 128
-SMALL_M_TILES = tuple({k: v for k, v in tile.items() if k != "PDL"} for tile in (TILE_64x128, TILE_64x64))
+SMALL_M_TILES = (no_pdl(TILE_64x128), no_pdl(TILE_64x64))
 SMALL_M_SPLITS = (2, 4, 8)
 # Split-K inside clusters (CK: a tile's k ranges added through distributed shared memory, no
 # workspace, PDL kept) on grids of fewer tiles than SMs past the small-grid rule
