@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import math
 
@@ -184,6 +186,26 @@ def test_a_journal_resumes_a_sweep_without_running_what_it_holds(tmp_path, monke
     second = autotune.tune(spec, [(64, 64, 64), (32, 32, 32)], [{"BM": 64}], isolation="fake", journal=journal)
     assert len(ran) == 2 and all("32x32x32" in key for key in ran)  # the first shape came from the journal
     assert second[0].trials[0].tflops == 11.0 and second[1].trials[0].status == "ok"
+    assert all(result["finished_s"] >= 0 for result in journal.load().values())  # when each result came
+
+
+def test_a_trial_says_where_the_worker_s_time_went(monkeypatch):
+    from types import SimpleNamespace
+
+    ticks = itertools.count()
+    monkeypatch.setattr(autotune.time, "perf_counter", lambda: float(next(ticks)))  # each phase: 1 s
+    monkeypatch.setattr(autotune, "GpuTimer", lambda stream, arch: SimpleNamespace(close=lambda: None))
+    monkeypatch.setattr(autotune, "kept", lambda state, key, make: SimpleNamespace(problem=GemmProblem(64, 64, 64)))
+    monkeypatch.setattr(autotune, "_refusal", lambda session, task: None)
+    monkeypatch.setattr(autotune, "run_case", lambda *args, **settings: SimpleNamespace(
+        ok=True, timing=SimpleNamespace(median_ms=0.5)))
+    task = autotune.TrialTask("warptiled", (64, 64, 64), 0, "fp32", {"BM": 64}, 0, 0.1)
+    trial = autotune.run_trial_task(SimpleNamespace(stream=None, arch="sm_90"), {}, task, lambda: None)
+    assert trial.status == "ok" and trial.phases_s == {"case": 1.0, "build": 1.0, "run": 1.0}
+    failed = dataclasses.replace(trial, tunables={"BM": 32}, status="FAILED", finished_s=3.0)
+    table = autotune.table_document([ShapeResult((64, 64, 64), [trial, failed])], kernels.KERNELS["warptiled"], {})
+    rejected = table["entries"][0]["rejected"]  # the table keeps what a trial measured, not when
+    assert len(rejected) == 1 and "phases_s" not in rejected[0] and "finished_s" not in rejected[0]
 
 
 def test_a_sweep_over_two_gpus_runs_every_trial_once_and_keeps_each_shape_on_one_gpu(tmp_path, monkeypatch):

@@ -43,3 +43,20 @@ def test_a_lost_and_a_repeated_trial_are_counted(tmp_path):
 def test_an_unreadable_journal_is_one_line_and_exit_2(tmp_path):
     out = _run(tmp_path / "missing.jsonl", tmp_path / "missing.jsonl")
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "cannot read the journals" in out.stderr
+
+
+def test_the_trials_times_show_per_gpu_where_they_are_in_the_journals(tmp_path):
+    def timed(rows):
+        return "".join(json.dumps({"key": key, "result": {"median_ms": 1.0, "gpu": gpu, "finished_s": at,
+                                                          "phases_s": {"case": 0.5, "run": run}}}) + "\n"
+                       for key, gpu, at, run in rows)
+
+    one, spread = tmp_path / "one.jsonl", tmp_path / "spread.jsonl"
+    one.write_text(timed([("a", 0, 1.0, 0.5), ("b", 0, 2.0, 0.5)]))
+    spread.write_text(timed([("a", 0, 1.0, 1.5), ("b", 1, 1.5, 0.5)]))
+    out = _run(one, spread)
+    assert "one GPU: seconds a trial by phase" in out.stdout
+    assert "GPU 0: 2 trials, case 0.500, run 0.500; busy 2.0 s, last at 2.0 s" in out.stdout
+    assert "GPU 0: 1 trials, case 0.500, run 1.500; busy 2.0 s, last at 1.0 s" in out.stdout
+    assert "GPU 1: 1 trials, case 0.500, run 0.500; busy 1.0 s, last at 1.5 s" in out.stdout
+

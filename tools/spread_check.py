@@ -9,7 +9,10 @@ the spread run ran every trial of the one-GPU run exactly once (no trial lost or
 the trials fell on the GPUs, and, per GPU of the spread run, how its times compare with the
 one-GPU run's for the same trials: the median ratio and the share within 2%. Those on the
 one-GPU run's own GPU measure the run-to-run noise; those on other GPUs add the card-to-card
-difference. ``--walls`` (lines ``gpus G ... wall S s``) adds the wall times and their ratio.
+difference. Where the journals hold the trials' times, per GPU of each run the mean seconds a
+trial spent in each phase (the shape's case, the build, verify and time), the seconds busy in
+trials and when the last result came: what grows with more GPUs. ``--walls`` (lines
+``gpus G ... wall S s``) adds the wall times and their ratio.
 """
 
 from __future__ import annotations
@@ -29,6 +32,28 @@ def read(path: str) -> tuple[dict[str, dict], int]:
     with open(path) as journal:
         lines = sum(1 for line in journal if line.strip())
     return Journal(path).load(), lines
+
+
+def timelines(label: str, journal: dict[str, dict]) -> list[str]:
+    """Per GPU of a run whose journal has the trials' times (autotune.Trial's phases_s and
+    finished_s): the mean seconds a trial of each phase, the seconds the worker spent in
+    trials and when its last result came; nothing for a journal without them."""
+    by_gpu = collections.defaultdict(list)
+    for result in journal.values():
+        if result.get("phases_s") and result.get("finished_s") is not None:
+            by_gpu[result.get("gpu")].append(result)
+    if not by_gpu:
+        return []
+    lines = [f"{label}: seconds a trial by phase (mean), busy in trials, last result at"]
+    for gpu, results in sorted(by_gpu.items()):
+        phases = collections.defaultdict(float)
+        for result in results:
+            for phase, seconds in result["phases_s"].items():
+                phases[phase] += seconds
+        means = ", ".join(f"{phase} {total / len(results):.3f}" for phase, total in sorted(phases.items()))
+        lines.append(f"  GPU {gpu}: {len(results)} trials, {means}; busy {sum(phases.values()):.1f} s, "
+                     f"last at {max(r['finished_s'] for r in results):.1f} s")
+    return lines
 
 
 def main() -> int:
@@ -60,6 +85,9 @@ def main() -> int:
         quantiles = statistics.quantiles(values, n=10) if len(values) > 1 else values
         print(f"  GPU {gpu}: {len(values)} trials, median {statistics.median(values):.4f}, "
               f"10th-90th percentile {quantiles[0]:.3f}-{quantiles[-1]:.3f}, within 2%: {within:.0%}")
+    for label, journal in (("one GPU", one), ("spread", spread)):
+        for line in timelines(label, journal):
+            print(line)
     if args.walls:
         walls = {}
         for line in open(args.walls):

@@ -37,10 +37,16 @@ class Trial:
     median_ms: float | None = None
     tflops: float | None = None
     gpu: int | None = None  # the ordinal of the GPU that ran it
+    # where the worker's time went, in seconds: "case" (the shape's operands and reference, paid by
+    # its first trial), "build" (load or compile), "run" (verify and time); and when the sweep
+    # had the result, in seconds from its start (a GPU's timeline, its idle time)
+    phases_s: dict | None = None
+    finished_s: float | None = None
 
     def as_dict(self) -> dict:
+        timed = {name: value for name in ("phases_s", "finished_s") if (value := getattr(self, name)) is not None}
         return {"tunables": self.tunables, "status": self.status, "detail": self.detail,
-                "median_ms": self.median_ms, "tflops": self.tflops, "gpu": self.gpu}
+                "median_ms": self.median_ms, "tflops": self.tflops, "gpu": self.gpu, **timed}
 
 
 @dataclass
@@ -109,6 +115,7 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
         result.trials.append(trial)
         on_trial(task.shape, trial)
 
+    sweep_started = time.perf_counter()
     todo = []
     for task in tasks:
         if task.key in done:
@@ -131,7 +138,7 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
         task = todo[index]
         if isinstance(trial, TaskFailure):
             trial = Trial(task.tunables, "FAILED", trial.reason)
-        trial = dataclasses.replace(trial, gpu=gpu)
+        trial = dataclasses.replace(trial, gpu=gpu, finished_s=round(time.perf_counter() - sweep_started, 3))
         if journal is not None:
             journal.append(task.key, trial.as_dict())
         record(task, trial)
@@ -163,20 +170,30 @@ def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], Non
     if "timer" not in state:
         state["timer"] = GpuTimer(session.stream, session.arch)
         state["close"] = lambda: _close_trial_state(state)
+    phases, clock = {}, time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[phase], clock = round(now - clock, 4), now
+
     case = kept(state, (task.shape, task.shape_index, task.precision, task.seed),
                 lambda: PreparedCase.random(GemmProblem(*task.shape), task.precision, [task.seed, task.shape_index],
                                             products=products_for(session, GemmProblem(*task.shape))))
+    lap("case")
     if task.tunables:
         refusal = _refusal(session, task)
+        lap("build")
         if refusal is not None:
-            return refusal
+            return dataclasses.replace(refusal, phases_s=phases)
     beat()
     outcome = run_case(session, task.kernel, case, tunables=task.tunables or None, timer=state["timer"],
                        budget=Budget(seconds=task.seconds))
+    lap("run")
     if not outcome.ok:
-        return Trial(task.tunables, outcome.status, outcome.detail)
+        return Trial(task.tunables, outcome.status, outcome.detail, phases_s=phases)
     median = outcome.timing.median_ms
-    return Trial(task.tunables, "ok", "", median, case.problem.flops / median / 1e9)
+    return Trial(task.tunables, "ok", "", median, case.problem.flops / median / 1e9, phases_s=phases)
 
 
 def _refusal(session, task: TrialTask) -> Trial | None:
@@ -196,6 +213,11 @@ def _refusal(session, task: TrialTask) -> Trial | None:
 def _close_trial_state(state: dict) -> None:
     release_kept(state)
     state.pop("timer").close()
+
+
+def _measured(trial: Trial) -> dict:
+    """A trial as the table keeps it: what it measured, not where the worker's time went."""
+    return {name: value for name, value in trial.as_dict().items() if name not in ("phases_s", "finished_s")}
 
 
 def merge_tables(document: Mapping, kept: Mapping) -> dict:
@@ -228,7 +250,7 @@ def table_document(results: Sequence[ShapeResult], spec, environment: Mapping, k
             "cublas_tflops": round(r.baseline_tflops, 2) if r.baseline_tflops else None,
             "runners_up": [{"tunables": sparse(t.tunables), "tflops": round(t.tflops, 2)} for t in ranked[1:keep]],
             "trials": len(r.trials),
-            "rejected": [t.as_dict() for t in r.trials if t.status != "ok"],
+            "rejected": [_measured(t) for t in r.trials if t.status != "ok"],
         })
     return {
         "schema": SCHEMA,
