@@ -20,6 +20,8 @@ recipe hides as a skip otherwise), a wrong answer or a CUDA error during the run
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping, Protocol
@@ -153,6 +155,7 @@ class Outcome:
     verification: Verification | None = None
     timing: Any = None  # the timer's statistics (bench.timing.TimingStats); None unless timed
     launch: dict = field(default_factory=dict)  # Launch.record(): what ran
+    verify_s: float | None = None  # seconds of the checked run (launch, read-back, check); None on the host path
 
     @property
     def ok(self) -> bool:
@@ -183,14 +186,16 @@ def run_case(session, name: str, case: PreparedCase, *, tunables: Mapping[str, i
     except Exception as exc:  # noqa: BLE001 - anything else is a bug in the launcher, not a skip
         return Outcome("FAILED", _first_line(exc))
     record = launch.record()
+    started = time.perf_counter()
     try:
         verification = case.check(*case.run(launch))
+        verify_s = time.perf_counter() - started
         if not verification.ok:
-            return Outcome("FAILED", verification.message, verification, launch=record)
+            return Outcome("FAILED", verification.message, verification, launch=record, verify_s=verify_s)
         timing = timer.measure(launch, budget) if timer is not None else None
     except (CudaError, GemmDriverError) as exc:
         return Outcome("FAILED", _first_line(exc), launch=record)
-    return Outcome("ok", "", verification, timing, record)
+    return Outcome("ok", "", verification, timing, record, verify_s)
 
 
 def _run_on_host(target, case: PreparedCase, tunables, timer, budget) -> Outcome:

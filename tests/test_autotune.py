@@ -198,10 +198,10 @@ def test_a_trial_says_where_the_worker_s_time_went(monkeypatch):
     monkeypatch.setattr(autotune, "kept", lambda state, key, make: SimpleNamespace(problem=GemmProblem(64, 64, 64)))
     monkeypatch.setattr(autotune, "_refusal", lambda session, task: None)
     monkeypatch.setattr(autotune, "run_case", lambda *args, **settings: SimpleNamespace(
-        ok=True, timing=SimpleNamespace(median_ms=0.5)))
+        ok=True, timing=SimpleNamespace(median_ms=0.5), verify_s=0.25))
     task = autotune.TrialTask("warptiled", (64, 64, 64), 0, "fp32", {"BM": 64}, 0, 0.1)
     trial = autotune.run_trial_task(SimpleNamespace(stream=None, arch="sm_90"), {}, task, lambda: None)
-    assert trial.status == "ok" and trial.phases_s == {"case": 1.0, "build": 1.0, "run": 1.0}
+    assert trial.status == "ok" and trial.phases_s == {"case": 1.0, "build": 1.0, "time": 0.75, "verify": 0.25}
     failed = dataclasses.replace(trial, tunables={"BM": 32}, status="FAILED", finished_s=3.0)
     table = autotune.table_document([ShapeResult((64, 64, 64), [trial, failed])], kernels.KERNELS["warptiled"], {})
     rejected = table["entries"][0]["rejected"]  # the table keeps what a trial measured, not when

@@ -37,9 +37,9 @@ class Trial:
     median_ms: float | None = None
     tflops: float | None = None
     gpu: int | None = None  # the ordinal of the GPU that ran it
-    # where the worker's time went, in seconds: "case" (the shape's operands and reference, paid by
-    # its first trial), "build" (load or compile), "run" (verify and time); and when the sweep
-    # had the result, in seconds from its start (a GPU's timeline, its idle time)
+    # where the worker's time went, in seconds: "case" (the shape's operands and reference, paid
+    # by its first trial), "build" (load or compile), "verify" (run, read back, check), "time";
+    # and when the sweep had the result, in seconds from its start (a GPU's timeline, idle time)
     phases_s: dict | None = None
     finished_s: float | None = None
 
@@ -189,7 +189,10 @@ def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], Non
     beat()
     outcome = run_case(session, task.kernel, case, tunables=task.tunables or None, timer=state["timer"],
                        budget=Budget(seconds=task.seconds))
-    lap("run")
+    lap("time")
+    if outcome.verify_s is not None:  # run_case verified before it timed
+        phases["verify"] = round(outcome.verify_s, 4)
+        phases["time"] = round(max(phases["time"] - outcome.verify_s, 0.0), 4)
     if not outcome.ok:
         return Trial(task.tunables, outcome.status, outcome.detail, phases_s=phases)
     median = outcome.timing.median_ms
