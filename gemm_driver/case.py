@@ -21,7 +21,6 @@ recipe hides as a skip otherwise), a wrong answer or a CUDA error during the run
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping, Protocol

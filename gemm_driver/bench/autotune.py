@@ -39,7 +39,8 @@ class Trial:
     gpu: int | None = None  # the ordinal of the GPU that ran it
     # where the worker's time went, in seconds: "case" (the shape's operands and reference, paid
     # by its first trial), "build" (load or compile), "verify" (run, read back, check), "time";
-    # and when the sweep had the result, in seconds from its start (a GPU's timeline, idle time)
+    # and when the sweep had the result, in seconds from its start after the builds (a GPU's
+    # timeline, its idle time)
     phases_s: dict | None = None
     finished_s: float | None = None
 
@@ -115,7 +116,6 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
         result.trials.append(trial)
         on_trial(task.shape, trial)
 
-    sweep_started = time.perf_counter()
     todo = []
     for task in tasks:
         if task.key in done:
@@ -129,7 +129,7 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
     if gpu_available() and spec.kind != "ptx":
         build_all(((spec, task.tunables) for task in todo if task.kernel == spec.name), Device.get(gpus[0]).arch)
     on_phase("prebuild", time.perf_counter() - started)
-    started = time.perf_counter()
+    sweep_started = time.perf_counter()
     # the shapes of most trials first: over several GPUs, none starts a long shape while the others
     # run out of work (the sweep's tail); one GPU runs them in order
     groups = sorted(by_shape.values(), key=len, reverse=True)
@@ -142,7 +142,7 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
         if journal is not None:
             journal.append(task.key, trial.as_dict())
         record(task, trial)
-    on_phase("sweep", time.perf_counter() - started)
+    on_phase("sweep", time.perf_counter() - sweep_started)
     return list(results.values())
 
 

@@ -40,10 +40,11 @@ more sweeps of it, results/h200/sweep-one-vs-four-gpus-whole/, read 1.056x and 1
 tests/test_hopper_selection.py repeats the check on the committed H100 table.
 
 The 128 x 128 and 128 x 64 tiles without PDL were candidates for one sweep (the H200's table
-holds their timings): PDL off was more than 3% faster in 43 of the 198 pairs (PDL on in 81),
-and the fastest candidate on 1 of the 99 shapes (2048x3584x3584, by 0.4%), and the left-out check read 1.057x
-with them against 1.054x without; they are not offered. ``rungs.without_pdl`` takes PDL off
-where the probes found it lost, on mid-size grids the tuning set barely holds.
+holds their timings). PDL off was more than 3% faster in 43 of the 198 pairs (PDL on in 81),
+but the fastest candidate on only 1 of the 99 shapes (2048x3584x3584, by 0.4%), and the
+left-out check read 1.057x with them against 1.054x without: they are not offered.
+``rungs.without_pdl`` takes PDL off where the probes found it lost, on mid-size grids the
+tuning set barely holds.
 
 FP16 runs the same template with the same tiles and reads the BF16 table: no FP16 sweep has
 run (in results/h100-80gb-hbm3/bench-quick.txt FP16 ran at 0.93-1.00x the BF16 speed).
