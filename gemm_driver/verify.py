@@ -34,6 +34,7 @@ The linear-layer variants (problem.py) extend it, all in float64 from the values
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -120,28 +121,53 @@ class Verification:
         }
 
 
+CHECK_BLOCK = 1 << 20  # elements of D compared at a time: a block's float64 temporaries stay in cache
+
+
 def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violations: int = 0,
           precision: str = "fp32", bound: np.ndarray | None = None) -> Verification:
     """Compare ``out`` (D as stored, decoded to float32 values) with ``ref`` element by
     element against the bound of ``precision`` (fp32, tf32, bf16, fp16) and the problem's
     output type and epilogue (``output_bound``; pass it as ``bound`` where several outputs
-    are checked against one reference: on a large case each pass over D takes a while)."""
+    are checked against one reference: on a large case each pass over D takes a while).
+    One pass over blocks of rows (CHECK_BLOCK elements), not whole-matrix float64
+    temporaries: a large D's check was seconds of the host's memory traffic per kernel."""
     if out.shape != ref.value.shape:
         raise ValueError(f"output shape {out.shape} differs from the reference's {ref.value.shape}")
     bound = output_bound(problem, ref, precision) if bound is None else bound
-    error = np.abs(out.astype(np.float64) - ref.value)
-    bad = ~(error <= bound)  # NaN compares false, so NaN counts as wrong
-    wrong, nan = int(np.count_nonzero(bad)), int(np.count_nonzero(np.isnan(out)))
-    ratio = float("inf") if nan else float(np.max(error / bound)) if out.size else 0.0
-    norm = float(np.linalg.norm(ref.value))
-    rel = float("inf") if nan else float(np.linalg.norm(error))  # |out - ref|, a NaN counted as infinite
+    rows, cols = out.shape if out.ndim == 2 else (out.shape[0], int(np.prod(out.shape[1:])))
+    got, expected, limit = (x.reshape(rows, cols) for x in (out, ref.value, np.broadcast_to(bound, out.shape)))
+    wrong = nan = 0
+    worst = error_squares = reference_squares = 0.0
+    first = None
+    step = max(1, CHECK_BLOCK // max(cols, 1))
+    for top in range(0, rows, step):
+        block = slice(top, top + step)
+        error = got[block].astype(np.float64)
+        error -= expected[block]
+        np.abs(error, out=error)
+        bad = ~(error <= limit[block])  # NaN compares false, so NaN counts as wrong
+        count = int(np.count_nonzero(bad))
+        if count and first is None:
+            i, j = np.argwhere(bad)[0]
+            first = (top + int(i), int(j))
+        wrong += count
+        nan += int(np.count_nonzero(np.isnan(got[block])))
+        flat, reference_flat = error.ravel(), expected[block].ravel()
+        error_squares += float(flat @ flat)
+        reference_squares += float(reference_flat @ reference_flat)
+        np.divide(error, limit[block], out=error)
+        worst = max(worst, float(error.max())) if error.size else worst
+    ratio = float("inf") if nan else worst
+    rel = float("inf") if nan else math.sqrt(error_squares)  # |out - ref|, a NaN counted as infinite
+    norm = math.sqrt(reference_squares)
     rel = rel / norm if norm > 0 else rel
     problems = []
     if wrong:
-        i, j = np.argwhere(bad)[0]
+        i, j = first
         problems.append(
-            f"{wrong} of {out.size} elements wrong, first at ({i}, {j}): got {out[i, j]!r}, "
-            f"expected {ref.value[i, j]!r}"
+            f"{wrong} of {out.size} elements wrong, first at ({i}, {j}): got {got[i, j]!r}, "
+            f"expected {expected[i, j]!r}"
         )
     if nan:
         problems.append(f"{nan} NaN (unwritten, or computed from a read outside A/B or of C with beta=0)")

@@ -218,6 +218,25 @@ def test_a_bound_given_once_judges_as_the_bound_computed_each_time():
     assert verify.check(problem, out, ref, bound=bound).relative_error == float("inf")
 
 
+def test_the_check_in_blocks_of_rows_judges_as_one_pass_over_all_of_d(monkeypatch):
+    rng = np.random.default_rng(11)
+    problem = GemmProblem(50, 30, 20)
+    a, b = rng.uniform(-1, 1, (50, 20)).astype(np.float32), rng.uniform(-1, 1, (20, 30)).astype(np.float32)
+    ref = verify.reference(problem, a, b, None)
+    out = (a.astype(np.float64) @ b).astype(np.float32)
+    out[31, 4] += 1e-2  # wrong in the fourth block of 8 rows, then in the sixth
+    out[47, 9] -= 1e-2
+    whole = verify.check(problem, out, ref)
+    monkeypatch.setattr(verify, "CHECK_BLOCK", 8 * 30 + 7)  # 8 rows a block, the last one short
+    blocked = verify.check(problem, out, ref)
+    assert not blocked.ok and blocked.wrong == whole.wrong == 2 and "first at (31, 4)" in blocked.message
+    bound = verify.output_bound(problem, ref)
+    error = np.abs(out.astype(np.float64) - ref.value)
+    assert blocked.max_error_ratio == pytest.approx(float(np.max(error / bound)))
+    assert blocked.relative_error == pytest.approx(np.linalg.norm(error) / np.linalg.norm(ref.value))
+    assert blocked.max_error_ratio == pytest.approx(whole.max_error_ratio)
+
+
 def test_only_large_single_problems_take_the_gpus_products():
     """device_reference.products_for: NumPy (None) below HOST_FLOPS, for batches and empty
     problems; the GPU's float64 matmul above (a function; no GPU is touched until it runs)."""
