@@ -185,9 +185,21 @@ class DeviceMatrix:
         values = values.view(np.float32) if self.itemsize == 4 else values
         if self._image is None:
             return values, 0
-        outside = np.ones(image.shape, dtype=bool)
-        self.window(outside)[...] = False
-        return values, int(np.count_nonzero(image[outside] != self._image[outside]))
+        return values, self._changed_outside(image)
+
+    def _changed_outside(self, image: np.ndarray) -> int:
+        """Elements outside the matrix (the guard rows and alignment lead before it, the guard
+        rows after it, the padding between cols and ld) that differ from what ``fill`` wrote,
+        compared region by region: a mask of the whole buffer cost a large D's read a few
+        passes over memory of its size."""
+        end = self.offset + self.rows * self.ld
+        changed = np.count_nonzero(image[:self.offset] != self._image[:self.offset])
+        changed += np.count_nonzero(image[end:] != self._image[end:])
+        if self.ld > self.cols and self.rows:
+            def padding(a: np.ndarray) -> np.ndarray:
+                return a[self.offset:end].reshape(self.rows, self.ld)[:, self.cols:]
+            changed += np.count_nonzero(padding(image) != padding(self._image))
+        return int(changed)
 
     def close(self) -> None:
         self.buffer.close()

@@ -150,6 +150,19 @@ def test_stray_writes_are_counted(where):
     assert np.isnan(out).all()
 
 
+@pytest.mark.parametrize("rows, cols, ld, guard, misalign", [(3, 4, 5, 1, 2), (3, 4, None, 2, 0), (0, 4, None, 1, 0),
+                                                          (4, 0, 1, 1, 2), (2, 3, 7, 0, 1)])
+def test_every_element_outside_the_matrix_is_a_violation_and_none_inside(rows, cols, ld, guard, misalign):
+    m = DeviceMatrix(rows, cols, ld=ld, guard=guard, misalign=misalign)
+    m.fill(None)
+    inside = {m.offset + i * m.ld + j for i in range(rows) for j in range(cols)}
+    for index in range(m.size):  # a stray write at every element of the buffer
+        m.buffer.memory[index] = 0
+    out, violations = m.read()
+    assert violations == m.size - len(inside)
+    assert out.shape == (rows, cols) and (out == 0).all()
+
+
 def test_writes_inside_the_matrix_are_values_not_violations():
     m = DeviceMatrix(3, 4, ld=5, guard=1, misalign=2)
     m.fill(None)
