@@ -151,10 +151,13 @@ class DeviceMatrix:
         self.ptr = self.buffer.ptr + itemsize * lead
         self._image: np.ndarray | None = None
 
+    def _body(self, image: np.ndarray) -> np.ndarray:
+        """The rows x ld view of a flat buffer-sized array: the matrix and its padding columns."""
+        return image[self.offset : self.offset + self.rows * self.ld].reshape(self.rows, self.ld)
+
     def window(self, image: np.ndarray) -> np.ndarray:
         """The rows x cols view of a flat buffer-sized array."""
-        body = image[self.offset : self.offset + self.rows * self.ld]
-        return body.reshape(self.rows, self.ld)[:, : self.cols]
+        return self._body(image)[:, : self.cols]
 
     def fill(self, values: np.ndarray | None, *, guard_bits=None, stream: Stream | None = None) -> None:
         """Upload ``values`` (or NaN poison when None) surrounded by ``guard_bits``
@@ -196,9 +199,7 @@ class DeviceMatrix:
         changed = np.count_nonzero(image[:self.offset] != self._image[:self.offset])
         changed += np.count_nonzero(image[end:] != self._image[end:])
         if self.ld > self.cols and self.rows:
-            def padding(a: np.ndarray) -> np.ndarray:
-                return a[self.offset:end].reshape(self.rows, self.ld)[:, self.cols:]
-            changed += np.count_nonzero(padding(image) != padding(self._image))
+            changed += np.count_nonzero(self._body(image)[:, self.cols:] != self._body(self._image)[:, self.cols:])
         return int(changed)
 
     def close(self) -> None:

@@ -44,8 +44,10 @@ class Trial:
     phases_s: dict | None = None
     finished_s: float | None = None
 
+    TIMES = ("phases_s", "finished_s")  # where and when, not what it measured: journaled, not tabled
+
     def as_dict(self) -> dict:
-        timed = {name: value for name in ("phases_s", "finished_s") if (value := getattr(self, name)) is not None}
+        timed = {name: value for name in self.TIMES if (value := getattr(self, name)) is not None}
         return {"tunables": self.tunables, "status": self.status, "detail": self.detail,
                 "median_ms": self.median_ms, "tflops": self.tflops, "gpu": self.gpu, **timed}
 
@@ -220,7 +222,7 @@ def _close_trial_state(state: dict) -> None:
 
 def _measured(trial: Trial) -> dict:
     """A trial as the table keeps it: what it measured, not where the worker's time went."""
-    return {name: value for name, value in trial.as_dict().items() if name not in ("phases_s", "finished_s")}
+    return {name: value for name, value in trial.as_dict().items() if name not in Trial.TIMES}
 
 
 def merge_tables(document: Mapping, kept: Mapping) -> dict:

@@ -263,9 +263,8 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       the faster on four (SMALL_GRID_PROBE), so it starts past half the SMs, where split-K stops
       (SIX_STAGE_MIN_TILES). Checked on six grids of 70-76 tiles chosen after (HALF_GRID_CHECK): 6
       stages 1.12-1.27x the 128 x 64 tiles in all twelve cases, within 1.3% of the fastest of
-      ours. In
-      block scaling no form won on more than one of the four full grids (0.70-0.78x the faster
-      baseline each). The first fit, on an H200 before the descriptors were built by addition,
+      ours. In block scaling no form won on more than one of the four full grids (0.70-0.78x
+      the faster baseline each). The first fit, on an H200 before the descriptors were built by addition,
       had every cluster and 6 stages within 5% of 4 stages without a cluster
       (results/h200/probe-fp8-configs.txt).
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
