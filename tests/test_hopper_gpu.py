@@ -72,6 +72,8 @@ FORCED = [
     ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "CM": 2}),  # two tile rows share B by multicast
     ("hopper_fp16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "CM": 2, "SPLITS": 3}),
     ("hopper_bf16", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2, "PDL": 1}),  # row_pair_choice's form
+    ("hopper_bf16", {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "CN": 2, "PINGPONG": 1}),  # swapped ping-pong
+    ("hopper_fp16", {"DECODE": 128, "BN": 128, "CONSUMERS": 2, "CM": 2}),  # both consumers on each 128-row tile
     ("hopper_tf32", {"CM": 2, "CN": 2, "STAGES": 3}),
     ("hopper_tf32", {"CM": 2, "GROUP_M": 1}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}),  # 128 x 64 tiles, two CTAs an SM
@@ -221,8 +223,10 @@ def test_tail_split_is_correct_and_bitwise_reproducible(hopper_session, name, pr
 
 
 # Ping-pong (PINGPONG): more tiles than CTAs, so both consumers of a CTA take turns; ragged
-# edges, clusters, each layout, 16-bit D with the fused epilogues, beta, C's own stores; K of one k tile.
+# edges, clusters, each layout, 16-bit D with the fused epilogues, beta, C's own stores; K of one
+# k tile; K of 16-47 k tiles, so that a consumer's k loop wraps the ring while the other stores.
 PINGPONG = {"BN": 128, "STAGES": 6, "PINGPONG": 1}
+SWAPPED_PINGPONG = {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1}
 PINGPONG_CASES = [
     ("hopper_bf16", GemmProblem(1000, 5000, 3000, -1.0, 0.5), PINGPONG),
     ("hopper_fp16", GemmProblem(2049, 3001, 1500), {**PINGPONG, "CM": 2}),  # 17 tile rows: the last cluster half empty
@@ -233,6 +237,14 @@ PINGPONG_CASES = [
     ("hopper_fp16", GemmProblem(1500, 2500, 999, 1.0, 0.5, trans_a=True, out_dtype="fp16", epilogue="bias"),
      {**PINGPONG, "STORE": 0}),
     ("hopper_bf16", GemmProblem(4000, 4000, 64), PINGPONG),  # one k tile a unit
+    # the swapped ping-pong tiles (DECODE rows of A x 128 columns): A read row-major, so nn and nt
+    ("hopper_bf16", GemmProblem(1000, 5000, 3000, -1.0, 0.5), SWAPPED_PINGPONG),
+    ("hopper_fp16", GemmProblem(2049, 3001, 1500), {**SWAPPED_PINGPONG, "CN": 2}),  # 13 tile rows, ragged
+    ("hopper_bf16", GemmProblem(1100, 4100, 1000, 1.0, 0.5, trans_b=True, out_dtype="bf16", epilogue="bias_gelu"),
+     {**SWAPPED_PINGPONG, "CM": 2}),
+    ("hopper_fp16", GemmProblem(1500, 2500, 999, 1.0, 0.5, trans_b=True, out_dtype="fp16", epilogue="bias_relu"),
+     {**SWAPPED_PINGPONG, "DECODE": 128, "CM": 2, "CN": 2}),
+    ("hopper_bf16", GemmProblem(4000, 4000, 64), {**SWAPPED_PINGPONG, "PDL": 1}),  # one k tile a unit
 ]
 
 

@@ -167,7 +167,8 @@ def _config_checks(name, t):
     elif name == "hopper_tf32" and entry == "main":
         cfg = f"hopper_tf32ra::Config<{t['BM']}, {t['CONSUMERS']}, {t['STAGES']}, {t['CM']}, {t['CN']}>"
     elif entry.startswith("decode"):
-        cfg = f"hopper_small_m::Config<{elem}, {t['DECODE']}, {t['CONSUMERS']}, {t['TRANS_B']}, {t['CM']}>"
+        cfg = f"hopper_small_m::Config<{elem}, {t['DECODE']}, {t['CONSUMERS']}, {t['TRANS_B']}, {t['CM']}, " \
+              f"{t['CN']}, {str(bool(t['PINGPONG'])).lower()}>"
     else:  # persistent_body.cuh: rungs 3, 4 and the last rung's entries (column halves: NSPLIT last)
         halves = f", 0, 0, 1, false, {g.nsplit}" if g.nsplit != 1 else ""
         cfg = f"hopper_pws::Config<{elem}, {g.bn}, {4 if entry == 'swapped' else t['STAGES']}, {g.cm}, {g.cn}, " \
@@ -190,11 +191,16 @@ def _config_checks(name, t):
     return checks
 
 
-# every decode tile (rows x consumers x clusters x B's layout): a few name expressions each, no build
+# every decode tile (rows x consumers x clusters x B's layout) and ping-pong tile (rows x clusters x
+# B's layout): a few name expressions each, no build
 DECODE_CONFIGURATIONS = [
     ("hopper_fp16", SPECS["hopper_fp16"].validate(GemmProblem(64, 256, 256, trans_b=bool(tb)),
                                                    {"DECODE": rows, "BN": 64 * c, "CONSUMERS": c, "CM": cm}))
-    for rows in rungs.DECODE_ROWS for c in (1, 2) for cm in (1, 2) for tb in (0, 1)]
+    for rows in rungs.DECODE_ROWS for c in (1, 2) for cm in (1, 2) for tb in (0, 1)] + [
+    ("hopper_bf16", SPECS["hopper_bf16"].validate(GemmProblem(640, 256, 256, trans_b=bool(tb)),
+                                                   {"DECODE": rows, "BN": 128, "CONSUMERS": 2, "CM": cm, "CN": cn,
+                                                    "PINGPONG": 1}))
+    for rows in rungs.PINGPONG_ROWS for cm in (1, 2) for cn in (1, 2) for tb in (0, 1)]
 
 
 def test_host_numbers_match_the_kernels_config_structs():
@@ -227,8 +233,13 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("persistent_bf16", {"SPLITS": 2}, P256, "has no tunable 'SPLITS'"),
     ("hopper_bf16", {"DECODE": 16}, P256, "DECODE=16 runs hopper_decode: tiles of 64 * CONSUMERS columns"),
     ("hopper_fp16", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, P256, "(STAGES left at 4)"),
-    ("hopper_bf16", {"DECODE": 32, "BN": 128, "CONSUMERS": 2, "CN": 2}, P256,
-     "clusters of tile rows sharing B only (CM=1 or 2, CN=1), SWAPPED=0"),
+    ("hopper_bf16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "CN": 2}, P256,
+     "CN=1 or 2 tile columns sharing A (CN=2 with DECODE >= 16: half the A tile a CTA), SWAPPED=0"),
+    ("hopper_fp16", {"DECODE": 160, "BN": 64, "CONSUMERS": 1}, P256,
+     "DECODE=160 with CONSUMERS=1: shared memory holds 3 stages, the decode tiles take at least 4"),
+    ("hopper_bf16", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1}, P256,
+     "PINGPONG=1 with DECODE gives each of the two consumers (CONSUMERS=2, BN=128) whole tiles of DECODE rows, "
+     "128 or 160"),
     ("hopper_bf16", {"DECODE": 32, "BN": 64, "CONSUMERS": 1}, GemmProblem(32, 256, 256, trans_a=True),
      "DECODE=32 (hopper_decode) reads A row-major: layouts nn and nt"),
     ("hopper_bf16", {"CK": 2, "CM": 2}, P256, "CK=2 splits K inside a cluster of CK CTAs: it takes "

@@ -23,8 +23,9 @@ from _toolkit import Parser, run  # noqa: E402
 OUT = Path(__file__).resolve().parent.parent / "cu" / "hopper" / "wgmma.cuh"
 NS = (64, 128, 256)  # the wgmma N extents the rungs use
 NS_E4M3 = (8, 16, 32, 64, 128, 256)  # e4m3 also narrow ones, for the FP8 decode tiles' few rows of A
-NS_16BIT = (8, 16, 32, 64, 128, 192, 256)  # 16-bit types also: narrow ones for the decode tiles' few rows
-# of A (decode_body.cuh), 192 for any_shape's 128 x 192 tiles (N a multiple of 192, not of 256)
+NS_16BIT = (8, 16, 32, 64, 128, 160, 192, 256)  # 16-bit types also: narrow ones for the decode tiles' few
+# rows of A (decode_body.cuh), 160 for their 160-row ping-pong tiles, 192 for any_shape's 128 x 192 tiles
+# (N a multiple of 192, not of 256)
 TYPES_16BIT = (("bf16", "bf16"), ("fp16", "f16"))  # (namespace, PTX type)
 
 

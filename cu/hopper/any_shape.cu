@@ -26,8 +26,9 @@
 // Tunables: BN (64, 128, 192, 256), STAGES, CONSUMERS, CM x CN clusters, SPLITS, CK (split-K in a
 // cluster, hopper_any_shape_cluster below), TAIL, GROUP_M, PDL, PINGPONG (template argument PP),
 // NSPLIT (NS: 64 x BN tiles whose columns the two consumers split, each 64 x BN/2; whole tiles),
-// SWAPPED (wgmma's A = the B tile, 128 x 256, no split), DECODE (the small-M tiles of
-// decode_body.cuh, entries hopper_decode and, with CM = 2, hopper_decode_cluster below), STORE;
+// SWAPPED (wgmma's A = the B tile, 128 x 256, no split), DECODE (decode_body.cuh's swapped tiles
+// of DECODE rows of A: few at small M, 128 or 160 with PINGPONG on full grids; entries
+// hopper_decode and, in clusters, hopper_decode_cluster below), STORE;
 // and, set by the problem, the output type, the epilogue and the layout (OUT, EPI, TRANS_A,
 // TRANS_B: template arguments below).
 // Constraints: SPLITS > 1 (and a tail split) needs
@@ -89,8 +90,9 @@ __global__ void __cluster_dims__(CM * CN * CK, 1, 1) __launch_bounds__(128 * (CO
 
 // Small M (decode_body.cuh): MT rows of A x 64 * CONSUMERS columns of B a tile, wgmma's roles
 // swapped, the deepest ring that fits. The arguments are any_shape's; c_map and c_tma are not read
-// (C is stored from registers). TB = 1: B stored N x K. A is read row-major.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB>
+// (C is stored from registers). TB = 1: B stored N x K. A is read row-major. PP = 1 (MT of 128 or
+// 160, two consumers): ping-pong, each consumer whole MT x 128 tiles in turn, no split-K.
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int PP = 0>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_decode(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                   const __grid_constant__ hopper::TensorMap b_map, float beta,
@@ -98,20 +100,22 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
                   float* __restrict__ workspace, int* __restrict__ counters,
                   const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                   const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, 1>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
-                                                              splits, whole, workspace, counters, bias);
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, 1, 1, PP != 0>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc,
+                                                                          group_m, splits, whole, workspace, counters,
+                                                                          bias);
 }
 
-// The same in clusters of CM = 2 tile rows sharing each B tile by multicast (b_map's box: half
-// the B tile).
-template <class Elem, int MT, int CONSUMERS, int CM, int OUT, int EPI, int TB>
-__global__ void __cluster_dims__(CM, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
+// The same in clusters of CM tile rows sharing each B tile and CN tile columns sharing each A
+// tile by multicast (b_map's box: 1/CM of the B tile; a_map's: 1/CN of the A tile).
+template <class Elem, int MT, int CONSUMERS, int CM, int OUT, int EPI, int TB, int CN = 1, int PP = 0>
+__global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_decode_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                           const __grid_constant__ hopper::TensorMap b_map, float beta,
                           typename hopper::OutType<OUT>::T* __restrict__ C, int ldc, int group_m, int splits,
                           int whole, float* __restrict__ workspace, int* __restrict__ counters,
                           const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                           const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, CM>(M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m,
-                                                               splits, whole, workspace, counters, bias);
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, CM, CN, PP != 0>(M, N, K, alpha, &a_map, &b_map, beta, C,
+                                                                            ldc, group_m, splits, whole, workspace,
+                                                                            counters, bias);
 }

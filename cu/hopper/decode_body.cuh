@@ -39,17 +39,25 @@ constexpr int SM_SHARED = 228 * 1024;
 
 // CM = 2: clusters of two tile rows (2 MT rows of A) over the same 64 * CONSUMERS columns of B;
 // each CTA loads half of the B tile and multicasts it to both (persistent_body.cuh's load_stage),
-// so B, the operand that sets the time, crosses L2 once for the two.
-template <class Elem, int MT, int CONSUMERS_, int TB_, int CM_ = 1>
+// so B, the operand that sets the time, crosses L2 once for the two. CN = 2: two tile columns
+// over the same MT rows of A, each CTA loading half of the A tile (MT of 16 rows or more).
+// PINGPONG (two consumers, MT of 128 or 160): each consumer computes whole MT x 128 tiles (both
+// 64-column blocks, MT accumulators a thread), in turns with the other (persistent_body.cuh's
+// take_turns), so that one's epilogue runs while the other's k loop keeps the tensor cores busy:
+// cuBLAS's form on full grids of short K (the profile command on the H100, 6144x8192x1024:
+// nvjet_sm90_tss_128x160_64x5_2x1, a 160-row tile in its terms' transpose, 5 stages).
+template <class Elem, int MT, int CONSUMERS_, int TB_, int CM_ = 1, int CN_ = 1, bool PINGPONG_ = false>
 struct Config {
     static constexpr int CONSUMERS = CONSUMERS_, CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
     static constexpr int THREADS = 128 * (CONSUMERS + 1);
     // load_stage's names (persistent_body.cuh): A is the MT x BK tile of A, B the BK x BN tile of B.
     static constexpr int BM = MT, BN = 64 * CONSUMERS, BK = KTile<Elem>::BK;
-    static constexpr int CM = CM_, CN = 1, CLUSTER = CM_;
+    static constexpr int CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
+    static constexpr bool PINGPONG = PINGPONG_;
+    static constexpr int READERS = PINGPONG ? 1 : CONSUMERS;  // consumer warpgroups of a CTA that read each slot
     static constexpr bool A_M_MAJOR = false, B_N_MAJOR = TB_ == 0;
     static constexpr int A_BYTES = MT * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int A_SLICE_ROWS = BM, B_SLICE_ROWS = (B_N_MAJOR ? BK : BN) / CM;
+    static constexpr int A_SLICE_ROWS = BM / CN, B_SLICE_ROWS = (B_N_MAJOR ? BK : BN) / CM;
     // the barriers in 256 bytes after the ring, 1024 for aligning the dynamic shared memory
     static constexpr int OVERHEAD = 256 + 1024;
     static constexpr int BUDGET = SM_SHARED / CTAS_PER_SM - 1024;
@@ -60,27 +68,36 @@ struct Config {
     static constexpr int PRODUCER_REGS = 56;
     static constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 200 : 224;
     static_assert(Elem::bytes == 2 || TB_ == 1, "e4m3 B is read K-major (stored N x K) only");
-    static_assert(MT == 8 || MT == 16 || MT == 32 || MT == 64, "MT is a wgmma N of 8 to 64");
+    static_assert(MT == 8 || MT == 16 || MT == 32 || MT == 64 || MT == 128 || MT == 160,
+                  "MT is a wgmma N: 8 to 64, or 128 or 160");
+    static_assert(!PINGPONG || (CONSUMERS == 2 && MT >= 128 && Elem::bytes == 2),
+                  "ping-pong: two consumers of 16-bit MT x 128 tiles, MT of 128 or 160");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(A_BYTES % 1024 == 0, "each stage's B tile starts on a 1024-byte swizzle atom");
-    static_assert(CM == 1 || CM == 2, "clusters of one or two tile rows");
+    static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2), "clusters of one or two tile rows or columns");
+    static_assert(A_SLICE_ROWS % 8 == 0, "A slices are whole 8-row swizzle atoms");
     static_assert(STAGES >= 4, "a ring of at least 4 stages");
-    static_assert(2 * STAGES * 8 + 16 <= 256, "barriers fit in their 256 bytes");
+    static_assert(2 * STAGES * 8 + 16 + (PINGPONG ? 16 : 0) <= 256, "barriers fit in their 256 bytes");
 };
 
 // Ring slot `slot`'s k tile: consumer c's 64 columns of n (wgmma's A) times the MT rows of A
 // (wgmma's B, K-major). B's tile is N-major (64 k rows of 128 bytes per 64 n, one 8 KiB block
 // a consumer; a k step of 16 is 16 rows) or K-major (BN rows of 128 bytes; a k step is 32 bytes).
+// The descriptors are those of slot 0, k step 0, moved on by addition (persistent_body.cuh's
+// Descriptor): the slot-0 ones do not change over the k loop, so they leave it.
 template <class Elem, class Cfg>
 __device__ __forceinline__ void mma_stage(float (&d)[Cfg::BM / 2], const unsigned char* smem, int slot, int consumer,
                                           bool first) {
-    const unsigned a = smem_u32(smem + slot * Cfg::STAGE_BYTES), b = a + Cfg::A_BYTES + consumer * 64 * 128;
+    const unsigned a = smem_u32(smem), b = a + Cfg::A_BYTES + consumer * 64 * 128;
+    const hopper_pws::Descriptor a_desc(smem_desc(a, 16, 1024)),
+        b_desc(Cfg::B_N_MAJOR ? smem_desc(b, 64 * 128, 1024) : smem_desc(b, 16, 1024));
+    static_assert(Cfg::STAGE_BYTES % 16 == 0, "stages start on 16-byte units");
+    const unsigned stage = slot * (Cfg::STAGE_BYTES / 16);
 #pragma unroll
     for (int step = 0; step < KTile<Elem>::STEPS; ++step) {
-        const unsigned long long b_desc = Cfg::B_N_MAJOR ? smem_desc(b + step * 16 * 128, 64 * 128, 1024)
-                                                         : smem_desc(b + step * 32, 16, 1024);
-        mma_ss<Elem, Cfg::BM, 0, Cfg::B_N_MAJOR ? 1 : 0>(d, b_desc, smem_desc(a + step * 32, 16, 1024),
-                                                          first && step == 0 ? 0 : 1);
+        const unsigned b_step = Cfg::B_N_MAJOR ? step * 16 * 128 / 16 : step * 32 / 16;
+        mma_ss<Elem, Cfg::BM, 0, Cfg::B_N_MAJOR ? 1 : 0>(d, b_desc.at(stage + b_step),
+                                                          a_desc.at(stage + step * 32 / 16), first && step == 0 ? 0 : 1);
     }
 }
 
@@ -98,10 +115,27 @@ __device__ __forceinline__ void k_loop_whole(float (&d)[Cfg::BM / 2], const hopp
 __device__ __forceinline__ int fragment_row(int m0, int j, int e, int lane) { return m0 + 8 * j + 2 * (lane % 4) + e; }
 
 // C[m][n] = act(alpha * acc + beta * C + bias[n]) for the consumer's 64 x MT block of C^T.
+// Where the block lies inside C with beta = 0 (a full grid's tiles) the addresses step from one
+// row pointer by constant multiples of ldc: per element index arithmetic, bounds checks and the
+// beta test took 20 instructions a store (ncu's source counters at 6144x24576x512), which the
+// ping-pong tiles' epilogue, 160 stores a thread, could not hide behind the other's k loop.
 template <int MT, class Epi>
 __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M, int m0, int n, const Epi& epi,
                                                  typename Epi::T* __restrict__ C, int ldc, int lane) {
     using Out = typename Epi::Out;
+    if (m0 + MT <= M && n + 8 < epi.N && epi.beta == 0.0f) {
+        const float b[2] = {epi.bias_at(n), epi.bias_at(n + 8)};
+        typename Epi::T* row = C + static_cast<long long>(fragment_row(m0, 0, 0, lane)) * ldc + n;
+        const long long rows8 = 8LL * ldc;
+#pragma unroll
+        for (int j = 0; j < MT / 8; ++j, row += rows8)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    Out::store(row + e * ldc + 8 * h, epi.finish(epi.alpha * d[4 * j + 2 * h + e], b[h]));
+        return;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int col = n + 8 * h;
@@ -129,77 +163,105 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
 //   epilogue_alpha(): the epilogue's alpha, read once a consumer (after PDL's take-over: it may
 //     read global memory);
 //   scale(d, w, consumer, warp, lane): the finished block before split-K and the epilogue.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, class KLoop, class Alpha, class Scale>
+// CN, PINGPONG: Config's (the ping-pong tiles run no k_loop or scale of the caller's: 16-bit only).
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, int CN = 1, bool PINGPONG = false,
+          class KLoop, class Alpha, class Scale>
 __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a_map, const TensorMap* b_map,
                                          float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                          int splits, int whole, float* __restrict__ workspace,
                                          int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias,
                                          KLoop&& k_loop, Alpha&& epilogue_alpha, Scale&& scale) {
-    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM>;
-    constexpr int STAGES = Cfg::STAGES;
+    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM, CN, PINGPONG>;
+    constexpr int STAGES = Cfg::STAGES, CLUSTER = Cfg::CLUSTER;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
     volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
+    Barrier* turns = empty + STAGES + 2;  // PINGPONG: turns[c] completes a phase as consumer c ends a k loop
     const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;
-    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, MT, Cfg::BN, Cfg::BK, CM, 1, splits, whole, group_m); };
-    // a cluster's CTAs take the same units, each its own tile row of the unit's super tile; the
-    // roles read their place after setmaxnreg (values live across it were spilled: fp8_body.cuh)
-    auto cluster_rank = [] { return CM == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
+    auto schedule = [&] { return hopper_pws::Schedule(M, N, K, MT, Cfg::BN, Cfg::BK, CM, CN, splits, whole, group_m); };
+    // a cluster's CTAs take the same units, each its own tile of the unit's super tile; the roles
+    // read their place after setmaxnreg (values live across it were spilled: fp8_body.cuh)
+    auto cluster_rank = [] { return CLUSTER == 1 ? 0 : static_cast<int>(cluster_cta_rank()); };
 
     if (threadIdx.x < STAGES) {
         barrier_init(&full[threadIdx.x], 1);
-        barrier_init(&empty[threadIdx.x], CONSUMERS * CM);  // every consumer of every CTA the slot reaches
+        barrier_init(&empty[threadIdx.x], Cfg::READERS * CLUSTER);  // every reader of every CTA the slot reaches
+        if (PINGPONG && threadIdx.x < 2) barrier_init(&turns[threadIdx.x], 1);
         fence_barrier_init();
     }
     if (threadIdx.x == 32) {
         tma_prefetch_map(a_map);
         tma_prefetch_map(b_map);
     }
-    if constexpr (CM == 1) __syncthreads();
+    if constexpr (CLUSTER == 1) __syncthreads();
     else cluster_sync();  // the peer's barriers exist before anyone multicasts into them
     take_over_from_previous_grid();  // with PDL: nothing global was touched before this
 
     if (wg == 0) {
         shrink_registers<Cfg::PRODUCER_REGS>();
-        if (t == 0)
-            hopper_pws::produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, blockIdx.x / CM, gridDim.x / CM,
-                                     cluster_rank(), 0);
+        if (t == 0) {
+            const int rank = cluster_rank();
+            hopper_pws::produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, blockIdx.x / CLUSTER,
+                                     gridDim.x / CLUSTER, rank % CM, rank / CM);
+        }
         __syncwarp();
     } else {
         grow_registers<Cfg::CONSUMER_REGS>();
         const hopper_pws::Schedule sched = schedule();
-        const int cluster_id = blockIdx.x / CM, clusters = gridDim.x / CM, rm = cluster_rank();
+        const int cluster_id = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER, rank = cluster_rank();
+        const int rm = rank % CM, rn = rank / CM;
         const int consumer = wg - 1, warp = t / 32, lane = t % 32;
         const float alpha = epilogue_alpha();
-        float d[MT / 2];
         int s = 0, phase = 0;
-        for (int u = cluster_id; u < sched.units; u += clusters) {
-            const hopper_pws::Unit w = sched.unit(u, rm, 0, CM, 1, MT, Cfg::BN);
-            k_loop(d, w, full, empty, smem, consumer, t, s, phase);
-            scale(d, w, consumer, warp, lane);
-            if (w.splits > 1) {
-                // the serial hand-over (a split tile's units need not all be resident at once); the
-                // flag, set before reduce_splits' last barrier, says whether this CTA summed the tile
-                hopper_pws::reduce_splits<hopper_pws::AccumulatorOfBM<Cfg>>(d, w, false, consumer, t, workspace,
-                                                                          counters, last_flag);
-                if (!*last_flag) continue;
+        auto unit_of = [&](int u) { return sched.unit(u, rm, rn, CM, CN, MT, Cfg::BN); };
+        if constexpr (PINGPONG) {
+            // each consumer both 64-column blocks of its tiles, in turns (take_turns); no split-K
+            float d_left[MT / 2], d_right[MT / 2];
+            hopper_pws::take_turns<Cfg>(
+                sched, cluster_id, clusters, consumer, t, turns, s, phase, unit_of,
+                [&](const hopper_pws::Unit& w) {
+                    hopper_pws::consume_unit<Cfg>(d_left, w, full, empty, t, s, phase, [&](int slot, bool first) {
+                        mma_stage<Elem, Cfg>(d_left, smem, slot, 0, first);
+                        mma_stage<Elem, Cfg>(d_right, smem, slot, 1, first);
+                    });
+                    fence_accumulators(d_right);  // consume_unit waited for both blocks' wgmma
+                },
+                [&](const hopper_pws::Unit& w) {
+                    const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
+                    const int n = w.n0 + 16 * warp + lane / 4;
+                    store_transposed<MT>(d_left, M, w.m0, n, epi, C, ldc, lane);
+                    store_transposed<MT>(d_right, M, w.m0, n + 64, epi, C, ldc, lane);
+                });
+        } else {
+            float d[MT / 2];
+            for (int u = cluster_id; u < sched.units; u += clusters) {
+                const hopper_pws::Unit w = unit_of(u);
+                k_loop(d, w, full, empty, smem, consumer, t, s, phase);
+                scale(d, w, consumer, warp, lane);
+                if (w.splits > 1) {
+                    // the serial hand-over (a split tile's units need not all be resident at once); the
+                    // flag, set before reduce_splits' last barrier, says whether this CTA summed the tile
+                    hopper_pws::reduce_splits<hopper_pws::AccumulatorOfBM<Cfg>>(d, w, false, consumer, t,
+                                                                              workspace, counters, last_flag);
+                    if (!*last_flag) continue;
+                }
+                const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
+                store_transposed<MT>(d, M, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, epi, C, ldc, lane);
             }
-            const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
-            store_transposed<MT>(d, M, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, epi, C, ldc, lane);
         }
     }
-    if constexpr (CM > 1) cluster_sync();  // no CTA leaves while its peer may still multicast into it
+    if constexpr (CLUSTER > 1) cluster_sync();  // no CTA leaves while its peer may still multicast into it
 }
 
 // 16-bit A and B: the tensor cores sum the unit's whole k range (consume_unit), alpha as given.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM>
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, int CN = 1, bool PINGPONG = false>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace,
                                     int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias) {
-    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM>;
-    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB, CM>(
+    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM, CN, PINGPONG>;
+    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB, CM, CN, PINGPONG>(
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [](float (&d)[MT / 2], const hopper_pws::Unit& w, Barrier* full, Barrier* empty, unsigned char* smem,
            int consumer, int t, int& s, int& phase) {

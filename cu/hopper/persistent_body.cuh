@@ -365,6 +365,37 @@ __device__ __forceinline__ void pass_k_tiles(int n, int& s, int& phase) {
     s = at % Cfg::STAGES;
 }
 
+// Ping-pong (Config::PINGPONG, here and in decode_body.cuh): consumer c computes every other unit
+// of this CTA's, from its c-th, and stores it while the other consumer's unit runs on the tensor
+// cores. The other's k tiles pass it by in the ring. A k loop starts only once the other
+// consumer's k loop of the unit before has ended (turns[c] completes a phase as consumer c ends
+// a k loop): the loops take turns on the tensor cores, and every fill of the ring before this
+// unit's has landed, so that a slot's phase parity names the fill this consumer waits for (a wait
+// on a slot whose previous fill had not landed yet would pass on that older phase's parity).
+// unit_of(u): unit u of this CTA; k_loop(w): its k tiles (whole: the host splits none); store(w):
+// its epilogue.
+template <class Cfg, class UnitOf, class KLoop, class Store>
+__device__ __forceinline__ void take_turns(const Schedule& sched, int first, int stride, int consumer, int t,
+                                           Barrier* turns, int& s, int& phase, UnitOf&& unit_of, KLoop&& k_loop,
+                                           Store&& store) {
+    int turn = 0, mine = 0;  // mine: the units this consumer has computed
+    for (int u = first; u < sched.units; u += stride, turn ^= 1) {
+        if (turn != consumer) {
+            pass_k_tiles<Cfg>(sched.k_tiles, s, phase);
+            continue;
+        }
+        // consumer 1's j-th unit waits for consumer 0's j-th (phase j of turns[0]), consumer
+        // 0's j-th for consumer 1's (j-1)-th (phase j - 1 of turns[1])
+        if (u != first) barrier_wait(&turns[1 - consumer], (consumer == 1 ? mine : mine - 1) & 1);
+        Unit w = unit_of(u);
+        w.kt0 = 0, w.kt1 = sched.k_tiles;  // whole tiles (the host splits none): no 64-bit division
+        k_loop(w);
+        if (t == 0) barrier_arrive(&turns[consumer]);  // t == 0 waited on every fill of the unit
+        ++mine;
+        store(w);
+    }
+}
+
 // d[4q..4q+3] = (or +=) src[q * 128] for the quads q in [q_lo, q_hi), 8 float4 loads in flight at
 // a time: hoisting all QUADS of them next to the 128 accumulators would spill (so would a separate
 // sum beside them). The empty asm with a memory clobber keeps the groups apart.
@@ -632,36 +663,23 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                 store_staged<WN>(acc, staging, M, row0, n0, epi, C, ldc, 2 + consumer, chunks.x, chunks.y);
         };
         if constexpr (PINGPONG) {
-            // Consumer c computes every other unit of this CTA's, from its c-th: both halves of the
-            // 128-row tile, then stores them while the other consumer's unit runs on the tensor
-            // cores. The other's k tiles pass it by in the ring. A k loop starts only once the
-            // other consumer's k loop of the unit before has ended: the loops take turns on the
-            // tensor cores, and every fill of the ring before this unit's has landed, so that a
-            // slot's phase parity names the fill this consumer waits for (a wait on a slot whose
-            // previous fill had not landed yet would pass on that older phase's parity).
+            // each consumer both halves of its 128-row tiles, in turns (take_turns)
             const TileDescriptors<Cfg> top(smem_u32(smem), 0), bottom(smem_u32(smem), 1);
             float d_top[BN / 2], d_bottom[BN / 2];
-            int turn = 0, mine = 0;  // mine: the units this consumer has computed
-            for (int u = cluster_id; u < sched.units; u += clusters, turn ^= 1) {
-                if (turn != consumer) {
-                    pass_k_tiles<Cfg>(sched.k_tiles, s, phase);
-                    continue;
-                }
-                // consumer 1's j-th unit waits for consumer 0's j-th (phase j of turns[0]), consumer
-                // 0's j-th for consumer 1's (j-1)-th (phase j - 1 of turns[1])
-                if (u != cluster_id) barrier_wait(&turns[1 - consumer], (consumer == 1 ? mine : mine - 1) & 1);
-                Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
-                w.kt0 = 0, w.kt1 = sched.k_tiles;  // whole tiles (the host splits none): no 64-bit division
-                consume_unit<Cfg>(d_top, w, full, empty, t, s, phase, [&](int slot, bool first) {
-                    mma_stage<Elem, Cfg>(d_top, top, slot, first);
-                    mma_stage<Elem, Cfg>(d_bottom, bottom, slot, first);
+            take_turns<Cfg>(
+                sched, cluster_id, clusters, consumer, t, turns, s, phase,
+                [&](int u) { return sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN); },
+                [&](const Unit& w) {
+                    consume_unit<Cfg>(d_top, w, full, empty, t, s, phase, [&](int slot, bool first) {
+                        mma_stage<Elem, Cfg>(d_top, top, slot, first);
+                        mma_stage<Elem, Cfg>(d_bottom, bottom, slot, first);
+                    });
+                    fence_accumulators(d_bottom);  // consume_unit waited for both halves' wgmma
+                },
+                [&](const Unit& w) {
+                    store(d_top, w.m0, w.n0, make_int2(0, BN / 32));
+                    store(d_bottom, w.m0 + 64, w.n0, make_int2(0, BN / 32));
                 });
-                if (t == 0) barrier_arrive(&turns[consumer]);  // t == 0 waited on every fill of the unit
-                ++mine;
-                fence_accumulators(d_bottom);  // consume_unit waited for both halves' wgmma
-                store(d_top, w.m0, w.n0, make_int2(0, BN / 32));
-                store(d_bottom, w.m0 + 64, w.n0, make_int2(0, BN / 32));
-            }
         } else {
             const TileDescriptors<Cfg> desc(smem_u32(smem), consumer);
             float d[WN / 2];

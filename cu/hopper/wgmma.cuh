@@ -89,6 +89,27 @@ __device__ __forceinline__ void mma_ss_n128(float (&d)[64], unsigned long long a
         : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
 }
 
+// D(64x160) += A(64x16, smem) * B(16x160, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
+// TRANS_B = 1: B is N-major (0: K-major).
+template <int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_n160(float (&d)[80], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n160k16.f32." HOPPER_TYPE_STR "." HOPPER_TYPE_STR " "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, %80, %81, p, 1, 1, %83, %84;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])
+        : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
 // D(64x192) += A(64x16, smem) * B(16x192, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
 // TRANS_B = 1: B is N-major (0: K-major).
 template <int TRANS_A, int TRANS_B>
@@ -146,6 +167,7 @@ __device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long
     else if constexpr (N == 32) mma_ss_n32<TRANS_A, TRANS_B>(d, a, b, scale_d);
     else if constexpr (N == 64) mma_ss_n64<TRANS_A, TRANS_B>(d, a, b, scale_d);
     else if constexpr (N == 128) mma_ss_n128<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 160) mma_ss_n160<TRANS_A, TRANS_B>(d, a, b, scale_d);
     else if constexpr (N == 192) mma_ss_n192<TRANS_A, TRANS_B>(d, a, b, scale_d);
     else if constexpr (N == 256) mma_ss_n256<TRANS_A, TRANS_B>(d, a, b, scale_d);
 }
@@ -226,6 +248,27 @@ __device__ __forceinline__ void mma_ss_n128(float (&d)[64], unsigned long long a
         : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
 }
 
+// D(64x160) += A(64x16, smem) * B(16x160, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
+// TRANS_B = 1: B is N-major (0: K-major).
+template <int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void mma_ss_n160(float (&d)[80], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %82, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n160k16.f32." HOPPER_TYPE_STR "." HOPPER_TYPE_STR " "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, %80, %81, p, 1, 1, %83, %84;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79])
+        : "l"(a), "l"(b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+}
+
 // D(64x192) += A(64x16, smem) * B(16x192, smem), FP32 D; TRANS_A = 1: A is M-major (0: K-major),
 // TRANS_B = 1: B is N-major (0: K-major).
 template <int TRANS_A, int TRANS_B>
@@ -283,6 +326,7 @@ __device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long
     else if constexpr (N == 32) mma_ss_n32<TRANS_A, TRANS_B>(d, a, b, scale_d);
     else if constexpr (N == 64) mma_ss_n64<TRANS_A, TRANS_B>(d, a, b, scale_d);
     else if constexpr (N == 128) mma_ss_n128<TRANS_A, TRANS_B>(d, a, b, scale_d);
+    else if constexpr (N == 160) mma_ss_n160<TRANS_A, TRANS_B>(d, a, b, scale_d);
     else if constexpr (N == 192) mma_ss_n192<TRANS_A, TRANS_B>(d, a, b, scale_d);
     else if constexpr (N == 256) mma_ss_n256<TRANS_A, TRANS_B>(d, a, b, scale_d);
 }
@@ -506,8 +550,8 @@ __device__ __forceinline__ void mma_e4m3_ss_n256(float (&d)[128], unsigned long 
 template <class Elem, int N, int TRANS_B, int TRANS_A = 0>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
     if constexpr (Elem::id == ElemId::bf16 || Elem::id == ElemId::fp16) {
-        static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 192 || N == 256,
-                      "16-bit wgmma wrappers exist for N = 8, 16, 32, 64, 128, 192, 256");
+        static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 160 || N == 192 || N == 256,
+                      "16-bit wgmma wrappers exist for N = 8, 16, 32, 64, 128, 160, 192, 256");
         if constexpr (Elem::id == ElemId::bf16) wgmma_ops::bf16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
         else wgmma_ops::fp16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
     } else if constexpr (Elem::id == ElemId::e4m3) {

@@ -11,6 +11,12 @@ tiles the vote picks among (128 x 256 whole and in 2 x 1 clusters, 128 x 192, 12
 ping-pong tiles (PINGPONG: each consumer a whole 128 x 128 tile in turn, one's epilogue beside
 the other's k loop; whole and in 2 x 1 clusters), all with PDL, beside cuBLAS and cuBLASLt.
 
+--swapped: the swapped ping-pong tiles (DECODE rows of A x 128 columns, wgmma's A = the B tile,
+each consumer whole tiles in turn: cuBLASLt's form on these shapes, 128 x 160 in its transposed
+terms), 160 and 128 rows, whole, in 2 x 1 and 1 x 2 clusters, and the 160-row tiles with both
+consumers on each tile (64 columns each), beside the vote's pick, the 128 x 256 tiles in 2 x 1
+clusters and the 128 x 128 ping-pong tiles in 2 x 1 clusters.
+
 --epilogue: how much of the time is the epilogue's. The vote's pick and the 128 x 256 tiles
 also with STORE=0 (C stored from registers, no TMA stores), ping-pong 128 x 128 tiles in 2 x 1
 clusters, and every run, the baselines too, once more with D in BF16 (half the bytes written),
@@ -20,7 +26,7 @@ tunables still those choose() picks for the row-major shape.
 Every configuration is verified once against the float64 reference, then all are timed
 alternately as small_m.py times them (the median of 5 rounds of 100 launches).
 
-Run from the repository root:  PYTHONPATH=. python3 tools/probes/short_k.py [--epilogue [--nt]] [MxNxK ...]
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/short_k.py [--swapped | --epilogue [--nt]] [MxNxK ...]
 """
 from dataclasses import replace
 
@@ -39,13 +45,19 @@ TILES = {"128x256": {"PDL": 1}, "128x256 2x1": {"CM": 2, "PDL": 1}, "128x192": {
          "128x128 pp": {"BN": 128, "STAGES": 6, "PINGPONG": 1, "PDL": 1},
          "128x128 pp 2x1": {"BN": 128, "STAGES": 6, "PINGPONG": 1, "CM": 2, "PDL": 1}}
 
+SWAPPED_PP = {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "PDL": 1}
+SWAPPED = {"128x256 2x1": TILES["128x256 2x1"], "128x128 pp 2x1": TILES["128x128 pp 2x1"],
+           "160x128 sw pp": SWAPPED_PP, "160x128 sw pp 2x1": {**SWAPPED_PP, "CM": 2},
+           "160x128 sw pp 1x2": {**SWAPPED_PP, "CN": 2}, "128x128 sw pp 1x2": {**SWAPPED_PP, "DECODE": 128, "CN": 2},
+           "160x128 sw 1x2": {**SWAPPED_PP, "PINGPONG": 0, "CN": 2}}
+
 
 def main(args: list[str]) -> None:
     flags, shapes = flags_and_shapes(args, SHAPES)
     spec = kernels.KERNELS["hopper_bf16"]
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
         if "--epilogue" not in flags:
-            us = verified_times(s, timer, p, offered(spec, p, label, chosen, TILES))
+            us = verified_times(s, timer, p, offered(spec, p, label, chosen, SWAPPED if "--swapped" in flags else TILES))
             print(f"{label}: chosen {chosen} ({why})", flush=True)
             print_tflops(p, us)
             continue

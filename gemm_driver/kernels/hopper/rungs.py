@@ -55,7 +55,11 @@ TAIL = Tunable("TAIL", 4, (0, 2, 4), "with SPLITS=1 on a grid of more tiles than
                "last, partial wave's tiles, at most TAIL ranges each (geometry.split_plan); 0: off; the swapped "
                "entry runs every tile whole")
 PINGPONG = Tunable("PINGPONG", 0, (0, 1), "1: the two consumer warpgroups take turns on whole 128 x BN tiles "
-                   "(BN <= 128), one's epilogue beside the other's k loop; 0: both on each tile, 64 rows each")
+                   "(BN <= 128; with DECODE, DECODE x 128 tiles), one's epilogue beside the other's k loop; 0: both "
+                   "on each tile, 64 rows (columns with DECODE) each")
+DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows at small M (DECODE's choices there)
+PINGPONG_ROWS = (128, 160)  # ... and its ping-pong tiles' on full grids (accumulators a thread: the rows)
+DECODE_MIN_STAGES = 4  # decode_body.cuh's Config: the shallowest ring it runs
 NSPLIT = Tunable("NSPLIT", 1, (1, 2), "2: 64 x BN tiles whose columns the two consumer warpgroups split, "
                  "each 64 x BN/2 (BN 128 or 256; whole tiles: SPLITS=1, no CK, no ping-pong); 1: as CONSUMERS says")
 PDL = Tunable("PDL", 0, (0, 1), "1: programmatic dependent launch, the prologue overlapping the previous grid's tail")
@@ -103,10 +107,10 @@ def decode_tile_refusal(t, entry: str, stages_default: int) -> str | None:
 
 def decode_entry(t) -> str | None:
     """The decode tiles' entry a launch with ``t`` runs (hopper_decode and hopper_fp8_decode
-    alike): "decode", "decode_cluster" with CM = 2; None without DECODE."""
+    alike): "decode", "decode_cluster" in clusters (CM x CN > 1); None without DECODE."""
     if not t.get("DECODE"):
         return None
-    return "decode_cluster" if t["CM"] > 1 else "decode"
+    return "decode_cluster" if t["CM"] * t["CN"] > 1 else "decode"
 
 
 def _decode_shape(p: GemmProblem, t) -> str | None:
@@ -114,9 +118,12 @@ def _decode_shape(p: GemmProblem, t) -> str | None:
         return None
     if (why := decode_tile_refusal(t, "hopper_decode", STAGES_DEFAULT)) is not None:
         return why
-    if t["CN"] > 1 or t["SWAPPED"]:
-        return (f"DECODE={t['DECODE']} runs hopper_decode: clusters of tile rows sharing B only (CM=1 or 2, CN=1), "
-                "SWAPPED=0")
+    if t["SWAPPED"] or t["CN"] > 2 or (t["CN"] > 1 and t["DECODE"] < 16):
+        return (f"DECODE={t['DECODE']} runs hopper_decode: clusters of CM=1 or 2 tile rows sharing B and CN=1 or 2 "
+                "tile columns sharing A (CN=2 with DECODE >= 16: half the A tile a CTA), SWAPPED=0")
+    if (stages := geo.decode_stages(t["DECODE"], t["CONSUMERS"])) < DECODE_MIN_STAGES:
+        return (f"DECODE={t['DECODE']} with CONSUMERS={t['CONSUMERS']}: shared memory holds {stages} stages, "
+                f"the decode tiles take at least {DECODE_MIN_STAGES}")
     if t["TRANS_A"]:
         return f"DECODE={t['DECODE']} (hopper_decode) reads A row-major: layouts nn and nt"
     return None
@@ -141,6 +148,12 @@ def _cluster_split(p: GemmProblem, t) -> str | None:
 
 def _pingpong(p: GemmProblem, t) -> str | None:
     if not t.get("PINGPONG"):
+        return None
+    if t["DECODE"]:
+        if t["DECODE"] not in PINGPONG_ROWS or t["CONSUMERS"] != 2 or t["SPLITS"] > 1:
+            return (f"PINGPONG=1 with DECODE gives each of the two consumers (CONSUMERS=2, BN=128) whole tiles of "
+                    f"DECODE rows, {' or '.join(map(str, PINGPONG_ROWS))} (DECODE accumulators a thread), none "
+                    "split (SPLITS=1)")
         return None
     if t["CONSUMERS"] != 2 or t["BN"] > 128:
         return ("PINGPONG=1 gives each of the two consumers (CONSUMERS=2) a whole 128 x BN tile: it takes "
@@ -305,7 +318,8 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
     if (entry := decode_entry(t)) is not None:
         return entry, geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
-                                 out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"])
+                                 out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"], cn=t["CN"],
+                                 pingpong=bool(t.get("PINGPONG")))
     entry = "cluster" if clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
@@ -328,10 +342,12 @@ def any_shape(precision: str) -> KernelSpec:
               needed=clustered),
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
-        Entry("decode", f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
+        Entry("decode",
+              f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}, {{PINGPONG}}>",
               STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: decode_entry(t) == "decode"),
         Entry("decode_cluster",
-              f"hopper_decode_cluster<{elem}, {{DECODE}}, {{CONSUMERS}}, {{CM}}, {{OUT}}, {{EPI}}, {{TRANS_B}}>",
+              f"hopper_decode_cluster<{elem}, {{DECODE}}, {{CONSUMERS}}, {{CM}}, {{OUT}}, {{EPI}}, {{TRANS_B}}, {{CN}}, "
+              "{PINGPONG}>",
               STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: decode_entry(t) == "decode_cluster"),
         *_pack_entries(precision),
     )
@@ -357,8 +373,10 @@ def any_shape(precision: str) -> KernelSpec:
          PINGPONG,
          NSPLIT,
          Tunable("SWAPPED", 0, (0, 1), "1: hopper_cluster_swapped (wgmma's A = the B tile), 128 x 256, no split"),
-         Tunable("DECODE", 0, (0, 8, 16, 32, 64), "> 0: hopper_decode (small M): tiles of DECODE rows of A x 64 * "
-                 "CONSUMERS columns, wgmma's A = the B tile, the deepest ring that fits; 0: any_shape"),
+         Tunable("DECODE", 0, (0, *DECODE_ROWS, *PINGPONG_ROWS),
+                 "> 0: hopper_decode: tiles of DECODE rows of A x 64 * CONSUMERS columns, wgmma's A = the B tile, "
+                 "the deepest ring that fits (8-64 rows at small M; 128 or 160 with PINGPONG=1 on full grids); "
+                 "0: any_shape"),
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
@@ -571,7 +589,6 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     return without_pdl(problem, *unaligned_rows(problem, *ragged_n(problem, *picked)))
 
 
-DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows (DECODE's choices)
 DECODE_PDL_PROBES = ("results/h100-80gb-hbm3/probe-small-m-deep-ring.txt",
                      "results/h100-80gb-hbm3/probe-small-m-clusters.txt")  # the "+pdl" rows
 # the largest M of the tuning set it won on: at M = 256 64-row decode tiles lost to the vote's
