@@ -119,6 +119,32 @@ def test_fill_none_poisons_with_quiet_nan():
     assert (out.view(np.uint32) == POISON_BITS).all()
 
 
+@pytest.mark.parametrize("ld", [None, 6])
+def test_each_fill_restores_the_poison_and_the_guard_whatever_ran_between(ld):
+    # a sweep poisons C before every checked launch; the staging image is made once and sent again
+    m = DeviceMatrix(3, 4, ld=ld, guard=1, misalign=1)
+    m.fill(None)
+    staged = m._image
+    for i in range(3):
+        for j in range(4):
+            m.buffer.store(element_address(m, i, j), i - j)  # a launch writes D
+    m.buffer.store(m.ptr - 4, 1.0)  # and strays into the guard
+    first, violations = m.read()
+    assert violations == 1 and not np.isnan(first).any()
+    m.fill(None)
+    assert m._image is staged  # the same image, uploaded again
+    out, violations = m.read()
+    assert violations == 0 and (out.view(np.uint32) == POISON_BITS).all()
+    assert not np.isnan(first).any(), "a read's values are its own, not the next read's"
+    m.fill(np.full((3, 4), 2.0, np.float32))  # values, then poison again: a new poison image
+    m.fill(None)
+    assert m._image is not staged
+    out, violations = m.read()
+    assert violations == 0 and (out.view(np.uint32) == POISON_BITS).all()
+    m.fill(None, guard_bits=POISON_BITS)  # another guard pattern: a new image too
+    assert m.buffer.memory[m.offset - 1] == POISON_BITS
+
+
 def test_guard_and_poison_patterns_are_distinct_nans():
     assert GUARD_BITS != POISON_BITS
     for bits in (GUARD_BITS, POISON_BITS):
