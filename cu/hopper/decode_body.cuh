@@ -44,7 +44,7 @@ constexpr int SM_SHARED = 228 * 1024;
 // PINGPONG (two consumers, MT of 128 or 160): each consumer computes whole MT x 128 tiles (both
 // 64-column blocks, MT accumulators a thread), in turns with the other (persistent_body.cuh's
 // take_turns), so that one's epilogue runs while the other's k loop keeps the tensor cores busy:
-// cuBLAS's form on full grids of short K (the profile command on the H100, 6144x8192x1024:
+// cuBLASLt's form on full grids of short K (the profile command on the H100, 6144x8192x1024:
 // nvjet_sm90_tss_128x160_64x5_2x1, a 160-row tile in its terms' transpose, 5 stages).
 template <class Elem, int MT, int CONSUMERS_, int TB_, int CM_ = 1, int CN_ = 1, bool PINGPONG_ = false>
 struct Config {
