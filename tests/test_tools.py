@@ -44,6 +44,7 @@ UNKNOWN_OPTION = {
     "results_index.py": ["--bogus"],
     "results_table.py": [str(BENCH), "--bogus"],
     "spread_check.py": ["one.jsonl", "spread.jsonl", "--bogus"],
+    "sweep_phases.py": ["journal.jsonl", "--bogus"],
     "train_mlp.py": ["--bogus"],
 }
 

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Where a sweep's time went, from its journal: the seconds of each phase of the trials.
+
+    python tools/sweep_phases.py JOURNAL.jsonl [--top N]
+
+A sweep's journal (``tools/autotune.py --journal``) holds one line per finished trial, with the
+seconds its worker spent in each phase (``phases_s``: the shape's case, that is its operands
+and reference, once a shape; the build; verify, the checked run: poisoning C, the launch,
+reading D back and checking it; time, the timed launches). This prints each phase's total over
+the trials, its share and its mean a trial, then the N shapes whose trials spent the most in
+verify, with D's elements and the median verify seconds of their trials: what a faster sweep
+has to cut. A trial resumed from an earlier run counts once (the journal's last line for it).
+"""
+
+from __future__ import annotations
+
+import collections
+import statistics
+import sys
+
+from _toolkit import Parser
+from gemm_driver.bench.spread import Journal
+
+
+def phase_totals(results: list[dict]) -> tuple[dict[str, float], dict[str, int]]:
+    """Seconds of each phase over the trials that recorded it, and how many did."""
+    totals, counts = collections.defaultdict(float), collections.Counter()
+    for result in results:
+        for phase, seconds in (result.get("phases_s") or {}).items():
+            totals[phase] += seconds
+            counts[phase] += 1
+    return dict(totals), dict(counts)
+
+
+def shape_of(key: str) -> str:
+    """The MxNxK of a journal key ('<kernel> <MxNxK> <tunables> seed=...')."""
+    return key.split()[1]
+
+
+def main() -> int:
+    parser = Parser(prog="sweep_phases.py", description=__doc__.splitlines()[0])
+    parser.add_argument("journal", help="a sweep's journal (JSON lines)")
+    parser.add_argument("--top", type=int, default=10, help="shapes listed by their verify seconds (default 10)")
+    args = parser.parse_args()
+    try:
+        open(args.journal).close()  # Journal.load reads a missing journal as empty: a sweep not yet begun
+        journal = Journal(args.journal).load()
+    except (OSError, ValueError, KeyError) as error:
+        print(f"sweep_phases: cannot read the journal: {error}", file=sys.stderr)
+        return 2
+    timed = {key: result for key, result in journal.items() if result.get("phases_s")}
+    if not timed:
+        print(f"sweep_phases: {args.journal} holds no phases (a journal written before they were recorded)",
+              file=sys.stderr)
+        return 2
+    totals, counts = phase_totals(list(timed.values()))
+    busy = sum(totals.values())
+    gpus = len({result.get("gpu") for result in timed.values()})
+    print(f"{len(timed)} trials with phases on {gpus} GPU(s): {busy:.1f} s busy in trials")
+    print(f"{'phase':<8} {'seconds':>9} {'share':>6} {'a trial':>8}")
+    for phase, seconds in sorted(totals.items(), key=lambda item: -item[1]):
+        print(f"{phase:<8} {seconds:>9.1f} {seconds / busy:>6.0%} {seconds / counts[phase]:>8.3f}")
+    by_shape = collections.defaultdict(list)
+    for key, result in timed.items():
+        if "verify" in result["phases_s"]:
+            by_shape[shape_of(key)].append(result["phases_s"]["verify"])
+    heaviest = sorted(by_shape.items(), key=lambda item: -sum(item[1]))[:max(args.top, 0)]
+    if heaviest:
+        print("shapes by verify seconds (median a trial; D's elements):")
+        for shape, seconds in heaviest:
+            m, n, _ = (int(x) for x in shape.split("x"))
+            median = statistics.median(seconds)
+            print(f"  {shape:<18} {sum(seconds):>7.1f} s over {len(seconds):>3} trials, median {median:.2f} s, "
+                  f"{m * n / 1e6:.0f} M elements, {median / (m * n) * 1e9:.0f} ns an element")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
