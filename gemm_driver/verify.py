@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -52,6 +53,12 @@ class Reference:
     magnitude: np.ndarray  # float64 |alpha| |op(A)| @ |op(B)| + |beta| |C| (+ |bias|), the scale of its error
     pre: np.ndarray | None = None  # float64 value before the activation (None: no activation, = value)
     product: np.ndarray | None = None  # float64 alpha op(A) op(B) + beta C, before the bias (None: no bias)
+
+    @cached_property
+    def norm(self) -> float:
+        """||value||_2, once for every output checked against it (check's relative error)."""
+        flat = self.value.ravel()
+        return math.sqrt(float(flat @ flat))
 
 
 def reference(problem: GemmProblem, a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
@@ -131,14 +138,17 @@ def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violation
     output type and epilogue (``output_bound``; pass it as ``bound`` where several outputs
     are checked against one reference: on a large case each pass over D takes a while).
     One pass over blocks of rows (CHECK_BLOCK elements), not whole-matrix float64
-    temporaries: a large D's check was seconds of the host's memory traffic per kernel."""
+    temporaries: a large D's check was seconds of the host's memory traffic per kernel. The
+    reference's norm is the Reference's own (computed once), and NaN is looked for only in
+    blocks with wrong elements (NaN compares false with the bound): in a sweep most of the
+    time of a trial is this check (tools/sweep_phases.py)."""
     if out.shape != ref.value.shape:
         raise ValueError(f"output shape {out.shape} differs from the reference's {ref.value.shape}")
     bound = output_bound(problem, ref, precision) if bound is None else bound
     rows, cols = out.shape if out.ndim == 2 else (out.shape[0], int(np.prod(out.shape[1:])))
     got, expected, limit = (x.reshape(rows, cols) for x in (out, ref.value, np.broadcast_to(bound, out.shape)))
     wrong = nan = 0
-    worst = error_squares = reference_squares = 0.0
+    worst = error_squares = 0.0
     first = None
     step = max(1, CHECK_BLOCK // max(cols, 1))
     for top in range(0, rows, step):
@@ -148,20 +158,19 @@ def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violation
         np.abs(error, out=error)
         bad = ~(error <= limit[block])  # NaN compares false, so NaN counts as wrong
         count = int(np.count_nonzero(bad))
-        if count and first is None:
-            i, j = np.argwhere(bad)[0]
-            first = (top + int(i), int(j))
+        if count:  # a NaN is wrong too, so a block without wrong elements has none
+            if first is None:
+                i, j = np.argwhere(bad)[0]
+                first = (top + int(i), int(j))
+            nan += int(np.count_nonzero(np.isnan(got[block])))
         wrong += count
-        nan += int(np.count_nonzero(np.isnan(got[block])))
-        flat, reference_flat = error.ravel(), expected[block].ravel()
+        flat = error.ravel()
         error_squares += float(flat @ flat)
-        reference_squares += float(reference_flat @ reference_flat)
         np.divide(error, limit[block], out=error)
         worst = max(worst, float(error.max())) if error.size else worst
     ratio = float("inf") if nan else worst
     rel = float("inf") if nan else math.sqrt(error_squares)  # |out - ref|, a NaN counted as infinite
-    norm = math.sqrt(reference_squares)
-    rel = rel / norm if norm > 0 else rel
+    rel = rel / ref.norm if ref.norm > 0 else rel
     problems = []
     if wrong:
         i, j = first
