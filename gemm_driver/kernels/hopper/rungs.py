@@ -387,16 +387,18 @@ def any_shape(precision: str) -> KernelSpec:
         layouts=("nn", "nt", "tn", "tt"), out_dtypes=("fp32", precision),
         epilogues=tuple(geo.EPILOGUE_CODE),
         # BF16 and FP16 are one template: bf16 builds the 128 x 64 tiles choose() takes on small
-        # grids (with the split-K cluster entry beside them) and the column halves in a 2 x 1
-        # cluster, fp16 one-consumer 64 x 192 tiles split over K (the most accumulators a
-        # one-consumer tile holds) and the ping-pong tiles, so the spill gate sees all without more
-        # builds
+        # grids (with the split-K cluster entry beside them), the column halves in a 2 x 1
+        # cluster and the small-M decode tiles, fp16 one-consumer 64 x 192 tiles split over K (the
+        # most accumulators a one-consumer tile holds), the ping-pong tiles and the swapped
+        # ping-pong tiles (160 accumulators a thread, the most of any entry), so the spill gate
+        # sees all without more builds
         checked=({"SWAPPED": 1, "CM": 2}, {"BN": 128, "STAGES": 6, "CM": 2, "SPLITS": 2},
                  {"BN": 64, "STAGES": 8, "CK": 2} if precision == "bf16"
                  else {"BN": 192, "CONSUMERS": 1, "STAGES": 3, "SPLITS": 4},
                  {"BN": 128, "STAGES": 8, "NSPLIT": 2, "CM": 2} if precision == "bf16"
                  else {"BN": 128, "STAGES": 6, "CM": 2, "PINGPONG": 1},
-                 {"DECODE": 16, "BN": 64, "CONSUMERS": 1}))
+                 {"DECODE": 16, "BN": 64, "CONSUMERS": 1} if precision == "bf16"
+                 else {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2}))
 
 
 @dataclass(frozen=True)
