@@ -854,6 +854,20 @@ def test_plan_of_the_decode_tiles(monkeypatch):
     assert [m[2:7] for m in maps[:2]] == [(1, 3584, 3584, 8, 64), (3584, 3584, 3584, 64, 64)]
 
 
+def test_plan_of_the_swapped_pingpong_tiles(monkeypatch):
+    """hopper_decode_cluster at 6144x8192x1024 with 160-row ping-pong tiles in 1 x 2 clusters: the
+    launch covers every CTA of the GPU in pairs (the persistent grid), splits none (no tail split:
+    each tile whole), and each CTA loads half of the A tile (80 rows) and the whole B tile
+    (64-column boxes of 64 k rows)."""
+    p = GemmProblem(6144, 8192, 1024)
+    tunables = {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2, "PDL": 1}
+    _, launches, maps, scratch = _run_plan(monkeypatch, "hopper_bf16", p, tunables)
+    ((entry, grid, block, args),) = launches
+    assert entry == "decode_cluster" and block == (384, 1, 1) and grid[0] % 2 == 0 and grid[1:] == (1, 1)
+    assert args[10:12] == (1, 0) and not scratch  # splits, whole: no split-K, no workspace
+    assert [m[5:7] for m in maps[:2]] == [(80, 64), (64, 64)]
+
+
 def test_c_is_stored_by_tma_only_where_its_rows_allow(monkeypatch):
     """any_shape's EPILOGUE 3: c_tma = 1 and C's map where TMA can write C; else 0, a spare map
     (never read), and the kernel's own stores."""
