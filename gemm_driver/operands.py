@@ -168,7 +168,7 @@ class DeviceMatrix:
         (precision.to_storage), so no rounding happens here unnoticed."""
         bits, poison, guard = _BITS[self.itemsize]
         guard = guard if guard_bits is None else guard_bits
-        if values is None and self._poison_guard is not None and self._poison_guard == guard:
+        if values is None and self._poison_guard == guard:
             image = self._image  # the same poison again (each checked launch of a sweep): no new image
         else:
             image = np.full(max(self.size, 1), guard, dtype=bits)

@@ -19,7 +19,7 @@ import statistics
 import sys
 
 from _toolkit import Parser
-from gemm_driver.bench.spread import Journal
+from spread_check import read
 
 
 def phase_totals(results: list[dict]) -> tuple[dict[str, float], dict[str, int]]:
@@ -43,8 +43,7 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=10, help="shapes listed by their verify seconds (default 10)")
     args = parser.parse_args()
     try:
-        open(args.journal).close()  # Journal.load reads a missing journal as empty: a sweep not yet begun
-        journal = Journal(args.journal).load()
+        journal, _ = read(args.journal)
     except (OSError, ValueError, KeyError) as error:
         print(f"sweep_phases: cannot read the journal: {error}", file=sys.stderr)
         return 2

@@ -96,8 +96,9 @@ __device__ __forceinline__ void mma_stage(float (&d)[Cfg::BM / 2], const unsigne
 #pragma unroll
     for (int step = 0; step < KTile<Elem>::STEPS; ++step) {
         const unsigned b_step = Cfg::B_N_MAJOR ? step * 16 * 128 / 16 : step * 32 / 16;
-        mma_ss<Elem, Cfg::BM, 0, Cfg::B_N_MAJOR ? 1 : 0>(d, b_desc.at(stage + b_step),
-                                                          a_desc.at(stage + step * 32 / 16), first && step == 0 ? 0 : 1);
+        const unsigned a_step = step * 32 / 16;
+        mma_ss<Elem, Cfg::BM, 0, Cfg::B_N_MAJOR ? 1 : 0>(d, b_desc.at(stage + b_step), a_desc.at(stage + a_step),
+                                                          first && step == 0 ? 0 : 1);
     }
 }
 

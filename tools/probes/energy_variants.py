@@ -69,7 +69,7 @@ def against_baseline(p: GemmProblem, stats: dict[str, list], baseline: str) -> N
     print(f"  per round, against {baseline}: TFLOP/s per W (median, range), time (median, range)")
     for name, rounds in stats.items():
         pairs = list(zip(rounds, stats[baseline]))
-        watts = [per_watt(t) / per_watt(b) for t, b in pairs if per_watt(t) and per_watt(b)]
+        watts = [mine / theirs for mine, theirs in ((per_watt(t), per_watt(b)) for t, b in pairs) if mine and theirs]
         times = [t.median_ms / b.median_ms for t, b in pairs]
         spread = (f"{statistics.median(watts):.3f} ({min(watts):.3f}-{max(watts):.3f}, {len(watts)} rounds)"
                   if watts else "no reading")

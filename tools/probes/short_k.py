@@ -57,7 +57,8 @@ def main(args: list[str]) -> None:
     spec = kernels.KERNELS["hopper_bf16"]
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
         if "--epilogue" not in flags:
-            us = verified_times(s, timer, p, offered(spec, p, label, chosen, SWAPPED if "--swapped" in flags else TILES))
+            tiles = SWAPPED if "--swapped" in flags else TILES
+            us = verified_times(s, timer, p, offered(spec, p, label, chosen, tiles))
             print(f"{label}: chosen {chosen} ({why})", flush=True)
             print_tflops(p, us)
             continue
