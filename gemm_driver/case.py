@@ -11,7 +11,7 @@ is computed on first use, so ``gemm()`` never pays for one.
 ``run_case``: verify a kernel or provider on a prepared case and, given a timer, time it
 on the very operands it passed on; one ``Outcome`` (ok, FAILED or skipped, with the
 verification, the timing and the Launch record) for the bench sweep, the autotune sweep
-and ``verify``. Errors are classified here once: a target that cannot run this problem
+and ``verify``; a large D is checked on the GPU (``PreparedCase.verify``). Errors are classified here once: a target that cannot run this problem
 here (``UnsupportedProblem``: wrong architecture, a batch it does not take, a tunable rule)
 is "skipped" with the reason; any other error while its launcher is made (a bug in a launch
 recipe hides as a skip otherwise), a wrong answer or a CUDA error during the run is
@@ -34,6 +34,7 @@ from .kernels.launch import Launch
 from .kernels.target import check_capabilities
 from .operands import (DeviceMatrix, ScaledOperands, fill_output, random_bias, random_operands, random_scaled_operands,
                        read_output, upload_bias, upload_operands, upload_scales)
+from .device_check import CHECK_ON_DEVICE_ELEMENTS, OutputChecker, ReferenceOnDevice
 from .device_reference import Products
 from .problem import GemmProblem
 from .verify import Reference, Verification, check, output_bound, reference
@@ -44,13 +45,16 @@ class PreparedCase:
     problem in one precision. ``guard`` rows around each matrix, leading dimensions
     ``lds`` (the stored row strides; None: the stored row length) and ``misalign``
     elements off a 16-byte boundary (A, B, C; the bias vector takes C's); ``products``: the
-    float64 matmul of its reference (device_reference.products_for; None: NumPy's). An FP8 case
+    float64 matmul of its reference (device_reference.products_for; None: NumPy's);
+    ``check_on_device``: where ``verify`` checks D (None: on the GPU from
+    device_check.CHECK_ON_DEVICE_ELEMENTS elements up, on the host below). An FP8 case
     carries its ``scaled`` operands: e4m3 codes go to the device with their scales, and
     ``a``/``b`` are the dequantized values the reference reads."""
 
     def __init__(self, problem: GemmProblem, precision: str, a: np.ndarray, b: np.ndarray, c: np.ndarray | None,
                  *, bias: np.ndarray | None = None, guard: int = 0, lds=(None, None, None), misalign=(0, 0, 0),
-                 scaled: ScaledOperands | None = None, products: Products | None = None):
+                 scaled: ScaledOperands | None = None, products: Products | None = None,
+                 check_on_device: bool | None = None):
         self.problem, self.precision = problem, _precision.get(precision)
         if self.precision.scaled != (scaled is not None):
             raise ValueError(f"a {self.precision.name} case " + ("needs its scaled operands (e4m3 codes and scales)"
@@ -61,6 +65,9 @@ class PreparedCase:
         self._layout = {"guard": guard, "lds": tuple(lds), "misalign": tuple(misalign)}
         self._device: tuple[DeviceMatrix, DeviceMatrix, DeviceMatrix] | None = None
         self._bias: DeviceMatrix | None = None
+        size = problem.batch * problem.m * problem.n
+        self.checks_on_device = size >= CHECK_ON_DEVICE_ELEMENTS if check_on_device is None else check_on_device
+        self._on_device: tuple[ReferenceOnDevice, OutputChecker] | None = None  # made by the first verify on the GPU
 
     @classmethod
     def random(cls, problem: GemmProblem, precision: str, seed, *, scale_draw: tuple[int, int] = (0, 0),
@@ -69,7 +76,7 @@ class PreparedCase:
         A and B rounded once to what the precision stores; C only when beta != 0, the bias
         only with an epilogue (both in the out_dtype's values). FP8: ``scale_draw`` is the
         (spread, offset) of operands.random_scaled_operands; ``options``: the constructor's
-        keywords (guard, lds, misalign, products)."""
+        keywords (guard, lds, misalign, products, check_on_device)."""
         rng = np.random.default_rng(seed)
         if _precision.get(precision).scaled:  # FP8: amax scales per group of the problem's scaling
             ops = random_scaled_operands(problem, rng, spread=scale_draw[0], offset=scale_draw[1])
@@ -118,11 +125,31 @@ class PreparedCase:
         return read_output(c, self.problem)
 
     def check(self, out: np.ndarray, guard_violations: int = 0) -> Verification:
-        """The verdict on D; guard elements changed around the bias vector (read, never
-        written) count as violations too."""
+        """The verdict on D read back to the host; guard elements changed around the bias
+        vector and the scales (read, never written) count as violations too."""
+        return check(self.problem, out, self.reference, guard_violations + self._read_only_changes(),
+                     self.precision.name, self.bound)
+
+    def verify(self, session, launch: Launch) -> Verification:
+        """Run ``launch`` once on poisoned (or restored) C and give the verdict on D: read back
+        and checked on the host (``run``, ``check``), or checked where it is
+        (``checks_on_device``; device_check.py: the reference and bound go up once)."""
+        if not self.checks_on_device:
+            return self.check(*self.run(launch))
+        c = self.device()[2]
+        fill_output(c, self.problem, self.c_host)
+        launch()
+        launch.synchronize()
+        if self._on_device is None:
+            bound = np.broadcast_to(self.bound, self.reference.value.shape)
+            self._on_device = ReferenceOnDevice(self.reference.value, bound), OutputChecker(session)
+        reference, checker = self._on_device
+        return checker.check(c, self.problem.out_dtype, reference, self.reference.norm, self._read_only_changes())
+
+    def _read_only_changes(self) -> int:
+        """Guard elements changed around the bias vector and the scales."""
         read_only = (*((self._bias,) if self._bias is not None else ()), *(self._scales or ()))
-        changed = sum(matrix.read()[1] for matrix in read_only)
-        return check(self.problem, out, self.reference, guard_violations + changed, self.precision.name, self.bound)
+        return sum(matrix.read()[1] for matrix in read_only)
 
     @cached_property
     def bound(self) -> np.ndarray:
@@ -130,6 +157,9 @@ class PreparedCase:
         return output_bound(self.problem, self.reference, self.precision.name)
 
     def close(self) -> None:
+        for part in self._on_device or ():
+            part.close()
+        self._on_device = None
         for matrix in (*(self._device or ()), *((self._bias,) if self._bias is not None else ()), *(self._scales or ())):
             matrix.close()
         self._device = self._bias = self._scales = None
@@ -187,7 +217,7 @@ def run_case(session, name: str, case: PreparedCase, *, tunables: Mapping[str, i
     record = launch.record()
     started = time.perf_counter()
     try:
-        verification = case.check(*case.run(launch))
+        verification = case.verify(session, launch)
         verify_s = time.perf_counter() - started
         if not verification.ok:
             return Outcome("FAILED", verification.message, verification, launch=record, verify_s=verify_s)

@@ -151,6 +151,7 @@ class DeviceMatrix:
         self.ptr = self.buffer.ptr + itemsize * lead
         self._image: np.ndarray | None = None
         self._poison_guard = None  # the guard pattern of _image when it is a poison fill's, else None
+        self.guard_bits = None  # the guard pattern of the last fill (None before the first)
 
     def _body(self, image: np.ndarray) -> np.ndarray:
         """The rows x ld view of a flat buffer-sized array: the matrix and its padding columns."""
@@ -180,6 +181,7 @@ class DeviceMatrix:
                     raise ValueError(f"expected a {self.rows}x{self.cols} array, got shape {values.shape}")
                 body[...] = _as_bits(values, self.itemsize)
         self._image, self._poison_guard = image, guard if values is None else None
+        self.guard_bits = guard  # what every element outside the matrix holds (device_check.py compares it)
         self.buffer.upload(image, stream=stream)
         if stream is not None:
             stream.synchronize()  # the staging image must outlive the asynchronous copy
@@ -197,6 +199,12 @@ class DeviceMatrix:
         if self._image is None:
             return values, 0
         return values, self._changed_outside(image)
+
+    def element(self, row: int, col: int) -> np.ndarray:
+        """One element as ``read`` gives it (a 1-element array): float32, or its 16-bit pattern."""
+        bits = _BITS[self.itemsize][0]
+        value = self.buffer.download(np.empty(1, dtype=bits), offset=self.itemsize * (self.offset + row * self.ld + col))
+        return value.view(np.float32) if self.itemsize == 4 else value
 
     def _changed_outside(self, image: np.ndarray) -> int:
         """Elements outside the matrix (the guard rows and alignment lead before it, the guard

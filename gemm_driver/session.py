@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from . import kernels
-from .cuda import cublas, cublaslt
+from .cuda import cache, cublas, cublaslt
 from .cuda.driver import Context, DeviceBuffer, Kernel, Module, Stream
 from .cuda.errors import UnsupportedProblem
 from .kernels.build import Build, build
@@ -57,6 +57,7 @@ class Session:
         self.device = self.context.device
         self.stream = Stream()
         self._loaded: dict[tuple, LoadedKernel] = {}
+        self._harness: dict[str, Kernel] = {}
         self._modules: list[Module] = []
         self._cublas: cublas.CublasHandle | None = None
         self._cublas_shared: cublas.CublasHandle | None = None  # for launches on callers' streams
@@ -122,6 +123,17 @@ class Session:
             loaded = {name: module.kernel(symbols[name], *signatures[name]) for name in signatures}
             self._loaded[key] = LoadedKernel(spec, dict(tunables), loaded, built)
         return self._loaded[key]
+
+    def harness_kernel(self, source: str, entry: str, signature: tuple[str, ...]) -> Kernel:
+        """A kernel that is not a GEMM (``source`` under cu/harness/, e.g. the check of D on the
+        GPU), built through the cache and loaded once; unloaded at close()."""
+        if entry not in self._harness:
+            self.context.make_current()
+            compiled, _ = cache.build(filename=source.rsplit("/", 1)[-1], source=read_source(source), arch=self.arch)
+            module = Module(compiled.cubin, name=source)
+            self._modules.append(module)
+            self._harness[entry] = module.kernel(entry, signature)
+        return self._harness[entry]
 
     def launcher(self, name: str, problem: GemmProblem, a: Operand, b: Operand, c: Operand,
                  tunables: Mapping[str, int] | None = None, *, stream=None, bias: Operand | None = None,
@@ -194,6 +206,7 @@ class Session:
         for module in self._modules:
             module.close()
         self._modules.clear()
+        self._harness.clear()
         self._loaded.clear()
         for buffer in self._retired:
             buffer.close()

@@ -168,16 +168,23 @@ def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violation
         error_squares += float(flat @ flat)
         np.divide(error, limit[block], out=error)
         worst = max(worst, float(error.max())) if error.size else worst
+    at = None if first is None else (*first, got[first], expected[first])
+    return verdict(out.size, wrong, nan, worst, error_squares, ref.norm, at, guard_violations)
+
+
+def verdict(size: int, wrong: int, nan: int, worst: float, error_squares: float, norm: float,
+            first: tuple | None, guard_violations: int) -> Verification:
+    """The Verification of a check's tallies (``check`` on the host, device_check.py on the
+    GPU): ``size`` elements, ``wrong`` over their bound of which ``nan`` NaN, the ``worst``
+    error / bound, the sum of squared errors, the reference's norm, ``first`` = (row, col,
+    got, expected) of the first wrong element (None: none), and changed guard elements."""
     ratio = float("inf") if nan else worst
     rel = float("inf") if nan else math.sqrt(error_squares)  # |out - ref|, a NaN counted as infinite
-    rel = rel / ref.norm if ref.norm > 0 else rel
+    rel = rel / norm if norm > 0 else rel
     problems = []
     if wrong:
-        i, j = first
-        problems.append(
-            f"{wrong} of {out.size} elements wrong, first at ({i}, {j}): got {got[i, j]!r}, "
-            f"expected {expected[i, j]!r}"
-        )
+        i, j, got, expected = first
+        problems.append(f"{wrong} of {size} elements wrong, first at ({i}, {j}): got {got!r}, expected {expected!r}")
     if nan:
         problems.append(f"{nan} NaN (unwritten, or computed from a read outside A/B or of C with beta=0)")
     if guard_violations:
