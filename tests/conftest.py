@@ -7,6 +7,10 @@ Under pytest-xdist the controller makes the settings once and hands them to its 
 one temporary cubin cache and one scratch folder (build locks, SASS statistics) for all of
 them, removed by the controller at the end, and one build-matrix seed, so every worker
 collects the same tests (tests/build_matrix.py).
+
+On a machine of several GPUs, ``GEMM_DRIVER_TEST_GPUS=0,1,2,3 pytest -n 16 -m gpu`` spreads
+the workers over those GPUs in turn (worker i sees GPU i mod 4 alone, set before CUDA starts
+in it), so one run balances the whole suite over every GPU.
 """
 
 from __future__ import annotations
@@ -18,6 +22,11 @@ import shutil
 import tempfile
 
 import pytest
+
+TEST_GPUS_VARIABLE = "GEMM_DRIVER_TEST_GPUS"
+if os.environ.get(TEST_GPUS_VARIABLE) and os.environ.get("PYTEST_XDIST_WORKER"):  # before CUDA starts here
+    _gpus, _worker = os.environ[TEST_GPUS_VARIABLE].split(","), os.environ["PYTEST_XDIST_WORKER"]
+    os.environ["CUDA_VISIBLE_DEVICES"] = _gpus[int(_worker.removeprefix("gw")) % len(_gpus)]
 
 from build_matrix import FULL_VARIABLE, SCRATCH_VARIABLE, SEED_VARIABLE, full
 from gemm_driver.cuda.driver import gpu_available

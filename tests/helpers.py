@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Callable
 
 import numpy as np
@@ -26,6 +27,14 @@ from gemm_driver.cuda.graph import Graph
 UNIT_ROUNDOFF = {"fp32": 2.0**-24}
 FP32_DEFAULT_MATH = GemmTypes(DataType.CUDA_R_32F, DataType.CUDA_R_32F, ComputeType.CUBLAS_COMPUTE_32F,
                               MathMode.DEFAULT)
+
+
+def build_processes(jobs: int) -> int:
+    """Processes for a module's parallel prebuild: this worker's share of the cores. Every
+    xdist worker that runs such a module runs its prebuild at once (16 workers each asking
+    for all 64 cores of a four-GPU host: the pool's processes were killed)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, min(jobs, (os.cpu_count() or 1) // workers))
 
 
 def sgemm(handle, m: int, n: int, k: int, alpha: float, a: int, lda: int,

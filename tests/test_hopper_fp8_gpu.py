@@ -21,7 +21,6 @@ within the bound, and errs less than the unpromoted variant.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -33,6 +32,8 @@ from gemm_driver.case import PreparedCase, run_case
 from gemm_driver.checking import verify_kernel
 from gemm_driver.kernels.build import build
 from gemm_driver.problem import GemmProblem
+
+from helpers import build_processes
 
 pytest.importorskip("ml_dtypes")
 pytestmark = pytest.mark.gpu
@@ -159,7 +160,7 @@ def prebuilt():
         for s in SCALINGS for promote in (1, 2)]
     # one job per build: runtime tunables (SPLITS, PDL, STORE, GROUP_M) share their build
     jobs = list({tuple(SPEC.entry_expressions(t).values()): t for t in map(_resolved, CASES + extra)}.values())
-    with ProcessPoolExecutor(min(len(jobs), os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(build_processes(len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
         list(pool.map(_build_one, jobs))
 
 

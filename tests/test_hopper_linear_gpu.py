@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -26,6 +25,8 @@ from gemm_driver.kernels.build import build
 from gemm_driver.kernels.hopper import rungs
 from gemm_driver.operands import DeviceMatrix
 from gemm_driver.problem import GemmProblem, layout_flags
+
+from helpers import build_processes
 
 pytestmark = pytest.mark.gpu
 
@@ -91,7 +92,7 @@ def _build_one(job):
 def prebuilt():
     """Every build the module uses, compiled into the on-disk cache by parallel processes."""
     jobs = [(*combo, BASE) for combo in COMBOS] + list(CONFIGS) + list(DECODE_CONFIGS)
-    with ProcessPoolExecutor(min(len(jobs), os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(build_processes(len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
         list(pool.map(_build_one, jobs))
 
 
