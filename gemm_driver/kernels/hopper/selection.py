@@ -3,8 +3,7 @@ the nearest measured shapes of the corpus's tuning set.
 
 The candidates are the configurations the analytic rule (``rungs.analytic_choice``) picks
 among, plus the one-consumer 64 x 128 tiles and more split-K depths; past M = ``SMALL_M`` on
-grids of two waves of 128 x 128 tiles or more, the ping-pong tiles, 128 x 128 and swapped (160
-or 128 rows of A x 128 columns, A read row-major); for M <= ``SMALL_M`` also
+grids of two waves of 128 x 128 tiles or more, the ping-pong tiles; for M <= ``SMALL_M`` also
 one-consumer 64 x 64 tiles and both one-consumer tiles split 2, 4 or 8 ways (two CTAs an SM:
 a small M's time is the read of B, and more CTAs read it at once). ``candidates(problem)``
 offers only those that can run the shape well-formed: split-K only where every slice of every
@@ -96,13 +95,6 @@ CLUSTER_SPLIT_MIN_M = 64  # below, their 128-row tiles compute more padding than
 # the H100 and lost at long K (results/h100-80gb-hbm3/probe-short-k-pingpong.txt).
 PINGPONG_TILE = {**TILE_128x128, "PINGPONG": 1}
 PINGPONG_MIN_WAVES = 2
-# Swapped ping-pong tiles (DECODE rows of A x 128 columns, wgmma's A = the B tile, each consumer
-# whole tiles in turn; A read row-major), in 1 x 2 clusters sharing the A tile, on the same grids:
-# cuBLASLt's form there. On eight full grids of neither corpus set on the H100 one of them beat
-# the vote's pick on all eight, 160 rows by up to 1.21x (6144x8192x1024 164.9 us against 199.3,
-# cuBLASLt 157.1), 128 rows by up to 1.18x (results/h100-80gb-hbm3/probe-short-k-swapped.txt).
-SWAPPED_PINGPONG_TILES = tuple({"DECODE": rows, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2, "PDL": 1}
-                               for rows in (160, 128))
 # Candidates the vote predicts within this fraction of each other are a tie, broken by the nearest
 # tuning shape's timings. Chosen on the H100's tuning set alone (left_out_slowdowns below, no tie
 # and ties of 0.2, 0.5, 1 and 2%: 1.041, 1.041, 1.039, 1.042, 1.040; the H200's table 1.039 without,
@@ -121,8 +113,6 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
     offered = [*pair(TILE_128x256), *pair(TILE_128x128), TILE_128x64, TILE_64x128]
     if m > SMALL_M and rows * cols >= PINGPONG_MIN_WAVES * SMS:
         offered += pair(PINGPONG_TILE)
-        if not problem.trans_a:
-            offered += SWAPPED_PINGPONG_TILES
     if m <= SMALL_M:
         offered.append(TILE_64x64)
         for tile in SMALL_M_TILES:
