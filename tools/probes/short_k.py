@@ -17,6 +17,11 @@ terms), 160 and 128 rows, whole, in 2 x 1 and 1 x 2 clusters, and the 160-row ti
 consumers on each tile (64 columns each), beside the vote's pick, the 128 x 256 tiles in 2 x 1
 clusters and the 128 x 128 ping-pong tiles in 2 x 1 clusters.
 
+--rule: short_k_choice (rungs.py) checked on shapes of neither corpus set chosen after it was
+fitted (RULE_SHAPES): its pick ("chosen") beside the vote's (rungs.voted_choice, what the shape
+ran before the rule), the 128-row swapped tiles and the baselines. K up to 2048 (where it picks)
+and a few past it (where it does not: there "chosen" is the vote's pick).
+
 --epilogue: how much of the time is the epilogue's. The vote's pick and the 128 x 256 tiles
 also with STORE=0 (C stored from registers, no TMA stores), ping-pong 128 x 128 tiles in 2 x 1
 clusters, and every run, the baselines too, once more with D in BF16 (half the bytes written),
@@ -26,15 +31,21 @@ tunables still those choose() picks for the row-major shape.
 Every configuration is verified once against the float64 reference, then all are timed
 alternately as small_m.py times them (the median of 5 rounds of 100 launches).
 
-Run from the repository root:  PYTHONPATH=. python3 tools/probes/short_k.py [--swapped | --epilogue [--nt]] [MxNxK ...]
+Run from the repository root:
+  PYTHONPATH=. python3 tools/probes/short_k.py [--swapped | --rule | --epilogue [--nt]] [MxNxK ...]
 """
 from dataclasses import replace
 
 import sys
 
-from small_m import TFLOPS_MEASURED, chosen_shapes, flags_and_shapes, offered, print_tflops, verified_times
+from small_m import (TFLOPS_MEASURED, chosen_shapes, flags_and_shapes, offered, print_tflops,
+                     refuse_validation_shapes, verified_times)
 
 from gemm_driver import kernels
+from gemm_driver.cuda.driver import Device
+from gemm_driver.kernels.build import build_all
+from gemm_driver.kernels.hopper import rungs
+from gemm_driver.problem import GemmProblem
 
 SHAPES = ["6144x8192x1024", "3072x16384x1536", "12288x6144x2048", "6144x24576x512", "2304x8192x2048",
           "768x8192x4096", "3072x5120x3072", "1536x6144x4096"]
@@ -50,12 +61,34 @@ SWAPPED = {"128x256 2x1": TILES["128x256 2x1"], "128x128 pp 2x1": TILES["128x128
            "160x128 sw pp": SWAPPED_PP, "160x128 sw pp 2x1": {**SWAPPED_PP, "CM": 2},
            "160x128 sw pp 1x2": {**SWAPPED_PP, "CN": 2}, "128x128 sw pp 1x2": {**SWAPPED_PP, "DECODE": 128, "CN": 2},
            "160x128 sw 1x2": {**SWAPPED_PP, "PINGPONG": 0, "CN": 2}}
+# chosen after short_k_choice was fitted; none of them a corpus shape
+RULE_SHAPES = ["4096x4096x512", "8192x8192x768", "2560x12288x1024", "5120x5120x1280", "16384x2048x1792",
+               "1536x16384x2048", "9216x4608x384", "3000x7000x1000", "5000x3000x700", "4608x9216x2560",
+               "6144x6144x3072"]
+
+
+def rule_configurations(spec, label: str, gpu: str) -> dict[str, dict]:
+    """--rule's configurations of one shape: the rule's pick (choose()), the vote's, the 128-row swapped tiles."""
+    p = GemmProblem(*map(int, label.split("x")))
+    return {"chosen": spec.choose(p, gpu)[0], "voted": rungs.voted_choice(p, gpu)[0],
+            "128x128 sw pp 1x2": SWAPPED["128x128 sw pp 1x2"]}
 
 
 def main(args: list[str]) -> None:
-    flags, shapes = flags_and_shapes(args, SHAPES)
+    flags, shapes = flags_and_shapes(args, RULE_SHAPES if "--rule" in args else SHAPES)
+    refuse_validation_shapes(shapes, "short_k.py")
     spec = kernels.KERNELS["hopper_bf16"]
+    if "--rule" in flags:  # every build at once, in threads, before the first shape
+        device = Device.get(0)
+        build_all([(spec, spec.validate(GemmProblem(*map(int, label.split("x"))), t)) for label in shapes
+                   for t in rule_configurations(spec, label, device.name).values()], device.arch)
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED):
+        if "--rule" in flags:
+            others = rule_configurations(spec, label, s.device.name)
+            us = verified_times(s, timer, p, offered(spec, p, label, others.pop("chosen"), others))
+            print(f"{label}: chosen {chosen} ({why}); voted {others['voted']}", flush=True)
+            print_tflops(p, us)
+            continue
         if "--epilogue" not in flags:
             tiles = SWAPPED if "--swapped" in flags else TILES
             us = verified_times(s, timer, p, offered(spec, p, label, chosen, tiles))

@@ -572,17 +572,23 @@ def _small_tile_splits(units: int, k: int) -> int:
 # ---------------------------------------------------------------- choose (the last rung)
 def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
     """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: ``decode_choice`` at small M,
-    ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128 rows;
-    else, on a GPU with a table of the corpus's tuning set, the vote of its nearest measured
+    ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128 rows,
+    ``short_k_choice`` on full grids of a short K; else, on a GPU with a table of the corpus's tuning set, the vote of its nearest measured
     shapes (selection.py), elsewhere the rule of ``analytic_choice``, either with 64-row tiles
     made 128-row ones where M needs two rows of them (``one_tile_row``), 128 x 256 tiles made
     128 x 128 where they would fill at most half the SMs (``half_grid``), 128 x 256 tiles made
     128 x 192 where N asks for it (``ragged_n``) and clustered where A's or B's rows are not
     128-byte multiples (``unaligned_rows``)."""
-    for rule in (decode_choice, grid_fill_choice, row_pair_choice):
+    for rule in (decode_choice, grid_fill_choice, row_pair_choice, short_k_choice):
         chosen = rule(problem)
         if chosen is not None:
             return chosen
+    return voted_choice(problem, gpu_name)
+
+
+def voted_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
+    """``choose_any_shape`` past its rules: the vote (or the analytic rule) and the rules that
+    adjust its pick."""
     voted = selection.fitted(problem, gpu_name)
     if voted is None:
         tunables, why = analytic_choice(problem, gpu_name)
@@ -672,6 +678,44 @@ def row_pair_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     return ({"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2, "PDL": 1},
             f"M = {problem.m}: hopper_decode, {tiles} clusters of two 64 x 128 tiles sharing B "
             "(H100: 80x10240x4096 40.7 us against 56.6 for the vote's pick)")
+
+
+# short_k_choice: past M = selection.SMALL_M, on grids of PINGPONG_MIN_WAVES waves of 128 x 128
+# tiles or more (where the ping-pong tiles are offered), K at most SHORT_K_MAX
+SHORT_K_MAX = 2048
+SHORT_K_TILE = {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2, "PDL": 1}
+SHORT_K_PROBE = "results/h100-80gb-hbm3/probe-short-k-swapped.txt"
+SHORT_K_SWEEP = "results/h200/autotune-hopper-bf16-tuning-set-swapped-pingpong.txt"
+
+
+def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """The swapped ping-pong tiles (160 rows of A x 128 columns, wgmma's A = the B tile, each
+    consumer whole tiles in turn, in 1 x 2 clusters sharing the A tile: cuBLASLt's form there)
+    on full grids of a short K with A row-major, else None. With a short K a tile's k loop is
+    short beside its epilogue; a consumer's epilogue runs beside the other's k loop.
+
+    The vote cannot find them: the tuning set has no full grid of K < 1536, and its nearest
+    shapes of a short-K grid have a long K. Fitted on shapes of no validation set:
+
+    - on the H100, on the five full grids of K <= 2048 of SHORT_K_PROBE (neither corpus set),
+      these tiles beat the vote's pick on all five, e.g. 6144x8192x1024 164.9 us against 199.3
+      (cuBLASLt 157.1), 6144x24576x512 308.3 against 363.3 (293.8), 12288x6144x2048 488.6
+      against 511.5 (443.5); at K = 3072 and 4096 two of three were no faster;
+    - on the H200's tuning set (SHORT_K_SWEEP, the table
+      results/h200/autotune-hopper-bf16-swapped-pingpong-table.json), the eight shapes of K <= 2048
+      where they are offered: within 7.4% of the fastest candidate on each, faster than the vote's
+      pick made without the shape's own timings on seven (by 1.6-21%), 2.4% slower at
+      8192x1600x1600; at K = 3072 and up they lost to the best other candidate on 20 of 29 shapes,
+      up to 26%.
+    """
+    m, n, k = problem.m, problem.n, problem.k
+    tiles = ceil_div(m, 128) * ceil_div(n, 128)
+    if m <= selection.SMALL_M or k > SHORT_K_MAX or problem.trans_a or tiles < selection.PINGPONG_MIN_WAVES * SMS:
+        return None
+    swapped = ceil_div(m, SHORT_K_TILE["DECODE"]) * ceil_div(n, 128)
+    return (dict(SHORT_K_TILE),
+            f"K = {k}: {swapped} swapped ping-pong tiles of 160 x 128 in 1 x 2 clusters (H100: 6144x8192x1024 "
+            f"164.9 us against 199.3 for the vote's pick; {SHORT_K_PROBE})")
 
 
 # grid_fill_choice: a grid of at most FILL_TILES 128 x 64 tiles (a third of the SMs) is filled
