@@ -686,6 +686,7 @@ SHORT_K_MAX = 2048
 SHORT_K_TILE = {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2, "PDL": 1}
 SHORT_K_PROBE = "results/h100-80gb-hbm3/probe-short-k-swapped.txt"
 SHORT_K_SWEEP = "results/h200/autotune-hopper-bf16-tuning-set-swapped-pingpong.txt"
+SHORT_K_CHECK = "results/h100-80gb-hbm3/probe-short-k-rule.txt"
 
 
 def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
@@ -701,12 +702,16 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
       these tiles beat the vote's pick on all five, e.g. 6144x8192x1024 164.9 us against 199.3
       (cuBLASLt 157.1), 6144x24576x512 308.3 against 363.3 (293.8), 12288x6144x2048 488.6
       against 511.5 (443.5); at K = 3072 and 4096 two of three were no faster;
-    - on the H200's tuning set (SHORT_K_SWEEP, the table
-      results/h200/autotune-hopper-bf16-swapped-pingpong-table.json), the eight shapes of K <= 2048
-      where they are offered: within 7.4% of the fastest candidate on each, faster than the vote's
-      pick made without the shape's own timings on seven (by 1.6-21%), 2.4% slower at
-      8192x1600x1600; at K = 3072 and up they lost to the best other candidate on 20 of 29 shapes,
-      up to 26%.
+    - on the H200's tuning set (SHORT_K_SWEEP, whose table is the installed h200.hopper_bf16.json),
+      the eight shapes of K <= 2048 where the ping-pong tiles are offered: within 7.4% of the
+      fastest candidate on each, faster than the vote's pick made without the shape's own timings
+      on seven (by 1.6-21%), 2.4% slower at 8192x1600x1600; at K = 3072 and up they lost to the
+      best other candidate on 20 of 29 shapes, up to 26%.
+
+    Checked on the H100 on nine full grids of neither set chosen after (SHORT_K_CHECK): 1.076x
+    the vote's pick (geometric mean), slower on two (4096x4096x512 39.3 us against 36.6). On the
+    validation set its 11 shapes moved x1.022 and the other 120 x1.018 between the runs before
+    and after (docs/hopper.md, Swapped ping-pong tiles): about level there.
     """
     m, n, k = problem.m, problem.n, problem.k
     tiles = ceil_div(m, 128) * ceil_div(n, 128)

@@ -34,13 +34,15 @@ against 1.037-1.048 for log2(M, N, K) with 1-4 neighbours and 1.165 for the anal
 The tables now, swept with the tail split: 1.039x on the H100 with ties broken (1.041x without,
 the last line of results/h100-80gb-hbm3/autotune-hopper-bf16-tuning-set-pingpong.txt, its shapes
 of M > 128 swept again with the ping-pong candidates on two H100s; 1.038x before, the drift
-between two sweeps), 1.054x on the H200 with ties broken (1.052x without;
-results/h200/autotune-hopper-bf16-tuning-set-4-gpus.txt, every candidate on four H200s; two
-more sweeps of it, results/h200/sweep-one-vs-four-gpus-whole/, read 1.056x and 1.050x);
+between two sweeps), 1.053x on the H200 with ties broken (its shapes of M > 128 swept again
+on four H200s with the swapped ping-pong tiles among the candidates, the last line of
+results/h200/autotune-hopper-bf16-tuning-set-swapped-pingpong.txt; the same without them, as
+offered now; 1.054x before, results/h200/autotune-hopper-bf16-tuning-set-4-gpus.txt, and two
+more sweeps of that, results/h200/sweep-one-vs-four-gpus-whole/, read 1.056x and 1.050x);
 tests/test_hopper_selection.py repeats the check on the committed H100 table.
 
 The 128 x 128 and 128 x 64 tiles without PDL were candidates for one sweep (the H200's table
-holds their timings). PDL off was more than 3% faster in 43 of the 198 pairs (PDL on in 81),
+holds their timings at M <= 128). PDL off was more than 3% faster in 43 of the 198 pairs (PDL on in 81),
 but the fastest candidate on only 1 of the 99 shapes (2048x3584x3584, by 0.4%), and the
 left-out check read 1.057x with them against 1.054x without: they are not offered.
 ``rungs.without_pdl`` takes PDL off where the probes found it lost, on mid-size grids the
