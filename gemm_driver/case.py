@@ -8,14 +8,14 @@ draws fresh uniform data from a seed. The device operands are made on first use,
 case that only runs on the host (NumPy, empty problems) needs no GPU, and the reference
 is computed on first use, so ``gemm()`` never pays for one.
 
-``run_case``: verify a kernel or provider on a prepared case and, given a timer, time it
-on the very operands it passed on; one ``Outcome`` (ok, FAILED or skipped, with the
-verification, the timing and the Launch record) for the bench sweep, the autotune sweep
-and ``verify``; a large D is checked on the GPU (``PreparedCase.verify``). Errors are classified here once: a target that cannot run this problem
-here (``UnsupportedProblem``: wrong architecture, a batch it does not take, a tunable rule)
-is "skipped" with the reason; any other error while its launcher is made (a bug in a launch
-recipe hides as a skip otherwise), a wrong answer or a CUDA error during the run is
-"FAILED" with its first line.
+``run_case``: verify a kernel or provider on a prepared case and, given a timer, time it on
+the very operands it passed on; one ``Outcome`` (ok, FAILED or skipped, with the
+verification, the timing and the Launch record) for the bench sweep, the autotune sweep and
+``verify``; a large D is checked on the GPU (``PreparedCase.verify``). Errors are classified
+here once: a target that cannot run this problem here (``UnsupportedProblem``: wrong
+architecture, a batch it does not take, a tunable rule) is "skipped" with the reason; any
+other error while its launcher is made (a bug in a launch recipe hides as a skip otherwise),
+a wrong answer or a CUDA error during the run is "FAILED" with its first line.
 """
 
 from __future__ import annotations

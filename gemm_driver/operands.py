@@ -203,7 +203,8 @@ class DeviceMatrix:
     def element(self, row: int, col: int) -> np.ndarray:
         """One element as ``read`` gives it (a 1-element array): float32, or its 16-bit pattern."""
         bits = _BITS[self.itemsize][0]
-        value = self.buffer.download(np.empty(1, dtype=bits), offset=self.itemsize * (self.offset + row * self.ld + col))
+        at = self.itemsize * (self.offset + row * self.ld + col)
+        value = self.buffer.download(np.empty(1, dtype=bits), offset=at)
         return value.view(np.float32) if self.itemsize == 4 else value
 
     def _changed_outside(self, image: np.ndarray) -> int:

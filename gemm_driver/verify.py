@@ -140,8 +140,9 @@ def check(problem: GemmProblem, out: np.ndarray, ref: Reference, guard_violation
     One pass over blocks of rows (CHECK_BLOCK elements), not whole-matrix float64
     temporaries: a large D's check was seconds of the host's memory traffic per kernel. The
     reference's norm is the Reference's own (computed once), and NaN is looked for only in
-    blocks with wrong elements (NaN compares false with the bound): in a sweep most of the
-    time of a trial is this check (tools/sweep_phases.py)."""
+    blocks with wrong elements (NaN compares false with the bound). Even so it took most of
+    a sweep's trial time on large shapes (tools/sweep_phases.py): from 2^20 elements of D up
+    PreparedCase checks D on the GPU instead (device_check.py), to the same verdict."""
     if out.shape != ref.value.shape:
         raise ValueError(f"output shape {out.shape} differs from the reference's {ref.value.shape}")
     bound = output_bound(problem, ref, precision) if bound is None else bound

@@ -572,13 +572,14 @@ def _small_tile_splits(units: int, k: int) -> int:
 # ---------------------------------------------------------------- choose (the last rung)
 def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
     """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: ``decode_choice`` at small M,
-    ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128 rows,
-    ``short_k_choice`` on full grids of a short K; else, on a GPU with a table of the corpus's tuning set, the vote of its nearest measured
-    shapes (selection.py), elsewhere the rule of ``analytic_choice``, either with 64-row tiles
-    made 128-row ones where M needs two rows of them (``one_tile_row``), 128 x 256 tiles made
-    128 x 128 where they would fill at most half the SMs (``half_grid``), 128 x 256 tiles made
-    128 x 192 where N asks for it (``ragged_n``) and clustered where A's or B's rows are not
-    128-byte multiples (``unaligned_rows``)."""
+    ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128
+    rows, ``short_k_choice`` on full grids of a short K; else, on a GPU with a table of the
+    corpus's tuning set, the vote of its nearest measured shapes (selection.py), elsewhere
+    the rule of ``analytic_choice``, either with 64-row tiles made 128-row ones where M
+    needs two rows of them (``one_tile_row``), 128 x 256 tiles made 128 x 128 where they
+    would fill at most half the SMs (``half_grid``), 128 x 256 tiles made 128 x 192 where N
+    asks for it (``ragged_n``) and clustered where A's or B's rows are not 128-byte
+    multiples (``unaligned_rows``)."""
     for rule in (decode_choice, grid_fill_choice, row_pair_choice, short_k_choice):
         chosen = rule(problem)
         if chosen is not None:
@@ -701,12 +702,13 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     - on the H100, on the five full grids of K <= 2048 of SHORT_K_PROBE (neither corpus set),
       these tiles beat the vote's pick on all five, e.g. 6144x8192x1024 164.9 us against 199.3
       (cuBLASLt 157.1), 6144x24576x512 308.3 against 363.3 (293.8), 12288x6144x2048 488.6
-      against 511.5 (443.5); at K = 3072 and 4096 two of three were no faster;
+      against 511.5 (443.5); at K = 3072 and 4096 they were slower than it on two of three
+      (768x8192x4096 0.79 of the faster baseline against 0.91) and level on one;
     - on the H200's tuning set (SHORT_K_SWEEP, whose table is the installed h200.hopper_bf16.json),
       the eight shapes of K <= 2048 where the ping-pong tiles are offered: within 7.4% of the
       fastest candidate on each, faster than the vote's pick made without the shape's own timings
-      on seven (by 1.6-21%), 2.4% slower at 8192x1600x1600; at K = 3072 and up they lost to the
-      best other candidate on 20 of 29 shapes, up to 26%.
+      on seven (by 1.7-22%), 2.4% slower at 8192x1600x1600; at K = 3072 and up they lost to the
+      best other candidate on 25 of 31 shapes, up to 26%.
 
     Checked on the H100 on nine full grids of neither set chosen after (SHORT_K_CHECK): 1.076x
     the vote's pick (geometric mean), slower on two (4096x4096x512 39.3 us against 36.6). On the
