@@ -118,11 +118,16 @@ class PreparedCase:
         """Poison C (or restore its input values), run ``launch`` once, and read D back (as
         float32 values decoded from the out_dtype) with the number of guard elements around
         it that changed."""
+        return read_output(self._launched_once(launch), self.problem)
+
+    def _launched_once(self, launch: Launch) -> DeviceMatrix:
+        """C poisoned (or its input values restored), ``launch`` run once and waited for: C's
+        DeviceMatrix, holding D."""
         c = self.device()[2]
         fill_output(c, self.problem, self.c_host)
         launch()
         launch.synchronize()
-        return read_output(c, self.problem)
+        return c
 
     def check(self, out: np.ndarray, guard_violations: int = 0) -> Verification:
         """The verdict on D read back to the host; guard elements changed around the bias
@@ -136,10 +141,7 @@ class PreparedCase:
         (``checks_on_device``; device_check.py: the reference and bound go up once)."""
         if not self.checks_on_device:
             return self.check(*self.run(launch))
-        c = self.device()[2]
-        fill_output(c, self.problem, self.c_host)
-        launch()
-        launch.synchronize()
+        c = self._launched_once(launch)
         if self._on_device is None:
             bound = np.broadcast_to(self.bound, self.reference.value.shape)
             self._on_device = ReferenceOnDevice(self.reference.value, bound), OutputChecker(session)

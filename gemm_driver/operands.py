@@ -150,7 +150,7 @@ class DeviceMatrix:
         self.buffer = DeviceBuffer(-(-max(self.size, 1) * itemsize // 4) * 4)
         self.ptr = self.buffer.ptr + itemsize * lead
         self._image: np.ndarray | None = None
-        self._poison_guard = None  # the guard pattern of _image when it is a poison fill's, else None
+        self._poisoned = False  # whether _image is a poison fill's (surrounded by guard_bits)
         self.guard_bits = None  # the guard pattern of the last fill (None before the first)
 
     def _body(self, image: np.ndarray) -> np.ndarray:
@@ -169,7 +169,7 @@ class DeviceMatrix:
         (precision.to_storage), so no rounding happens here unnoticed."""
         bits, poison, guard = _BITS[self.itemsize]
         guard = guard if guard_bits is None else guard_bits
-        if values is None and self._poison_guard == guard:
+        if values is None and self._poisoned and self.guard_bits == guard:
             image = self._image  # the same poison again (each checked launch of a sweep): no new image
         else:
             image = np.full(max(self.size, 1), guard, dtype=bits)
@@ -180,7 +180,7 @@ class DeviceMatrix:
                 if values.shape != (self.rows, self.cols):
                     raise ValueError(f"expected a {self.rows}x{self.cols} array, got shape {values.shape}")
                 body[...] = _as_bits(values, self.itemsize)
-        self._image, self._poison_guard = image, guard if values is None else None
+        self._image, self._poisoned = image, values is None
         self.guard_bits = guard  # what every element outside the matrix holds (device_check.py compares it)
         self.buffer.upload(image, stream=stream)
         if stream is not None:

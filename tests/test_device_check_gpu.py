@@ -27,7 +27,7 @@ def _poke(matrix, index: int, value) -> None:
     matrix.buffer.upload(bits, offset=matrix.itemsize * index)
 
 
-def _both(session, case: PreparedCase, checker: OutputChecker, on_device: ReferenceOnDevice):
+def _both(case: PreparedCase, checker: OutputChecker, on_device: ReferenceOnDevice):
     c = case.device()[2]
     host = case.check(*read_output(c, case.problem))
     device = checker.check(c, case.problem.out_dtype, on_device, case.reference.norm)
@@ -57,7 +57,7 @@ def test_the_device_check_gives_the_host_checks_verdict(session, out_dtype, ld_p
             correct = precisions.to_storage(precisions.representable(case.reference.value.astype(np.float32),
                                                                      out_dtype), out_dtype)
             c.fill(correct)  # a correct kernel's D inside, the guard pattern around it
-            host, device = _both(session, case, checker, on_device)
+            host, device = _both(case, checker, on_device)
             assert host.ok, host.message
             _same(host, device)
             rows = batch * problem.m
@@ -69,7 +69,7 @@ def test_the_device_check_gives_the_host_checks_verdict(session, out_dtype, ld_p
                 breaks.append((c.offset + 2 * c.ld + problem.n + 1, 0))  # the padding of row 2
             for index, value in breaks:
                 _poke(c, index, value)
-                host, device = _both(session, case, checker, on_device)
+                host, device = _both(case, checker, on_device)
                 assert not host.ok
                 _same(host, device)
         finally:

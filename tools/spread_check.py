@@ -34,6 +34,16 @@ def read(path: str) -> tuple[dict[str, dict], int]:
     return Journal(path).load(), lines
 
 
+def phase_totals(results: list[dict]) -> tuple[dict[str, float], dict[str, int]]:
+    """Seconds of each phase over the trials that recorded it, and how many did."""
+    totals, counts = collections.defaultdict(float), collections.Counter()
+    for result in results:
+        for phase, seconds in (result.get("phases_s") or {}).items():
+            totals[phase] += seconds
+            counts[phase] += 1
+    return dict(totals), dict(counts)
+
+
 def timelines(label: str, journal: dict[str, dict]) -> list[str]:
     """Per GPU of a run whose journal has the trials' times (autotune.Trial's phases_s and
     finished_s): the mean seconds a trial of each phase, the seconds the worker spent in
@@ -46,10 +56,7 @@ def timelines(label: str, journal: dict[str, dict]) -> list[str]:
         return []
     lines = [f"{label}: seconds a trial by phase (mean), busy in trials, last result at"]
     for gpu, results in sorted(by_gpu.items()):
-        phases = collections.defaultdict(float)
-        for result in results:
-            for phase, seconds in result["phases_s"].items():
-                phases[phase] += seconds
+        phases, _ = phase_totals(results)
         means = ", ".join(f"{phase} {total / len(results):.3f}" for phase, total in sorted(phases.items()))
         lines.append(f"  GPU {gpu}: {len(results)} trials, {means}; busy {sum(phases.values()):.1f} s, "
                      f"last at {max(r['finished_s'] for r in results):.1f} s")

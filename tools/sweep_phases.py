@@ -19,17 +19,7 @@ import statistics
 import sys
 
 from _toolkit import Parser
-from spread_check import read
-
-
-def phase_totals(results: list[dict]) -> tuple[dict[str, float], dict[str, int]]:
-    """Seconds of each phase over the trials that recorded it, and how many did."""
-    totals, counts = collections.defaultdict(float), collections.Counter()
-    for result in results:
-        for phase, seconds in (result.get("phases_s") or {}).items():
-            totals[phase] += seconds
-            counts[phase] += 1
-    return dict(totals), dict(counts)
+from spread_check import phase_totals, read
 
 
 def shape_of(key: str) -> str:
