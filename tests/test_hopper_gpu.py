@@ -64,6 +64,8 @@ FORCED = [
     ("hopper_fp16", {"BN": 128, "CONSUMERS": 1, "CK": 3}),  # 4 chunks over 3 CTAs; two CTAs an SM
     ("hopper_bf16", {"BN": 64, "STAGES": 8, "CK": 4}),  # 2 chunks over 4 CTAs: two of them store nothing
     ("hopper_fp16", {"BN": 192, "STAGES": 4, "CK": 2}),  # 6 chunks over 2 CTAs
+    ("hopper_bf16", {"BN": 192, "CK": 3, "PDL": 1}),  # the vote's cluster-split candidates: FP32 C stored in
+    ("hopper_bf16", {"BN": 192, "CK": 4, "PDL": 1}),  # the plain order (store_tma's TURN), 2 or 1-2 chunks a CTA
     ("hopper_bf16", {"BN": 64, "STAGES": 8, "PINGPONG": 1}),  # ping-pong: few tiles, the second consumer mostly idle
     ("hopper_fp16", {"BN": 128, "STAGES": 6, "CM": 2, "PINGPONG": 1, "STORE": 0}),
     ("hopper_bf16", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}),  # small M: swapped roles, any M in 16-row tiles
@@ -178,6 +180,7 @@ CLUSTER_SPLITS = [
      {"BN": 128, "STAGES": 6}, 3),
     ("hopper_bf16", GemmProblem(300, 500, 4100, 1.0, 0.25), {"BN": 128, "CONSUMERS": 1}, 4),
     ("hopper_bf16", GemmProblem(2048, 2048, 1024), {"BN": 128, "STAGES": 6}, 2),  # 256 tiles: CTAs loop over units
+    ("hopper_bf16", GemmProblem(700, 900, 6000, 1.0, 0.5), {"BN": 192}, 3),  # 128 x 192 tiles: the plain store order
 ]
 
 

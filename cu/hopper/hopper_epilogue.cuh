@@ -197,8 +197,9 @@ __device__ __forceinline__ int chunk_offset(int r, int c) {
 // the store that last read it has finished reading. The stores run on while the warpgroup goes
 // on to its next tile; the copy engine writes whole 16-byte granules and clips rows >= M and
 // columns >= N. C is read (in the fragment layout) only when beta != 0. Only the chunks in
-// [chunk_begin, chunk_end) are stored (split-K slices).
-template <int BN, int BUFFERS, class Epi>
+// [chunk_begin, chunk_end) are stored (split-K slices). TURN: FP32 rows of odd phase write
+// their blocks in the turned order below (false: every row in the plain order).
+template <int BN, int BUFFERS, bool TURN = true, class Epi>
 __device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* staging, int M, int row0, int col0,
                                           const Epi& epi, const typename Epi::T* __restrict__ C, int ldc,
                                           const TensorMap* c_map, int bar, int chunk_begin, int chunk_end,
@@ -229,7 +230,7 @@ __device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* stagi
             // FP32: the rows of odd phase (lane / 4 odd) write the 8-column blocks in the order
             // 2, 3, 0, 1, so that a half warp's 8-byte writes cover 8 different units of its 4 rows
             // (chunk_offset; ncu counted 32,769 store conflicts per GEMM at 1024^3 in the plain order, 10 so)
-            const bool turned = sizeof(T) == 4 && (lane / 4) % 2 == 1;
+            const bool turned = TURN && sizeof(T) == 4 && (lane / 4) % 2 == 1;
             const int j = chunk * (CHUNK / 8) + jj, jt = chunk * (CHUNK / 8) + (jj ^ 2);
             const int c = 8 * (turned ? jj ^ 2 : jj) + 2 * (lane % 4), col = col0 + chunk * CHUNK + c;
             float b0, b1;

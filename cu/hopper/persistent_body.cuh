@@ -649,8 +649,12 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
             if constexpr (EPILOGUE == 3) {
                 if (c_tma) {
-                    store_tma<WN, Cfg::STORE_BUFFERS>(acc, staging, M, row0, n0, epi, C, ldc, c_map, 2 + consumer,
-                                                      chunks.x, chunks.y, stores);
+                    // The split-K cluster entry keeps the plain store order past 128 columns: there
+                    // the turned order's selects between accumulators made ptxas spill (40 B of
+                    // stack at 128 x 192 in clusters of 3, 24 B in clusters of 4).
+                    constexpr bool TURN = CK == 1 || WN <= 128;
+                    store_tma<WN, Cfg::STORE_BUFFERS, TURN>(acc, staging, M, row0, n0, epi, C, ldc, c_map,
+                                                            2 + consumer, chunks.x, chunks.y, stores);
                     return;
                 }
             }
