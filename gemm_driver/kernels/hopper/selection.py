@@ -31,10 +31,11 @@ M). They were chosen, with ``NEIGHBOURS``, on the tuning set alone, each shape's
 without its own measurements: on the H100's first table the pick measured 1.031x slower than
 that shape's winner (geometric mean over the 99 shapes; 1.037x after the small-M re-sweep)
 against 1.037-1.048 for log2(M, N, K) with 1-4 neighbours and 1.165 for the analytic rule.
-The tables now, swept with the tail split: 1.039x on the H100 with ties broken (1.041x without,
-the last line of results/h100-80gb-hbm3/autotune-hopper-bf16-tuning-set-pingpong.txt, its shapes
-of M > 128 swept again with the ping-pong candidates on two H100s; 1.038x before, the drift
-between two sweeps), 1.053x on the H200 with ties broken (its shapes of M > 128 swept again
+The tables now, swept with the tail split: 1.037x on the H100 with ties broken (worst 1.53x; its
+shapes of M > 128 swept again on one H100, the last line of
+results/h100-80gb-hbm3/autotune-hopper-bf16-tuning-set-again.txt, then the ten shapes where the
+128 x 192 split-K clusters had spilled, autotune-hopper-bf16-cluster-split-192.txt; 1.039x on the
+sweep before, autotune-hopper-bf16-tuning-set-pingpong.txt: the drift between two sweeps), 1.053x on the H200 with ties broken (its shapes of M > 128 swept again
 on four H200s with the swapped ping-pong tiles among the candidates, the last line of
 results/h200/autotune-hopper-bf16-tuning-set-swapped-pingpong.txt; the same without them, as
 offered now; 1.054x before, results/h200/autotune-hopper-bf16-tuning-set-4-gpus.txt, and two
