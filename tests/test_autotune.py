@@ -316,3 +316,90 @@ def test_a_spill_in_the_entry_a_configuration_launches_refuses_it():
     unclustered = Build(spec, spec.resolve({"BN": 128, "STAGES": 6}), Compiled("sm_90a", b"", b"", ""),
                         {"main": "m"}, False)
     assert unclustered.gemm_entry == "m"
+
+
+# --- the final round: close candidates timed again in alternation ---------------------------
+def _trial(bm: int, ms: float, flops: float = 2e9) -> Trial:
+    return Trial({"BM": bm}, "ok", "", ms, flops / ms / 1e9)
+
+
+def test_the_finalists_are_the_fastest_few_within_the_margin_of_the_fastest():
+    result = ShapeResult((64, 64, 64), [_trial(32, 1.05), _trial(64, 1.0), _trial(128, 1.2), _trial(16, 1.08),
+                                        _trial(8, 1.09), Trial({"BM": 4}, "FAILED", "3 wrong")])
+    assert [t.tunables["BM"] for t in autotune.finalists(result)] == [64, 32, 16]  # FINALISTS = 3
+    alone = ShapeResult((64, 64, 64), [_trial(64, 1.0), _trial(128, 1.2)])
+    assert autotune.finalists(alone) == []  # nothing within 10% to decide between
+
+
+def test_a_final_round_times_the_close_candidates_again_and_its_times_replace_the_first_pass(tmp_path, monkeypatch):
+    from gemm_driver.bench import isolation
+    from gemm_driver.bench.spread import Journal
+
+    first_ms = {64: 1.00, 32: 1.05, 128: 2.0}  # BM=64 ahead by 5% when timed one after another
+    final_ms = {64: 1.10, 32: 1.00}  # ... and behind when timed in alternation
+    ran = []
+
+    class Runner:  # the worker, in this process: both kinds of task
+        def __init__(self, handler, finish=None, **settings):
+            pass
+
+        def run(self, tasks):
+            for index, task in enumerate(tasks):
+                ran.append(task.key)
+                if isinstance(task, autotune.FinalTask):
+                    labels = {autotune.tunables_label(t): t["BM"] for t in task.configurations}
+                    yield index, {"medians_ms": {label: final_ms[bm] for label, bm in labels.items()}, "wrong": {}}
+                elif task.tunables:
+                    ms = first_ms[task.tunables["BM"]]
+                    yield index, Trial(task.tunables, "ok", "", ms, GemmProblem(*task.shape).flops / ms / 1e9)
+                else:
+                    yield index, Trial({}, "ok", "", 1.0, 1.0)  # the baseline
+
+    monkeypatch.setitem(isolation.RUNNERS, "fake", Runner)
+    spec, journal = kernels.KERNELS["warptiled"], Journal(tmp_path / "sweep.jsonl")
+    space = [{"BM": 64}, {"BM": 32}, {"BM": 128}]
+    [result] = autotune.tune(spec, [(256, 256, 256)], space, isolation="fake", journal=journal, final=True)
+    finals = [key for key in ran if key.startswith("final ")]
+    assert len(finals) == 1 and "BM=64" in finals[0] and "BM=32" in finals[0] and "BM=128" not in finals[0]
+    flops = GemmProblem(256, 256, 256).flops
+    best, second, third = result.ranked
+    assert best.tunables["BM"] == 32 and best.tflops == flops / 1.00 / 1e9
+    assert best.first_tflops == flops / 1.05 / 1e9 and second.first_tflops == flops / 1.00 / 1e9
+    assert third.tunables["BM"] == 128 and third.first_tflops is None  # not a finalist: as first timed
+    assert "(final round; first pass" in result.report_lines()[1]
+    table = autotune.table_document([result], spec, {})
+    assert table["entries"][0]["best"] == {k: v for k, v in best.tunables.items() if spec.resolve().get(k) != v}
+    ran.clear()
+    [again] = autotune.tune(spec, [(256, 256, 256)], space, isolation="fake", journal=journal, final=True)
+    assert ran == [] and again.ranked[0].tflops == best.tflops  # the round came from the journal too
+    [plain] = autotune.tune(spec, [(256, 256, 256)], space, isolation="fake", journal=journal)
+    assert plain.ranked[0].tunables["BM"] == 64  # without final=True: the first pass's times
+
+
+def test_a_finalist_whose_check_fails_in_the_final_round_is_failed_and_the_others_keep_their_times():
+    result = ShapeResult((64, 64, 64), [_trial(64, 1.0), _trial(32, 1.05)])
+    labels = [autotune.tunables_label(t.tunables) for t in result.trials]
+    autotune.apply_final(result, {"medians_ms": {}, "wrong": {labels[0]: "3 wrong"}})
+    assert (result.trials[0].status, result.trials[0].tflops) == ("FAILED", None)
+    assert "final round: 3 wrong" in result.trials[0].detail
+    assert result.trials[1].tflops == 2e9 / 1.05 / 1e9 and result.trials[1].first_tflops is None
+
+
+def test_alternation_shuffles_each_round_and_takes_the_median():
+    from gemm_driver.bench.alternate import alternate_ms, launches_for
+
+    order, times = [], {"a": iter([5.0, 1.0, 1.1, 9.0, 1.2]), "b": iter([2.0, 2.1, 2.2, 2.3, 2.4])}
+    runs = {label: (lambda label=label: label) for label in times}
+
+    class Timer:
+        def batch_ms(self, launch, launches):
+            if launches == 10:  # the untimed warm-up batch
+                return 0.0
+            order.append(launch())
+            return next(times[launch()])
+
+    medians = alternate_ms(Timer(), runs, launches=20)
+    assert medians == {"a": 1.2, "b": 2.2}  # the median shrugs off the rounds at 5 and 9 ms
+    rounds = [tuple(order[i:i + 2]) for i in range(0, 10, 2)]
+    assert len(set(rounds)) == 2 and sorted(map(sorted, rounds)) == [["a", "b"]] * 5  # both orders
+    assert (launches_for(0.001), launches_for(2.5), launches_for(100.0)) == (100, 20, 1)

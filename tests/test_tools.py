@@ -36,6 +36,7 @@ UNKNOWN_OPTION = {
     "bank_conflicts.sh": ["--bogus"],
     "corpus_rows.py": [str(BENCH), "--bogus"],
     "corpus_shift.py": [str(BENCH), str(BENCH), "--bogus"],
+    "final_round.py": ["journal.jsonl", "--bogus"],
     "gen_wgmma.py": ["--bogus"],
     "gpu_session.sh": ["--bogus"],
     "inspect.py": ["stats", "--bogus"],

@@ -27,7 +27,10 @@ each configuration's slowdown), and their sweeps end with the vote checked on th
 itself, each shape left out of its own vote.
 
 Every configuration is verified against the float64 reference before it is timed; cuBLAS
-of the kernel's precision is timed on the same operands for the % column. Needs a GPU;
+of the kernel's precision is timed on the same operands for the % column. With --final-round,
+where a shape's fastest configurations came within 10% of each other, the closest three are
+timed again in alternation and the ranking marks their first-pass figures (bench/autotune.py
+says what it changed on the H100, and why it is not the default). Needs a GPU;
 without one, bad arguments or an unwritable --json it says so in one line (exit 2).
 """
 
@@ -101,6 +104,8 @@ def main(argv=None) -> int:
                         "for the shapes this sweep does not run, and replace the others")
     parser.add_argument("--gpus", default="0", help="GPU ordinals (e.g. 0,1) or all: with several, one worker per "
                         "GPU takes whole shapes from a shared queue (default 0)")
+    parser.add_argument("--final-round", action="store_true", help="time each shape's candidates within 10%% of its "
+                        "fastest again in alternation, the closest three, and keep those times")
     args = parser.parse_args(argv)
     try:
         names = targets(args.kernel)
@@ -128,7 +133,7 @@ def main(argv=None) -> int:
         journal = Journal(args.journal if len(names) == 1 else f"{args.journal}.{name}") if args.journal else None
         phases = {}
         results = autotune.tune(spec, shapes, space, seconds=args.seconds, journal=journal, gpus=gpus,  # in workers
-                                on_phase=phases.__setitem__)
+                                final=args.final_round, on_phase=phases.__setitem__)
         title = f"{name} " if len(names) > 1 else ""
         for r in results:
             print("\n" + "\n".join(r.report_lines(args.top, title=title)))
@@ -138,7 +143,8 @@ def main(argv=None) -> int:
             document = autotune.merge_tables(document, kept) if kept else document
         if name in VOTERS:
             print("\n" + "\n".join(left_out_check(document["entries"], *VOTERS[name])))
-        print(f"{title}prebuild {phases['prebuild']:.1f} s, sweep {phases['sweep']:.1f} s on GPUs "
+        final = f", final round {phases['final']:.1f} s" if "final" in phases else ""
+        print(f"{title}prebuild {phases['prebuild']:.1f} s, sweep {phases['sweep']:.1f} s{final} on GPUs "
               f"{','.join(map(str, gpus))}")
         if args.json:
             path = Path(args.json)

@@ -7,6 +7,16 @@ prepared case and ``run_case`` as the bench (so a trial's status is an Outcome's
 FAILED or skipped). Like the bench, the sweep runs in a worker process (isolation.py), so a
 configuration that faults or hangs is FAILED and the rest still run. The winners go into the per-GPU table that the ``autotuned`` kernel
 reads (``kernels/tuned.py`` looks it up; ``tools/autotune.py`` writes it).
+
+Each trial is timed on its own, one after another. With ``final=True``, where a shape's
+fastest candidates came within ``FINAL_MARGIN`` of each other, a final round times the closest
+``FINALISTS`` of them again in alternation (alternate.py), on the same operands, and their
+times replace the first pass's: timed one after another, a large shape's candidates run at the
+clocks the one before left them. It is off by default: on the H100's 67 tuning shapes past
+M = 128 it changed the winner on 27 of the 57 it timed again (19 of them a 2 x 1 cluster on or
+off, by up to 17%), read the finalists 1.5% slower than the first pass at the median (7% at the
+10th percentile), took 141 s beside the sweep's 180, and the vote's left-out check was no better
+on its table (1.052x the winner against 1.047x: results/h100-80gb-hbm3/final-round-effect.txt).
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from ..cuda.errors import GemmDriverError
 from ..kernels.build import build_all
 from ..kernels.tuned import SCHEMA
 from ..problem import GemmProblem, parse_shape, shape_label
+from .alternate import alternate_ms, launches_for
 from .isolation import DEFAULT_WATCHDOG_S, TaskFailure, kept, release_kept
 from .spread import Journal, completed, runner_on
 from .timing import Budget, GpuTimer
@@ -43,13 +54,15 @@ class Trial:
     # timeline, its idle time)
     phases_s: dict | None = None
     finished_s: float | None = None
+    first_tflops: float | None = None  # the first pass's, where the final round's replaced it
 
     TIMES = ("phases_s", "finished_s")  # where and when, not what it measured: journaled, not tabled
 
     def as_dict(self) -> dict:
         timed = {name: value for name in self.TIMES if (value := getattr(self, name)) is not None}
+        final = {"first_tflops": self.first_tflops} if self.first_tflops is not None else {}
         return {"tunables": self.tunables, "status": self.status, "detail": self.detail,
-                "median_ms": self.median_ms, "tflops": self.tflops, "gpu": self.gpu, **timed}
+                "median_ms": self.median_ms, "tflops": self.tflops, "gpu": self.gpu, **final, **timed}
 
 
 @dataclass
@@ -70,7 +83,8 @@ class ShapeResult:
                  f"{len(ranked)}/{len(self.trials)} configurations ran"]
         for t in ranked[:top]:
             share = f"{100 * t.tflops / base:6.1f}%" if base else "      -"
-            lines.append(f"  {t.tflops:7.2f} TFLOP/s {share}  {tunables_label(t.tunables)}")
+            final = f"  (final round; first pass {t.first_tflops:.2f})" if t.first_tflops is not None else ""
+            lines.append(f"  {t.tflops:7.2f} TFLOP/s {share}  {tunables_label(t.tunables)}{final}")
         lines += [f"  {t.status}: {tunables_label(t.tunables)}: {t.detail}" for t in self.trials if t.status != "ok"]
         return lines
 
@@ -90,7 +104,7 @@ Space = Sequence[Mapping[str, int]] | Callable[[tuple[int, int, int]], Sequence[
 def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
          seconds: float = 0.15, seed: int = 0, on_trial: Callable[[tuple, Trial], None] = lambda s, t: None,
          isolation: str = "process", watchdog_s: float = DEFAULT_WATCHDOG_S,
-         journal: Journal | None = None, gpus: Sequence[int] = (0,),
+         journal: Journal | None = None, gpus: Sequence[int] = (0,), final: bool = False,
          on_phase: Callable[[str, float], None] = lambda phase, seconds: None) -> list[ShapeResult]:
     """Verify and time every configuration of ``space`` (or of ``space(shape)``, the
     configurations offered for that shape) on each shape, and the precision's cuBLAS beside
@@ -101,7 +115,8 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
     it and trials already there are not run again, so a stopped sweep resumes where it
     stopped. Every configuration still to run is compiled first, in threads (build_all: a cold
     cache costs about the longest build, not the sum of them, on one GPU or several);
-    ``on_phase`` hears how long that took ("prebuild") and the sweep after it ("sweep")."""
+    ``on_phase`` hears how long that took ("prebuild"), the sweep after it ("sweep") and, with
+    ``final``, the final round (``finalists``: "final"), whose times replace the first pass's."""
     baseline = _precision.get(spec.precision).baseline
     offered = space if callable(space) else (lambda shape: space)
     tasks = [TrialTask(name, tuple(shape), index, spec.precision, dict(tunables), seed, seconds)
@@ -145,7 +160,63 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
             journal.append(task.key, trial.as_dict())
         record(task, trial)
     on_phase("sweep", time.perf_counter() - sweep_started)
+    if final:
+        final_started = time.perf_counter()
+        _final_round(spec, results, seed, journal, gpus, isolation, watchdog_s)
+        on_phase("final", time.perf_counter() - final_started)
     return list(results.values())
+
+
+FINALISTS = 3  # the most candidates of a shape the final round times again
+FINAL_MARGIN = 0.10  # ... of those within this fraction of its fastest first-pass time
+
+
+def finalists(result: ShapeResult) -> list[Trial]:
+    """The candidates of a shape the final round times again: the ``FINALISTS`` fastest of those
+    within ``FINAL_MARGIN`` of its fastest first-pass time; none where only one is."""
+    ranked = result.ranked
+    close = [t for t in ranked if t.median_ms <= ranked[0].median_ms * (1 + FINAL_MARGIN)] if ranked else []
+    return close[:FINALISTS] if len(close) > 1 else []
+
+
+def _final_round(spec, results: Mapping[int, ShapeResult], seed: int, journal: Journal | None,
+                 gpus: Sequence[int], isolation: str, watchdog_s: float) -> None:
+    """Each shape's finalists timed again in alternation, one task a shape (journaled, so a
+    resumed sweep runs only the rounds it lacks); their times replace the first pass's."""
+    tasks = [FinalTask(spec.name, result.shape, index, spec.precision, tuple(t.tunables for t in close), seed,
+                       launches_for(max(t.median_ms for t in close)))
+             for index, result in results.items() if (close := finalists(result))]
+    done = journal.load() if journal else {}
+    outcomes = {task.key: done[task.key] for task in tasks if task.key in done}
+    todo = [task for task in tasks if task.key not in outcomes]
+    if todo:
+        if gpu_available() and spec.kind != "ptx":  # a resumed sweep's finalists may not be built yet
+            build_all(((spec, t) for task in todo for t in task.configurations), Device.get(gpus[0]).arch)
+        runner = runner_on(gpus, run_final_task, isolation=isolation, watchdog_s=watchdog_s)
+        for index, outcome, gpu in completed(runner, todo, [[i] for i in range(len(todo))], gpus[0]):
+            if isinstance(outcome, TaskFailure):  # the first pass's times stay
+                outcome = {"medians_ms": {}, "wrong": {}, "failed": outcome.reason}
+            outcome = {**outcome, "gpu": gpu}
+            if journal is not None:
+                journal.append(todo[index].key, outcome)
+            outcomes[todo[index].key] = outcome
+    for task in tasks:
+        apply_final(results[task.shape_index], outcomes[task.key])
+
+
+def apply_final(result: ShapeResult, outcome: Mapping) -> None:
+    """A final round's outcome into its shape's trials: each finalist timed again gets the new
+    time (its first pass's TFLOP/s kept beside it); one whose check failed this time is FAILED."""
+    flops = GemmProblem(*result.shape).flops
+    for i, trial in enumerate(result.trials):
+        label = tunables_label(trial.tunables)
+        if label in outcome["wrong"]:
+            result.trials[i] = dataclasses.replace(trial, status="FAILED", median_ms=None, tflops=None,
+                                                   detail=f"final round: {outcome['wrong'][label]}")
+        elif label in outcome["medians_ms"]:
+            ms = outcome["medians_ms"][label]
+            result.trials[i] = dataclasses.replace(trial, median_ms=ms, tflops=flops / ms / 1e9,
+                                                   first_tflops=trial.tflops)
 
 
 @dataclass(frozen=True)
@@ -166,12 +237,62 @@ class TrialTask:
         return f"{self.kernel} {shape_label(*self.shape)} {tunables_label(self.tunables) or '-'} seed={self.seed}"
 
 
-def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], None]) -> Trial:
-    """The worker's handler: the shape's case (kept while the shape lasts), the build (a
-    configuration that spills or does not compile is out, untimed), then verify and time."""
+@dataclass(frozen=True)
+class FinalTask:
+    """A shape's finalists, timed again in alternation by one worker."""
+
+    kernel: str
+    shape: tuple[int, int, int]
+    shape_index: int
+    precision: str
+    configurations: tuple[dict, ...]
+    seed: int
+    launches: int  # a batch of each (alternate.launches_for the slowest)
+
+    @property
+    def key(self) -> str:
+        """The round's name in a sweep's journal: kernel, shape, its finalists, seed."""
+        finalists = " | ".join(tunables_label(t) for t in self.configurations)
+        return f"final {self.kernel} {shape_label(*self.shape)} {finalists} seed={self.seed}"
+
+
+def _timer(session, state: dict) -> GpuTimer:
+    """The worker's timer, made by its first task."""
     if "timer" not in state:
         state["timer"] = GpuTimer(session.stream, session.arch)
         state["close"] = lambda: _close_trial_state(state)
+    return state["timer"]
+
+
+def _case(session, state: dict, task) -> PreparedCase:
+    """The shape's case (operands and reference), kept while the worker's tasks stay on it."""
+    problem = GemmProblem(*task.shape)
+    return kept(state, (task.shape, task.shape_index, task.precision, task.seed),
+                lambda: PreparedCase.random(problem, task.precision, [task.seed, task.shape_index],
+                                            products=products_for(session, problem)))
+
+
+def run_final_task(session, state: dict, task: FinalTask, beat: Callable[[], None]) -> dict:
+    """The worker's handler for a final round: each finalist verified again on the shape's
+    case, then all timed in alternation (``alternate_ms``); the medians in ms by label, and
+    the check's message for any that failed it (left out of the timing)."""
+    timer, case = _timer(session, state), _case(session, state, task)
+    beat()
+    runs, wrong = {}, {}
+    for tunables in task.configurations:
+        label, launch = tunables_label(tunables), case.launcher(session, task.kernel, tunables)
+        verdict = case.verify(session, launch)
+        if verdict.ok:
+            runs[label] = launch
+        else:
+            wrong[label] = verdict.message
+    return {"medians_ms": alternate_ms(timer, runs, task.launches) if len(runs) > 1 else {}, "wrong": wrong}
+
+
+def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], None]) -> Trial:
+    """The worker's handler: the shape's case (kept while the shape lasts), the build (a
+    configuration that spills or does not compile is out, untimed), then verify and time."""
+    timer = _timer(session, state)
     phases, clock = {}, time.perf_counter()
 
     def lap(phase: str) -> None:
@@ -179,9 +300,7 @@ def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], Non
         now = time.perf_counter()
         phases[phase], clock = round(now - clock, 4), now
 
-    case = kept(state, (task.shape, task.shape_index, task.precision, task.seed),
-                lambda: PreparedCase.random(GemmProblem(*task.shape), task.precision, [task.seed, task.shape_index],
-                                            products=products_for(session, GemmProblem(*task.shape))))
+    case = _case(session, state, task)
     lap("case")
     if task.tunables:
         refusal = _refusal(session, task)
@@ -189,7 +308,7 @@ def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], Non
         if refusal is not None:
             return dataclasses.replace(refusal, phases_s=phases)
     beat()
-    outcome = run_case(session, task.kernel, case, tunables=task.tunables or None, timer=state["timer"],
+    outcome = run_case(session, task.kernel, case, tunables=task.tunables or None, timer=timer,
                        budget=Budget(seconds=task.seconds))
     lap("time")
     if outcome.verify_s is not None:  # run_case verified before it timed

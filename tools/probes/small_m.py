@@ -14,12 +14,11 @@ Run from the repository root:  PYTHONPATH=. python3 tools/probes/small_m.py [--o
 """
 import json
 import os
-import random
-import statistics
 import sys
 
 from gemm_driver import Session, corpus, kernels
 from gemm_driver.case import PreparedCase
+from gemm_driver.bench.alternate import alternate_ms
 from gemm_driver.bench.timing import GpuTimer
 from gemm_driver.kernels import tuned
 from gemm_driver.kernels.hopper import selection
@@ -74,19 +73,9 @@ def clustered_decode(problem: GemmProblem, t: dict) -> dict[str, dict]:
 
 
 def timed(timer: GpuTimer, runs: dict) -> dict:
-    """Microseconds per launch of each run: the median of ROUNDS rounds, each a batch of
-    LAUNCHES after WARMUP untimed, the runs in a shuffled order each round (seeded by the
-    round). In one fixed order, a run that followed a slow, cool baseline (cuBLAS at 130
-    TFLOP/s on odd shapes) started faster under the power cap: two identical launches measured
-    7-8% apart (results/h100-80gb-hbm3/probe-packed-pitch-fixed-order.txt)."""
-    times = {label: [] for label in runs}
-    for r in range(ROUNDS):
-        order = list(runs)
-        random.Random(r).shuffle(order)
-        for label in order:
-            timer.batch_ms(runs[label], WARMUP)
-            times[label].append(timer.batch_ms(runs[label], LAUNCHES) * 1000)
-    return {label: statistics.median(t) for label, t in times.items()}
+    """Microseconds per launch of each run, timed in alternation (bench/alternate.py: the median of
+    ROUNDS rounds, each a batch of LAUNCHES after WARMUP untimed, in a shuffled order each round)."""
+    return {label: ms * 1000 for label, ms in alternate_ms(timer, runs, LAUNCHES, ROUNDS, WARMUP).items()}
 
 
 def offered(spec, p: GemmProblem, label: str, chosen: dict, alternatives: dict[str, dict]) -> dict[str, dict]:
