@@ -6,7 +6,7 @@ compared under the same conditions: under the power cap the clock a batch runs a
 what ran just before it (a cool, slow baseline lets the next batch start faster). On the H100
 the sweep, timing its candidates so, put the whole 128 x 256 tiles 5-15% ahead of the same
 tiles in 2 x 1 clusters on two large tuning shapes, where timed in alternation the clusters
-were 1.7-5% ahead on both (results/h100-80gb-hbm3/probe-cluster-flips.txt); two identical
+were 3-5% ahead on both (results/h100-80gb-hbm3/probe-cluster-flips.txt); two identical
 launches in one fixed order measured 7-8% apart
 (results/h100-80gb-hbm3/probe-packed-pitch-fixed-order.txt).
 """
