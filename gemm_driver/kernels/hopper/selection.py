@@ -34,12 +34,13 @@ against 1.037-1.048 for log2(M, N, K) with 1-4 neighbours and 1.165 for the anal
 The tables now, swept with the tail split: 1.037x on the H100 with ties broken (worst 1.53x; its
 shapes of M > 128 swept again on one H100, the last line of
 results/h100-80gb-hbm3/autotune-hopper-bf16-tuning-set-again.txt, then the ten shapes where the
-128 x 192 split-K clusters had spilled, autotune-hopper-bf16-cluster-split-192.txt; 1.039x on the
-sweep before, autotune-hopper-bf16-tuning-set-pingpong.txt: the drift between two sweeps), 1.053x on the H200 with ties broken (its shapes of M > 128 swept again
-on four H200s with the swapped ping-pong tiles among the candidates, the last line of
+128 x 192 split-K clusters had spilled, autotune-hopper-bf16-cluster-split-192.txt; 1.039x on the sweep
+before, autotune-hopper-bf16-tuning-set-pingpong.txt: the drift between two sweeps), 1.053x on the
+H200 with ties broken (its shapes of M > 128 swept again on four H200s with the swapped ping-pong
+tiles among the candidates, the last line of
 results/h200/autotune-hopper-bf16-tuning-set-swapped-pingpong.txt; the same without them, as
-offered now; 1.054x before, results/h200/autotune-hopper-bf16-tuning-set-4-gpus.txt, and two
-more sweeps of that, results/h200/sweep-one-vs-four-gpus-whole/, read 1.056x and 1.050x);
+offered now; 1.054x before, results/h200/autotune-hopper-bf16-tuning-set-4-gpus.txt, and two more
+sweeps of that, results/h200/sweep-one-vs-four-gpus-whole/, read 1.056x and 1.050x);
 tests/test_hopper_selection.py repeats the check on the committed H100 table.
 
 The 128 x 128 and 128 x 64 tiles without PDL were candidates for one sweep (the H200's table
