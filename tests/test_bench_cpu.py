@@ -305,6 +305,34 @@ def test_rounds_of_a_kernel_pool_their_samples_and_keep_each_median():
     assert clocks.merge([warm, hot])["why"] == hot["why"]  # one verdict for the rounds together
 
 
+def test_a_case_says_where_the_worker_s_time_went_and_rounds_add_up(monkeypatch):
+    import itertools
+
+    from gemm_driver.bench import phases
+
+    ticks = itertools.count()
+    monkeypatch.setattr(phases.time, "perf_counter", lambda: float(next(ticks)))  # each lap: 1 s
+    monkeypatch.setattr(runner, "ClockMonitor", lambda bus: types.SimpleNamespace(close=lambda: None))
+    monkeypatch.setattr(runner, "GpuTimer", lambda *a, **k: types.SimpleNamespace(close=lambda: None))
+    case = types.SimpleNamespace(launcher=lambda session, name: None)
+    monkeypatch.setattr(runner, "kept", lambda state, key, make: case)
+    timing = TimingStats((1.0, 1.1), 2, "cuda-events")
+    monkeypatch.setattr(runner, "run_case", lambda *a, **k: types.SimpleNamespace(
+        status="ok", detail="", verification=None, timing=timing, tunables={}, launch={}, verify_s=0.25))
+    step = runner.sweep_steps(["naive"], [(64, 64, 64)])[0]
+    task = runner.CaseTask(step, "naive", 1, Budget(), "hot")
+    session = types.SimpleNamespace(device=types.SimpleNamespace(pci_bus_id=lambda: "0", l2_bytes=0),
+                                    stream=None, arch="sm_90")
+    result = runner.run_case_task(session, {}, task, lambda: None)
+    assert result.phases_s == {"case": 1.0, "build": 1.0, "time": 0.75, "verify": 0.25}
+    assert result.as_dict()["phases_s"] == result.phases_s
+    merged = runner.merge_rounds([result, dataclasses.replace(result, phases_s={"build": 0.5, "time": 1.0})])
+    assert merged.phases_s == {"case": 1.0, "build": 1.5, "time": 1.75, "verify": 0.25}
+    writers.check_document({"results": [merged.as_dict()]})  # the schema takes the phases
+    with pytest.raises(writers.SchemaError, match="phases_s.build"):
+        writers.check_document({"results": [{**merged.as_dict(), "phases_s": {"build": -1.0}}]})
+
+
 def test_progress_off_a_terminal_prints_one_line_per_case():
     out = io.StringIO()
     console = Console(file=out, width=120)

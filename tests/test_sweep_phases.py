@@ -42,3 +42,27 @@ def test_a_journal_without_phases_or_unreadable_is_one_line_and_exit_2(tmp_path)
     for path, said in ((old, "holds no phases"), (tmp_path / "missing.jsonl", "cannot read the journal")):
         out = _run(path)
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and said in out.stderr
+
+
+def _case(kernel: str, **phases) -> dict:
+    return {"kernel": kernel, "m": 64, "n": 64, "k": 64, "status": "ok", "phases_s": phases}
+
+
+def test_a_bench_run_s_phases_by_phase_and_by_kernel(tmp_path):
+    cases = [_case("hopper_bf16", case=4.0, build=0.5, verify=1.0, time=0.5),
+             _case("cublaslt_bf16", build=2.0, verify=1.0, time=0.5),
+             {"kernel": "cublas_bf16", "m": 64, "n": 64, "k": 64, "status": "ok"}]  # a case without phases
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"schema": "gemm_driver.bench/3", "environment": {"phases_s": {"sweep": 20.0}},
+                               "results": cases}))
+    out = _run(run)
+    assert out.returncode == 0, out.stderr
+    assert "2 cases with phases: 9.5 s busy in cases of the run's 20.0 s sweep" in out.stdout
+    assert "case           4.0    42%    4.000" in out.stdout and "build          2.5    26%    1.250" in out.stdout
+    assert "hopper_bf16                  1      4.0      0.5      1.0      0.5" in out.stdout
+
+
+def test_a_bench_run_without_phases_is_one_line_and_exit_2():
+    run = Path(__file__).resolve().parents[1] / "results" / "h100-80gb-hbm3" / "bench-corpus-validate-bf16.json"
+    out = _run(run)  # a run made before the cases recorded their phases
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "holds no phases" in out.stderr

@@ -36,6 +36,7 @@ from ..kernels.tuned import SCHEMA
 from ..problem import GemmProblem, parse_shape, shape_label
 from .alternate import alternate_ms, launches_for
 from .isolation import DEFAULT_WATCHDOG_S, TaskFailure, kept, release_kept
+from .phases import Phases
 from .spread import Journal, completed, runner_on
 from .timing import Budget, GpuTimer
 
@@ -292,32 +293,23 @@ def run_final_task(session, state: dict, task: FinalTask, beat: Callable[[], Non
 def run_trial_task(session, state: dict, task: TrialTask, beat: Callable[[], None]) -> Trial:
     """The worker's handler: the shape's case (kept while the shape lasts), the build (a
     configuration that spills or does not compile is out, untimed), then verify and time."""
-    timer = _timer(session, state)
-    phases, clock = {}, time.perf_counter()
-
-    def lap(phase: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        phases[phase], clock = round(now - clock, 4), now
-
+    timer, phases = _timer(session, state), Phases()
     case = _case(session, state, task)
-    lap("case")
+    phases.lap("case")
     if task.tunables:
         refusal = _refusal(session, task)
-        lap("build")
+        phases.lap("build")
         if refusal is not None:
-            return dataclasses.replace(refusal, phases_s=phases)
+            return dataclasses.replace(refusal, phases_s=phases.seconds)
     beat()
     outcome = run_case(session, task.kernel, case, tunables=task.tunables or None, timer=timer,
                        budget=Budget(seconds=task.seconds))
-    lap("time")
-    if outcome.verify_s is not None:  # run_case verified before it timed
-        phases["verify"] = round(outcome.verify_s, 4)
-        phases["time"] = round(max(phases["time"] - outcome.verify_s, 0.0), 4)
+    phases.lap("time")
+    phases.split_verify(outcome.verify_s)
     if not outcome.ok:
-        return Trial(task.tunables, outcome.status, outcome.detail, phases_s=phases)
+        return Trial(task.tunables, outcome.status, outcome.detail, phases_s=phases.seconds)
     median = outcome.timing.median_ms
-    return Trial(task.tunables, "ok", "", median, case.problem.flops / median / 1e9, phases_s=phases)
+    return Trial(task.tunables, "ok", "", median, case.problem.flops / median / 1e9, phases_s=phases.seconds)
 
 
 def _refusal(session, task: TrialTask) -> Trial | None:

@@ -176,7 +176,7 @@ RECORD = Obj(
                                                "speedup_vs_previous")},
         "intensity": NON_NEGATIVE, "previous_rung": Nullable(STRING), "roofline_note": Nullable(STRING),
         "clocks_sagged": Nullable(BOOL), "round_medians_ms": ListOf(NON_NEGATIVE, "numbers"),
-        "energy": Nullable(ENERGY),
+        "energy": Nullable(ENERGY), "phases_s": MapOf(NON_NEGATIVE, "an object of seconds by phase"),
     },
     what="an object (one case)",
 )

@@ -41,6 +41,7 @@ from . import energy
 from .clocks import ClockMonitor
 from .clocks import merge as merge_clocks
 from .isolation import kept, release_kept
+from .phases import Phases
 from .timing import Budget, GpuTimer, TimingStats
 
 class Step(NamedTuple):
@@ -122,6 +123,7 @@ class CaseResult:
     launch: dict = field(default_factory=dict)  # what ran: Launch.record() (kernel, tunables, note)
     not_run: bool = False  # left out by sweep_steps (it cannot take the shape), not by a run
     round_medians_ms: tuple[float, ...] = ()  # with --rounds: each round's median, in round order
+    phases_s: dict = field(default_factory=dict)  # the worker's seconds by phase (phases.py); summed over rounds
 
     @classmethod
     def from_outcome(cls, name: str, problem: GemmProblem, outcome: Outcome, precision: str,
@@ -164,6 +166,7 @@ class CaseResult:
             "energy": energy.case_energy(self.timing, self.problem.flops),
             **({"not_run": True} if self.not_run else {}),
             **({"round_medians_ms": list(self.round_medians_ms)} if self.round_medians_ms else {}),
+            **({"phases_s": self.phases_s} if self.phases_s else {}),
         }
 
 
@@ -214,7 +217,10 @@ def merge_rounds(rounds: Sequence[CaseResult]) -> CaseResult:
         stop_reason=", ".join(stops), elapsed_s=sum(t.elapsed_s for t in timings),
         clocks=merge_clocks([t.clocks for t in timings]),
         energy_windows=tuple(w for t in timings for w in t.energy_windows))
-    return dataclasses.replace(first, timing=pooled, round_medians_ms=tuple(t.median_ms for t in timings))
+    phases = {phase: round(sum(r.phases_s.get(phase, 0.0) for r in rounds), 4)
+              for phase in dict.fromkeys(p for r in rounds for p in r.phases_s)}
+    return dataclasses.replace(first, timing=pooled, round_medians_ms=tuple(t.median_ms for t in timings),
+                               phases_s=phases)
 
 
 def fill_baseline_ratio(results: list[CaseResult], baselines: Sequence[str]) -> None:
@@ -251,7 +257,7 @@ def sweep_tasks(steps: Sequence[Step], *, seed: int, budget: Budget, mode: str, 
 def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[[], None]) -> CaseResult:
     """The worker's handler: prepare the step's case once (kept while the step lasts), build
     the kernel, then (``beat``: the watchdog's GPU phase starts) verify and time it."""
-    step = task.step
+    step, phases = task.step, Phases()
     if "timer" not in state:  # the worker's first task (run_sweep brings its own timer)
         state["monitor"] = ClockMonitor(session.device.pci_bus_id())
         state["timer"] = GpuTimer(session.stream, session.arch, session.device.l2_bytes, mode=task.mode,
@@ -260,16 +266,22 @@ def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[
     case = kept(state, (step.problem, step.shape_index, step.precision, task.seed),
                 lambda: PreparedCase.random(step.problem, step.precision, [task.seed, step.shape_index], guard=1,
                                            products=products_for(session, step.problem)))
+    phases.lap("case")
     try:  # compile and load before the watchdog's GPU phase: a cold build may take a while
         case.launcher(session, task.kernel)
     except Exception:  # noqa: BLE001 - run_case reports what is wrong, under this kernel's name
         pass
+    phases.lap("build")
     beat()
     try:
         outcome = run_case(session, task.kernel, case, timer=state["timer"], budget=task.budget)
     except NvrtcError as exc:
         outcome = Outcome("FAILED", f"compile failed: {str(exc).splitlines()[0]}")
-    return CaseResult.from_outcome(task.kernel, step.problem, outcome, step.precision, task.mode)
+    phases.lap("time")
+    phases.split_verify(outcome.verify_s)
+    result = CaseResult.from_outcome(task.kernel, step.problem, outcome, step.precision, task.mode)
+    result.phases_s = phases.seconds
+    return result
 
 
 def finish_sweep(session: Session, state: dict) -> dict | None:
