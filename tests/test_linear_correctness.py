@@ -14,7 +14,7 @@ from test_operands_cpu import HostBuffer
 from gemm_driver import operands
 from gemm_driver import precision as _precision
 from gemm_driver.case import PreparedCase
-from gemm_driver.operands import GUARD_BITS_16, POISON_BITS_16, random_bias, random_operands, stored_shapes
+from gemm_driver.operands import GUARD_BITS_16, POISON_BITS_16, random_bias, random_operands, stored_shapes, uniform
 from gemm_driver.problem import EPILOGUES, LAYOUTS, GemmProblem, layout_flags
 from gemm_driver.strategies import Variants, gemm_cases, variants_of
 from gemm_driver.verify import activation, check, error_bound, output_bound, reference
@@ -41,12 +41,13 @@ def test_operands_are_generated_in_their_stored_shapes(layout, shape_a, shape_b)
     assert stored_shapes(p) == (shape_a, shape_b, (5, 7))
 
 
-def test_default_data_is_unchanged_by_the_new_fields():
-    """nn/fp32/none draws exactly what it drew before (A, B, C in that order, no bias)."""
+def test_default_data_is_a_b_and_c_drawn_in_that_order_and_no_bias():
+    """nn/fp32/none draws A, B and C in that order (operands.uniform) and no bias after them."""
     p = GemmProblem(3, 4, 5, beta=1.0)
     rng = np.random.default_rng(7)
     a, b, c = random_operands(p, np.random.default_rng(7), "fp32")
-    np.testing.assert_array_equal(a, rng.uniform(-1.0, 1.0, (3, 5)).astype(np.float32))
+    for drawn, shape in ((a, (3, 5)), (b, (5, 4)), (c, (3, 4))):
+        np.testing.assert_array_equal(drawn, uniform(rng, shape))
     assert random_bias(p, rng) is None
 
 

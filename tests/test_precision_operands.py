@@ -145,3 +145,28 @@ def test_batched_problem_counts_and_labels():
         GemmProblem(2, 3, 4, batch=0)
     with pytest.raises(ValueError, match="A \\(M x K\\) has"):
         GemmProblem(2**16, 1, 2**15, batch=2)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_rounding_in_place_gives_the_values_representable_gives(dtype):
+    """Chunk by chunk, in place, bit for bit what the 16-bit copies give: a draw longer than a
+    chunk and not a multiple of one, exact ties either way, subnormals and overflow."""
+    rng = np.random.default_rng(3)
+    drawn = rng.standard_normal(precision._ROUNDING_CHUNK * 2 + 77).astype(np.float32) * 8
+    halfway = np.arange(4096, dtype=np.uint32) << 16 | 0x3F808000  # BF16 ties, odd and even kept bit
+    edges = np.array([0.0, -0.0, 1e-8, -3e-6, 6e-5, 65504.0, 65520.0, 7e4, 3.3e38, -3.4e38], dtype=np.float32)
+    values = np.concatenate([drawn, halfway.view(np.float32), edges])
+    with np.errstate(over="ignore"):
+        expected = precision.representable(values, dtype)
+        rounded = precision.representable_in_place(values.copy(), dtype)
+    assert np.array_equal(rounded.view(np.uint32), expected.view(np.uint32))
+    assert precision.representable_in_place(values, "fp32") is values  # FP32 and TF32 store float32 as is
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_uniform_draws_are_in_range_stored_exactly_and_repeat_for_a_seed(dtype):
+    x = operands.uniform(np.random.default_rng(5), (300, 700), dtype)
+    assert x.dtype == np.float32 and x.shape == (300, 700) and -1.0 <= x.min() and x.max() <= 1.0  # 1: rounded up
+    assert np.array_equal(x, precision.representable(x, dtype))  # what the GPU reads, exactly
+    assert np.array_equal(x, operands.uniform(np.random.default_rng(5), (300, 700), dtype))
+    assert 0.3 < np.abs(x).mean() < 0.7 and len(np.unique(x)) > 1000  # spread, not a constant
