@@ -30,11 +30,12 @@ def test_every_offered_candidate_is_a_valid_configuration(shape):
 
 
 def _swept_candidates() -> list[dict]:
-    """Every configuration the vote offers on some shape of the tuning set (what a sweep times), once."""
+    """Every configuration the vote offers on some shape of the tuning set (what a sweep times),
+    one for each set of kernels they compile (SPLITS, PDL and the like are launch arguments)."""
     spec, found = kernels.KERNELS["hopper_bf16"], {}
     for shape in corpus.corpus("all:tune"):
         for tunables in selection.candidates(GemmProblem(shape.m, shape.n, shape.k)):
-            found.setdefault(tuple(spec.resolve(tunables).items()), tunables)
+            found.setdefault(tuple(sorted(spec.entry_expressions(spec.resolve(tunables)).items())), tunables)
     return list(found.values())
 
 
