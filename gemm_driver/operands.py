@@ -67,9 +67,9 @@ def random_operands(problem: GemmProblem, rng: np.random.Generator, precision="f
 
 def uniform(rng: np.random.Generator, shape, stored_as: str = "fp32") -> np.ndarray:
     """Uniform float32 values in [-1, 1) as ``stored_as`` stores them exactly (rounding may give
-    1): drawn as float32, scaled and rounded in place. The validation set's operands are 12 G values; drawn in
-    float64, cast down and rounded through 16-bit copies, 1024x57344x8192's A and B took 13-17 s
-    in BF16 on a 2-core machine, against 2.7-3.0 s so."""
+    1): drawn as float32, scaled and rounded in place. The validation set's operands are 12 G
+    values; drawn in float64, cast down and rounded through 16-bit copies, 1024x57344x8192's A
+    and B took 13-17 s in BF16 on a 2-core machine, against 2.7-3.0 s so."""
     values = rng.random(shape, dtype=np.float32)
     values *= 2.0
     values -= 1.0
