@@ -163,7 +163,7 @@ def tune(spec, shapes: Sequence[tuple[int, int, int]], space: Space, *,
     on_phase("sweep", time.perf_counter() - sweep_started)
     if final:
         final_started = time.perf_counter()
-        _final_round(spec, results, seed, journal, gpus, isolation, watchdog_s)
+        _final_round(spec, results, seed, done, journal, gpus, isolation, watchdog_s)
         on_phase("final", time.perf_counter() - final_started)
     return list(results.values())
 
@@ -180,14 +180,14 @@ def finalists(result: ShapeResult) -> list[Trial]:
     return close[:FINALISTS] if len(close) > 1 else []
 
 
-def _final_round(spec, results: Mapping[int, ShapeResult], seed: int, journal: Journal | None,
-                 gpus: Sequence[int], isolation: str, watchdog_s: float) -> None:
+def _final_round(spec, results: Mapping[int, ShapeResult], seed: int, done: Mapping[str, dict],
+                 journal: Journal | None, gpus: Sequence[int], isolation: str, watchdog_s: float) -> None:
     """Each shape's finalists timed again in alternation, one task a shape (journaled, so a
-    resumed sweep runs only the rounds it lacks); their times replace the first pass's."""
+    resumed sweep runs only the rounds it lacks: ``done``, the journal as the sweep began);
+    their times replace the first pass's."""
     tasks = [FinalTask(spec.name, result.shape, index, spec.precision, tuple(t.tunables for t in close), seed,
                        launches_for(max(t.median_ms for t in close)))
              for index, result in results.items() if (close := finalists(result))]
-    done = journal.load() if journal else {}
     outcomes = {task.key: done[task.key] for task in tasks if task.key in done}
     todo = [task for task in tasks if task.key not in outcomes]
     if todo:

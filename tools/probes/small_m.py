@@ -18,7 +18,7 @@ import sys
 
 from gemm_driver import Session, corpus, kernels
 from gemm_driver.case import PreparedCase
-from gemm_driver.bench.alternate import alternate_ms
+from gemm_driver.bench.alternate import ROUNDS, WARMUP, alternate_ms
 from gemm_driver.bench.timing import GpuTimer
 from gemm_driver.kernels import tuned
 from gemm_driver.kernels.hopper import selection
@@ -26,7 +26,7 @@ from gemm_driver.problem import GemmProblem
 
 SHAPES = ["1x3584x3584", "32x4096x4096", "32x4800x1600", "32x6144x4096", "32x3584x18944", "1x28672x4096",
           "32x28672x4096"]
-ROUNDS, LAUNCHES, WARMUP = 5, 100, 10
+LAUNCHES = 100  # a batch of each run (ROUNDS and WARMUP: the alternating timer's)
 TFLOPS_MEASURED = f"us per GEMM, TFLOP/s (median of {ROUNDS} rounds of {LAUNCHES})"  # print_tflops' header
 
 
