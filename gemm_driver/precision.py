@@ -185,24 +185,39 @@ def _as_float32(x) -> np.ndarray:
 def bf16_bits(x) -> np.ndarray:
     """float32 -> bfloat16 bit patterns (uint16), round to nearest, ties to even.
 
-    Adding 0x7FFF plus the lowest kept bit and dropping the low 16 bits is RNE; an
-    overflow carries into the exponent and gives infinity, as it should. In 32 bits no
-    finite value wraps (the largest, 0xFF7FFFFF, stays below 2^32 after the add). NaN is
-    handled apart (the carry could turn a NaN whose payload sits in the low bits into
-    infinity, or wrap): it becomes the quiet NaN with its sign kept. In place, 32-bit: the
-    operands of a large case are hundreds of millions of values.
+    Rounded chunk by chunk (_round_bf16) in a scratch that stays in cache: the operands of a
+    large case are hundreds of millions of values. NaN is handled apart (the carry could turn
+    a NaN whose payload sits in the low bits into infinity, or wrap): it becomes the quiet NaN
+    with its sign kept.
     """
     values = _as_float32(x)
-    bits = values.view(np.uint32)
-    rounded = (bits >> 16) & 1
-    rounded += bits
-    rounded += 0x7FFF
-    rounded >>= 16
-    out = rounded.astype(np.uint16)
-    nan = np.isnan(values)
-    if nan.any():
-        out[nan] = ((bits[nan] >> 16) | 0x7FC0).astype(np.uint16)
+    flat, out = values.reshape(-1), np.empty(values.shape, dtype=np.uint16)
+    out_flat = out.reshape(-1)
+    scratch = np.empty((2, min(flat.size, _ROUNDING_CHUNK)), dtype=np.uint32)
+    for start in range(0, flat.size, _ROUNDING_CHUNK):
+        part = flat[start:start + _ROUNDING_CHUNK]
+        bits, carry = scratch[0, :part.size], scratch[1, :part.size]
+        np.copyto(bits, part.view(np.uint32))
+        _round_bf16(bits, carry)
+        bits >>= 16
+        kept = out_flat[start:start + part.size]
+        np.copyto(kept, bits, casting="unsafe")
+        nan = np.isnan(part)
+        if nan.any():
+            kept[nan] = ((part.view(np.uint32)[nan] >> 16) | 0x7FC0).astype(np.uint16)
     return out
+
+
+def _round_bf16(bits: np.ndarray, carry: np.ndarray) -> None:
+    """float32 bit patterns (uint32) rounded in place to their top 16 bits, to nearest, ties to
+    even; the low half is left for the caller to clear or shift out. Adding 0x7FFF plus the
+    lowest kept bit is RNE; an overflow carries into the exponent and gives infinity, as it
+    should. No finite value wraps (the largest, 0xFF7FFFFF, stays below 2^32 after the add);
+    NaN may, so callers handle it apart. ``carry`` is scratch of the same size."""
+    np.right_shift(bits, 16, out=carry)
+    carry &= 1
+    carry += 0x7FFF
+    bits += carry
 
 
 def representable_in_place(values: np.ndarray, precision: str | Precision) -> np.ndarray:
@@ -221,12 +236,9 @@ def representable_in_place(values: np.ndarray, precision: str | Precision) -> np
     for start in range(0, flat.size, _ROUNDING_CHUNK):  # a chunk's scratch stays in cache, reused
         part = flat[start:start + _ROUNDING_CHUNK]
         kept = scratch[:part.size]
-        if p.name == "bf16":  # bf16_bits' rounding on the float32 bits, the low half then cleared
+        if p.name == "bf16":
             bits = part.view(np.uint32)
-            np.right_shift(bits, 16, out=kept)
-            kept &= 1
-            kept += 0x7FFF
-            bits += kept
+            _round_bf16(bits, kept)
             bits &= np.uint32(0xFFFF0000)
         else:
             with np.errstate(over="ignore"):

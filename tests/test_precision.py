@@ -74,6 +74,24 @@ def test_bf16_round_trip_is_exact_for_bf16_values():
     assert np.array_equal(precision.bf16_bits(-values), bits | 0x8000)
 
 
+def test_bf16_bits_of_many_chunks_match_ml_dtypes():
+    """Past one rounding chunk, with ties, overflow, NaN and infinity in a later chunk and a
+    2-D shape: the same patterns as ml_dtypes' bfloat16 cast (an independent rounding)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2**32, size=(3, 2**17 + 5), dtype=np.uint32)
+    special = [0x3F808000, 0x3F818000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0x7FC00001, 0xFFFFFFFF]
+    bits.reshape(-1)[-len(special):] = special
+    values = bits.view(np.float32)
+    got = precision.bf16_bits(values)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN and overflow are drawn on purpose
+        want = values.astype(ml_dtypes.bfloat16).view(np.uint16)
+    nan = np.isnan(values)
+    assert got.shape == values.shape
+    assert np.array_equal(got[~nan], want[~nan])
+    assert np.all(got[nan] & 0x7FC0 == 0x7FC0) and np.array_equal(got[nan] >> 15, want[nan] >> 15)
+
+
 # --- FP16 and TF32 ---------------------------------------------------------------------
 @pytest.mark.parametrize("x, expected", [
     (1.0, 0x3C00), (1.0 + 2**-11, 0x3C00), (1.0 + 3 * 2**-11, 0x3C02),  # ties to even
