@@ -356,29 +356,32 @@ def test_between_64_and_128_rows_two_tile_rows_share_b(shape, layout, want):
         assert g.cluster == (2 if want else g.cluster)
 
 
-@pytest.mark.parametrize("shape, layout, taken", [
-    ((6144, 8192, 1024), "nn", True),
-    ((4096, 4096, 512), "nt", True),  # 1024 tiles of 128 x 128: past two waves
-    ((2306, 2731, 54), "nn", True),  # odd sizes, one k tile
-    ((1536, 16384, 2048), "nt", True),  # K = SHORT_K_MAX
-    ((1536, 16384, 2049), "nn", False),  # past it: the vote
-    ((6144, 8192, 1024), "tn", False),  # A stored transposed: the swapped tiles read A row-major
-    ((128, 65536, 1024), "nn", False),  # M <= 128: one tile row, the small-M rules and the vote
-    ((2048, 2048, 1024), "nn", False),  # 256 tiles of 128 x 128: under two waves
+@pytest.mark.parametrize("shape, layout, rows", [
+    ((6144, 8192, 1024), "nn", 160),
+    ((4096, 4096, 512), "nt", 160),  # 832 tiles of 160 x 128: past 2.5 rounds of 2 x 132
+    ((4096, 2048, 512), "nt", 128),  # 416 of them: 1.6 rounds, the 128-row tiles
+    ((2306, 2731, 54), "nn", 128),  # odd sizes, one k tile, 1.25 rounds
+    ((1536, 16384, 2048), "nt", 160),  # K = SHORT_K_MAX
+    ((1536, 16384, 2049), "nn", None),  # past it: the vote
+    ((6144, 8192, 1024), "tn", None),  # A stored transposed: the swapped tiles read A row-major
+    ((128, 65536, 1024), "nn", None),  # M <= 128: one tile row, the small-M rules and the vote
+    ((2048, 2048, 1024), "nn", None),  # 256 tiles of 128 x 128: under two waves
 ])
-def test_full_grids_of_a_short_k_take_the_swapped_ping_pong_tiles(shape, layout, taken):
+def test_full_grids_of_a_short_k_take_the_swapped_ping_pong_tiles(shape, layout, rows):
     p = GemmProblem(*shape, trans_a=layout[0] == "t", trans_b=layout[1] == "t")
+    want = {160: rungs.SHORT_K_TILE, 128: rungs.SHORT_K_FEW_TILE, None: None}[rows]
     got = rungs.short_k_choice(p)
-    assert (got is not None) == taken
+    assert (got and got[0]) == want
     for name, out in (("hopper_bf16", "bf16"), ("hopper_fp16", "fp16")):
         chosen, why = SPECS[name].choose(p, "NVIDIA H100 80GB HBM3")
-        assert (chosen == rungs.SHORT_K_TILE) == taken and ("swapped ping-pong" in why) == taken
+        assert (chosen == want) == bool(rows) and (f"swapped ping-pong tiles of {rows} x 128" in why) == bool(rows)
         SPECS[name].validate(p, chosen)
         linear = replace(p, out_dtype=out, epilogue="bias_gelu")  # a linear layer's call picks the same
-        assert (SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0] == rungs.SHORT_K_TILE) == taken
+        assert (SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0] == want) == bool(rows)
         SPECS[name].validate(linear, SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0])
-    for evidence in (rungs.SHORT_K_PROBE, rungs.SHORT_K_SWEEP, rungs.SHORT_K_CHECK):  # what its docstring cites
-        assert (ROOT / evidence).is_file(), evidence
+    evidence = (rungs.SHORT_K_PROBE, rungs.SHORT_K_SWEEP, rungs.SHORT_K_CHECK, rungs.SHORT_K_SMALL_GRIDS, rungs.SHORT_K_ODD)
+    for path in evidence:  # what its docstring cites
+        assert (ROOT / path).is_file(), path
 
 
 TILE_64x64 = {"BN": 64, "CONSUMERS": 1, "STAGES": 6}

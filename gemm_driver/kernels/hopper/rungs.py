@@ -688,6 +688,12 @@ SHORT_K_TILE = {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2
 SHORT_K_PROBE = "results/h100-80gb-hbm3/probe-short-k-swapped.txt"
 SHORT_K_SWEEP = "results/h200/autotune-hopper-bf16-tuning-set-swapped-pingpong.txt"
 SHORT_K_CHECK = "results/h100-80gb-hbm3/probe-short-k-rule.txt"
+# ... and the same tiles 128 rows high where the 160-row ones make fewer than SHORT_K_FEW_ROUNDS
+# rounds of the SMs' consumers (two tiles an SM at a time)
+SHORT_K_FEW_TILE = {**SHORT_K_TILE, "DECODE": 128}
+SHORT_K_FEW_ROUNDS = 2.5
+SHORT_K_SMALL_GRIDS = "results/h100-80gb-hbm3/probe-short-k-rule-small-grids.txt"
+SHORT_K_ODD = "results/h100-80gb-hbm3/probe-short-k-rule-odd.txt"
 
 
 def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
@@ -714,15 +720,30 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     the vote's pick (geometric mean), slower on two (4096x4096x512 39.3 us against 36.6). On the
     validation set its 11 shapes moved x1.022 and the other 120 x1.018 between the runs before
     and after (docs/hopper.md, Swapped ping-pong tiles): about level there.
+
+    Where the 160-row tiles make fewer than SHORT_K_FEW_ROUNDS rounds of 2 x 132 tiles, the same
+    tiles 128 rows high (SHORT_K_FEW_TILE): a small grid's last round is a larger share of its
+    time, and how full it is turns on the tile height. H100, alternately timed: on twelve grids of
+    neither corpus set of 1.2-2.4 such rounds (SHORT_K_SMALL_GRIDS; the MLP training run's
+    4096x2048 GEMMs among them, which ran slower under the 160-row tiles than under the vote's
+    pick) the 128-row tiles were faster on nine, by up to 23% (4096x2048x2048 52.9 us against
+    62.8, cuBLAS 52.4; 2304x4608x2048 66.9 against 80.0), slower on three by 1.4-5.4%; at
+    2500x5000x2000 (2.4 rounds, SHORT_K_ODD) slower by 11%; past 2.5 rounds the 160-row tiles
+    were faster on 12 of the 16 grids of K <= 2048 of SHORT_K_CHECK and SHORT_K_ODD (slower on
+    the others by 1-7%). The H200's tuning-set table, which timed both, agrees on seven of its
+    eight shapes of K <= 2048 (2048x6400x1600, 2.46 rounds: 3% the other way).
     """
     m, n, k = problem.m, problem.n, problem.k
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
     if m <= selection.SMALL_M or k > SHORT_K_MAX or problem.trans_a or tiles < selection.PINGPONG_MIN_WAVES * SMS:
         return None
-    swapped = ceil_div(m, SHORT_K_TILE["DECODE"]) * ceil_div(n, 128)
-    return (dict(SHORT_K_TILE),
-            f"K = {k}: {swapped} swapped ping-pong tiles of 160 x 128 in 1 x 2 clusters (H100: 6144x8192x1024 "
-            f"164.9 us against 199.3 for the vote's pick; {SHORT_K_PROBE})")
+    tile = SHORT_K_TILE
+    if ceil_div(m, tile["DECODE"]) * ceil_div(n, 128) < SHORT_K_FEW_ROUNDS * 2 * SMS:
+        tile = SHORT_K_FEW_TILE
+    rows, swapped = tile["DECODE"], ceil_div(m, tile["DECODE"]) * ceil_div(n, 128)
+    return (dict(tile),
+            f"K = {k}: {swapped} swapped ping-pong tiles of {rows} x 128 in 1 x 2 clusters (H100: 6144x8192x1024 "
+            f"164.9 us against 199.3 for the vote's pick; {SHORT_K_PROBE if rows == 160 else SHORT_K_SMALL_GRIDS})")
 
 
 # grid_fill_choice: a grid of at most FILL_TILES 128 x 64 tiles (a third of the SMs) is filled
