@@ -361,6 +361,7 @@ def test_between_64_and_128_rows_two_tile_rows_share_b(shape, layout, want):
     ((4096, 4096, 512), "nt", 160),  # 832 tiles of 160 x 128: past 2.5 rounds of 2 x 132
     ((4096, 2048, 512), "nt", 128),  # 416 of them: 1.6 rounds, the 128-row tiles
     ((2306, 2731, 54), "nn", 128),  # odd sizes, one k tile, 1.25 rounds
+    ((4096, 2048, 16), "nn", None),  # K below SHORT_K_MIN: no k loop to hide an epilogue behind
     ((1536, 16384, 2048), "nt", 160),  # K = SHORT_K_MAX
     ((1536, 16384, 2049), "nn", None),  # past it: the vote
     ((6144, 8192, 1024), "tn", None),  # A stored transposed: the swapped tiles read A row-major

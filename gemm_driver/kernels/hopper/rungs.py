@@ -682,8 +682,8 @@ def row_pair_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
 
 
 # short_k_choice: past M = selection.SMALL_M, on grids of PINGPONG_MIN_WAVES waves of 128 x 128
-# tiles or more (where the ping-pong tiles are offered), K at most SHORT_K_MAX
-SHORT_K_MAX = 2048
+# tiles or more (where the ping-pong tiles are offered), K from SHORT_K_MIN to SHORT_K_MAX
+SHORT_K_MIN, SHORT_K_MAX = 32, 2048
 SHORT_K_TILE = {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2, "PDL": 1}
 SHORT_K_PROBE = "results/h100-80gb-hbm3/probe-short-k-swapped.txt"
 SHORT_K_SWEEP = "results/h200/autotune-hopper-bf16-tuning-set-swapped-pingpong.txt"
@@ -732,10 +732,19 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     were faster on 12 of the 16 grids of K <= 2048 of SHORT_K_CHECK and SHORT_K_ODD (slower on
     the others by 1-7%). The H200's tuning-set table, which timed both, agrees on seven of its
     eight shapes of K <= 2048 (2048x6400x1600, 2.46 rounds: 3% the other way).
+
+    Not below K = SHORT_K_MIN, half a k tile: there is no k loop for an epilogue to hide behind,
+    and the swapped tiles' transposed epilogue is the whole time. H100, 4096x2048x16 (the MLP
+    training run's dX of its last layer): alternately timed with FP32 D, the vote's pick 13.3 us,
+    the 128-row tiles 13.9, the 160-row ones 16.4 (SHORT_K_SMALL_GRIDS); with BF16 D in bench
+    runs (results/h100-80gb-hbm3/bench-mlp-gemms-dx*.txt), the vote's pick 9.3 us, the 128-row
+    tiles 16.1, the 160-row ones 18.3. At K = 54 (the H200's tuning-set 2306x2731x54, FP32 D)
+    they were the fastest candidate.
     """
     m, n, k = problem.m, problem.n, problem.k
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
-    if m <= selection.SMALL_M or k > SHORT_K_MAX or problem.trans_a or tiles < selection.PINGPONG_MIN_WAVES * SMS:
+    if m <= selection.SMALL_M or not SHORT_K_MIN <= k <= SHORT_K_MAX or problem.trans_a or \
+            tiles < selection.PINGPONG_MIN_WAVES * SMS:
         return None
     tile = SHORT_K_TILE
     if ceil_div(m, tile["DECODE"]) * ceil_div(n, 128) < SHORT_K_FEW_ROUNDS * 2 * SMS:
