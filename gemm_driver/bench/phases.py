@@ -1,11 +1,14 @@
 """Where a worker's time on one task went: seconds per phase, each lap from the end of the last.
 
 The sweep's trials (autotune.py) and the bench's cases (runner.py) record them (``phases_s``):
-"case" (the shape's operands and float64 reference, paid by its first task), "build" (compile
-or load, and for cuBLASLt the timing of its heuristic's candidates), "verify" (the checked run:
-poisoning C, the launch, the check of D) and "time" (the timed launches). A run's timed windows
-alone are far from its wall time (the H100's BF16 validation: 31 s of timing in about 530 s),
-and these say where the rest goes.
+"case" (the shape's operands drawn on the host, paid by its first task), "build" (compile or
+load, and for cuBLASLt the timing of its heuristic's candidates), "verify" (the checked run:
+poisoning C, the launch, the check of D) and "time" (the timed launches). The shape's first
+task also pays its operands' upload (the bench's in "build", a sweep's in "time": the first
+launcher made) and its float64 reference (in "verify": the case computes it when first checked).
+A run's timed windows alone are far from its wall time (the H100's BF16 validation: 32 s of
+timing in a 341 s run, 160 s verifying, nearly all of it the references), and these say where
+the rest goes.
 """
 
 from __future__ import annotations
