@@ -31,8 +31,6 @@ from gemm_driver import kernels
 from gemm_driver.cuda import module, tensor_map
 from gemm_driver.cuda.module import C_TYPES, PackedArgs
 from gemm_driver.cuda.nvrtc import compile_cuda
-from gemm_driver.inspection.sass import parse
-from gemm_driver.inspection.tools import run_on_cubin
 from gemm_driver.kernels import hopper
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.hopper import geometry as geo
@@ -82,15 +80,10 @@ def test_other_architectures_are_refused_in_one_line(arch):
 
 
 # ---------------------------------------------------------------- builds and SASS
-_SASS: dict[bytes, str] = {}
-
-
 def sass(result, entry="main"):
-    """The parsed SASS of one entry; nvdisasm runs once per cubin (it prints every function)."""
-    cubin = result.compiled.cubin
-    if cubin not in _SASS:
-        _SASS[cubin] = run_on_cubin("nvdisasm", ["-c"], cubin)
-    return parse(_SASS[cubin], result.entries[entry])
+    """The parsed SASS of one entry; nvdisasm runs once per cubin (it prints every function),
+    and the build's SASS statistics read the same listing (build_matrix.listing)."""
+    return build_matrix.sass(result, entry)
 
 
 @pytest.mark.parametrize("b", build_matrix.selected(lambda b: b.spec.source.startswith("cu/hopper/")))
