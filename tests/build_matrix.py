@@ -156,6 +156,10 @@ class Build:
 
         return pytest.param(self, id=self.label, marks=pytest.mark.xdist_group(_digest(self)))
 
+    @classmethod
+    def of(cls, spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> Build:
+        return cls(spec, tuple(spec.resolve(tunables).items()), arch)
+
 
 def _runs_on(spec: KernelSpec, arch: str) -> bool:
     return spec.runs_on(cc_of(parse_arch(arch)[0]))
@@ -219,14 +223,34 @@ def selected(where: Callable[[Build], bool] = lambda b: True) -> list:
 def default_build(spec: KernelSpec, arch: str):
     """The pytest param of ``spec``'s default build on ``arch`` (one the matrix always makes),
     in the matrix's group: a test of it runs beside the matrix's and reads its build."""
-    return Build(spec, tuple(spec.resolve().items()), arch).param()
+    return Build.of(spec, arch).param()
 
 
-def archs(label: str, among: Iterable[str] = ARCHS) -> list[str]:
-    """The architectures a test builds configuration ``label`` on, as the matrix builds a code
-    path: every one of ``among`` under GEMM_DRIVER_FULL_MATRIX, else one drawn by the run's seed."""
+def group(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> list:
+    """The marks that put a test reading this build in the build's xdist group: under ``--dist
+    loadgroup`` it runs on the worker that runs the matrix's tests of the build (if the matrix
+    makes it), one after the other, sharing the build, its statistics and its SASS listing.
+    None for a kernel that does not run on ``arch`` (its test skips, building nothing)."""
+    import pytest
+
+    if not _runs_on(spec, arch):
+        return []
+    return [pytest.mark.xdist_group(_digest(Build.of(spec, arch, tunables)))]
+
+
+def archs(spec: KernelSpec, tunables: Mapping[str, int], among: Iterable[str] = ARCHS) -> list[str]:
+    """The architectures a test builds ``spec`` with ``tunables`` on, as the matrix builds a code
+    path: every one of ``among`` under GEMM_DRIVER_FULL_MATRIX; else the one the run's matrix
+    builds it on, if it does (one compile for both), else one drawn by the run's seed."""
     among = list(among)
-    return among if full() else [random.Random(f"{seed()}:{label}").choice(among)]
+    if full():
+        return among
+    made = {b.key for b in this_run()}
+    for arch in among:
+        if Build.of(spec, arch, tunables).key in made:
+            return [arch]
+    label = "-".join([spec.name, *(f"{k}{v}" for k, v in spec.resolve(tunables).items())])
+    return [random.Random(f"{seed()}:{label}").choice(among)]
 
 
 # --- memoised per process: every module asks the same few hundred questions -------------

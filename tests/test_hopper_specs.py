@@ -118,7 +118,12 @@ def _setmaxnreg(result, entry="main"):
     return found
 
 
-@pytest.mark.parametrize("name, tunables, entry, split", [
+def _in_build_groups(cases):
+    """Each case in its build's xdist group (build_matrix.group): most are builds the matrix makes."""
+    return [pytest.param(*case, marks=build_matrix.group(SPECS[case[0]], "sm_90", case[1])) for case in cases]
+
+
+@pytest.mark.parametrize("name, tunables, entry, split", _in_build_groups([
     ("wgmma_tma_bf16", {}, "main", {}),  # one warpgroup: nothing to hand over
     ("warp_specialized_bf16", {}, "main", {"DEALLOC": 40, "TRY_ALLOC": 232}),
     ("persistent_fp16", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
@@ -131,7 +136,7 @@ def _setmaxnreg(result, entry="main"):
     ("hopper_fp16", {"BN": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 56, "TRY_ALLOC": 200}),
     ("hopper_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 40, "TRY_ALLOC": 216}),
-])
+]))
 def test_setmaxnreg_register_split_is_in_the_sass(name, tunables, entry, split):
     assert _setmaxnreg(build_matrix.built(SPECS[name], "sm_90", tunables), entry) == split
 
