@@ -25,7 +25,8 @@ the GPU machine's run should.
 
 Builds and their SASS statistics are memoised per process and go through the session's
 cubin cache (conftest.py); xdist workers take a lock per build and keep the statistics in
-the run's scratch folder, so one build is compiled and disassembled once a run.
+the run's scratch folder, so one build is compiled and disassembled once a run: the tests
+that read a build's SASS (``sass``) and its statistics share one nvdisasm listing of it.
 """
 
 from __future__ import annotations
@@ -39,9 +40,12 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
+import gemm_driver.inspection.sass as sass_listing
 from gemm_driver import kernels
 from gemm_driver.cuda.nvrtc import parse_arch
 from gemm_driver.inspection import kernel_stats
+from gemm_driver.inspection.sass import Sass, parse
+from gemm_driver.inspection.tools import run_on_cubin
 from gemm_driver.kernels import tensor
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.spec import KernelSpec, cc_of
@@ -152,6 +156,10 @@ class Build:
 
         return pytest.param(self, id=self.label, marks=pytest.mark.xdist_group(_digest(self)))
 
+    @classmethod
+    def of(cls, spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> Build:
+        return cls(spec, tuple(spec.resolve(tunables).items()), arch)
+
 
 def _runs_on(spec: KernelSpec, arch: str) -> bool:
     return spec.runs_on(cc_of(parse_arch(arch)[0]))
@@ -212,6 +220,39 @@ def selected(where: Callable[[Build], bool] = lambda b: True) -> list:
     return [b.param() for b in this_run() if where(b)]
 
 
+def default_build(spec: KernelSpec, arch: str):
+    """The pytest param of ``spec``'s default build on ``arch`` (one the matrix always makes),
+    in the matrix's group: a test of it runs beside the matrix's and reads its build."""
+    return Build.of(spec, arch).param()
+
+
+def group(spec: KernelSpec, arch: str, tunables: Mapping[str, int] | None = None) -> list:
+    """The marks that put a test reading this build in the build's xdist group: under ``--dist
+    loadgroup`` it runs on the worker that runs the matrix's tests of the build (if the matrix
+    makes it), one after the other, sharing the build, its statistics and its SASS listing.
+    None for a kernel that does not run on ``arch`` (its test skips, building nothing)."""
+    import pytest
+
+    if not _runs_on(spec, arch):
+        return []
+    return [pytest.mark.xdist_group(_digest(Build.of(spec, arch, tunables)))]
+
+
+def archs(spec: KernelSpec, tunables: Mapping[str, int], among: Iterable[str] = ARCHS) -> list[str]:
+    """The architectures a test builds ``spec`` with ``tunables`` on, as the matrix builds a code
+    path: every one of ``among`` under GEMM_DRIVER_FULL_MATRIX; else the one the run's matrix
+    builds it on, if it does (one compile for both), else one drawn by the run's seed."""
+    among = list(among)
+    if full():
+        return among
+    made = {b.key for b in this_run()}
+    for arch in among:
+        if Build.of(spec, arch, tunables).key in made:
+            return [arch]
+    label = "-".join([spec.name, *(f"{k}{v}" for k, v in spec.resolve(tunables).items())])
+    return [random.Random(f"{seed()}:{label}").choice(among)]
+
+
 # --- memoised per process: every module asks the same few hundred questions -------------
 def _digest(b: Build) -> str:
     return hashlib.blake2b(repr(b.key).encode(), digest_size=12).hexdigest()
@@ -237,6 +278,39 @@ def _built(name: str, arch: str, tunables: tuple):
         return build(spec, arch, dict(tunables))
 
 
+# nvdisasm takes 0.3 s a cubin on its own and about a second under a CI run's load, most of it
+# starting up; it prints every function of the cubin. The arguments are inspection.sass's.
+LISTING_ARGS = ("-c", "-g")
+
+
+@functools.lru_cache(maxsize=8)  # a build's tests run one after the other on one worker (Build.param)
+def listing(cubin: bytes) -> str:
+    """nvdisasm's listing of every function in ``cubin``, once per process."""
+    return run_on_cubin("nvdisasm", list(LISTING_ARGS), cubin)
+
+
+def sass(result, entry: str = "main") -> Sass:
+    """The parsed SASS of one entry of a build (``built``'s result) from the shared listing."""
+    return parse(listing(result.compiled.cubin), result.entries[entry])
+
+
+@contextlib.contextmanager
+def _shared_listing():
+    """kernel_stats disassembles through inspection.sass's run_on_cubin, once per function it
+    reads: for the duration, the listing it asks for comes from ``listing`` (the same
+    arguments and cubin, so the same text), which the build's ``sass`` readers share."""
+    run = sass_listing.run_on_cubin
+
+    def shared(tool, args, cubin):
+        return listing(cubin) if (tool, tuple(args)) == ("nvdisasm", LISTING_ARGS) else run(tool, args, cubin)
+
+    sass_listing.run_on_cubin = shared
+    try:
+        yield
+    finally:
+        sass_listing.run_on_cubin = run
+
+
 @functools.lru_cache(maxsize=None)
 def _stats(name: str, arch: str, tunables: tuple):
     """kernel_stats, kept in the run's scratch folder too: nvdisasm (about half a second a
@@ -249,7 +323,8 @@ def _stats(name: str, arch: str, tunables: tuple):
         if kept and os.path.exists(kept):
             with open(kept) as f:
                 return json.load(f)
-        found = kernel_stats(spec, arch, dict(tunables))
+        with _shared_listing():
+            found = kernel_stats(spec, arch, dict(tunables))
         if kept and json.loads(json.dumps(found)) == found:
             with open(kept, "w") as f:
                 json.dump(found, f)

@@ -88,7 +88,26 @@ def pytest_unconfigure(config):
             shutil.rmtree(made, ignore_errors=True)
 
 
+def _keep_xdist_groups(config, items):
+    """An xdist worker under ``--dist loadgroup``: give each test marked ``xdist_group`` its
+    ``@group`` node-id suffix, which the controller's scheduler reads, where pytest-xdist's own
+    assignment did not take. From pytest 9.2 node ids are structured (``Node._id``) and xdist
+    (3.8 and before) sets the old ``_nodeid`` attribute, so every group was silently ignored
+    (pytest-xdist issue #1386): a build's tests then ran on both workers, each disassembling
+    the build, one waiting on the other's compile (tests/build_matrix.py)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid:
+            from _pytest.nodeid import NodeId  # pytest >= 9.2, where xdist's suffix is lost
+
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # parse keeps the string as given
+
+
 def pytest_collection_modifyitems(config, items):
+    _keep_xdist_groups(config, items)
     # Tests that read many builds the build matrix also makes run last, to find them in the
     # cache rather than compile them while an xdist worker beside them compiles the same.
     items.sort(key=lambda item: item.get_closest_marker("reuses_builds") is not None)  # stable

@@ -39,7 +39,9 @@ def _swept_candidates() -> list[dict]:
     return list(found.values())
 
 
-@pytest.mark.parametrize("tunables", _swept_candidates(), ids=tuned.label)
+@pytest.mark.parametrize("tunables", [  # in the build's xdist group: PDL=1 builds the matrix's default
+    pytest.param(t, id=tuned.label(t), marks=build_matrix.group(kernels.KERNELS["hopper_bf16"], "sm_90", t))
+    for t in _swept_candidates()])
 def test_every_candidate_a_sweep_times_builds_without_spills(tunables):
     """A candidate that spills is refused by the sweep, untimed, and the vote never picks it
     again; the spill gate builds one configuration per code path, and a spill can hang on the

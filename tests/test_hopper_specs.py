@@ -31,8 +31,6 @@ from gemm_driver import kernels
 from gemm_driver.cuda import module, tensor_map
 from gemm_driver.cuda.module import C_TYPES, PackedArgs
 from gemm_driver.cuda.nvrtc import compile_cuda
-from gemm_driver.inspection.sass import parse
-from gemm_driver.inspection.tools import run_on_cubin
 from gemm_driver.kernels import hopper
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.hopper import geometry as geo
@@ -82,15 +80,10 @@ def test_other_architectures_are_refused_in_one_line(arch):
 
 
 # ---------------------------------------------------------------- builds and SASS
-_SASS: dict[bytes, str] = {}
-
-
 def sass(result, entry="main"):
-    """The parsed SASS of one entry; nvdisasm runs once per cubin (it prints every function)."""
-    cubin = result.compiled.cubin
-    if cubin not in _SASS:
-        _SASS[cubin] = run_on_cubin("nvdisasm", ["-c"], cubin)
-    return parse(_SASS[cubin], result.entries[entry])
+    """The parsed SASS of one entry; nvdisasm runs once per cubin (it prints every function),
+    and the build's SASS statistics read the same listing (build_matrix.listing)."""
+    return build_matrix.sass(result, entry)
 
 
 @pytest.mark.parametrize("b", build_matrix.selected(lambda b: b.spec.source.startswith("cu/hopper/")))
@@ -125,7 +118,12 @@ def _setmaxnreg(result, entry="main"):
     return found
 
 
-@pytest.mark.parametrize("name, tunables, entry, split", [
+def _in_build_groups(cases):
+    """Each case in its build's xdist group (build_matrix.group): most are builds the matrix makes."""
+    return [pytest.param(*case, marks=build_matrix.group(SPECS[case[0]], "sm_90", case[1])) for case in cases]
+
+
+@pytest.mark.parametrize("name, tunables, entry, split", _in_build_groups([
     ("wgmma_tma_bf16", {}, "main", {}),  # one warpgroup: nothing to hand over
     ("warp_specialized_bf16", {}, "main", {"DEALLOC": 40, "TRY_ALLOC": 232}),
     ("persistent_fp16", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
@@ -138,7 +136,7 @@ def _setmaxnreg(result, entry="main"):
     ("hopper_fp16", {"BN": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 56, "TRY_ALLOC": 200}),
     ("hopper_tf32", {}, "main", {"DEALLOC": 56, "TRY_ALLOC": 224}),
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1}, "main", {"DEALLOC": 40, "TRY_ALLOC": 216}),
-])
+]))
 def test_setmaxnreg_register_split_is_in_the_sass(name, tunables, entry, split):
     assert _setmaxnreg(build_matrix.built(SPECS[name], "sm_90", tunables), entry) == split
 

@@ -86,8 +86,9 @@ def test_every_registered_kernel_has_a_fact_row():
 
 
 
-@pytest.mark.parametrize("arch", GATE_ARCHS)
-@pytest.mark.parametrize("name", list(FACTS))
+@pytest.mark.parametrize("name, arch", [  # each in its build's group: the matrix makes the defaults
+    pytest.param(name, arch, id=f"{name}-{arch}", marks=build_matrix.group(kernels.KERNELS[name], arch, FACTS[name][0]))
+    for arch in GATE_ARCHS for name in FACTS])
 def test_sass_facts(name, arch):
     tunables, zero, positive = FACTS[name]
     spec = kernels.KERNELS[name]

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import build_matrix
 from gemm_driver import kernels
-from gemm_driver.kernels.build import build
 from gemm_driver.kernels.launch import LaunchContext
 from gemm_driver.kernels.simt import stream_k, warptiling
 from gemm_driver.kernels.simt.stream_k import MIN_STEPS, Schedule, Unit, grid_size
@@ -307,9 +307,11 @@ def test_a_table_entry_with_a_schedule_resolves_for_autotuned(tmp_path):
 
 
 # --- the build ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_stream_k_builds_with_acquire_release_flags_and_no_float_atomics(isolated_cache, arch):
-    result = build(kernels.KERNELS["stream_k"], arch)
+# stream_k's default on each architecture: the build matrix's own (the spill gate's), read here
+@pytest.mark.parametrize("b", [build_matrix.default_build(kernels.KERNELS["stream_k"], arch)
+                               for arch in build_matrix.ARCHS])
+def test_stream_k_builds_with_acquire_release_flags_and_no_float_atomics(b):
+    result = build_matrix.built(b.spec, b.arch)
     r = result.resources
     assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0 and r.stack_bytes == 0
     assert r.registers <= 128  # two 256-thread CTAs an SM, as __launch_bounds__ asks
