@@ -378,7 +378,8 @@ def test_full_grids_of_a_short_k_take_the_swapped_ping_pong_tiles(shape, layout,
         linear = replace(p, out_dtype=out, epilogue="bias_gelu")  # a linear layer's call picks the same
         assert (SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0] == want) == bool(rows)
         SPECS[name].validate(linear, SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0])
-    evidence = (rungs.SHORT_K_PROBE, rungs.SHORT_K_SWEEP, rungs.SHORT_K_CHECK, rungs.SHORT_K_SMALL_GRIDS, rungs.SHORT_K_ODD)
+    evidence = (rungs.SHORT_K_PROBE, rungs.SHORT_K_SWEEP, rungs.SHORT_K_CHECK, rungs.SHORT_K_SMALL_GRIDS,
+                rungs.SHORT_K_ODD)
     for path in evidence:  # what its docstring cites
         assert (ROOT / path).is_file(), path
 
