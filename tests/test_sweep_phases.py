@@ -62,7 +62,9 @@ def test_a_bench_run_s_phases_by_phase_and_by_kernel(tmp_path):
     assert "hopper_bf16                  1      4.0      0.5      1.0      0.5" in out.stdout
 
 
-def test_a_bench_run_without_phases_is_one_line_and_exit_2():
-    run = Path(__file__).resolve().parents[1] / "results" / "h100-80gb-hbm3" / "bench-corpus-validate-bf16.json"
-    out = _run(run)  # a run made before the cases recorded their phases
+def test_a_bench_run_without_phases_is_one_line_and_exit_2(tmp_path):
+    run = tmp_path / "run.json"  # as a run made before the cases recorded their phases
+    run.write_text(json.dumps({"schema": "gemm_driver.bench/3", "environment": {},
+                               "results": [{"kernel": "cublas_bf16", "m": 64, "n": 64, "k": 64, "status": "ok"}]}))
+    out = _run(run)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "holds no phases" in out.stderr
