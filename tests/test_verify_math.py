@@ -247,3 +247,55 @@ def test_only_large_single_problems_take_the_gpus_products():
     assert products_for(None, GemmProblem(side, side, 0)) is None
     assert products_for(None, GemmProblem(side, side, side, batch=2)) is None
     assert callable(products_for(None, GemmProblem(side, side, side)))
+
+
+@pytest.mark.parametrize("out_dtype, epilogue", [("fp32", "none"), ("bf16", "bias"), ("fp16", "bias_relu"),
+                                                 ("bf16", "bias_gelu"), ("fp16", "bias_gelu")])
+@pytest.mark.parametrize("layout, batch", [("nn", 1), ("tt", 1), ("nt", 3)])
+def test_reference_and_bound_in_place_are_the_formulas_bit_for_bit(out_dtype, epilogue, layout, batch):
+    """reference and output_bound update their D-sized arrays in place: the same values as the
+    formulas written out (below, as the module's docstring gives them), and the caller's
+    operands untouched (|A| and |B| are taken in place on reference's own float64 copies)."""
+    from gemm_driver import precision
+
+    problem = GemmProblem(13, 17, 29, alpha=-0.75, beta=0.5, batch=batch, trans_a=layout[0] == "t",
+                          trans_b=layout[1] == "t", out_dtype=out_dtype, epilogue=epilogue)
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-4, 4, (batch * 29, 13) if problem.trans_a else (batch * 13, 29)).astype(np.float32)
+    b = rng.uniform(-4, 4, (batch * 17, 29) if problem.trans_b else (batch * 29, 17)).astype(np.float32)
+    c = rng.uniform(-4, 4, (batch * 13, 17)).astype(np.float32)
+    bias = rng.uniform(-4, 4, 17).astype(np.float32) if problem.has_bias else None
+    kept = a.copy(), b.copy()
+    ref = reference(problem, a, b, c, bias)
+    assert np.array_equal(a, kept[0]) and np.array_equal(b, kept[1])
+
+    def op(x, trans):  # the float64 operand (stacked when batched), each matrix transposed where stored so
+        x64 = x.astype(np.float64)
+        x64 = x64 if batch == 1 else x64.reshape(batch, -1, x.shape[1])
+        return np.swapaxes(x64, -1, -2) if trans else x64
+
+    a64, b64 = op(a, problem.trans_a), op(b, problem.trans_b)
+    value = problem.alpha * np.matmul(a64, b64).reshape(batch * 13, 17)
+    magnitude = abs(problem.alpha) * np.matmul(np.abs(a64), np.abs(b64)).reshape(batch * 13, 17)
+    value += problem.beta * c.astype(np.float64)
+    magnitude += abs(problem.beta) * np.abs(c.astype(np.float64))
+    product = value.copy()
+    if problem.has_bias:
+        value += bias.astype(np.float64)
+        magnitude += np.abs(bias.astype(np.float64))
+    pre = value
+    if epilogue == "bias_relu":
+        value = np.maximum(pre, 0.0)
+    elif epilogue == "bias_gelu":
+        value = 0.5 * pre * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (pre + 0.044715 * pre**3)))
+    assert np.array_equal(ref.value, value) and np.array_equal(ref.magnitude, magnitude)
+
+    error = precision.get("bf16").bound_factor(problem.k + int(problem.has_bias)) * magnitude * SLACK \
+        + np.finfo(np.float32).tiny
+    rounding = precision.OUTPUT_ROUNDING[out_dtype]
+    if problem.has_bias:
+        error = error + rounding * (np.maximum(np.abs(product), np.abs(pre)) + error)
+    if epilogue == "bias_gelu":
+        error = precision.GELU_SLOPE * error + precision.GELU_EVALUATION * np.abs(pre)
+    bound = error + rounding * (np.abs(value) + error) + precision.OUTPUT_FLOOR[out_dtype]
+    assert np.array_equal(verify.output_bound(problem, ref, "bf16"), bound)
