@@ -170,3 +170,18 @@ def test_uniform_draws_are_in_range_stored_exactly_and_repeat_for_a_seed(dtype):
     assert np.array_equal(x, precision.representable(x, dtype))  # what the GPU reads, exactly
     assert np.array_equal(x, operands.uniform(np.random.default_rng(5), (300, 700), dtype))
     assert 0.3 < np.abs(x).mean() < 0.7 and len(np.unique(x)) > 1000  # spread, not a constant
+
+
+def test_uniform_draws_the_same_data_on_any_number_of_threads(monkeypatch):
+    """Each chunk from its own stream (one seed drawn from the generator, and the chunk's place):
+    the data of a seed does not depend on the threads; chunks differ, and a last short chunk is
+    drawn too."""
+    monkeypatch.setattr(operands, "DRAW_CHUNK", 1000)  # 211 x 97 = 20 467 values: 21 chunks
+    drawn = []
+    for threads in (1, 3, 8):
+        monkeypatch.setattr(operands, "DRAW_THREADS", threads)
+        drawn.append(operands.uniform(np.random.default_rng(9), (211, 97), "bf16"))
+    assert all(np.array_equal(drawn[0], x) for x in drawn[1:])
+    flat = drawn[0].reshape(-1)
+    assert not np.array_equal(flat[:1000], flat[1000:2000]) and 0.3 < np.abs(flat[-467:]).mean() < 0.7
+    assert not np.array_equal(drawn[0], operands.uniform(np.random.default_rng(10), (211, 97), "bf16"))
