@@ -231,12 +231,12 @@ def output_bound(problem: GemmProblem, ref: Reference, precision: str = "fp32") 
     rounding = _precision.OUTPUT_ROUNDING[problem.out_dtype]
     if problem.has_bias:  # one rounding to the output type before the bias or the activation
         before = np.maximum(np.abs(ref.product), np.abs(ref.pre if ref.pre is not None else ref.value))
-        error += _times(rounding, _plus(before, error))  # error + rounding * (before + error)
+        error += _scaled(_plus(before, error), rounding)  # error + rounding * (before + error)
     if problem.epilogue == "bias_gelu":  # GELU_SLOPE * error + GELU_EVALUATION * |pre|
         error *= _precision.GELU_SLOPE
-        error += _times(_precision.GELU_EVALUATION, np.abs(ref.pre))
+        error += _scaled(np.abs(ref.pre), _precision.GELU_EVALUATION)
     # error + rounding * (|value| + error) + the floor, D-sized arrays updated in place
-    bound = _times(rounding, _plus(np.abs(ref.value), error))
+    bound = _scaled(_plus(np.abs(ref.value), error), rounding)
     bound += error
     bound += _precision.OUTPUT_FLOOR[problem.out_dtype]
     return bound
@@ -244,9 +244,4 @@ def output_bound(problem: GemmProblem, ref: Reference, precision: str = "fp32") 
 
 def _plus(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     x += y
-    return x
-
-
-def _times(factor: float, x: np.ndarray) -> np.ndarray:
-    x *= factor
     return x

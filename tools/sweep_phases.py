@@ -30,6 +30,15 @@ from spread_check import phase_totals, read
 from gemm_driver.bench import writers
 
 
+def phase_lines(totals: dict[str, float], counts: dict[str, int], each: str) -> list[str]:
+    """The phases, most seconds first: their total, share of all and mean per ``each``."""
+    busy = sum(totals.values())
+    lines = [f"{'phase':<8} {'seconds':>9} {'share':>6} {each:>8}"]
+    for phase, seconds in sorted(totals.items(), key=lambda item: -item[1]):
+        lines.append(f"{phase:<8} {seconds:>9.1f} {seconds / busy:>6.0%} {seconds / counts[phase]:>8.3f}")
+    return lines
+
+
 def shape_of(key: str) -> str:
     """The MxNxK of a journal key ('<kernel> <MxNxK> <tunables> seed=...')."""
     return key.split()[1]
@@ -56,9 +65,7 @@ def main() -> int:
     busy = sum(totals.values())
     gpus = len({result.get("gpu") for result in timed.values()})
     print(f"{len(timed)} trials with phases on {gpus} GPU(s): {busy:.1f} s busy in trials")
-    print(f"{'phase':<8} {'seconds':>9} {'share':>6} {'a trial':>8}")
-    for phase, seconds in sorted(totals.items(), key=lambda item: -item[1]):
-        print(f"{phase:<8} {seconds:>9.1f} {seconds / busy:>6.0%} {seconds / counts[phase]:>8.3f}")
+    print("\n".join(phase_lines(totals, counts, "a trial")))
     by_shape = collections.defaultdict(list)
     for key, result in timed.items():
         if "verify" in result["phases_s"]:
@@ -90,9 +97,7 @@ def bench_phases(path: str) -> int:
     sweep = (document.get("environment", {}).get("phases_s") or {}).get("sweep")
     of_sweep = f" of the run's {sweep:.1f} s sweep" if sweep else ""
     print(f"{len(cases)} cases with phases: {busy:.1f} s busy in cases{of_sweep}")
-    print(f"{'phase':<8} {'seconds':>9} {'share':>6} {'a case':>8}")
-    for phase, seconds in sorted(totals.items(), key=lambda item: -item[1]):
-        print(f"{phase:<8} {seconds:>9.1f} {seconds / busy:>6.0%} {seconds / counts[phase]:>8.3f}")
+    print("\n".join(phase_lines(totals, counts, "a case")))
     by_kernel = collections.defaultdict(list)
     for case in cases:
         by_kernel[case["kernel"]].append(case)
