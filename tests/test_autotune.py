@@ -195,7 +195,8 @@ def test_a_trial_says_where_the_worker_s_time_went(monkeypatch):
     ticks = itertools.count()
     monkeypatch.setattr(autotune.time, "perf_counter", lambda: float(next(ticks)))  # each phase: 1 s
     monkeypatch.setattr(autotune, "GpuTimer", lambda stream, arch: SimpleNamespace(close=lambda: None))
-    monkeypatch.setattr(autotune, "kept", lambda state, key, make: SimpleNamespace(problem=GemmProblem(64, 64, 64)))
+    case = SimpleNamespace(problem=GemmProblem(64, 64, 64))
+    monkeypatch.setattr(autotune, "kept_case", lambda *args, **settings: case)
     monkeypatch.setattr(autotune, "_refusal", lambda session, task: None)
     monkeypatch.setattr(autotune, "run_case", lambda *args, **settings: SimpleNamespace(
         ok=True, timing=SimpleNamespace(median_ms=0.5), verify_s=0.25))

@@ -28,15 +28,15 @@ from typing import Callable, Mapping, Sequence
 
 from .. import precision as _precision
 from ..case import PreparedCase, run_case
-from ..device_reference import products_for
 from ..cuda.driver import Device, gpu_available
 from ..cuda.errors import GemmDriverError
 from ..kernels.build import build_all
 from ..kernels.tuned import SCHEMA
 from ..problem import GemmProblem, parse_shape, shape_label
 from .alternate import alternate_ms, launches_for
-from .isolation import DEFAULT_WATCHDOG_S, TaskFailure, kept, release_kept
+from .isolation import DEFAULT_WATCHDOG_S, TaskFailure, release_kept
 from .phases import Phases
+from .runner import kept_case
 from .spread import Journal, completed, runner_on
 from .timing import Budget, GpuTimer
 
@@ -266,11 +266,8 @@ def _timer(session, state: dict) -> GpuTimer:
 
 
 def _case(session, state: dict, task) -> PreparedCase:
-    """The shape's case (operands and reference), kept while the worker's tasks stay on it."""
-    problem = GemmProblem(*task.shape)
-    return kept(state, (task.shape, task.shape_index, task.precision, task.seed),
-                lambda: PreparedCase.random(problem, task.precision, [task.seed, task.shape_index],
-                                            products=products_for(session, problem)))
+    """The task's shape's case, kept while the worker's tasks stay on it (runner.kept_case)."""
+    return kept_case(session, state, GemmProblem(*task.shape), task.precision, task.seed, task.shape_index)
 
 
 def run_final_task(session, state: dict, task: FinalTask, beat: Callable[[], None]) -> dict:

@@ -254,6 +254,16 @@ def sweep_tasks(steps: Sequence[Step], *, seed: int, budget: Budget, mode: str, 
             for name in (step.kernels if r % 2 == 0 else step.kernels[::-1])]
 
 
+def kept_case(session: Session, state: dict, problem: GemmProblem, precision: str, seed: int, shape_index: int,
+              guard: int = 0) -> PreparedCase:
+    """The shape's case (fresh operands of ``[seed, shape_index]``, the float64 reference's products
+    on the GPU where the host would be slow), kept in the worker's ``state`` while its tasks stay on
+    the shape: the bench's cases and the sweep's trials alike."""
+    return kept(state, (problem, shape_index, precision, seed),
+                lambda: PreparedCase.random(problem, precision, [seed, shape_index], guard=guard,
+                                            products=products_for(session, problem)))
+
+
 def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[[], None]) -> CaseResult:
     """The worker's handler: prepare the step's case once (kept while the step lasts), build
     the kernel, then (``beat``: the watchdog's GPU phase starts) verify and time it."""
@@ -263,9 +273,7 @@ def run_case_task(session: Session, state: dict, task: CaseTask, beat: Callable[
         state["timer"] = GpuTimer(session.stream, session.arch, session.device.l2_bytes, mode=task.mode,
                                   monitor=state["monitor"])
         state["close"] = lambda: _close_worker_state(state)
-    case = kept(state, (step.problem, step.shape_index, step.precision, task.seed),
-                lambda: PreparedCase.random(step.problem, step.precision, [task.seed, step.shape_index], guard=1,
-                                           products=products_for(session, step.problem)))
+    case = kept_case(session, state, step.problem, step.precision, task.seed, step.shape_index, guard=1)
     phases.lap("case")
     try:  # compile and load before the watchdog's GPU phase: a cold build may take a while
         case.launcher(session, task.kernel)
