@@ -4,6 +4,7 @@ committed JSON (so it cannot drift), and which runs it calls current or supersed
 from __future__ import annotations
 
 import copy
+import gzip
 import importlib.util
 import json
 import subprocess
@@ -102,3 +103,33 @@ def test_a_run_in_archive_is_never_current_and_supersedes_nothing(tmp_path):
     assert state == {"bench-kept.json": ([("hopper", "bf16")], []), "bench-not-kept.json": ([], [])}
     assert index.moves(tmp_path) == []
     assert "bench-not-kept.json) (2026-01-02, " in index.render(tmp_path) and ": archived" in index.render(tmp_path)
+
+
+def test_a_large_archived_run_is_packed_once_and_read_packed(tmp_path, monkeypatch):
+    """--move gzips an archived run over PACK_BYTES (bytes that depend on the content only),
+    leaves nothing more to move, and the index reads the packed run like any other."""
+    gpu = tmp_path / "gpu"
+    (gpu / "archive").mkdir(parents=True)
+    shapes, pair = {(1024, 1024, 1024)}, {"hopper_bf16", "cublas_bf16"}
+    write_run(gpu, "bench-kept.json", "2026-01-02T00:00:00+00:00", pair, shapes)
+    write_run(gpu / "archive", "bench-big.json", "2026-01-01T00:00:00+00:00", pair, shapes)
+    (gpu / "archive" / "bench-big.txt").write_text("log\n")
+    original = (gpu / "archive" / "bench-big.json").read_bytes()
+    monkeypatch.setattr(index, "PACK_BYTES", len(original) - 1)
+    assert index.moves(tmp_path) == [(gpu / "archive" / "bench-big.json", gpu / "archive" / "bench-big.json.gz")]
+    monkeypatch.chdir(tmp_path)
+    git = dict(check=True, capture_output=True)
+    subprocess.run(["git", "init", "-q"], **git)
+    subprocess.run(["git", "add", "."], **git)
+    for source, target in index.moves(tmp_path):
+        index.move(source, target)
+    assert sorted(p.name for p in (gpu / "archive").iterdir()) == ["bench-big.json.gz", "bench-big.txt"]
+    packed = (gpu / "archive" / "bench-big.json.gz").read_bytes()
+    assert gzip.decompress(packed) == original and packed == gzip.compress(original, mtime=0)
+    staged = subprocess.run(["git", "diff", "--cached", "--name-only"], **git, text=True).stdout.split()
+    assert "gpu/archive/bench-big.json.gz" in staged and "gpu/archive/bench-big.json" not in staged
+    assert index.moves(tmp_path) == []
+    runs, _ = index.gpu_runs(tmp_path, gpu)
+    assert [r.path.name for r in runs] == ["bench-kept.json", "bench-big.json.gz"]
+    assert index.siblings(tmp_path, runs[1]) == [Path("gpu/archive/bench-big.txt")]
+    assert "bench-big.json.gz) (2026-01-01, " in index.render(tmp_path)

@@ -8,6 +8,7 @@ the CLI, `compare` and `plot` then exit 2 with that line alone, and `plot` write
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import math
 import os
@@ -25,8 +26,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _bench_documents() -> list[Path]:
     found = []
-    for path in sorted([*(REPO / "results").glob("*/*.json"), *(REPO / "results").glob("*/archive/*.json")]):
-        doc = json.loads(path.read_text())
+    results = REPO / "results"
+    for path in sorted([*results.glob("*/*.json"), *results.glob("*/archive/*.json"), *results.glob("*/archive/*.json.gz")]):
+        doc = json.loads(writers.read_text(path))
         if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("gemm_driver.bench/"):
             found.append(path)
     return found
@@ -38,14 +40,29 @@ BASE = REPO / "results" / "h100-80gb-hbm3" / "archive" / "bench-fp32-structure.j
 
 def test_the_committed_runs_are_there():
     assert BASE in COMMITTED and len(COMMITTED) >= 5
-    assert {json.loads(p.read_text())["schema"] for p in COMMITTED} == set(writers.READABLE_SCHEMAS)
+    assert {json.loads(writers.read_text(p))["schema"] for p in COMMITTED} == set(writers.READABLE_SCHEMAS)
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.name for p in COMMITTED])
 def test_every_committed_run_loads(path):
-    raw = json.loads(path.read_text())
+    raw = json.loads(writers.read_text(path))
     doc = writers.load(path)
     assert len(doc["results"]) == len(raw["results"]) > 0
+
+
+def test_a_gzipped_run_loads_as_the_run_and_a_broken_one_is_one_line(tmp_path):
+    packed = tmp_path / "bench-packed.json.gz"
+    packed.write_bytes(gzip.compress(BASE.read_bytes(), mtime=0))
+    assert writers.load(packed) == writers.load(BASE)
+    broken = tmp_path / "bench-broken.json.gz"
+    broken.write_bytes(gzip.compress(BASE.read_bytes(), mtime=0)[:500])  # cut short
+    with pytest.raises(writers.BenchFileError, match="bench-broken.json.gz: cannot read it") as caught:
+        writers.load(broken)
+    assert "\n" not in str(caught.value)
+    not_gzip = tmp_path / "bench-plain.json.gz"
+    not_gzip.write_bytes(BASE.read_bytes())
+    with pytest.raises(writers.BenchFileError, match="cannot read it"):
+        writers.load(not_gzip)
 
 
 def test_compare_and_plot_read_through_the_loader():

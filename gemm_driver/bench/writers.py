@@ -16,6 +16,7 @@ precision spellings of older files ("float32", "bfloat16", "float16") to the one
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import shlex
 import sys
@@ -60,20 +61,28 @@ def write_json(path: str | Path, doc: dict) -> None:
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def read_text(path: str | Path) -> str:
+    """A file's text, through gzip where its name ends in .gz."""
+    path = Path(path)
+    return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+
+
 def load(path: str | Path) -> dict:
     """Read a bench JSON, or raise BenchFileError saying in one line what is wrong with it.
 
     Every reader of saved runs (compare, plot, tools/results_table.py) comes through here:
     the document is checked field by field (types, not only keys: results_schema.py), so a
     bad file is refused before any output is written, never a traceback halfway through.
+    A name ending in .gz is read through gzip: large archived runs are kept packed
+    (tools/results_index.py --move).
     """
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json.loads(read_text(path))
     except FileNotFoundError:
         raise BenchFileError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise BenchFileError(f"{path}: is a directory, not a bench JSON file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError) as exc:  # a broken .gz: BadGzipFile (an OSError) or EOFError
         raise BenchFileError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
     except json.JSONDecodeError as exc:
         raise BenchFileError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
