@@ -400,10 +400,13 @@ TILE_64x64 = {"BN": 64, "CONSUMERS": 1, "STAGES": 6}
     ((512, 640, 8192), {"BN": 64, "STAGES": 8, "SPLITS": 2}),  # 80 tiles of 64 x 64 > 56, 40 of 128 x 64
     ((33, 64, 64), {**TILE_64x64, "PDL": 1}),
     ((32, 320, 8192), None),  # the decode tiles' M
+    ((16, 2048, 4096, True), {**TILE_64x64, "CK": 3, "PDL": 1}),  # A stored K x M: no decode tiles; 32 x 3 <= 112
+    ((32, 1024, 8192, True), {**TILE_64x64, "CK": 4, "PDL": 1}),
+    ((8, 4096, 4096, True), None),  # 64 tiles of 128 x 64 > 44: the vote
     ((2048, 320, 4096), None),  # 80 tiles of 128 x 64: the vote
 ])
 def test_small_grids_are_filled_by_split_k_in_clusters_or_through_memory(shape, want):
-    p = GemmProblem(*shape)
+    p = GemmProblem(*shape[:3], trans_a=shape[3:] == (True,))  # a fourth item: A stored transposed
     got = rungs.grid_fill_choice(p)
     assert (got[0] if got else None) == want
     if want is not None:

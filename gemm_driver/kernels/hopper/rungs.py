@@ -763,6 +763,7 @@ GRID_FILL_PROBE = "results/h100-80gb-hbm3/probe-grid-fill.txt"
 # each range >= TAIL_MIN_K_TILES k tiles
 CLUSTER_SPLIT_UNITS = 112
 CLUSTER_SPLIT_PROBE = "results/h100-80gb-hbm3/probe-grid-fill-cluster-split-small.txt"
+TRANSPOSED_SMALL_M_PROBE = "results/h100-80gb-hbm3/probe-transposed-small-m.txt"  # tools/probes/transposed_small_m.py
 RAGGED_SAVING = 0.08  # ragged_n: the share of computed columns 128 x 192 tiles must save
 ROW_PROBE = "results/h100-80gb-hbm3/probe-grid-fill-rows.txt"
 ROW_PROBE_A = "results/h100-80gb-hbm3/probe-grid-fill-rows-a.txt"
@@ -771,9 +772,10 @@ ROW_MIN_K = 1024  # unaligned_rows: the shallowest K it clusters at
 
 
 def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
-    """Split-K tiles for a small grid past the decode tiles' M (at most FILL_TILES 128 x 64
-    tiles), else None. The vote goes wrong there: the tuning set has few such shapes, and the
-    neighbours it finds split 128 x 128 tiles, too few units to keep the SMs reading.
+    """Split-K tiles for a small grid past the decode tiles' M, or at any M with A stored
+    transposed, which the decode tiles do not read (at most FILL_TILES 128 x 64 tiles), else
+    None. The vote goes wrong there: the tuning set has few such shapes, and the neighbours it
+    finds split 128 x 128 tiles, too few units to keep the SMs reading.
 
     First, split-K inside clusters (CK: the ranges of a tile add up through distributed shared
     memory, no workspace, so PDL too) over 64 x 64 tiles: the most CTAs of a cluster (2-4) that
@@ -804,9 +806,19 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
       us) and each slice >= FILL_SLICE_K of K (480x200x2560 with 1280 a slice lost to whole
       tiles, 10.3 against 9.7 us; 640x96x3000 with 1500 won, 10.6 against 11.2). PDL only
       without split-K, as elsewhere.
+
+    At M <= DECODE_MAX_M with A stored K x M (layouts tn and tt: a weight gradient with few
+    output rows) only the vote picked, from neighbours timed with A row-major. On the H100, on
+    seven such shapes of neither corpus set, BF16 D (TRANSPOSED_SMALL_M_PROBE: every candidate
+    and split form, verified, timed alternately), on the three small grids this rule covers it
+    picks the fastest form probed, 1.13-1.85x the vote's pick: 16x2048x4096 9.49 us against
+    12.91 (cuBLASLt 8.40), 32x1024x8192 9.20 against 16.98 (cuBLAS 7.77), 32x2048x2048 7.02
+    against 7.95 (cuBLASLt 6.05). On the four larger grids (8x4096x4096, 24x3072x6144, ...) the
+    vote stays, and every form probed ran at 0.49-0.92 of the faster baseline: any_shape's
+    64-row tiles at a few rows of M, where the decode tiles would be the form.
     """
     large = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
-    if problem.m <= DECODE_MAX_M or large > FILL_TILES:
+    if (problem.m <= DECODE_MAX_M and not problem.trans_a) or large > FILL_TILES:
         return None
     small = ceil_div(problem.m, 64) * ceil_div(problem.n, 64)
     ck = _split_k(small, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(CK.choices),
