@@ -6,7 +6,9 @@ for fp32/tf32; A and B in their stored shapes for a transposed layout; C, D and 
 epilogue's bias vector in the problem's out_dtype), released as a context manager. ``PreparedCase.random``
 draws fresh uniform data from a seed. The device operands are made on first use, so a
 case that only runs on the host (NumPy, empty problems) needs no GPU, and the reference
-is computed on first use, so ``gemm()`` never pays for one.
+is computed on first use, so ``gemm()`` never pays for one. A large case whose products
+come from the GPU computes its reference there, and on the host only if asked
+(device_epilogue.py).
 
 ``run_case``: verify a kernel or provider on a prepared case and, given a timer, time it on
 the very operands it passed on; one ``Outcome`` (ok, FAILED or skipped, with the
@@ -35,6 +37,7 @@ from .kernels.target import check_capabilities
 from .operands import (DeviceMatrix, ScaledOperands, fill_output, random_bias, random_operands, random_scaled_operands,
                        read_output, upload_bias, upload_operands, upload_scales)
 from .device_check import CHECK_ON_DEVICE_ELEMENTS, OutputChecker, ReferenceOnDevice
+from .device_epilogue import keeps_reference_on_device, reference_on_device
 from .device_reference import Products
 from .problem import GemmProblem
 from .verify import Reference, Verification, check, output_bound, reference
@@ -47,7 +50,10 @@ class PreparedCase:
     elements off a 16-byte boundary (A, B, C; the bias vector takes C's); ``products``: the
     float64 matmul of its reference (device_reference.products_for; None: NumPy's);
     ``check_on_device``: where ``verify`` checks D (None: on the GPU from
-    device_check.CHECK_ON_DEVICE_ELEMENTS elements up, on the host below). An FP8 case
+    device_check.CHECK_ON_DEVICE_ELEMENTS elements up, on the host below). Where both are
+    the GPU's (``keeps_reference_on_device``), ``verify`` computes the expected D, its bound
+    and norm on the GPU from products that stay there (device_epilogue.py); ``reference``
+    and ``bound`` are still the host's, computed only when something reads them. An FP8 case
     carries its ``scaled`` operands: e4m3 codes go to the device with their scales, and
     ``a``/``b`` are the dequantized values the reference reads."""
 
@@ -67,7 +73,9 @@ class PreparedCase:
         self._bias: DeviceMatrix | None = None
         size = problem.batch * problem.m * problem.n
         self.checks_on_device = size >= CHECK_ON_DEVICE_ELEMENTS if check_on_device is None else check_on_device
-        self._on_device: tuple[ReferenceOnDevice, OutputChecker] | None = None  # made by the first verify on the GPU
+        self.keeps_reference_on_device = keeps_reference_on_device(problem, products, self.checks_on_device)
+        # (expected D and bound on the GPU, the reference's norm, the checker): made by the first verify on the GPU
+        self._on_device: tuple[ReferenceOnDevice, float, OutputChecker] | None = None
 
     @classmethod
     def random(cls, problem: GemmProblem, precision: str, seed, *, scale_draw: tuple[int, int] = (0, 0),
@@ -123,10 +131,12 @@ class PreparedCase:
     def _launched_once(self, launch: Launch) -> DeviceMatrix:
         """C poisoned (or its input values restored), ``launch`` run once and waited for: C's
         DeviceMatrix, holding D."""
+        return _run_once(self._filled_output(), launch)
+
+    def _filled_output(self) -> DeviceMatrix:
+        """C's DeviceMatrix, NaN-poisoned (beta 0) or holding its input values again."""
         c = self.device()[2]
         fill_output(c, self.problem, self.c_host)
-        launch()
-        launch.synchronize()
         return c
 
     def check(self, out: np.ndarray, guard_violations: int = 0) -> Verification:
@@ -138,15 +148,31 @@ class PreparedCase:
     def verify(self, session, launch: Launch) -> Verification:
         """Run ``launch`` once on poisoned (or restored) C and give the verdict on D: read back
         and checked on the host (``run``, ``check``), or checked where it is
-        (``checks_on_device``; device_check.py: the reference and bound go up once)."""
+        (``checks_on_device``; device_check.py), against the reference made there
+        (``keeps_reference_on_device``) or the host's, uploaded once."""
         if not self.checks_on_device:
             return self.check(*self.run(launch))
-        c = self._launched_once(launch)
-        if self._on_device is None:
+        c = self._filled_output()
+        reference, norm, checker = self._on_device or self._prepare_device_check(session, c)  # reads C: before the run
+        _run_once(c, launch)
+        return checker.check(c, self.problem.out_dtype, reference, norm, self._read_only_changes())
+
+    def _prepare_device_check(self, session, c: DeviceMatrix) -> tuple[ReferenceOnDevice, float, OutputChecker]:
+        """The expected D and its bound in device memory, the reference's norm and the checker,
+        made once: computed on the GPU from products kept there (C's input values read from
+        ``c``, so before the launch overwrites them), or the host's reference uploaded."""
+        if self.keeps_reference_on_device:
+            reference, norm = reference_on_device(session, self.problem, self.precision.name, self.a_host,
+                                                  self.b_host, None if self.c_host is None else c, self.bias_host)
+        else:
             bound = np.broadcast_to(self.bound, self.reference.value.shape)
-            self._on_device = ReferenceOnDevice(self.reference.value, bound), OutputChecker(session)
-        reference, checker = self._on_device
-        return checker.check(c, self.problem.out_dtype, reference, self.reference.norm, self._read_only_changes())
+            reference, norm = ReferenceOnDevice.uploaded(self.reference.value, bound), self.reference.norm
+        try:
+            self._on_device = reference, norm, OutputChecker(session)
+        except BaseException:
+            reference.close()
+            raise
+        return self._on_device
 
     def _read_only_changes(self) -> int:
         """Guard elements changed around the bias vector and the scales."""
@@ -159,8 +185,10 @@ class PreparedCase:
         return output_bound(self.problem, self.reference, self.precision.name)
 
     def close(self) -> None:
-        for part in self._on_device or ():
-            part.close()
+        if self._on_device is not None:
+            reference, _, checker = self._on_device
+            reference.close()
+            checker.close()
         self._on_device = None
         for matrix in (*(self._device or ()), *((self._bias,) if self._bias is not None else ()), *(self._scales or ())):
             matrix.close()
@@ -171,6 +199,13 @@ class PreparedCase:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _run_once(c: DeviceMatrix, launch: Launch) -> DeviceMatrix:
+    """``launch`` run once and waited for: ``c``, C's DeviceMatrix, now holding D."""
+    launch()
+    launch.synchronize()
+    return c
 
 
 class Timer(Protocol):  # bench.timing.GpuTimer; a Protocol keeps timing out of this layer

@@ -4,8 +4,9 @@ verify.check reads D back and compares it on the host, element by element, with 
 reference and bound: in a sweep on four H200s that took 81% of the trials' time, 1.4 s a
 trial, about 60 ns an element of D (tools/sweep_phases.py on results/h200/
 sweep-swapped-pingpong.jsonl). Here the same comparison runs where D is
-(cu/harness/check_output.cu): the reference and the bound go up once per case as float64,
-and each checked launch brings back six words instead of D.
+(cu/harness/check_output.cu): the reference and the bound are in device memory, computed
+there from the reference's products (device_epilogue.py) or uploaded once per case as
+float64, and each checked launch brings back six words instead of D.
 
 It is the same check, not a looser one: the same float64 arithmetic per element (D decoded
 exactly to float, then |double(got) - expected| <= bound, NaN wrong), the guard band held
@@ -29,7 +30,7 @@ SOURCE = "cu/harness/check_output.cu"
 ENTRY = "check_output"
 SIGNATURE = ("ptr", "long long", "long long", "long long", "long long", "long long", "int", "unsigned",
              "ptr", "ptr", "ptr")
-STORAGE = {"fp32": 0, "bf16": 1, "fp16": 2}  # check_output.cu's Storage, by the problem's out_dtype
+STORAGE = {"fp32": 0, "bf16": 1, "fp16": 2}  # cu/harness/harness.cuh's Storage, by the problem's out_dtype
 CHECK_ON_DEVICE_ELEMENTS = 1 << 20  # about 60 ms of the host's check: below, the upload of the reference costs more
 THREADS = 256
 BLOCKS_PER_SM = 8
@@ -37,18 +38,38 @@ NO_WRONG = np.uint64(2**64 - 1)  # tally[2] before any wrong element: no index i
 
 
 class ReferenceOnDevice:
-    """A case's float64 reference values and bound on D, uploaded once, row-major rows x cols."""
+    """A case's float64 expected values and bound on D in device memory, row-major rows x cols
+    (``shape``), each a DeviceBuffer it owns: uploaded from the host's reference (``uploaded``)
+    or computed where they are (device_epilogue.py)."""
 
-    def __init__(self, expected: np.ndarray, bound: np.ndarray):
+    def __init__(self, shape: tuple[int, int], expected: DeviceBuffer, bound: DeviceBuffer):
+        rows, cols = shape
+        if min(expected.nbytes, bound.nbytes) < 8 * rows * cols:
+            raise ValueError(f"buffers of {expected.nbytes} and {bound.nbytes} bytes do not hold "
+                             f"{rows}x{cols} float64 values")
+        self.shape, self.expected, self.bound = (rows, cols), expected, bound
+
+    @classmethod
+    def uploaded(cls, expected: np.ndarray, bound: np.ndarray) -> "ReferenceOnDevice":
+        """The host's expected values and bound (one 2-D shape; the bound may be broadcast), uploaded once."""
         if expected.shape != bound.shape or expected.ndim != 2:
             raise ValueError(f"reference {expected.shape} and bound {bound.shape} must be one 2-D shape")
-        self.shape = expected.shape
-        self.expected = DeviceBuffer.from_array(np.ascontiguousarray(expected, dtype=np.float64))
-        self.bound = DeviceBuffer.from_array(np.ascontiguousarray(bound, dtype=np.float64))
+        values = DeviceBuffer.from_array(np.ascontiguousarray(expected, dtype=np.float64))
+        try:
+            return cls(expected.shape, values, DeviceBuffer.from_array(np.ascontiguousarray(bound, dtype=np.float64)))
+        except BaseException:
+            values.close()
+            raise
 
     def close(self) -> None:
         self.expected.close()
         self.bound.close()
+
+    def __enter__(self) -> "ReferenceOnDevice":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class OutputChecker:

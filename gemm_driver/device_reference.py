@@ -13,12 +13,15 @@ under test; a GPU test holds it to NumPy's products on drawn shapes
 (tests/test_device_reference_gpu.py).
 
 ``products_for(session, problem)`` gives the function to hand PreparedCase (``products=``),
-or None where the host is quick enough (under HOST_FLOPS) or the problem is batched.
+or None where the host is quick enough (under HOST_FLOPS) or the problem is batched. It is a
+``GpuProducts``: a case whose D is checked on the GPU too keeps its whole reference there
+(device_epilogue.py: the products stay in device memory and never come down).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -30,11 +33,22 @@ Products = Callable[[np.ndarray, np.ndarray], np.ndarray]
 HOST_FLOPS = 2 ** 32  # about 0.05 s of NumPy float64: below it the copies would cost more than they save
 
 
-def products_for(session, problem: GemmProblem) -> Optional[Products]:
+@dataclass(frozen=True)
+class GpuProducts:
+    """``float64_matmul`` on ``session``'s GPU as verify.reference's ``products``; its type says
+    the products come from the GPU, where a case checked there keeps them (device_epilogue.py)."""
+
+    session: Any
+
+    def __call__(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return float64_matmul(self.session, x, y)
+
+
+def products_for(session, problem: GemmProblem) -> Optional[GpuProducts]:
     """The GPU's float64 matmul for ``problem``'s reference, or None (NumPy's, on the host)."""
     if problem.batch != 1 or problem.is_empty or problem.flops < HOST_FLOPS:
         return None
-    return lambda x, y: float64_matmul(session, x, y)
+    return GpuProducts(session)
 
 
 def float64_matmul(session, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -50,7 +64,19 @@ def float64_matmul(session, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     with DeviceBuffer(x.nbytes) as dx, DeviceBuffer(y.nbytes) as dy, DeviceBuffer(out.nbytes) as dout:
         dx.upload(x)
         dy.upload(y)
-        cublas.dgemm(session.cublas(), m, n, k, dx.ptr, dy.ptr, dout.ptr)
+        dgemm(session, m, n, k, dx, dy, dout)
         session.stream.synchronize()
         dout.download(out)
     return out
+
+
+def dgemm(session, m: int, n: int, k: int, x: DeviceBuffer, y: DeviceBuffer, out: DeviceBuffer) -> None:
+    """out = x @ y in float64 on ``session``'s stream (cuBLAS DGEMM), for contiguous row-major
+    x (m x k), y (k x n) and out (m x n) in device memory: the one call both the products read
+    back (``float64_matmul``) and those kept on the GPU (device_epilogue.py) go through, so
+    the same operands give the same bits either way (cuBLAS is deterministic on one GPU)."""
+    if x.nbytes < 8 * m * k or y.nbytes < 8 * k * n or out.nbytes < 8 * m * n:
+        raise ValueError(f"dgemm: buffers of {x.nbytes}, {y.nbytes}, {out.nbytes} bytes do not hold "
+                         f"{m}x{k} @ {k}x{n} in float64")
+    session.context.make_current()
+    cublas.dgemm(session.cublas(), m, n, k, x.ptr, y.ptr, out.ptr)

@@ -26,7 +26,7 @@ from .cuda.errors import UnsupportedProblem
 from .kernels.build import Build, build
 from .kernels.launch import Launch, Operand, LaunchContext, standard_recipe
 from .kernels.providers import Provider
-from .kernels.sources import read_source
+from .kernels.sources import included_headers, read_source
 from .kernels.spec import KernelSpec
 from .kernels.target import GemmTarget, check_capabilities
 from .precision import get as get_precision
@@ -129,7 +129,8 @@ class Session:
         GPU), built through the cache and loaded once; unloaded at close()."""
         if entry not in self._harness:
             self.context.make_current()
-            compiled, _ = cache.build(filename=source.rsplit("/", 1)[-1], source=read_source(source), arch=self.arch)
+            compiled, _ = cache.build(filename=source.rsplit("/", 1)[-1], source=read_source(source), arch=self.arch,
+                                      headers=included_headers(source))
             module = Module(compiled.cubin, name=source)
             self._modules.append(module)
             self._harness[entry] = module.kernel(entry, signature)

@@ -45,6 +45,10 @@ from . import precision as _precision
 from .problem import GemmProblem
 
 SLACK = 1.05
+# GELU's tanh form, 0.5 v (1 + tanh(GELU_TANH_SCALE (v + GELU_CUBIC v^3))); named once for the
+# host's activation and the GPU's (device_epilogue.py hands them to its kernel).
+GELU_CUBIC = 0.044715
+GELU_TANH_SCALE = float(np.sqrt(2.0 / np.pi))
 
 
 @dataclass(frozen=True)
@@ -106,9 +110,9 @@ def activation(epilogue: str, v: np.ndarray) -> np.ndarray:
         return np.maximum(v, 0.0)
     if epilogue == "bias_gelu":
         inner = v**3
-        inner *= 0.044715
+        inner *= GELU_CUBIC
         inner += v
-        inner *= np.sqrt(2.0 / np.pi)
+        inner *= GELU_TANH_SCALE
         np.tanh(inner, out=inner)
         inner += 1.0
         out = 0.5 * v

@@ -9,13 +9,14 @@ import pytest
 from gemm_driver import device_check
 from gemm_driver.case import PreparedCase
 from gemm_driver.cuda import nvrtc
-from gemm_driver.kernels.sources import read_source
+from gemm_driver.kernels.sources import included_headers, read_source
 from gemm_driver.problem import GemmProblem
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_the_check_kernel_builds_without_spills(arch):
-    compiled = nvrtc.compile_cuda(read_source(device_check.SOURCE), "check_output.cu", arch)
+    compiled = nvrtc.compile_cuda(read_source(device_check.SOURCE), "check_output.cu", arch,
+                                  headers=included_headers(device_check.SOURCE))
     assert compiled.cubin
     assert "0 bytes stack frame, 0 bytes spill stores" in compiled.log
 

@@ -51,7 +51,8 @@ def test_the_device_check_gives_the_host_checks_verdict(session, out_dtype, ld_p
     case = PreparedCase.random(problem, "bf16", [67, ld_pad, batch], guard=2, lds=(None, None, 45 + ld_pad))
     with case:
         c = case.device()[2]
-        on_device = ReferenceOnDevice(case.reference.value, np.broadcast_to(case.bound, case.reference.value.shape))
+        on_device = ReferenceOnDevice.uploaded(case.reference.value,
+                                              np.broadcast_to(case.bound, case.reference.value.shape))
         checker = OutputChecker(session)
         try:
             correct = precisions.to_storage(precisions.representable(case.reference.value.astype(np.float32),

@@ -20,7 +20,8 @@ LAYERS = (
     ("definitions", ("problem", "precision", "fp8", "corpus")),  # what a GEMM is, the shapes users bring; no GPU
     ("kernels", ("kernels",)),  # the registry, tuned-table lookup, launch plans: pure
     ("run", ("session",)),  # Session: build -> load -> Launch
-    ("correctness", ("operands", "verify", "device_check", "device_reference", "case", "checking", "strategies")),
+    ("correctness", ("operands", "verify", "device_check", "device_reference", "device_epilogue", "case", "checking",
+                     "strategies")),
     ("use", ("api", "arrays", "call", "fp8_scales", "plans", "host_path", "torch", "inspection", "bench", "profile")),  # gemm() and plans, the tools, the bench
     ("cli", ("arguments", "cli", "__main__", "__init__")),
 )

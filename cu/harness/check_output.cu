@@ -11,22 +11,7 @@
 //   [4] guard elements changed, [5] the sum of squared errors (a double).
 // The host sets it to {0, 0, ~0, 0, 0, 0.0} before the launch.
 
-enum Storage { FP32 = 0, BF16 = 1, FP16 = 2 };
-
-__device__ __forceinline__ float decode(unsigned bits, int storage) {
-    if (storage == FP32) return __uint_as_float(bits);
-    if (storage == BF16) return __uint_as_float(bits << 16);  // BF16 is FP32's upper half: exact
-    float value;
-    unsigned short half = static_cast<unsigned short>(bits);
-    asm("cvt.f32.f16 %0, %1;" : "=f"(value) : "h"(half));  // exact: every FP16 value is an FP32 value
-    return value;
-}
-
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-    for (int lane = 16; lane; lane >>= 1) v += __shfl_down_sync(0xffffffffu, v, lane);
-    return v;
-}
+#include "harness.cuh"
 
 extern "C" __global__ void check_output(const void* buffer, long long size, long long offset, long long rows,
                                         long long cols, long long ld, int storage, unsigned guard_bits,
@@ -35,8 +20,7 @@ extern "C" __global__ void check_output(const void* buffer, long long size, long
     double worst = 0.0, squares = 0.0;
     const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
     for (long long p = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; p < size; p += stride) {
-        const unsigned bits = storage == FP32 ? static_cast<const unsigned*>(buffer)[p]
-                                              : static_cast<const unsigned short*>(buffer)[p];
+        const unsigned bits = stored_bits(buffer, p, storage);
         const long long q = p - offset, row = q >= 0 ? q / ld : -1, col = q - row * ld;
         if (q < 0 || row >= rows || col >= cols) {
             changed += bits != guard_bits;
