@@ -13,6 +13,7 @@ from gemm_driver import precision
 from gemm_driver.bench import roofline, runner
 from gemm_driver.bench.timing import Budget
 from gemm_driver.case import PreparedCase
+from gemm_driver.case import run_case as run_prepared
 from gemm_driver.checking import check_case
 from gemm_driver.kernels import precision_of
 from gemm_driver.kernels.providers import cupy_unavailable
@@ -212,3 +213,16 @@ def test_cupy_baseline_passes_verification_on_drawn_cases(session):
         assert verification.ok, f"{case.describe()}: {verification.message}"
 
     holds()
+
+
+@pytest.mark.parametrize("out_dtype", ["bf16", "fp16"])
+def test_cublaslt_rounds_a_16_bit_d_once_where_it_splits_k(session, out_dtype):
+    """The heuristic's split-K algorithms that add the partials in D's type (reduction scheme
+    OUTPUT_TYPE) are not asked for: on the H100 the autotuned pick at 1031x1029x257 with BF16 D
+    was one (3 slices), 11.6x past the bound. With reductions in the compute type only, cuBLASLt's
+    D passes the bound every kernel is held to. (The inputs are of D's type.)"""
+    problem = GemmProblem(1031, 1029, 257, out_dtype=out_dtype)
+    with PreparedCase.random(problem, out_dtype, [7], guard=1) as case:
+        outcome = run_prepared(session, f"cublaslt_{out_dtype}", case)
+        assert outcome.ok, outcome.message
+        assert outcome.launch["algorithm"]["reduction_scheme"] in (0, 1, 2)  # none, in place, compute type

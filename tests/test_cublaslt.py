@@ -75,7 +75,9 @@ def test_every_declared_symbol_is_declared_in_the_header_with_that_arity():
                                "FAST_ACCUM": binding._DESC_FAST_ACCUM, "A_SCALE_MODE": binding._DESC_A_SCALE_MODE,
                                "B_SCALE_MODE": binding._DESC_B_SCALE_MODE}),
     ("CUBLASLT_MATMUL_MATRIX_SCALE_", binding.MATRIX_SCALE),
+    ("CUBLASLT_REDUCTION_SCHEME_", binding.REDUCTION_SCHEME),
     ("CUBLASLT_MATMUL_PREF_", {"MAX_WORKSPACE_BYTES": binding._PREF_MAX_WORKSPACE_BYTES,
+                               "REDUCTION_SCHEME_MASK": binding._PREF_REDUCTION_SCHEME_MASK,
                                **{f"MIN_ALIGNMENT_{k.upper()}_BYTES": v for k, v in binding._PREF_MIN_ALIGNMENT.items()}}),
 ])
 def test_attribute_numbers_match_the_header(prefix, table):

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import cublas
-from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DESC_BIAS_POINTER, _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, ALGO_CONFIG,
+from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DESC_BIAS_POINTER, _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT,
+                               _PREF_REDUCTION_SCHEME_MASK, ALGO_CONFIG, REDUCTIONS_IN_COMPUTE_TYPE,
                                HeuristicResult, LtHandle, _get_int, _library, enum_names, library_path, version)
 from .cublaslt_layout import (BLOCK_SCALE_ROW_MULTIPLE, LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem,
                               MatmulDescriptors, _describe_problem, _Preference, block_scale_ld, pointer_alignment,
@@ -130,6 +131,7 @@ class LtMatmul:
         pref = _Preference()
         try:
             pref.set(_PREF_MAX_WORKSPACE_BYTES, ctypes.c_uint64(self.workspace_bytes))
+            pref.set(_PREF_REDUCTION_SCHEME_MASK, ctypes.c_uint32(REDUCTIONS_IN_COMPUTE_TYPE))  # D rounded once
             first, second = d.first.operand.source, d.second.operand.source
             for lt_name, source in (("a", first), ("b", second), ("c", "c"), ("d", "c")):
                 pref.set(_PREF_MIN_ALIGNMENT[lt_name], ctypes.c_uint32(self.alignment[source]))

@@ -35,6 +35,15 @@ _DESC_FAST_ACCUM, _DESC_A_SCALE_MODE, _DESC_B_SCALE_MODE = 25, 31, 32
 # block (BLK128x128_32F). The last three exist from cuBLAS 12.9 (not in older headers).
 MATRIX_SCALE = {"SCALAR_32F": 0, "OUTER_VEC_32F": 3, "VEC128_32F": 4, "BLK128x128_32F": 5}
 _PREF_MAX_WORKSPACE_BYTES = 1
+# CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK and cublasLtReductionScheme_t: the split-K
+# reductions the heuristic may offer. OUTPUT_TYPE keeps the partial sums in D's type, so a
+# 16-bit D is rounded once per partial: on the H100 at 1031x1029x257 with BF16 D the autotuned
+# pick (3 slices) ran 11.6x past the bound (results/h100-80gb-hbm3/diag-cublaslt-odd-bf16.txt).
+# The baseline asks for reductions in the compute type only (FP32 partials, D rounded once),
+# the contract every kernel here is verified to; no split-K (NONE, 0) is always allowed.
+_PREF_REDUCTION_SCHEME_MASK = 3
+REDUCTION_SCHEME = {"INPLACE": 1, "COMPUTE_TYPE": 2, "OUTPUT_TYPE": 4}
+REDUCTIONS_IN_COMPUTE_TYPE = REDUCTION_SCHEME["INPLACE"] | REDUCTION_SCHEME["COMPUTE_TYPE"]
 _PREF_MIN_ALIGNMENT = {"a": 5, "b": 6, "c": 7, "d": 8}
 _LAYOUT_ATTRIBUTES = {"type": 0, "order": 1, "rows": 2, "cols": 3, "ld": 4}
 # CUBLASLT_ALGO_CONFIG_*: what describe() records about an algorithm.
