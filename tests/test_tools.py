@@ -184,6 +184,8 @@ def test_corpus_shift_lists_the_shapes_whose_pick_changed(tmp_path):
     assert "1 shapes ran other tunables: ratio x0.500 (geometric mean); the other 130: x1.000" in done.stdout
     changed = [line for line in done.stdout.splitlines() if line.startswith("  fp32")]
     assert len(changed) == 1 and shape in changed[0] and "SPLITK" in changed[0] and "->99" in changed[0]
+    same = tool("corpus_shift.py", str(VALIDATION), str(VALIDATION))
+    assert "0 shapes ran other tunables: ratio - (geometric mean); the other 131: x1.000" in same.stdout
 
 
 def test_corpus_shift_takes_a_tunable_gained_since_a_run_at_its_default_there(tmp_path):

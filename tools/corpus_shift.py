@@ -14,7 +14,6 @@ tunable the kernel gained after a run counts at its default there (``compare``'s
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -44,12 +43,13 @@ def shift_lines(old: dict, new: dict) -> list[str]:
     changed = [key for key in both if before[key][1] != after[key][1]]
     kept = [key for key in both if key not in changed]
 
-    def moved(keys: list) -> float:
-        return statistics.geometric_mean([after[key][0] / before[key][0] for key in keys]) if keys else math.nan
+    def moved(keys: list) -> str:
+        """The geometric mean of the ratio's change over ``keys``; "-" over none."""
+        return f"x{statistics.geometric_mean([after[key][0] / before[key][0] for key in keys]):.3f}" if keys else "-"
 
     lines = ["before:", *summary_lines(old)[:-2], "after:", *summary_lines(new)[:-2],
-             f"{len(changed)} shapes ran other tunables: ratio x{moved(changed):.3f} (geometric mean); "
-             f"the other {len(kept)}: x{moved(kept):.3f}"]
+             f"{len(changed)} shapes ran other tunables: ratio {moved(changed)} (geometric mean); "
+             f"the other {len(kept)}: {moved(kept)}"]
     for key in changed:
         (was, t0), (now, t1) = before[key], after[key]
         diff = ", ".join(f"{name} {t0.get(name, '-')}->{t1.get(name, '-')}"

@@ -824,9 +824,11 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     ck = _split_k(small, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(CK.choices),
                   room=CLUSTER_SPLIT_UNITS)
     if ck > 1:
+        evidence = (f"A stored transposed, no decode tiles (H100: 16x2048x4096 tn 9.49 us against 12.91 for the "
+                    f"vote's pick; {TRANSPOSED_SMALL_M_PROBE})" if problem.m <= DECODE_MAX_M else
+                    f"H100: 64x896x7168 7.88 us against 12.77 for split-K through memory; {CLUSTER_SPLIT_PROBE}")
         return ({**selection.TILE_64x64, "CK": ck},
-                f"{small} tiles of 64x64, split-K in clusters of {ck} to fill a small grid (H100: 64x896x7168 "
-                f"7.88 us against 12.77 for split-K through memory; {CLUSTER_SPLIT_PROBE})")
+                f"{small} tiles of 64x64, split-K in clusters of {ck} to fill a small grid ({evidence})")
     tile, tiles, label = ((selection.TILE_64x64, small, "64x64") if small <= FILL_TILES
                           else (selection.TILE_128x64, large, "128x64"))
     splits = _split_k(tiles, problem.k, FILL_SLICE_K, max(SPLITS.choices), room=FILL_UNITS)
