@@ -175,6 +175,19 @@ LINEAR_BUILDS = [
 ]
 
 
+@pytest.mark.parametrize("name, tunables", [
+    ("hopper_bf16", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "OUT": 1, "TRANS_A": 1}),  # dW of a few rows
+    ("hopper_fp16", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "OUT": 2, "EPI": 3, "TRANS_A": 1, "TRANS_B": 1}),
+])
+def test_decode_tiles_read_a_stored_transposed_without_spills(name, tunables):
+    """The decode tiles with A's tile M-major (wgmma's B operand transposed): their own build."""
+    result = build_matrix.built(SPECS[name], "sm_90", tunables)
+    r = result.compiled.resources[result.entries["decode"]]
+    assert (r.spill_bytes, r.stack_bytes) == (0, 0), r
+    opcodes = [i.opcode for i in sass(result, "decode").instructions]
+    assert sum(o.startswith("HGMMA") for o in opcodes) >= 4 and any(o.startswith("UTMALDG") for o in opcodes)
+
+
 @pytest.mark.parametrize("name, tunables", LINEAR_BUILDS)
 def test_linear_builds_without_spills_and_issue_wgmma_tma_loads_and_stores(name, tunables):
     result = build_matrix.built(SPECS[name], "sm_90", tunables)

@@ -63,13 +63,18 @@ CONFIGS = [
     ("hopper_bf16", "tn", "fp32", "bias", {"BN": 192, "CM": 2}),
 ]
 
-# The small-M decode tiles (hopper_decode: A row-major, so nn and nt), each its own build, on
-# decode shapes: M = 1 split 2 ways, M past the tile's rows, odd K (A packed), split-K with C read
+# The small-M decode tiles (hopper_decode), each its own build, on decode shapes: M = 1 split 2
+# ways, M past the tile's rows, odd K (A packed), split-K with C read. A stored K x M (tn, tt)
+# takes 64-row tiles (A's tile M-major, wgmma's B operand transposed); at M = 1 and 13 its rows
+# are packed to 16-byte strides.
 DECODE_CONFIGS = [
     ("hopper_bf16", "nt", "bf16", "bias_gelu", {"DECODE": 16, "BN": 64, "CONSUMERS": 1}),
     ("hopper_bf16", "nn", "fp32", "none", {"DECODE": 8, "BN": 128, "CONSUMERS": 2}),
     ("hopper_fp16", "nt", "fp16", "bias_relu", {"DECODE": 32, "BN": 64, "CONSUMERS": 1}),
     ("hopper_bf16", "nn", "bf16", "bias", {"DECODE": 64, "BN": 64, "CONSUMERS": 1}),
+    ("hopper_bf16", "tn", "bf16", "none", {"DECODE": 64, "BN": 64, "CONSUMERS": 1}),
+    ("hopper_fp16", "tt", "fp16", "bias_gelu", {"DECODE": 64, "BN": 128, "CONSUMERS": 2}),
+    ("hopper_bf16", "tn", "fp32", "bias", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "PDL": 1}),
 ]
 DECODE_SHAPES = [(1, 4096, 4096, 0.0, {"SPLITS": 2}), (40, 520, 1001, 0.5, {}), (13, 3000, 3000, 1.0, {"SPLITS": 3})]
 

@@ -239,7 +239,9 @@ def test_host_numbers_match_the_kernels_config_structs():
      "PINGPONG=1 with DECODE gives each of the two consumers (CONSUMERS=2, BN=128) whole tiles of DECODE rows, "
      "128 or 160"),
     ("hopper_bf16", {"DECODE": 32, "BN": 64, "CONSUMERS": 1}, GemmProblem(32, 256, 256, trans_a=True),
-     "DECODE=32 (hopper_decode) reads A row-major: layouts nn and nt"),
+     "DECODE=32 (hopper_decode) reads A stored K x M (layouts tn, tt) in tiles of DECODE=64 rows only, CN=1"),
+    ("hopper_bf16", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CN": 2}, GemmProblem(32, 256, 256, trans_a=True),
+     "in tiles of DECODE=64 rows only, CN=1, PINGPONG=0: a k row of the tile one 128-byte swizzle atom"),
     ("hopper_bf16", {"CK": 2, "CM": 2}, P256, "CK=2 splits K inside a cluster of CK CTAs: it takes "
      "CM=CN=1, SPLITS=1, SWAPPED=0 and DECODE=0"),
     ("hopper_fp16", {"CK": 3, "SPLITS": 2}, P256, "it takes CM=CN=1, SPLITS=1"),
@@ -298,7 +300,8 @@ def test_the_decode_ring_is_as_deep_as_the_sms_shared_memory_holds(rows, consume
     ((1, 28672, 4096), "nn", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "PDL": 1}),  # 448 64-column tiles > 264
     ((16, 576, 7168), "nt", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SPLITS": 8, "PDL": 1}),
     ((20, 4096, 300), "nn", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "PDL": 1}),  # 5 k tiles: too few to split
-    ((32, 4096, 4096), "tn", None),  # A stored transposed: the vote
+    ((32, 4096, 4096), "tn", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "SPLITS": 2, "PDL": 1}),  # A's tile M-major
+    ((32, 4096, 2048), "tn", None),  # ... not at K < 4096: the vote
     ((33, 4096, 4096), "nn", None),  # past the measured M
 ])
 def test_small_m_takes_the_decode_tiles(shape, layout, want):
@@ -413,6 +416,29 @@ def test_small_grids_are_filled_by_split_k_in_clusters_or_through_memory(shape, 
         chosen, why = SPECS["hopper_fp16"].choose(p, "NVIDIA H100 80GB HBM3")
         assert chosen == want and "fill a small grid" in why
         SPECS["hopper_fp16"].validate(p, chosen)
+
+
+@pytest.mark.parametrize("shape, want", [
+    ((8, 4096, 4096), {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "SPLITS": 2, "PDL": 1}),  # 32 tiles <= 33: split 2
+    ((16, 8192, 4096), {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "PDL": 1}),  # 64 tiles: whole
+    ((1, 4096, 4096), {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "SPLITS": 2, "PDL": 1}),
+    ((16, 4096, 3072), None),  # K < 4096: the vote
+    ((16, 10240, 4096), None),  # 80 tiles > 66: the vote
+    ((16, 2048, 4096), "grid"),  # a small grid: grid_fill_choice's clusters
+])
+def test_a_few_rows_of_a_stored_transposed_take_64_row_decode_tiles_past_a_small_grid(shape, want):
+    p = GemmProblem(*shape, trans_a=True, out_dtype="bf16")
+    got = rungs.transposed_decode_choice(p)
+    assert (got[0] if got else None) == (None if want == "grid" else want)
+    chosen, why = SPECS["hopper_bf16"].choose(p, "NVIDIA H100 80GB HBM3")
+    if want == "grid":
+        assert chosen.get("CK", 1) > 1 and "fill a small grid" in why
+    elif want is not None:
+        assert chosen == want and "A stored K x M: hopper_decode" in why
+    else:
+        assert not chosen.get("DECODE") and "predicted" in why  # the vote
+    SPECS["hopper_bf16"].validate(p, chosen)
+    assert rungs.decode_choice(GemmProblem(*shape))[0]["DECODE"] <= 32  # A row-major keeps the narrow tiles
 
 
 @pytest.mark.parametrize("n, bn", [(1344, 192), (320, 192), (576, 192), (1152, 192), (4096, 256), (1280, 256), (4800, 256), (883, 256)])

@@ -19,9 +19,12 @@
 // hand-over (reduce_splits: the last split to finish sums the partials in split order, so
 // results are bitwise reproducible), PDL, and with CM = 2 clusters of two tile rows that share
 // each B tile by multicast (between 64 and 128 rows of A, where B would otherwise be read once
-// per tile row; docs/hopper.md). A is read row-major (K-major: wgmma's B operand as
-// it is); B stored K x N is N-major (wgmma's A operand transposed, imm-trans-a = 1), stored
-// N x K (TB = 1, a linear layer's weight) K-major.
+// per tile row; docs/hopper.md). A stored row-major is K-major (wgmma's B operand as it is);
+// stored K x M (TA = 1, a weight gradient dW = dY^T X) it is M-major (imm-trans-b = 1), which
+// takes MT = 64: then a k row of the A tile is 64 elements, 128 bytes, one swizzle atom wide as
+// any_shape's M-major A tiles are (a narrower tile would need the 32- and 64-byte swizzles). B
+// stored K x N is N-major (wgmma's A operand transposed, imm-trans-a = 1), stored N x K (TB = 1,
+// a linear layer's weight) K-major.
 //
 // Epilogue: d[4j + 2h + e] of a consumer is C^T[16 warp + lane/4 + 8h][8j + 2(lane%4) + e] of
 // its 64 x MT block, i.e. C[m0 + 8j + 2(lane%4) + e][n0 + 64 consumer + 16 warp + lane/4 + 8h].
@@ -46,7 +49,7 @@ constexpr int SM_SHARED = 228 * 1024;
 // take_turns), so that one's epilogue runs while the other's k loop keeps the tensor cores busy:
 // cuBLASLt's form on full grids of short K (the profile command on the H100, 6144x8192x1024:
 // nvjet_sm90_tss_128x160_64x5_2x1, a 160-row tile in its terms' transpose, 5 stages).
-template <class Elem, int MT, int CONSUMERS_, int TB_, int CM_ = 1, int CN_ = 1, bool PINGPONG_ = false>
+template <class Elem, int MT, int CONSUMERS_, int TB_, int CM_ = 1, int CN_ = 1, bool PINGPONG_ = false, int TA_ = 0>
 struct Config {
     static constexpr int CONSUMERS = CONSUMERS_, CTAS_PER_SM = CONSUMERS == 1 ? 2 : 1;
     static constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -55,9 +58,9 @@ struct Config {
     static constexpr int CM = CM_, CN = CN_, CLUSTER = CM_ * CN_;
     static constexpr bool PINGPONG = PINGPONG_;
     static constexpr int READERS = PINGPONG ? 1 : CONSUMERS;  // consumer warpgroups of a CTA that read each slot
-    static constexpr bool A_M_MAJOR = false, B_N_MAJOR = TB_ == 0;
+    static constexpr bool A_M_MAJOR = TA_ != 0, B_N_MAJOR = TB_ == 0;
     static constexpr int A_BYTES = MT * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
-    static constexpr int A_SLICE_ROWS = BM / CN, B_SLICE_ROWS = (B_N_MAJOR ? BK : BN) / CM;
+    static constexpr int A_SLICE_ROWS = (A_M_MAJOR ? BK : BM) / CN, B_SLICE_ROWS = (B_N_MAJOR ? BK : BN) / CM;
     // the barriers in 256 bytes after the ring, 1024 for aligning the dynamic shared memory
     static constexpr int OVERHEAD = 256 + 1024;
     static constexpr int BUDGET = SM_SHARED / CTAS_PER_SM - 1024;
@@ -68,6 +71,8 @@ struct Config {
     static constexpr int PRODUCER_REGS = 56;
     static constexpr int CONSUMER_REGS = CONSUMERS == 1 ? 200 : 224;
     static_assert(Elem::bytes == 2 || TB_ == 1, "e4m3 B is read K-major (stored N x K) only");
+    static_assert(!A_M_MAJOR || (Elem::bytes == 2 && MT == 64 && CN_ == 1 && !PINGPONG_),
+                  "A stored K x M: 16-bit, MT = 64 (a k row of the tile one 128-byte swizzle atom), CN = 1");
     static_assert(MT == 8 || MT == 16 || MT == 32 || MT == 64 || MT == 128 || MT == 160,
                   "MT is a wgmma N: 8 to 64, or 128 or 160");
     static_assert(!PINGPONG || (CONSUMERS == 2 && MT >= 128 && Elem::bytes == 2),
@@ -81,24 +86,24 @@ struct Config {
 };
 
 // Ring slot `slot`'s k tile: consumer c's 64 columns of n (wgmma's A) times the MT rows of A
-// (wgmma's B, K-major). B's tile is N-major (64 k rows of 128 bytes per 64 n, one 8 KiB block
-// a consumer; a k step of 16 is 16 rows) or K-major (BN rows of 128 bytes; a k step is 32 bytes).
+// (wgmma's B). Either tile is MN-major (64 k rows of 128 bytes per 64 columns, one 8 KiB block;
+// a k step of 16 is 16 rows) or K-major (rows of 128 bytes; a k step is 32 bytes).
 // The descriptors are those of slot 0, k step 0, moved on by addition (persistent_body.cuh's
 // Descriptor): the slot-0 ones do not change over the k loop, so they leave it.
 template <class Elem, class Cfg>
 __device__ __forceinline__ void mma_stage(float (&d)[Cfg::BM / 2], const unsigned char* smem, int slot, int consumer,
                                           bool first) {
     const unsigned a = smem_u32(smem), b = a + Cfg::A_BYTES + consumer * 64 * 128;
-    const hopper_pws::Descriptor a_desc(smem_desc(a, 16, 1024)),
+    const hopper_pws::Descriptor a_desc(Cfg::A_M_MAJOR ? smem_desc(a, 64 * 128, 1024) : smem_desc(a, 16, 1024)),
         b_desc(Cfg::B_N_MAJOR ? smem_desc(b, 64 * 128, 1024) : smem_desc(b, 16, 1024));
     static_assert(Cfg::STAGE_BYTES % 16 == 0, "stages start on 16-byte units");
     const unsigned stage = slot * (Cfg::STAGE_BYTES / 16);
 #pragma unroll
     for (int step = 0; step < KTile<Elem>::STEPS; ++step) {
         const unsigned b_step = Cfg::B_N_MAJOR ? step * 16 * 128 / 16 : step * 32 / 16;
-        const unsigned a_step = step * 32 / 16;
-        mma_ss<Elem, Cfg::BM, 0, Cfg::B_N_MAJOR ? 1 : 0>(d, b_desc.at(stage + b_step), a_desc.at(stage + a_step),
-                                                          first && step == 0 ? 0 : 1);
+        const unsigned a_step = Cfg::A_M_MAJOR ? step * 16 * 128 / 16 : step * 32 / 16;
+        mma_ss<Elem, Cfg::BM, Cfg::A_M_MAJOR ? 1 : 0, Cfg::B_N_MAJOR ? 1 : 0>(
+            d, b_desc.at(stage + b_step), a_desc.at(stage + a_step), first && step == 0 ? 0 : 1);
     }
 }
 
@@ -166,13 +171,13 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
 //   scale(d, w, consumer, warp, lane): the finished block before split-K and the epilogue.
 // CN, PINGPONG: Config's (the ping-pong tiles run no k_loop or scale of the caller's: 16-bit only).
 template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, int CN = 1, bool PINGPONG = false,
-          class KLoop, class Alpha, class Scale>
+          int TA = 0, class KLoop, class Alpha, class Scale>
 __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a_map, const TensorMap* b_map,
                                          float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                          int splits, int whole, float* __restrict__ workspace,
                                          int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias,
                                          KLoop&& k_loop, Alpha&& epilogue_alpha, Scale&& scale) {
-    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM, CN, PINGPONG>;
+    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM, CN, PINGPONG, TA>;
     constexpr int STAGES = Cfg::STAGES, CLUSTER = Cfg::CLUSTER;
     unsigned char* smem = aligned_dynamic_smem();
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
@@ -256,13 +261,14 @@ __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a
 }
 
 // 16-bit A and B: the tensor cores sum the unit's whole k range (consume_unit), alpha as given.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, int CN = 1, bool PINGPONG = false>
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, int CN = 1, bool PINGPONG = false,
+          int TA = 0>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace,
                                     int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias) {
-    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM, CN, PINGPONG>;
-    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB, CM, CN, PINGPONG>(
+    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM, CN, PINGPONG, TA>;
+    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB, CM, CN, PINGPONG, TA>(
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [](float (&d)[MT / 2], const hopper_pws::Unit& w, Barrier* full, Barrier* empty, unsigned char* smem,
            int consumer, int t, int& s, int& phase) {

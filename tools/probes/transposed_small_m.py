@@ -2,32 +2,41 @@
 dW = dY^T X whose output has few rows), where the decode tiles do not run (they read A
 row-major) and no rule picks: the vote's pick, from neighbours timed with A row-major.
 
-The question: does the small-grid rule's split-K (grid_fill_choice: 64 x 64 tiles split inside
+The questions: does the small-grid rule's split-K (grid_fill_choice: 64 x 64 tiles split inside
 clusters of 2-4 CTAs, or through the workspace), which the rules apply only past the decode
-tiles' M, serve these shapes too? Each shape runs the pick, every candidate the vote offers,
-and 64 x 64 and 128 x 64 tiles split 2-8 ways both ways, each verified once against the float64
+tiles' M, serve these shapes too; and how do the decode tiles do with A's tile M-major (64 rows
+only)? Each shape runs the pick, every candidate the vote offers, 64 x 64 and 128 x 64 tiles
+split 2-8 ways both ways, and the 64-row decode tiles with one or two consumers split 1-8 ways, each verified once against the float64
 reference, then all timed alternately as small_m.py times them, beside cuBLAS and cuBLASLt with
 the same layout. D in BF16, as a training step writes dW. No shape of either corpus set (the
 probe refuses validation shapes; the tuning set holds none of these).
 
+--check: the pick beside the vote's pick and the baselines on CHECK_SHAPES, chosen after the
+rules (grid_fill_choice, transposed_decode_choice) were written from the default shapes.
+
 Run from the repository root:
-    PYTHONPATH=. python3 tools/probes/transposed_small_m.py [MxNxK ...]
+    PYTHONPATH=. python3 tools/probes/transposed_small_m.py [--check] [MxNxK ...]
 """
 
 from __future__ import annotations
 
 import sys
 
-from small_m import TFLOPS_MEASURED, offered, print_tflops, refuse_validation_shapes, verified_times
+from small_m import TFLOPS_MEASURED, flags_and_shapes, offered, print_tflops, refuse_validation_shapes, verified_times
 
 from gemm_driver import Session, kernels
 from gemm_driver.bench.timing import GpuTimer
 from gemm_driver.kernels import tuned
-from gemm_driver.kernels.hopper import selection
+from gemm_driver.kernels.hopper import rungs, selection
 from gemm_driver.problem import GemmProblem
 
+# --check: chosen after the rules were written (the first form of transposed_decode_choice was
+# checked on 4x6144x4096, 12x5120x3072, 20x4608x8192, 2x3584x7168, 32x6144x2048, 16x10240x4096,
+# 8x2560x8192 and 28x3072x3072; these after its bounds on K and the tiles)
+CHECK_SHAPES = ["6x5120x6144", "10x3328x8192", "24x7168x4096", "3x4096x12288", "30x5632x5120", "16x6656x4096",
+                "12x2304x16384", "5x8192x4096"]
 SHAPES = ["16x2048x4096", "8x4096x4096", "32x1024x8192", "16x4096x2048", "32x2048x2048", "24x3072x6144",
-          "16x8192x4096"]
+          "16x8192x4096", "1x4096x4096", "48x4096x4096", "64x3072x6144"]
 
 
 def split_forms() -> dict[str, dict]:
@@ -39,8 +48,20 @@ def split_forms() -> dict[str, dict]:
     return forms
 
 
-def main(labels: list[str]) -> None:
-    labels = labels or SHAPES
+def decode_forms() -> dict[str, dict]:
+    """The decode tiles with A's tile M-major (64 rows: DECODE_TRANSPOSED_ROWS), one consumer
+    (64 x 64, two CTAs an SM) or two (64 x 128), whole or split 2-8 ways, all with PDL as
+    decode_choice launches them ("d64x<consumers>/<splits>", small_m.py's labels)."""
+    rows = rungs.DECODE_TRANSPOSED_ROWS
+    return {f"d{rows}x{c}/{s}": {"DECODE": rows, "BN": 64 * c, "CONSUMERS": c, "PDL": 1,
+                                  **({"SPLITS": s} if s > 1 else {})}
+            for c in (1, 2) for s in (1, 2, 4, 8)}
+
+
+def main(args: list[str]) -> None:
+    flags, labels = flags_and_shapes(args, CHECK_SHAPES if "--check" in args else SHAPES)
+    if "--check" in flags:
+        return check(labels)
     refuse_validation_shapes(labels, "transposed_small_m.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:
@@ -51,9 +72,27 @@ def main(labels: list[str]) -> None:
             chosen, why = spec.choose(p, s.device.name)
             others = {tuned.label(t): t for t in selection.candidates(p) if t != chosen}
             others.update(split_forms())
+            others.update(decode_forms())
             us = verified_times(s, timer, p, offered(spec, p, label, chosen, others))
             print(f"{label} tn: chosen {tuned.label(chosen)} ({why})", flush=True)
             print_tflops(p, us, width=36)
+
+
+def check(labels: list[str]) -> None:
+    """--check: the pick beside the vote's (rungs.voted_choice: what the shape ran before the
+    rules that now take it) and the baselines, on shapes chosen after the rules were written."""
+    refuse_validation_shapes(labels, "transposed_small_m.py")
+    spec = kernels.KERNELS["hopper_bf16"]
+    with Session() as s:
+        timer = GpuTimer(s.stream, s.arch)
+        print(f"{s.device.name}; layout tn, BF16 D; the pick against the vote's; {TFLOPS_MEASURED}", flush=True)
+        for label in labels:
+            p = GemmProblem(*map(int, label.split("x")), trans_a=True, out_dtype="bf16")
+            chosen, why = spec.choose(p, s.device.name)
+            voted, _ = rungs.voted_choice(p, s.device.name)
+            us = verified_times(s, timer, p, offered(spec, p, label, chosen, {"vote": voted}))
+            print(f"{label} tn: chosen {tuned.label(chosen)} ({why}); vote {tuned.label(voted)}", flush=True)
+            print_tflops(p, us, width=14)
 
 
 if __name__ == "__main__":

@@ -198,18 +198,20 @@ def cluster_split_bytes(bn: int, consumers: int, ck: int) -> int:
     return (ck - 1) * consumers * 64 * 32 * ceil_div(bn // 32, ck) * 4
 
 
-def decode(precision: str, mt: int, consumers: int, *, trans_b: bool = False, out_dtype: str = "fp32",
-           cm: int = 1, cn: int = 1, pingpong: bool = False) -> Geometry:
+def decode(precision: str, mt: int, consumers: int, *, trans_a: bool = False, trans_b: bool = False,
+           out_dtype: str = "fp32", cm: int = 1, cn: int = 1, pingpong: bool = False) -> Geometry:
     """decode_body.cuh: MT (m) x 64*CONSUMERS (n) tiles of C, computed as C^T (wgmma's A = the B
-    tile); A box {MT/CN m, BK}, B boxes as ``persistent``'s for BN = 64*CONSUMERS (with CM = 2 tile
-    rows in a cluster each CTA loads half the B tile and multicasts it, with CN = 2 tile columns
-    half the A tile); any_shape's arguments (split-K, the tail), C stored from registers.
-    ``pingpong``: each of the two consumers computes whole tiles in turn (none split)."""
+    tile); A box {MT/CN m, BK} (A stored K x M, MT = 64: {BK k, 64 m}), B boxes as
+    ``persistent``'s for BN = 64*CONSUMERS (with CM = 2 tile rows in a cluster each CTA loads half
+    the B tile and multicasts it, with CN = 2 tile columns half the A tile); any_shape's arguments
+    (split-K, the tail), C stored from registers. ``pingpong``: each of the two consumers computes
+    whole tiles in turn (none split)."""
     bk, bn = k_tile(precision), 64 * consumers
     return Geometry(bm=mt, bn=bn, bk=bk, threads=128 * (consumers + 1), smem=decode_smem(mt, consumers),
-                    a_box=(mt // cn, bk), b_box=(bn // cm, bk) if trans_b else (bk // cm, 64), cm=cm, cn=cn,
+                    a_box=(bk // cn, 64) if trans_a else (mt // cn, bk),
+                    b_box=(bn // cm, bk) if trans_b else (bk // cm, 64), cm=cm, cn=cn,
                     persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments="split", tma_store=True,
-                    trans_b=trans_b, out_dtype=out_dtype, pingpong=pingpong)
+                    trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, pingpong=pingpong)
 
 
 def register_a(stages: int, cm: int = 1, cn: int = 1, bm: int = 256, consumers: int = 2) -> Geometry:

@@ -58,6 +58,7 @@ PINGPONG = Tunable("PINGPONG", 0, (0, 1), "1: the two consumer warpgroups take t
                    "(BN <= 128; with DECODE, DECODE x 128 tiles), one's epilogue beside the other's k loop; 0: both "
                    "on each tile, 64 rows (columns with DECODE) each")
 DECODE_ROWS = (8, 16, 32, 64)  # hopper_decode's tile rows at small M (DECODE's choices there)
+DECODE_TRANSPOSED_ROWS = 64  # ... with A stored K x M: a k row of the tile one 128-byte swizzle atom
 PINGPONG_ROWS = (128, 160)  # ... and its ping-pong tiles' on full grids (accumulators a thread: the rows)
 DECODE_MIN_STAGES = 4  # decode_body.cuh's Config: the shallowest ring it runs
 NSPLIT = Tunable("NSPLIT", 1, (1, 2), "2: 64 x BN tiles whose columns the two consumer warpgroups split, "
@@ -124,8 +125,10 @@ def _decode_shape(p: GemmProblem, t) -> str | None:
     if (stages := geo.decode_stages(t["DECODE"], t["CONSUMERS"])) < DECODE_MIN_STAGES:
         return (f"DECODE={t['DECODE']} with CONSUMERS={t['CONSUMERS']}: shared memory holds {stages} stages, "
                 f"the decode tiles take at least {DECODE_MIN_STAGES}")
-    if t["TRANS_A"]:
-        return f"DECODE={t['DECODE']} (hopper_decode) reads A row-major: layouts nn and nt"
+    if t["TRANS_A"] and (t["DECODE"] != DECODE_TRANSPOSED_ROWS or t["CN"] > 1 or t.get("PINGPONG")):
+        return (f"DECODE={t['DECODE']} (hopper_decode) reads A stored K x M (layouts tn, tt) in tiles of "
+                f"DECODE={DECODE_TRANSPOSED_ROWS} rows only, CN=1, PINGPONG=0: a k row of the tile one 128-byte "
+                "swizzle atom")
     return None
 
 
@@ -317,7 +320,8 @@ def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     if t["SWAPPED"]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
     if (entry := decode_entry(t)) is not None:
-        return entry, geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=bool(t["TRANS_B"]),
+        return entry, geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_a=bool(t["TRANS_A"]),
+                                 trans_b=bool(t["TRANS_B"]),
                                  out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"], cn=t["CN"],
                                  pingpong=bool(t.get("PINGPONG")))
     entry = "cluster" if clustered(t) else "main"
@@ -343,11 +347,12 @@ def any_shape(precision: str) -> KernelSpec:
         Entry("swapped", f"hopper_cluster_swapped<{elem}, 4, {{CM}}, {{CN}}>", GROUP_SIGNATURE, lambda t: swapped_smem,
               needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode",
-              f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}, {{PINGPONG}}>",
+              f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}, {{PINGPONG}}, "
+              "{TRANS_A}>",
               STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: decode_entry(t) == "decode"),
         Entry("decode_cluster",
               f"hopper_decode_cluster<{elem}, {{DECODE}}, {{CONSUMERS}}, {{CM}}, {{OUT}}, {{EPI}}, {{TRANS_B}}, "
-              "{CN}, {PINGPONG}>",
+              "{CN}, {PINGPONG}, {TRANS_A}>",
               STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: decode_entry(t) == "decode_cluster"),
         *_pack_entries(precision),
     )
@@ -617,7 +622,8 @@ def decode_form(problem: GemmProblem) -> tuple[int, int, int]:
 
 
 def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
-    """hopper_decode's tunables for M <= DECODE_MAX_M with A row-major (nn, nt), else None.
+    """hopper_decode's tunables for M <= DECODE_MAX_M (A stored K x M: transposed_decode_choice),
+    else None.
 
     Measured on the H100 on seven of the tuning set's small-M shapes, every configuration
     verified, beside cuBLAS and cuBLASLt (tools/probes/small_m.py,
@@ -640,8 +646,10 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
       43.2 against 45.0; slower at 20x12288x5120, 55.1 against 52.9), and with 4 or 8 splits in
       19 of 24 (slower at 32x4096x4096, by 4-11%, whose B stays in L2).
     """
-    if problem.m > DECODE_MAX_M or problem.trans_a:
+    if problem.m > DECODE_MAX_M:
         return None
+    if problem.trans_a:
+        return transposed_decode_choice(problem)
     rows, consumers, tiles = decode_form(problem)
     splits = _split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(SPLITS.choices))
     tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers,
@@ -649,6 +657,46 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     return tunables, (f"M = {problem.m}: hopper_decode, {tiles} tiles of {rows} x {64 * consumers}"
                       + (f", {splits}-way split-K" if splits > 1 else "") + ", PDL"
                       + " (H100: 1x3584x3584 7.9 us against 19.0 for any_shape, cuBLAS 9.1)")
+
+
+TRANSPOSED_DECODE_PROBE = "results/h100-80gb-hbm3/probe-transposed-small-m-decode.txt"
+TRANSPOSED_DECODE_FIRST_CHECK = "results/h100-80gb-hbm3/probe-transposed-small-m-check-first-form.txt"
+TRANSPOSED_DECODE_CHECK = "results/h100-80gb-hbm3/probe-transposed-small-m-check.txt"
+# transposed_decode_choice: K from TRANSPOSED_DECODE_MIN_K, at most TRANSPOSED_DECODE_MAX_TILES
+# tiles of 64 x 128, split 2 ways up to TRANSPOSED_DECODE_SPLIT_TILES of them
+TRANSPOSED_DECODE_MIN_K, TRANSPOSED_DECODE_MAX_TILES, TRANSPOSED_DECODE_SPLIT_TILES = 4096, SMS // 2, SMS // 4
+
+
+def transposed_decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """M <= DECODE_MAX_M with A stored K x M (tn, tt: a weight gradient with few output rows),
+    K >= TRANSPOSED_DECODE_MIN_K, at most TRANSPOSED_DECODE_MAX_TILES tiles: the decode tiles
+    with A's tile M-major, 64 rows (DECODE_TRANSPOSED_ROWS) by 128 columns (two consumers), split
+    2 ways up to TRANSPOSED_DECODE_SPLIT_TILES tiles, PDL; None elsewhere (a small grid goes to
+    grid_fill_choice's clusters, the rest to the vote).
+
+    H100, tn, BF16 D, every form verified and timed alternately, shapes of neither corpus set.
+    Written first from ten shapes (TRANSPOSED_DECODE_PROBE) for every grid past the small-grid
+    rule: the best two-consumer form beat the best one-consumer one on all five such grids, and
+    the rule's form beat the vote's pick (any_shape's 64-row tiles) on four (8x4096x4096 18.1 us
+    split 2 ways against 28.2, 24x3072x6144 19.9 against 25.7, 1x4096x4096 17.5 against 19.9,
+    16x8192x4096 whole 28.0 against 29.7), level at 16x4096x2048. Checked on eight shapes chosen
+    after (TRANSPOSED_DECODE_FIRST_CHECK) that form won on three, all of K >= 4096 and at most 48
+    tiles (4x6144x4096 26.7 against 30.3, 20x4608x8192 45.2 against 53.7, 2x3584x7168 28.7
+    against 32.4), and lost on four, by 3-17%: every one of K <= 3072 (12x5120x3072 18.2 against
+    15.1, 32x6144x2048, 28x3072x3072) and the one of 80 tiles (16x10240x4096 39.1 against 36.0).
+    Hence the bounds on K and the tiles, then checked again on shapes chosen after them
+    (TRANSPOSED_DECODE_CHECK)."""
+    tiles = ceil_div(problem.m, DECODE_TRANSPOSED_ROWS) * ceil_div(problem.n, 128)
+    if ceil_div(problem.m, 128) * ceil_div(problem.n, 64) <= FILL_TILES:
+        return None  # grid_fill_choice's small grid
+    if problem.k < TRANSPOSED_DECODE_MIN_K or tiles > TRANSPOSED_DECODE_MAX_TILES:
+        return None
+    splits = 2 if tiles <= TRANSPOSED_DECODE_SPLIT_TILES else 1
+    tunables = {"DECODE": DECODE_TRANSPOSED_ROWS, "BN": 128, "CONSUMERS": 2,
+                **({"SPLITS": splits} if splits > 1 else {}), "PDL": 1}
+    return tunables, (f"M = {problem.m}, A stored K x M: hopper_decode, {tiles} tiles of {DECODE_TRANSPOSED_ROWS} x "
+                      "128 (A's tile M-major)" + (f", {splits}-way split-K" if splits > 1 else "") + ", PDL (H100: "
+                      f"8x4096x4096 tn 18.1 us against 28.2 for the vote's pick; {TRANSPOSED_DECODE_PROBE})")
 
 
 # row_pair_choice: M strictly between ROW_PAIR_M = (64, 128), K and N at least ROW_PAIR_MIN_K, _N
@@ -773,8 +821,7 @@ ROW_MIN_K = 1024  # unaligned_rows: the shallowest K it clusters at
 
 def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     """Split-K tiles for a small grid past the decode tiles' M, or at any M with A stored
-    transposed, which the decode tiles do not read (at most FILL_TILES 128 x 64 tiles), else
-    None. The vote goes wrong there: the tuning set has few such shapes, and the neighbours it
+    transposed (at most FILL_TILES 128 x 64 tiles), else None. The vote goes wrong there: the tuning set has few such shapes, and the neighbours it
     finds split 128 x 128 tiles, too few units to keep the SMs reading.
 
     First, split-K inside clusters (CK: the ranges of a tile add up through distributed shared
@@ -808,7 +855,9 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
       without split-K, as elsewhere.
 
     At M <= DECODE_MAX_M with A stored K x M (layouts tn and tt: a weight gradient with few
-    output rows) only the vote picked, from neighbours timed with A row-major. On the H100, on
+    output rows) only the vote picked before, from neighbours timed with A row-major; the
+    decode tiles, read M-major there, lost to the clusters on these small grids
+    (transposed_decode_choice: 16x2048x4096 CK=3 9.6 us against 9.9 at best). On the H100, on
     seven such shapes of neither corpus set, BF16 D (TRANSPOSED_SMALL_M_PROBE: every candidate
     and split form, verified, timed alternately), on the three small grids this rule covers it
     picks the fastest form probed, 1.13-1.85x the vote's pick: 16x2048x4096 9.49 us against
@@ -824,7 +873,7 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     ck = _split_k(small, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(CK.choices),
                   room=CLUSTER_SPLIT_UNITS)
     if ck > 1:
-        evidence = (f"A stored transposed, no decode tiles (H100: 16x2048x4096 tn 9.49 us against 12.91 for the "
+        evidence = (f"A stored transposed (H100: 16x2048x4096 tn 9.49 us against 12.91 for the "
                     f"vote's pick; {TRANSPOSED_SMALL_M_PROBE})" if problem.m <= DECODE_MAX_M else
                     f"H100: 64x896x7168 7.88 us against 12.77 for split-K through memory; {CLUSTER_SPLIT_PROBE}")
         return ({**selection.TILE_64x64, "CK": ck},
