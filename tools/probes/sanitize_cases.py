@@ -16,7 +16,10 @@ in and out of a 2 x 1 cluster, every layout, ragged edges, beta, 16-bit D with t
 each promotion, one and two consumers, split-K, a second row of tiles, packed rows, beta, BF16 D
 with the epilogues); "decode_clusters" (the decode tiles of hopper_bf16/fp16/fp8 in clusters of
 two tile rows sharing B by multicast, CM=2: one and two consumers, B stored either way, split-K,
-the tail split, a second tile row past M, packed rows, beta, 16-bit D with the epilogues).
+the tail split, a second tile row past M, packed rows, beta, 16-bit D with the epilogues);
+"decode_transposed" (the 64-row decode tiles of hopper_bf16/fp16 reading A stored K x M: one
+and two consumers, split-K, B stored either way, M of 1 and 5 (packed rows) to 70 (a second
+tile row), in a 2 x 1 cluster, beta, 16-bit D with the epilogues).
 Run it once without the sanitizer first so that the kernels are built and cached.
 """
 import sys
@@ -83,6 +86,18 @@ CASES = {
                                    scaling="row"), {**DECODE(32, 1, 2), "CM": 2}),
         ("hopper_fp8", GemmProblem(16, 700, 3000, trans_b=True, scaling="block"), {**DECODE(8, 1, 2), "CM": 2,
                                                                                    "SPLITS": 2}),
+    ],
+    "decode_transposed": [
+        ("hopper_bf16", GemmProblem(17, 3001, 4099, trans_a=True, out_dtype="bf16"),
+         {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "SPLITS": 2, "PDL": 1}),
+        ("hopper_fp16", GemmProblem(5, 2050, 4097, 1.0, 0.5, trans_a=True, trans_b=True, out_dtype="fp16",
+                                    epilogue="bias_gelu"), {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "PDL": 1}),
+        ("hopper_bf16", GemmProblem(32, 1000, 777, trans_a=True, epilogue="bias_relu"),
+         {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SPLITS": 3}),
+        ("hopper_bf16", GemmProblem(1, 4100, 4096, -1.0, 0.5, trans_a=True, out_dtype="bf16", epilogue="bias"),
+         {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "SPLITS": 2, "PDL": 1}),
+        ("hopper_fp16", GemmProblem(70, 1300, 2000, trans_a=True, trans_b=True),
+         {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2}),
     ],
 }
 
