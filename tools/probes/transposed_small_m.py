@@ -58,41 +58,43 @@ def decode_forms() -> dict[str, dict]:
             for c in (1, 2) for s in (1, 2, 4, 8)}
 
 
+def every_form(p: GemmProblem, chosen: dict, gpu_name: str) -> tuple[dict[str, dict], str]:
+    """The default run's alternatives: every candidate the vote offers, the split forms and the
+    decode forms."""
+    others = {tuned.label(t): t for t in selection.candidates(p) if t != chosen}
+    return {**others, **split_forms(), **decode_forms()}, ""
+
+
+def the_vote(p: GemmProblem, chosen: dict, gpu_name: str) -> tuple[dict[str, dict], str]:
+    """--check's alternative: the vote's pick (rungs.voted_choice: what the shape ran before the
+    rules that now take it)."""
+    voted, _ = rungs.voted_choice(p, gpu_name)
+    return {"vote": voted}, f"; vote {tuned.label(voted)}"
+
+
+def probe(labels: list[str], heading: str, alternatives, width: int) -> None:
+    """Per tn label: the pick and ``alternatives(problem, pick, gpu_name)``, each verified, then
+    all timed alternately with the baselines (small_m.verified_times) and printed fastest first."""
+    refuse_validation_shapes(labels, "transposed_small_m.py")
+    spec = kernels.KERNELS["hopper_bf16"]
+    with Session() as s:
+        timer = GpuTimer(s.stream, s.arch)
+        print(f"{s.device.name}; layout tn, BF16 D; {heading}{TFLOPS_MEASURED}", flush=True)
+        for label in labels:
+            p = GemmProblem(*map(int, label.split("x")), trans_a=True, out_dtype="bf16")
+            chosen, why = spec.choose(p, s.device.name)
+            others, note = alternatives(p, chosen, s.device.name)
+            us = verified_times(s, timer, p, offered(spec, p, label, chosen, others))
+            print(f"{label} tn: chosen {tuned.label(chosen)} ({why}){note}", flush=True)
+            print_tflops(p, us, width=width)
+
+
 def main(args: list[str]) -> None:
     flags, labels = flags_and_shapes(args, CHECK_SHAPES if "--check" in args else SHAPES)
     if "--check" in flags:
-        return check(labels)
-    refuse_validation_shapes(labels, "transposed_small_m.py")
-    spec = kernels.KERNELS["hopper_bf16"]
-    with Session() as s:
-        timer = GpuTimer(s.stream, s.arch)
-        print(f"{s.device.name}; layout tn, BF16 D; {TFLOPS_MEASURED}", flush=True)
-        for label in labels:
-            p = GemmProblem(*map(int, label.split("x")), trans_a=True, out_dtype="bf16")
-            chosen, why = spec.choose(p, s.device.name)
-            others = {tuned.label(t): t for t in selection.candidates(p) if t != chosen}
-            others.update(split_forms())
-            others.update(decode_forms())
-            us = verified_times(s, timer, p, offered(spec, p, label, chosen, others))
-            print(f"{label} tn: chosen {tuned.label(chosen)} ({why})", flush=True)
-            print_tflops(p, us, width=36)
-
-
-def check(labels: list[str]) -> None:
-    """--check: the pick beside the vote's (rungs.voted_choice: what the shape ran before the
-    rules that now take it) and the baselines, on shapes chosen after the rules were written."""
-    refuse_validation_shapes(labels, "transposed_small_m.py")
-    spec = kernels.KERNELS["hopper_bf16"]
-    with Session() as s:
-        timer = GpuTimer(s.stream, s.arch)
-        print(f"{s.device.name}; layout tn, BF16 D; the pick against the vote's; {TFLOPS_MEASURED}", flush=True)
-        for label in labels:
-            p = GemmProblem(*map(int, label.split("x")), trans_a=True, out_dtype="bf16")
-            chosen, why = spec.choose(p, s.device.name)
-            voted, _ = rungs.voted_choice(p, s.device.name)
-            us = verified_times(s, timer, p, offered(spec, p, label, chosen, {"vote": voted}))
-            print(f"{label} tn: chosen {tuned.label(chosen)} ({why}); vote {tuned.label(voted)}", flush=True)
-            print_tflops(p, us, width=14)
+        probe(labels, "the pick against the vote's; ", the_vote, 14)
+    else:
+        probe(labels, "", every_form, 36)
 
 
 if __name__ == "__main__":
