@@ -5,9 +5,11 @@ A large case's reference used to go round PCIe: cuBLAS's DGEMM computed op(A) @ 
 element of D, up to 4.3 GB each on a validation shape), the host applied alpha, beta C, the
 bias and the activation (verify.reference) and the bound (verify.output_bound) in float64,
 and the expected values and the bound went up again for the check of D on the GPU
-(device_check.py). On the H100 a BF16 validation run of 131 shapes spent 156 s of its 341 s
-there. Here the two products stay in device memory and cu/harness/reference_epilogue.cu
-turns them, in place, into the expected values and the bound, with the formulas of verify.py
+(device_check.py). On the H100 a BF16 validation run of 131 shapes spent 160 s of its 341 s
+verifying, most of it there; with the reference kept on the GPU the same run spent 52 s of
+165 (results/h100-80gb-hbm3/phases-corpus-validate-bf16.txt). Here the two products stay in
+device memory and cu/harness/reference_epilogue.cu turns them, in place, into the expected
+values and the bound, with the formulas of verify.py
 in the host's order (the same bits, given the same products; GELU within a few ulp, its pow
 and tanh not being correctly rounded); the reference's norm is summed there too. What
 crosses PCIe is op(A) and op(B) (as float64, once each: their absolute values are made on the

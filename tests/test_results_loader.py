@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 def _bench_documents() -> list[Path]:
     found = []
     results = REPO / "results"
-    for path in sorted([*results.glob("*/*.json"), *results.glob("*/archive/*.json"), *results.glob("*/archive/*.json.gz")]):
+    runs = [*results.glob("*/*.json"), *results.glob("*/archive/*.json"), *results.glob("*/archive/*.json.gz")]
+    for path in sorted(runs):
         doc = json.loads(writers.read_text(path))
         if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("gemm_driver.bench/"):
             found.append(path)

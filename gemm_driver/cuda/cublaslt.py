@@ -41,8 +41,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import cublas
-from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DESC_BIAS_POINTER, _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT,
-                               _PREF_REDUCTION_SCHEME_MASK, ALGO_CONFIG, REDUCTIONS_IN_COMPUTE_TYPE,
+from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DESC_BIAS_POINTER,
+                               _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, _PREF_REDUCTION_SCHEME_MASK,
+                               ALGO_CONFIG, REDUCTIONS_IN_COMPUTE_TYPE,
                                HeuristicResult, LtHandle, _get_int, _library, enum_names, library_path, version)
 from .cublaslt_layout import (BLOCK_SCALE_ROW_MULTIPLE, LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem,
                               MatmulDescriptors, _describe_problem, _Preference, block_scale_ld, pointer_alignment,

@@ -1,15 +1,16 @@
 """Probe: hopper_bf16 at small M with A stored transposed (layouts tn, tt: a weight gradient
-dW = dY^T X whose output has few rows), where the decode tiles do not run (they read A
-row-major) and no rule picks: the vote's pick, from neighbours timed with A row-major.
+dW = dY^T X whose output has few rows), where the vote alone picked before the rules below,
+from neighbours timed with A row-major.
 
-The questions: does the small-grid rule's split-K (grid_fill_choice: 64 x 64 tiles split inside
-clusters of 2-4 CTAs, or through the workspace), which the rules apply only past the decode
-tiles' M, serve these shapes too; and how do the decode tiles do with A's tile M-major (64 rows
-only)? Each shape runs the pick, every candidate the vote offers, 64 x 64 and 128 x 64 tiles
-split 2-8 ways both ways, and the 64-row decode tiles with one or two consumers split 1-8 ways, each verified once against the float64
-reference, then all timed alternately as small_m.py times them, beside cuBLAS and cuBLASLt with
-the same layout. D in BF16, as a training step writes dW. No shape of either corpus set (the
-probe refuses validation shapes; the tuning set holds none of these).
+The questions it was written for: does the small-grid rule's split-K (grid_fill_choice: 64 x 64
+tiles split inside clusters of 2-4 CTAs, or through the workspace), which the rules applied only
+past the decode tiles' M, serve these shapes too; and how do the decode tiles do with A's tile
+M-major (64 rows only: transposed_decode_choice)? Each shape runs the pick, every candidate the
+vote offers, 64 x 64 and 128 x 64 tiles split 2-8 ways both ways, and the 64-row decode tiles
+with one or two consumers split 1-8 ways, each verified once against the float64 reference,
+then all timed alternately as small_m.py times them, beside cuBLAS and cuBLASLt with the same
+layout. D in BF16, as a training step writes dW. No shape of either corpus set (the probe
+refuses validation shapes; the tuning set holds none of these).
 
 --check: the pick beside the vote's pick and the baselines on CHECK_SHAPES, chosen after the
 rules (grid_fill_choice, transposed_decode_choice) were written from the default shapes.

@@ -821,8 +821,9 @@ ROW_MIN_K = 1024  # unaligned_rows: the shallowest K it clusters at
 
 def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     """Split-K tiles for a small grid past the decode tiles' M, or at any M with A stored
-    transposed (at most FILL_TILES 128 x 64 tiles), else None. The vote goes wrong there: the tuning set has few such shapes, and the neighbours it
-    finds split 128 x 128 tiles, too few units to keep the SMs reading.
+    transposed (at most FILL_TILES 128 x 64 tiles), else None. The vote goes wrong there: the
+    tuning set has few such shapes, and the neighbours it finds split 128 x 128 tiles, too few
+    units to keep the SMs reading.
 
     First, split-K inside clusters (CK: the ranges of a tile add up through distributed shared
     memory, no workspace, so PDL too) over 64 x 64 tiles: the most CTAs of a cluster (2-4) that
