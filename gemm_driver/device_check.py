@@ -34,7 +34,13 @@ STORAGE = {"fp32": 0, "bf16": 1, "fp16": 2}  # cu/harness/harness.cuh's Storage,
 CHECK_ON_DEVICE_ELEMENTS = 1 << 20  # about 60 ms of the host's check: below, the upload of the reference costs more
 THREADS = 256
 BLOCKS_PER_SM = 8
-NO_WRONG = np.uint64(2**64 - 1)  # tally[2] before any wrong element: no index is this large
+NO_WRONG = np.uint64(2**64 - 1)
+
+
+def grid_blocks(session, count: int) -> int:
+    """Blocks of THREADS for a grid-stride harness kernel over ``count`` elements: enough to
+    cover them, at most BLOCKS_PER_SM an SM (each thread then loops), at least one."""
+    return max(1, min(BLOCKS_PER_SM * session.device.sm_count, -(-count // THREADS)))  # tally[2] before any wrong element: no index is this large
 
 
 class ReferenceOnDevice:
@@ -79,7 +85,7 @@ class OutputChecker:
     def __init__(self, session):
         self.kernel = session.harness_kernel(SOURCE, ENTRY, SIGNATURE)
         self.stream = session.stream
-        self.blocks = BLOCKS_PER_SM * session.device.sm_count
+        self.session = session
         self.tally = DeviceBuffer(6 * 8)
 
     def check(self, matrix, out_dtype: str, reference: ReferenceOnDevice, norm: float,
@@ -96,7 +102,7 @@ class OutputChecker:
         start = np.zeros(6, np.uint64)
         start[2] = NO_WRONG
         self.tally.upload(start)
-        blocks = max(1, min(self.blocks, -(-matrix.size // THREADS)))
+        blocks = grid_blocks(self.session, matrix.size)
         args = self.kernel.pack(matrix.buffer.ptr, matrix.size, matrix.offset, rows, cols, matrix.ld,
                                 STORAGE[out_dtype], int(matrix.guard_bits), reference.expected.ptr,
                                 reference.bound.ptr, self.tally.ptr)

@@ -32,7 +32,7 @@ import numpy as np
 from . import precision as _precision
 from . import verify
 from .cuda.memory import DeviceBuffer
-from .device_check import BLOCKS_PER_SM, STORAGE, THREADS, ReferenceOnDevice
+from .device_check import STORAGE, THREADS, ReferenceOnDevice, grid_blocks
 from .device_reference import GpuProducts, dgemm
 from .problem import GemmProblem
 
@@ -143,7 +143,7 @@ def apply_epilogue(session, problem: GemmProblem, precision: str, value: DeviceB
                          f"{problem.out_dtype}")
     session.context.make_current()
     kernel = session.harness_kernel(SOURCE, EPILOGUE_ENTRY, EPILOGUE_SIGNATURE)
-    blocks = _blocks(session, m * n)
+    blocks = grid_blocks(session, m * n)
     with contextlib.ExitStack() as owned:
         squares = owned.enter_context(DeviceBuffer(8 * blocks))
         bias_ptr = 0  # the kernel's nullptr: no bias
@@ -165,9 +165,5 @@ def _op64(x: np.ndarray, trans: bool) -> np.ndarray:
 
 def _absolute(session, buffer: DeviceBuffer, count: int) -> None:
     kernel = session.harness_kernel(SOURCE, ABSOLUTE_ENTRY, ABSOLUTE_SIGNATURE)
-    kernel.launch((_blocks(session, count), 1, 1), (THREADS, 1, 1), kernel.pack(buffer.ptr, count), session.stream)
-
-
-def _blocks(session, count: int) -> int:
-    return max(1, min(BLOCKS_PER_SM * session.device.sm_count, -(-count // THREADS)))
+    kernel.launch((grid_blocks(session, count), 1, 1), (THREADS, 1, 1), kernel.pack(buffer.ptr, count), session.stream)
 

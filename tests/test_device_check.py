@@ -23,6 +23,13 @@ def test_the_check_kernel_builds_without_spills(arch):
     assert [(r.stack_bytes, r.spill_store_bytes) for r in compiled.resources.values()] == [(0, 0)]
 
 
+def test_harness_grids_cover_the_elements_with_at_most_eight_blocks_an_sm():
+    session = type("Session", (), {"device": type("Device", (), {"sm_count": 132})()})()
+    threads = device_check.THREADS
+    assert [device_check.grid_blocks(session, n) for n in (0, 1, threads, threads + 1)] == [1, 1, 1, 2]
+    assert device_check.grid_blocks(session, 10**9) == device_check.BLOCKS_PER_SM * 132
+
+
 def test_cases_check_on_the_gpu_from_the_threshold_up():
     side = 1 << 10  # 1024 x 1024 = 2^20 elements of D
     assert device_check.CHECK_ON_DEVICE_ELEMENTS == side * side

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -60,6 +61,9 @@ def test_a_bench_run_s_phases_by_phase_and_by_kernel(tmp_path):
     assert "2 cases with phases: 9.5 s busy in cases of the run's 20.0 s sweep" in out.stdout
     assert "case           4.0    42%    4.000" in out.stdout and "build          2.5    26%    1.250" in out.stdout
     assert "hopper_bf16                  1      4.0      0.5      1.0      0.5" in out.stdout
+    packed = tmp_path / "run.json.gz"  # an archived run, gzipped (results_index --move): the same table
+    packed.write_bytes(gzip.compress(run.read_bytes()))
+    assert _run(packed).stdout == out.stdout
 
 
 def test_a_bench_run_without_phases_is_one_line_and_exit_2(tmp_path):

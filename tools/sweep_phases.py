@@ -2,7 +2,7 @@
 """Where a sweep's time went, from its journal or a bench JSON: the seconds of each phase.
 
     python tools/sweep_phases.py JOURNAL.jsonl [--top N]
-    python tools/sweep_phases.py RUN.json                # a bench run: its cases' phases, by kernel
+    python tools/sweep_phases.py RUN.json[.gz]           # a bench run: its cases' phases, by kernel
 
 A sweep's journal (``tools/autotune.py --journal``) holds one line per finished trial, with the
 seconds its worker spent in each phase (``phases_s``: the shape's case, that is its operands
@@ -49,7 +49,7 @@ def main() -> int:
     parser.add_argument("journal", help="a sweep's journal (JSON lines)")
     parser.add_argument("--top", type=int, default=10, help="shapes listed by their verify seconds (default 10)")
     args = parser.parse_args()
-    if args.journal.endswith(".json"):
+    if args.journal.endswith((".json", ".json.gz")):  # a bench run (archived ones gzipped: writers.load)
         return bench_phases(args.journal)
     try:
         journal, _ = read(args.journal)

@@ -687,9 +687,9 @@ def transposed_decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str]
     Hence the bounds on K and the tiles. Checked again on eight shapes chosen after them
     (TRANSPOSED_DECODE_CHECK): faster than the vote's pick on all eight, 1.03-1.29x (geometric
     mean 1.12x; 24x7168x4096 29.7 us against 38.2), at 0.80-1.92 of the faster baseline."""
-    tiles = ceil_div(problem.m, DECODE_TRANSPOSED_ROWS) * ceil_div(problem.n, 128)
-    if ceil_div(problem.m, 128) * ceil_div(problem.n, 64) <= FILL_TILES:
+    if fill_tiles(problem) <= FILL_TILES:
         return None  # grid_fill_choice's small grid
+    tiles = ceil_div(problem.m, DECODE_TRANSPOSED_ROWS) * ceil_div(problem.n, 128)
     if problem.k < TRANSPOSED_DECODE_MIN_K or tiles > TRANSPOSED_DECODE_MAX_TILES:
         return None
     splits = 2 if tiles <= TRANSPOSED_DECODE_SPLIT_TILES else 1
@@ -820,6 +820,11 @@ ROW_BYTES = 128  # unaligned_rows: stored rows in multiples of this read at the 
 ROW_MIN_K = 1024  # unaligned_rows: the shallowest K it clusters at
 
 
+def fill_tiles(problem: GemmProblem) -> int:
+    """The 128 x 64 tiles that cover C: at most FILL_TILES make the small grid grid_fill_choice fills."""
+    return ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
+
+
 def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     """Split-K tiles for a small grid past the decode tiles' M, or at any M with A stored
     transposed (at most FILL_TILES 128 x 64 tiles), else None. The vote goes wrong there: the
@@ -868,7 +873,7 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     vote stays, and every form probed ran at 0.49-0.92 of the faster baseline: any_shape's
     64-row tiles at a few rows of M, where the decode tiles would be the form.
     """
-    large = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
+    large = fill_tiles(problem)
     if (problem.m <= DECODE_MAX_M and not problem.trans_a) or large > FILL_TILES:
         return None
     small = ceil_div(problem.m, 64) * ceil_div(problem.n, 64)
