@@ -57,7 +57,8 @@ class Session:
         self.device = self.context.device
         self.stream = Stream()
         self._loaded: dict[tuple, LoadedKernel] = {}
-        self._harness: dict[str, Kernel] = {}
+        self._harness_modules: dict[str, Module] = {}  # one per source under cu/harness/
+        self._harness: dict[tuple[str, str], Kernel] = {}  # (source, entry)
         self._modules: list[Module] = []
         self._cublas: cublas.CublasHandle | None = None
         self._cublas_shared: cublas.CublasHandle | None = None  # for launches on callers' streams
@@ -126,15 +127,19 @@ class Session:
 
     def harness_kernel(self, source: str, entry: str, signature: tuple[str, ...]) -> Kernel:
         """A kernel that is not a GEMM (``source`` under cu/harness/, e.g. the check of D on the
-        GPU), built through the cache and loaded once; unloaded at close()."""
-        if entry not in self._harness:
-            self.context.make_current()
-            compiled, _ = cache.build(filename=source.rsplit("/", 1)[-1], source=read_source(source), arch=self.arch,
-                                      headers=included_headers(source))
-            module = Module(compiled.cubin, name=source)
-            self._modules.append(module)
-            self._harness[entry] = module.kernel(entry, signature)
-        return self._harness[entry]
+        GPU): each source built through the cache and loaded once, its entries keyed by
+        (source, entry) so two sources may share an entry's name; unloaded at close()."""
+        key = (source, entry)
+        if key not in self._harness:
+            module = self._harness_modules.get(source)
+            if module is None:
+                self.context.make_current()
+                compiled, _ = cache.build(filename=source.rsplit("/", 1)[-1], source=read_source(source),
+                                          arch=self.arch, headers=included_headers(source))
+                module = self._harness_modules[source] = Module(compiled.cubin, name=source)
+                self._modules.append(module)
+            self._harness[key] = module.kernel(entry, signature)
+        return self._harness[key]
 
     def launcher(self, name: str, problem: GemmProblem, a: Operand, b: Operand, c: Operand,
                  tunables: Mapping[str, int] | None = None, *, stream=None, bias: Operand | None = None,
