@@ -188,6 +188,18 @@ def test_decode_tiles_read_a_stored_transposed_without_spills(name, tunables):
     assert sum(o.startswith("HGMMA") for o in opcodes) >= 4 and any(o.startswith("UTMALDG") for o in opcodes)
 
 
+def test_decode_tiles_in_clusters_of_eight_build_without_spills():
+    """CM=2 x CN=4: each CTA loads half of the B tile and a quarter of the A tile, multicast to its
+    row and column peers."""
+    result = build_matrix.built(SPECS["hopper_bf16"], "sm_90", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2,
+                                                                  "CN": 4, "OUT": 1, "TRANS_B": 1})
+    r = result.compiled.resources[result.entries["decode_cluster"]]
+    assert (r.spill_bytes, r.stack_bytes) == (0, 0), r
+    opcodes = [i.opcode for i in sass(result, "decode_cluster").instructions]
+    assert any(o.startswith("UTMALDG") and "MULTICAST" in o for o in opcodes), sorted({o for o in opcodes
+                                                                                       if o.startswith("UTMA")})
+
+
 @pytest.mark.parametrize("name, tunables", LINEAR_BUILDS)
 def test_linear_builds_without_spills_and_issue_wgmma_tma_loads_and_stores(name, tunables):
     result = build_matrix.built(SPECS[name], "sm_90", tunables)

@@ -177,6 +177,20 @@ def test_other_tile_configurations(session, name, layout, out, epi, tunables, m,
     run_case(session, name, layout, out, epi, m, n, k, beta, tunables, 0, 0, seed=k)
 
 
+# The decode tiles in clusters of two tile rows sharing B and four tile columns sharing A (CM=2,
+# CN=4: eight CTAs), at M of one and two tile rows, ragged N and K, beta
+WIDE_CLUSTERS = [
+    ("hopper_bf16", "nt", "bf16", "bias_gelu", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2, "CN": 4}),
+    ("hopper_fp16", "nn", "fp32", "none", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2, "CN": 4}),
+]
+
+
+@pytest.mark.parametrize("name, layout, out, epi, tunables", WIDE_CLUSTERS)
+@pytest.mark.parametrize("m, n, k, beta", [(128, 4100, 2048, 0.0), (100, 1000, 1001, 0.5), (40, 3000, 520, 0.0)])
+def test_decode_tiles_in_clusters_of_four_tile_columns(session, name, layout, out, epi, tunables, m, n, k, beta):
+    run_case(session, name, layout, out, epi, m, n, k, beta, tunables, 0, 0, seed=m + n)
+
+
 @pytest.mark.parametrize("name, layout, out, epi, tunables", DECODE_CONFIGS)
 @pytest.mark.parametrize("m, n, k, beta, extra", DECODE_SHAPES)
 def test_decode_tiles(session, name, layout, out, epi, tunables, m, n, k, beta, extra):

@@ -232,7 +232,9 @@ def test_host_numbers_match_the_kernels_config_structs():
     ("hopper_bf16", {"DECODE": 16}, P256, "DECODE=16 runs hopper_decode: tiles of 64 * CONSUMERS columns"),
     ("hopper_fp16", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, P256, "(STAGES left at 4)"),
     ("hopper_bf16", {"DECODE": 8, "BN": 128, "CONSUMERS": 2, "CN": 2}, P256,
-     "CN=1 or 2 tile columns sharing A (CN=2 with DECODE >= 16: half the A tile a CTA), SWAPPED=0"),
+     "CN=1, 2 or 4 tile columns sharing A, each CTA loading DECODE/CN rows of the A tile, a multiple of 8"),
+    ("hopper_bf16", {"DECODE": 16, "BN": 128, "CONSUMERS": 2, "CN": 4}, P256, "(CN=2 with DECODE >= 16, CN=4 with "
+     "DECODE >= 32)"),
     ("hopper_fp16", {"DECODE": 160, "BN": 64, "CONSUMERS": 1}, P256,
      "DECODE=160 with CONSUMERS=1: shared memory holds 3 stages, the decode tiles take at least 4"),
     ("hopper_bf16", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1}, P256,

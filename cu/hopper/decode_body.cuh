@@ -19,7 +19,7 @@
 // hand-over (reduce_splits: the last split to finish sums the partials in split order, so
 // results are bitwise reproducible), PDL, and with CM = 2 clusters of two tile rows that share
 // each B tile by multicast (between 64 and 128 rows of A, where B would otherwise be read once
-// per tile row; docs/hopper.md). A stored row-major is K-major (wgmma's B operand as it is);
+// per tile row; docs/hopper.md), and with CN = 2 or 4 tile columns sharing each A tile. A stored row-major is K-major (wgmma's B operand as it is);
 // stored K x M (TA = 1, a weight gradient dW = dY^T X) it is M-major (imm-trans-b = 1), which
 // takes MT = 64: then a k row of the A tile is 64 elements, 128 bytes, one swizzle atom wide as
 // any_shape's M-major A tiles are (a narrower tile would need the 32- and 64-byte swizzles). B
@@ -42,8 +42,10 @@ constexpr int SM_SHARED = 228 * 1024;
 
 // CM = 2: clusters of two tile rows (2 MT rows of A) over the same 64 * CONSUMERS columns of B;
 // each CTA loads half of the B tile and multicasts it to both (persistent_body.cuh's load_stage),
-// so B, the operand that sets the time, crosses L2 once for the two. CN = 2: two tile columns
-// over the same MT rows of A, each CTA loading half of the A tile (MT of 16 rows or more).
+// so B, the operand that sets the time, crosses L2 once for the two. CN = 2 or 4: tile columns
+// over the same MT rows of A, each CTA loading its 1/CN of the A tile (whole 8-row swizzle atoms:
+// MT of 16 rows or more with CN = 2, 32 or more with CN = 4); CM = 2 with CN = 4 is cuBLASLt's
+// 4 x 2 cluster at M = 128 in its column-major terms (docs/hopper.md, M = 128).
 // PINGPONG (two consumers, MT of 128 or 160): each consumer computes whole MT x 128 tiles (both
 // 64-column blocks, MT accumulators a thread), in turns with the other (persistent_body.cuh's
 // take_turns), so that one's epilogue runs while the other's k loop keeps the tensor cores busy:
@@ -79,7 +81,8 @@ struct Config {
                   "ping-pong: two consumers of 16-bit MT x 128 tiles, MT of 128 or 160");
     static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
     static_assert(A_BYTES % 1024 == 0, "each stage's B tile starts on a 1024-byte swizzle atom");
-    static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2), "clusters of one or two tile rows or columns");
+    static_assert((CM == 1 || CM == 2) && (CN == 1 || CN == 2 || CN == 4),
+                  "clusters of one or two tile rows by one, two or four tile columns");
     static_assert(A_SLICE_ROWS % 8 == 0, "A slices are whole 8-row swizzle atoms");
     static_assert(STAGES >= 4, "a ring of at least 4 stages");
     static_assert(2 * STAGES * 8 + 16 + (PINGPONG ? 16 : 0) <= 256, "barriers fit in their 256 bytes");

@@ -119,9 +119,10 @@ def _decode_shape(p: GemmProblem, t) -> str | None:
         return None
     if (why := decode_tile_refusal(t, "hopper_decode", STAGES_DEFAULT)) is not None:
         return why
-    if t["SWAPPED"] or t["CN"] > 2 or (t["CN"] > 1 and t["DECODE"] < 16):
-        return (f"DECODE={t['DECODE']} runs hopper_decode: clusters of CM=1 or 2 tile rows sharing B and CN=1 or 2 "
-                "tile columns sharing A (CN=2 with DECODE >= 16: half the A tile a CTA), SWAPPED=0")
+    if t["SWAPPED"] or t["DECODE"] < 8 * t["CN"]:
+        return (f"DECODE={t['DECODE']} runs hopper_decode: clusters of CM=1 or 2 tile rows sharing B and CN=1, 2 or 4 "
+                "tile columns sharing A, each CTA loading DECODE/CN rows of the A tile, a multiple of 8 (CN=2 with "
+                "DECODE >= 16, CN=4 with DECODE >= 32), SWAPPED=0")
     if (stages := geo.decode_stages(t["DECODE"], t["CONSUMERS"])) < DECODE_MIN_STAGES:
         return (f"DECODE={t['DECODE']} with CONSUMERS={t['CONSUMERS']}: shared memory holds {stages} stages, "
                 f"the decode tiles take at least {DECODE_MIN_STAGES}")
