@@ -19,7 +19,8 @@
 // hand-over (reduce_splits: the last split to finish sums the partials in split order, so
 // results are bitwise reproducible), PDL, and with CM = 2 clusters of two tile rows that share
 // each B tile by multicast (between 64 and 128 rows of A, where B would otherwise be read once
-// per tile row; docs/hopper.md), and with CN = 2 or 4 tile columns sharing each A tile. A stored row-major is K-major (wgmma's B operand as it is);
+// per tile row; docs/hopper.md), and with CN = 2 or 4 tile columns sharing each A tile. A stored
+// row-major is K-major (wgmma's B operand as it is);
 // stored K x M (TA = 1, a weight gradient dW = dY^T X) it is M-major (imm-trans-b = 1), which
 // takes MT = 64: then a k row of the A tile is 64 elements, 128 bytes, one swizzle atom wide as
 // any_shape's M-major A tiles are (a narrower tile would need the 32- and 64-byte swizzles). B
