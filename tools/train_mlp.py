@@ -14,12 +14,14 @@ queued: the median), the largest loss difference, which kernels ran, and gemm_dr
 misses, and the Launches its plans made: one per new set of addresses).
 
     python tools/train_mlp.py [--steps 300] [--batch 4096] [--hidden 2048] [--kernel NAME]
-                              [--rounds 5] [--profile N] [--json FILE] [--check] [--graph]
+                              [--rounds 5] [--profile N] [--gpu-times N] [--json FILE] [--check] [--graph]
 
 ``--kernel``: the kernel gemm_driver's layers run (default: gemm()'s default, the dtype's
 cuBLAS or cuBLASLt where an epilogue is fused; ``hopper_bf16`` runs this project's own).
 ``--profile N``: N more steps of gemm_driver's model under cProfile, its 25 costliest
-functions (own time) printed last: where the host time of a step goes.
+functions (own time) printed last: where the host time of a step goes. ``--gpu-times N``: N
+more steps of each model under torch.profiler (CUDA activity only, eager steps), the GPU time
+of a step by kernel for both, costliest first: where the GPU time of a step goes.
 
 ``--graph``: each model's whole step (forward, backward, AdamW) is captured once in a CUDA
 graph and replayed per batch (``graphed_stepper``), for both models alike: the host's per-call
@@ -51,14 +53,16 @@ def parse(argv):
     parser.add_argument("--hidden", type=int, default=2048)
     parser.add_argument("--kernel", default=None)
     parser.add_argument("--profile", type=int, default=0, metavar="N")
+    parser.add_argument("--gpu-times", type=int, default=0, metavar="N")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--graph", action="store_true", help="capture each model's whole step in a CUDA graph")
     args = parser.parse_args(argv)
-    if args.steps <= WARMUP or args.batch < 1 or args.hidden < 1 or args.profile < 0 or args.rounds < 1:
-        parser.error(f"--steps must exceed {WARMUP}; --batch, --hidden and --rounds must be positive, --profile not "
-                     "negative")
+    if args.steps <= WARMUP or args.batch < 1 or args.hidden < 1 or args.profile < 0 or args.gpu_times < 0 or \
+            args.rounds < 1:
+        parser.error(f"--steps must exceed {WARMUP}; --batch, --hidden and --rounds must be positive, --profile and "
+                     "--gpu-times not negative")
     return args
 
 
@@ -201,6 +205,32 @@ def profile_steps(torch, model, data) -> None:
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(25)
 
 
+def gpu_times(torch, models: dict, data, shown: int = 14) -> None:
+    """Each model's eager steps over ``data`` (after one untimed) under torch.profiler, CUDA
+    activity only: per kernel the GPU microseconds a step and launches a step, costliest first
+    (the ``shown`` costliest, the rest summed), and the GPU time of a step in all."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for name, model in models.items():
+        step = stepper(torch, model)
+        step(*data[0])
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for x, labels in data:
+                step(x, labels)
+            torch.cuda.synchronize()
+        rows = [(getattr(e, "device_time_total", 0) or getattr(e, "cuda_time_total", 0), e.count, e.key)
+                for e in prof.key_averages()]
+        rows = sorted((r for r in rows if r[0] > 0), reverse=True)
+        steps = len(data)
+        print(f"\nGPU time of a step by kernel, {name} ({steps} eager steps, torch.profiler): "
+              f"{sum(r[0] for r in rows) / steps:.1f} us in all")
+        for us, count, key in rows[:shown]:
+            print(f"  {us / steps:8.1f} us  {count / steps:4.1f}x  {key[:96]}")
+        if len(rows) > shown:
+            print(f"  {sum(r[0] for r in rows[shown:]) / steps:8.1f} us  the other {len(rows) - shown} kernels")
+
+
 def main(argv=None) -> int:
     args = parse(argv)
     try:
@@ -245,6 +275,8 @@ def main(argv=None) -> int:
     print(f"gemm_driver routes: {gt.routes.stats()}")
     if args.profile:
         profile_steps(torch, ours, data[: args.profile])
+    if args.gpu_times:
+        gpu_times(torch, models, data[: args.gpu_times])
     if args.json:
         args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "steps": args.steps,
                                          "batch": args.batch, "hidden": args.hidden, "kernel": args.kernel, "graph": args.graph,

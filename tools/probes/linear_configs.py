@@ -1,0 +1,110 @@
+"""Probe: hopper_bf16 on the GEMMs of a model's linear layers as they run, with their layout,
+BF16 D and epilogue: the pick, the vote's pick, every candidate the vote offers, the short-K
+rule's swapped ping-pong tiles (160 and 128 rows), the decode tiles and split-K forms at
+small M, and the configurations a run passes as JSON in GEMM_PROBE_CONFIGS, beside cuBLAS and
+cuBLASLt with the same call (a baseline that refuses it, e.g. cuBLAS with a bias, is left
+out). Each verified once against the float64 reference, then all timed alternately as
+small_m.py times them (the median of 5 rounds of 100 launches).
+
+The default calls are six of the MLP training run's GEMMs (tools/train_mlp.py, batch 4096,
+512-2048-2048-16): three forward (nt, bias and GELU on the hidden layers, bias on the last), one
+dX (nn) and two dW (tn); none is a shape of either corpus set (the probe refuses validation
+shapes). A call is MxNxK[:layout[:epilogue]] (default nn, none).
+
+Run from the repository root:
+    PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py [CALL ...]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from small_m import TFLOPS_MEASURED, offered, print_against, refuse_validation_shapes, timed, verify_all
+
+from gemm_driver import Session, kernels
+from gemm_driver.bench.timing import GpuTimer
+from gemm_driver.case import PreparedCase
+from gemm_driver.cuda.errors import UnsupportedProblem
+from gemm_driver.kernels import tuned
+from gemm_driver.kernels.build import build_all
+from gemm_driver.kernels.hopper import rungs, selection
+from gemm_driver.problem import GemmProblem
+
+# the six whose bench runs were furthest from the faster library (results/h100-80gb-hbm3/bench-mlp-gemms-*.txt:
+# 0.68-0.93); the other two, 4096x2048x16 nn and 16x2048x4096 tn, ran at 0.97 and 0.93
+MLP_CALLS = ["4096x2048x512:nt:bias_gelu", "4096x2048x2048:nt:bias_gelu", "4096x16x2048:nt:bias",
+             "4096x2048x2048:nn", "2048x2048x4096:tn", "2048x512x4096:tn"]
+BASELINES = ("cublas_bf16", "cublaslt_bf16")
+
+
+def parse_call(call: str) -> GemmProblem:
+    """MxNxK[:layout[:epilogue]] as a BF16-out problem."""
+    shape, *rest = call.split(":")
+    layout, epilogue = (rest + ["nn", "none"][len(rest):])[:2]
+    m, n, k = map(int, shape.split("x"))
+    return GemmProblem(m, n, k, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype="bf16",
+                       epilogue=epilogue)
+
+
+def alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
+    """The vote's pick, its candidates, the short-K tiles, split and decode forms at small M, and
+    GEMM_PROBE_CONFIGS."""
+    configs = {"vote": rungs.voted_choice(p, gpu_name)[0]}
+    configs.update({tuned.label(t): t for t in selection.candidates(p)})
+    configs.update({"short-k 160": dict(rungs.SHORT_K_TILE), "short-k 128": dict(rungs.SHORT_K_FEW_TILE)})
+    if min(p.m, p.n) <= selection.SMALL_M:
+        configs.update({f"64x64 ck{ck}": {**selection.TILE_64x64, "CK": ck} for ck in (2, 3, 4)})
+    if p.m <= selection.SMALL_M:
+        configs.update({f"d64x{c}/{s}": {"DECODE": 64, "BN": 64 * c, "CONSUMERS": c, "PDL": 1,
+                                         **({"SPLITS": s} if s > 1 else {})} for c in (1, 2) for s in (1, 2, 4)})
+    configs.update(json.loads(os.environ.get("GEMM_PROBE_CONFIGS", "{}")))
+    return configs
+
+
+def distinct(spec, p: GemmProblem, call: str, chosen: dict, configs: dict[str, dict]) -> dict[str, dict]:
+    """The configurations ``spec`` accepts for ``p`` (small_m.offered), each run once: a label
+    whose resolved tunables an earlier one has is dropped."""
+    seen, kept = set(), {}
+    for name, t in offered(spec, p, call, chosen, configs).items():
+        key = tuple(sorted(spec.validate(p, t).items()))
+        if key not in seen:
+            seen.add(key)
+            kept[name] = t
+    return kept
+
+
+def main(calls: list[str]) -> None:
+    calls = calls or MLP_CALLS
+    refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
+    spec = kernels.KERNELS["hopper_bf16"]
+    with Session() as s:
+        timer = GpuTimer(s.stream, s.arch)
+        print(f"{s.device.name}; {TFLOPS_MEASURED}", flush=True)
+        plans = {}
+        for call in calls:
+            p = parse_call(call)
+            chosen, why = spec.choose(p, s.device.name)
+            plans[call] = p, chosen, why, distinct(spec, p, call, chosen, alternatives(p, s.device.name))
+        # every build at once, in threads, before the first call
+        build_all([(spec, spec.validate(p, t)) for p, _, _, configs in plans.values() for t in configs.values()],
+                  s.arch)
+        for call, (p, chosen, why, configs) in plans.items():
+            with PreparedCase.random(p, "bf16", 11) as case:
+                runs = {f"{name} {tuned.label(t)}": case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
+                names = []
+                for name in BASELINES:
+                    try:
+                        runs[name] = case.launcher(s, name)
+                        names.append(name)
+                    except UnsupportedProblem as exc:
+                        print(f"  {call} {name}: refused ({exc})")
+                verify_all(case, runs)
+                us = timed(timer, runs)
+            print(f"{call}: chosen {tuned.label(chosen)} ({why})", flush=True)
+            print_against(p, us, min(us[b] for b in names), 44)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
