@@ -4,15 +4,16 @@ rule's swapped ping-pong tiles (160 and 128 rows), the decode tiles and split-K 
 small M, and the configurations a run passes as JSON in GEMM_PROBE_CONFIGS, beside cuBLAS and
 cuBLASLt with the same call (a baseline that refuses it, e.g. cuBLAS with a bias, is left
 out). Each verified once against the float64 reference, then all timed alternately as
-small_m.py times them (the median of 5 rounds of 100 launches).
+small_m.py times them (the median of 5 rounds), each batch about 3 ms long (``launches``).
 
 The default calls are six of the MLP training run's GEMMs (tools/train_mlp.py, batch 4096,
 512-2048-2048-16): three forward (nt, bias and GELU on the hidden layers, bias on the last), one
 dX (nn) and two dW (tn); none is a shape of either corpus set (the probe refuses validation
-shapes). A call is MxNxK[:layout[:epilogue]] (default nn, none).
+shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed and row-major. A call is MxNxK[:layout[:epilogue]]
+(default nn, none).
 
 Run from the repository root:
-    PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py [CALL ...]
+    PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py [--tn | CALL ...]
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import json
 import os
 import sys
 
-from small_m import TFLOPS_MEASURED, offered, print_against, refuse_validation_shapes, timed, verify_all
+from small_m import LAUNCHES, offered, print_against, refuse_validation_shapes, verify_all
 
 from gemm_driver import Session, kernels
+from gemm_driver.bench.alternate import ROUNDS, WARMUP, alternate_ms
 from gemm_driver.bench.timing import GpuTimer
 from gemm_driver.case import PreparedCase
 from gemm_driver.cuda.errors import UnsupportedProblem
@@ -36,7 +38,14 @@ from gemm_driver.problem import GemmProblem
 # 0.68-0.93); the other two, 4096x2048x16 nn and 16x2048x4096 tn, ran at 0.97 and 0.93
 MLP_CALLS = ["4096x2048x512:nt:bias_gelu", "4096x2048x2048:nt:bias_gelu", "4096x16x2048:nt:bias",
              "4096x2048x2048:nn", "2048x2048x4096:tn", "2048x512x4096:tn"]
+# --tn: weight gradients dW = dY^T X of layers of neither corpus set (out x in x tokens, A stored
+# transposed), BF16 D, each also with A row-major (nn): does the vote, fitted on timings with A
+# row-major, pick as well for A stored transposed?
+TN_SHAPES = ("2048x5632x2048", "5632x2048x2048", "3072x768x8192", "768x3072x8192", "1536x1536x8192",
+             "2560x2560x4096", "1024x4096x8192", "4096x1024x8192")
+TN_CALLS = [f"{shape}:{layout}" for shape in TN_SHAPES for layout in ("tn", "nn")]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
+BATCH_US = 3000
 
 
 def parse_call(call: str) -> GemmProblem:
@@ -53,7 +62,8 @@ def alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
     GEMM_PROBE_CONFIGS."""
     configs = {"vote": rungs.voted_choice(p, gpu_name)[0]}
     configs.update({tuned.label(t): t for t in selection.candidates(p)})
-    configs.update({"short-k 160": dict(rungs.SHORT_K_TILE), "short-k 128": dict(rungs.SHORT_K_FEW_TILE)})
+    if not p.trans_a:  # the swapped tiles read A's tile K-major only
+        configs.update({"short-k 160": dict(rungs.SHORT_K_TILE), "short-k 128": dict(rungs.SHORT_K_FEW_TILE)})
     if min(p.m, p.n) <= selection.SMALL_M:
         configs.update({f"64x64 ck{ck}": {**selection.TILE_64x64, "CK": ck} for ck in (2, 3, 4)})
     if p.m <= selection.SMALL_M:
@@ -75,13 +85,25 @@ def distinct(spec, p: GemmProblem, call: str, chosen: dict, configs: dict[str, d
     return kept
 
 
-def main(calls: list[str]) -> None:
-    calls = calls or MLP_CALLS
+def labelled(name: str, t: dict) -> str:
+    """A configuration's label and its tunables (once where the label is the tunables)."""
+    return name if name == tuned.label(t) else f"{name} {tuned.label(t)}"
+
+
+def launches(p: GemmProblem) -> int:
+    """A batch of about BATCH_US at 500 TFLOP/s, between 10 and small_m's LAUNCHES: a large
+    GEMM's five rounds take seconds, not minutes."""
+    return max(10, min(LAUNCHES, int(BATCH_US * 5e8 / p.flops)))
+
+
+def main(args: list[str]) -> None:
+    calls = [a for a in args if not a.startswith("--")] or (TN_CALLS if "--tn" in args else MLP_CALLS)
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:
         timer = GpuTimer(s.stream, s.arch)
-        print(f"{s.device.name}; {TFLOPS_MEASURED}", flush=True)
+        print(f"{s.device.name}; us per GEMM, TFLOP/s (median of {ROUNDS} rounds, each a batch of about "
+              f"{BATCH_US} us, at most {LAUNCHES} launches)", flush=True)
         plans = {}
         for call in calls:
             p = parse_call(call)
@@ -92,7 +114,7 @@ def main(calls: list[str]) -> None:
                   s.arch)
         for call, (p, chosen, why, configs) in plans.items():
             with PreparedCase.random(p, "bf16", 11) as case:
-                runs = {f"{name} {tuned.label(t)}": case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
+                runs = {labelled(name, t): case.launcher(s, "hopper_bf16", t) for name, t in configs.items()}
                 names = []
                 for name in BASELINES:
                     try:
@@ -101,7 +123,7 @@ def main(calls: list[str]) -> None:
                     except UnsupportedProblem as exc:
                         print(f"  {call} {name}: refused ({exc})")
                 verify_all(case, runs)
-                us = timed(timer, runs)
+                us = {name: ms * 1000 for name, ms in alternate_ms(timer, runs, launches(p), ROUNDS, WARMUP).items()}
             print(f"{call}: chosen {tuned.label(chosen)} ({why})", flush=True)
             print_against(p, us, min(us[b] for b in names), 44)
 
