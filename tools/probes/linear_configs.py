@@ -9,11 +9,12 @@ small_m.py times them (the median of 5 rounds), each batch about 3 ms long (``la
 The default calls are six of the MLP training run's GEMMs (tools/train_mlp.py, batch 4096,
 512-2048-2048-16): three forward (nt, bias and GELU on the hidden layers, bias on the last), one
 dX (nn) and two dW (tn); none is a shape of either corpus set (the probe refuses validation
-shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed and row-major. A call is MxNxK[:layout[:epilogue]]
+shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed and row-major. --check:
+CHECK_CALLS, the pick beside the vote's pick with and without its cluster. A call is MxNxK[:layout[:epilogue]]
 (default nn, none).
 
 Run from the repository root:
-    PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py [--tn | CALL ...]
+    PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py [--tn | --check | CALL ...]
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ MLP_CALLS = ["4096x2048x512:nt:bias_gelu", "4096x2048x2048:nt:bias_gelu", "4096x
 TN_SHAPES = ("2048x5632x2048", "5632x2048x2048", "3072x768x8192", "768x3072x8192", "1536x1536x8192",
              "2560x2560x4096", "1024x4096x8192", "4096x1024x8192")
 TN_CALLS = [f"{shape}:{layout}" for shape in TN_SHAPES for layout in ("tn", "nn")]
+# --check: transposed_unclustered (rungs.py) checked on shapes of neither set chosen after it was
+# written from TN_CALLS, where the vote picks 128 x 256 tiles in a 2 x 1 cluster: the pick, the vote's
+# pick and the vote's tiles without the cluster, A stored transposed and (where the rule does not
+# apply) row-major
+CHECK_SHAPES = ("14336x4096x2048", "4096x14336x2048", "6144x2048x8192", "8192x1024x4096", "3584x3584x4096",
+                "3072x3072x8192", "4608x1536x4096", "7168x1792x2048", "4096x4096x4096")
+CHECK_CALLS = [f"{shape}:{layout}" for shape in CHECK_SHAPES for layout in ("tn", "nn")]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -55,6 +63,12 @@ def parse_call(call: str) -> GemmProblem:
     m, n, k = map(int, shape.split("x"))
     return GemmProblem(m, n, k, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype="bf16",
                        epilogue=epilogue)
+
+
+def check_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
+    """--check's: the vote's pick, and it without a CM x 1 cluster."""
+    voted = rungs.voted_choice(p, gpu_name)[0]
+    return {"vote": voted, "vote unclustered": {name: value for name, value in voted.items() if name != "CM"}}
 
 
 def alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
@@ -97,7 +111,10 @@ def launches(p: GemmProblem) -> int:
 
 
 def main(args: list[str]) -> None:
-    calls = [a for a in args if not a.startswith("--")] or (TN_CALLS if "--tn" in args else MLP_CALLS)
+    check = "--check" in args
+    calls = [a for a in args if not a.startswith("--")] or (CHECK_CALLS if check else TN_CALLS if "--tn" in args
+                                                            else MLP_CALLS)
+    offer = check_alternatives if check else alternatives
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:
@@ -108,7 +125,7 @@ def main(args: list[str]) -> None:
         for call in calls:
             p = parse_call(call)
             chosen, why = spec.choose(p, s.device.name)
-            plans[call] = p, chosen, why, distinct(spec, p, call, chosen, alternatives(p, s.device.name))
+            plans[call] = p, chosen, why, distinct(spec, p, call, chosen, offer(p, s.device.name))
         # every build at once, in threads, before the first call
         build_all([(spec, spec.validate(p, t)) for p, _, _, configs in plans.values() for t in configs.values()],
                   s.arch)

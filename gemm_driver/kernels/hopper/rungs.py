@@ -584,7 +584,8 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     the rule of ``analytic_choice``, either with 64-row tiles made 128-row ones where M
     needs two rows of them (``one_tile_row``), 128 x 256 tiles made 128 x 128 where they
     would fill at most half the SMs (``half_grid``), 128 x 256 tiles made 128 x 192 where N
-    asks for it (``ragged_n``) and clustered where A's or B's rows are not 128-byte
+    asks for it (``ragged_n``), unclustered where A is stored transposed
+    (``transposed_unclustered``) and clustered where A's or B's rows are not 128-byte
     multiples (``unaligned_rows``)."""
     for rule in (decode_choice, grid_fill_choice, row_pair_choice, short_k_choice):
         chosen = rule(problem)
@@ -601,7 +602,8 @@ def voted_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], s
         tunables, why = analytic_choice(problem, gpu_name)
         voted = tunables, f"{why}; no tuning-set table for this GPU"
     picked = half_grid(problem, *one_tile_row(problem, *voted))
-    return without_pdl(problem, *unaligned_rows(problem, *ragged_n(problem, *picked)))
+    picked = transposed_unclustered(problem, *ragged_n(problem, *picked))
+    return without_pdl(problem, *unaligned_rows(problem, *picked))
 
 
 DECODE_PDL_PROBES = ("results/h100-80gb-hbm3/probe-small-m-deep-ring.txt",
@@ -979,6 +981,34 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
     return ({**kept, "BN": 192},
             f"{why}; N = {problem.n}: 128 x 192 tiles, {columns_192} columns computed against {columns_256} "
             "(H100: 8192x320x4096 43.3 us against 78.8 for 128 x 256 tiles)")
+
+
+TRANSPOSED_A_PROBE = "results/h100-80gb-hbm3/probe-linear-configs-tn.txt"  # tools/probes/linear_configs.py --tn
+TRANSPOSED_A_CHECK = "results/h100-80gb-hbm3/probe-linear-configs-tn-check.txt"
+
+
+def transposed_unclustered(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """The same 128 x 256 tiles without their 2 x 1 cluster for a pick of whole 128 x 256 tiles
+    in one (CM=2) where A is stored transposed (layouts tn, tt: a weight gradient dW = dY^T X).
+    The vote's neighbours were timed with A row-major, where the cluster is level with none
+    (within about 1%); with A's tile read M-major it lost on every shape measured.
+
+    H100, BF16 D, alternately timed (TRANSPOSED_A_PROBE, tools/probes/linear_configs.py --tn,
+    shapes of neither corpus set, and the MLP training run's dW 2048x2048x4096): on all seven
+    shapes where the vote picked these tiles clustered, without the cluster they were faster,
+    by 0.8-9.8%: 4096x1024x8192 89.0 us against 97.7 (cuBLAS 93.3), 2048x2048x4096 47.3 against
+    49.6 (48.4), 1536x1536x8192 78.9 against 82.5, 3072x768x8192 81.3 against 83.9, 1024x4096x8192
+    89.3 against 91.3, 5632x2048x2048 72.9 against 73.8, 2560x2560x4096 92.7 against 93.4. With A
+    row-major the same six shapes ran 0.8-5% faster without the cluster too, mostly within the
+    noise of one run. The ping-pong tiles in a cluster are left alone (at 2048x5632x2048 tn the
+    cluster was the faster, 82.4 us against 87.2)."""
+    wide_pair = (tunables.get("BN", 256) == 256 and tunables.get("CONSUMERS", 2) == 2 and plain_tiles(tunables)
+                 and tunables.get("CM", 1) == 2 and tunables.get("CN", 1) == 1)
+    if not problem.trans_a or not wide_pair:
+        return tunables, why
+    return ({name: value for name, value in tunables.items() if name != "CM"},
+            f"{why}; A stored transposed: no 2 x 1 cluster (H100: 4096x1024x8192 tn 89.0 us against 97.7 "
+            f"clustered; {TRANSPOSED_A_PROBE})")
 
 
 def unaligned_rows(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
