@@ -62,7 +62,7 @@ def test_capabilities_are_declared_and_what_is_not_is_refused_in_one_line():
 def test_choose_reads_the_stored_rows_when_it_decides_on_packing():
     """A full grid packs where a stored row is not a 16-byte multiple: for TN, A's rows are M long."""
     choose = SPECS["hopper_bf16"].choose
-    assert choose(linear(4096, 4096, 4096, "tn"), "H100")[0] == {"PDL": 1}  # unclustered: A stored transposed
+    assert choose(linear(4096, 4096, 4096, "tn"), "H100")[0] == {"CM": 2, "PDL": 1}
     assert choose(linear(4093, 4096, 4096, "tn"), "H100")[0] == {}  # A stored K x 4093: packed
     assert choose(linear(4093, 4096, 4096, "nt"), "H100")[0] == {"CM": 2, "PDL": 1}  # M is no row length there
     assert choose(linear(4096, 4096, 4093, "nn"), "H100")[0] == {}

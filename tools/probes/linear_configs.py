@@ -9,12 +9,14 @@ small_m.py times them (the median of 5 rounds), each batch about 3 ms long (``la
 The default calls are six of the MLP training run's GEMMs (tools/train_mlp.py, batch 4096,
 512-2048-2048-16): three forward (nt, bias and GELU on the hidden layers, bias on the last), one
 dX (nn) and two dW (tn); none is a shape of either corpus set (the probe refuses validation
-shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed and row-major. --check:
-CHECK_CALLS, the pick beside the vote's pick with and without its cluster. A call is MxNxK[:layout[:epilogue]]
+shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed and row-major. --check,
+--check-nn: CHECK_CALLS, CHECK_NN_CALLS, the pick beside the vote's tiles with and without a 2 x 1
+cluster. A call is MxNxK[:layout[:epilogue]]
 (default nn, none).
 
 Run from the repository root:
-    PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py [--tn | --check | CALL ...]
+    PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
+        [--tn | --check | --check-nn | CALL ...]
 """
 
 from __future__ import annotations
@@ -45,13 +47,17 @@ MLP_CALLS = ["4096x2048x512:nt:bias_gelu", "4096x2048x2048:nt:bias_gelu", "4096x
 TN_SHAPES = ("2048x5632x2048", "5632x2048x2048", "3072x768x8192", "768x3072x8192", "1536x1536x8192",
              "2560x2560x4096", "1024x4096x8192", "4096x1024x8192")
 TN_CALLS = [f"{shape}:{layout}" for shape in TN_SHAPES for layout in ("tn", "nn")]
-# --check: transposed_unclustered (rungs.py) checked on shapes of neither set chosen after it was
-# written from TN_CALLS, where the vote picks 128 x 256 tiles in a 2 x 1 cluster: the pick, the vote's
-# pick and the vote's tiles without the cluster, A stored transposed and (where the rule does not
-# apply) row-major
+# --check: unclustered_wide_tiles (rungs.py) checked on shapes of neither set chosen after it was
+# written from TN_CALLS (A stored transposed only, then), where the vote picks 128 x 256 tiles in a
+# 2 x 1 cluster: the pick beside the vote's tiles with and without the cluster, A stored transposed
+# (CHECK_CALLS) and row-major (CHECK_NN_CALLS: NN_CHECK_SHAPES, chosen after the rule took every
+# layout; the first check's run had CHECK_SHAPES row-major too)
 CHECK_SHAPES = ("14336x4096x2048", "4096x14336x2048", "6144x2048x8192", "8192x1024x4096", "3584x3584x4096",
                 "3072x3072x8192", "4608x1536x4096", "7168x1792x2048", "4096x4096x4096")
-CHECK_CALLS = [f"{shape}:{layout}" for shape in CHECK_SHAPES for layout in ("tn", "nn")]
+NN_CHECK_SHAPES = ("5120x3072x3072", "6656x2560x3584", "3840x3840x3840", "5376x1792x5120", "1792x5376x12288",
+                   "8704x2176x3072", "2688x2688x10240", "4352x3072x7168")
+CHECK_CALLS = [f"{shape}:tn" for shape in CHECK_SHAPES]
+CHECK_NN_CALLS = [f"{shape}:nn" for shape in NN_CHECK_SHAPES]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -66,9 +72,10 @@ def parse_call(call: str) -> GemmProblem:
 
 
 def check_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
-    """--check's: the vote's pick, and it without a CM x 1 cluster."""
-    voted = rungs.voted_choice(p, gpu_name)[0]
-    return {"vote": voted, "vote unclustered": {name: value for name, value in voted.items() if name != "CM"}}
+    """--check's: the vote's pick (after the rules that adjust it) with a 2 x 1 cluster and
+    without one."""
+    voted = {name: value for name, value in rungs.voted_choice(p, gpu_name)[0].items() if name != "CM"}
+    return {"clustered": {**voted, "CM": 2}, "unclustered": voted}
 
 
 def alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
@@ -111,9 +118,10 @@ def launches(p: GemmProblem) -> int:
 
 
 def main(args: list[str]) -> None:
-    check = "--check" in args
-    calls = [a for a in args if not a.startswith("--")] or (CHECK_CALLS if check else TN_CALLS if "--tn" in args
-                                                            else MLP_CALLS)
+    check = "--check" in args or "--check-nn" in args
+    named = (CHECK_CALLS if "--check" in args else CHECK_NN_CALLS if "--check-nn" in args
+             else TN_CALLS if "--tn" in args else MLP_CALLS)
+    calls = [a for a in args if not a.startswith("--")] or named
     offer = check_alternatives if check else alternatives
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]

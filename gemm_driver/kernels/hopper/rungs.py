@@ -581,11 +581,11 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128
     rows, ``short_k_choice`` on full grids of a short K; else, on a GPU with a table of the
     corpus's tuning set, the vote of its nearest measured shapes (selection.py), elsewhere
-    the rule of ``analytic_choice``, either with 64-row tiles made 128-row ones where M
+    the rule of ``analytic_choice``, the vote's 128 x 256 tiles without a 2 x 1 cluster
+    (``unclustered_wide_tiles``), either with 64-row tiles made 128-row ones where M
     needs two rows of them (``one_tile_row``), 128 x 256 tiles made 128 x 128 where they
     would fill at most half the SMs (``half_grid``), 128 x 256 tiles made 128 x 192 where N
-    asks for it (``ragged_n``), unclustered where A is stored transposed
-    (``transposed_unclustered``) and clustered where A's or B's rows are not 128-byte
+    asks for it (``ragged_n``) and clustered where A's or B's rows are not 128-byte
     multiples (``unaligned_rows``)."""
     for rule in (decode_choice, grid_fill_choice, row_pair_choice, short_k_choice):
         chosen = rule(problem)
@@ -601,8 +601,9 @@ def voted_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], s
     if voted is None:
         tunables, why = analytic_choice(problem, gpu_name)
         voted = tunables, f"{why}; no tuning-set table for this GPU"
-    picked = half_grid(problem, *one_tile_row(problem, *voted))
-    picked = transposed_unclustered(problem, *ragged_n(problem, *picked))
+    else:
+        voted = unclustered_wide_tiles(problem, *voted)
+    picked = ragged_n(problem, *half_grid(problem, *one_tile_row(problem, *voted)))
     return without_pdl(problem, *unaligned_rows(problem, *picked))
 
 
@@ -983,32 +984,49 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
             "(H100: 8192x320x4096 43.3 us against 78.8 for 128 x 256 tiles)")
 
 
-TRANSPOSED_A_PROBE = "results/h100-80gb-hbm3/probe-linear-configs-tn.txt"  # tools/probes/linear_configs.py --tn
-TRANSPOSED_A_CHECK = "results/h100-80gb-hbm3/probe-linear-configs-tn-check.txt"
+UNCLUSTERED_PROBE = "results/h100-80gb-hbm3/probe-linear-configs-tn.txt"  # tools/probes/linear_configs.py --tn
+UNCLUSTERED_CHECKS = ("results/h100-80gb-hbm3/probe-linear-configs-check.txt",
+                      "results/h100-80gb-hbm3/probe-linear-configs-check-tn.txt",
+                      "results/h100-80gb-hbm3/probe-linear-configs-check-nn.txt")
 
 
-def transposed_unclustered(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
-    """The same 128 x 256 tiles without their 2 x 1 cluster for a pick of whole 128 x 256 tiles
-    in one (CM=2) where A is stored transposed (layouts tn, tt: a weight gradient dW = dY^T X).
-    The vote's neighbours were timed with A row-major, where the cluster is level with none
-    (within about 1%); with A's tile read M-major it lost on every shape measured.
+def stored_row_bytes(problem: GemmProblem) -> dict[str, int]:
+    """The bytes of a stored row of A and of B: K long (M where A is stored transposed), N long
+    (K where B is stored transposed)."""
+    itemsize = geo.ITEMSIZE["bf16"]
+    return {"A": (problem.m if problem.trans_a else problem.k) * itemsize,
+            "B": (problem.k if problem.trans_b else problem.n) * itemsize}
 
-    H100, BF16 D, alternately timed (TRANSPOSED_A_PROBE, tools/probes/linear_configs.py --tn,
-    shapes of neither corpus set, and the MLP training run's dW 2048x2048x4096): on all seven
-    shapes where the vote picked these tiles clustered, without the cluster they were faster,
-    by 0.8-9.8%: 4096x1024x8192 89.0 us against 97.7 (cuBLAS 93.3), 2048x2048x4096 47.3 against
-    49.6 (48.4), 1536x1536x8192 78.9 against 82.5, 3072x768x8192 81.3 against 83.9, 1024x4096x8192
-    89.3 against 91.3, 5632x2048x2048 72.9 against 73.8, 2560x2560x4096 92.7 against 93.4. With A
-    row-major the same six shapes ran 0.8-5% faster without the cluster too, mostly within the
-    noise of one run. The ping-pong tiles in a cluster are left alone (at 2048x5632x2048 tn the
-    cluster was the faster, 82.4 us against 87.2)."""
+
+def unclustered_wide_tiles(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """The same 128 x 256 tiles without their 2 x 1 cluster for a vote's pick of whole 128 x 256
+    tiles in one (CM=2). The tuning sweep timed the two within about 1% of each other on most
+    shapes and the vote took the cluster where it measured faster; timed alternately (the probes'
+    way: shuffled, the median of five rounds) the cluster lost on every shape measured. Measured
+    on the H100, applied to every GPU's table; the analytic rule's clusters (a GPU without a
+    table: H200 graph replays) are left as they are.
+
+    H100, BF16 D, tools/probes/linear_configs.py on shapes of neither corpus set. Written from
+    UNCLUSTERED_PROBE (--tn: weight-gradient shapes with A stored transposed and row-major) and
+    the MLP training run's dW 2048x2048x4096 tn, for A stored transposed first: without the
+    cluster the tiles were faster on all 7 tn shapes where the vote picked them clustered, by
+    0.8-9.8% (4096x1024x8192 89.0 us against 97.7, cuBLAS 93.3; 2048x2048x4096 47.3 against 49.6),
+    and on all 6 of those shapes row-major, by 0.8-5.1% (3072x768x8192 80.6 against 84.8).
+    Checked on shapes chosen after (UNCLUSTERED_CHECKS): the first check's row-major halves, 8
+    shapes where the vote clustered, ran 0.2-4.5% faster unclustered (4096^3 180.0 us against
+    188.1, cuBLAS 175.3; 3072x3072x8192 209.6 against 216.5), after which the rule took every
+    layout. The ping-pong tiles in a cluster are left alone (at 2048x5632x2048 tn the cluster was
+    the faster, 82.4 us against 87.2), and unaligned_rows, after this rule, clusters the tiles
+    again where rows are not 128-byte multiples (its own measurements). Only where A's and B's
+    rows are 128-byte multiples, as on every shape measured: packed operands and unaligned rows
+    keep the vote's cluster."""
     wide_pair = (tunables.get("BN", 256) == 256 and tunables.get("CONSUMERS", 2) == 2 and plain_tiles(tunables)
                  and tunables.get("CM", 1) == 2 and tunables.get("CN", 1) == 1)
-    if not problem.trans_a or not wide_pair:
+    aligned = all(size % ROW_BYTES == 0 for size in stored_row_bytes(problem).values())
+    if not wide_pair or not aligned:
         return tunables, why
     return ({name: value for name, value in tunables.items() if name != "CM"},
-            f"{why}; A stored transposed: no 2 x 1 cluster (H100: 4096x1024x8192 tn 89.0 us against 97.7 "
-            f"clustered; {TRANSPOSED_A_PROBE})")
+            f"{why}; no 2 x 1 cluster (H100: 4096^3 180.0 us against 188.1 clustered; {UNCLUSTERED_PROBE})")
 
 
 def unaligned_rows(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
@@ -1031,10 +1049,7 @@ def unaligned_rows(problem: GemmProblem, tunables: dict[str, int], why: str) -> 
     (2560x6144x2176). Not applied at K < ROW_MIN_K (at K <= 465 the tuning table has the
     cluster 4-6% slower); rows TMA cannot read in place are packed first, at a 128-byte pitch
     (geometry.packed_ld)."""
-    itemsize = geo.ITEMSIZE["bf16"]
-    rows = {"A": (problem.m if problem.trans_a else problem.k) * itemsize,
-            "B": (problem.k if problem.trans_b else problem.n) * itemsize}
-    unaligned = {name: size for name, size in rows.items() if size % 16 == 0 and size % ROW_BYTES}
+    unaligned = {name: size for name, size in stored_row_bytes(problem).items() if size % 16 == 0 and size % ROW_BYTES}
     wide_single = (tunables.get("BN", 256) in (192, 256) and tunables.get("CONSUMERS", 2) == 2
                    and plain_tiles(tunables) and unclustered(tunables))
     if not wide_single or not unaligned or problem.k < ROW_MIN_K:
