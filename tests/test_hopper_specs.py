@@ -482,20 +482,18 @@ def test_unaligned_rows_take_a_2x1_cluster(shape, layout, clustered):
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
-def test_wide_tiles_run_without_the_2x1_cluster_the_vote_picks(layout):
-    p = GemmProblem(4096, 1024, 8192, trans_a=layout[0] == "t", trans_b=layout[1] == "t")
-    tunables, why = rungs.unclustered_wide_tiles(p, {"CM": 2, "PDL": 1}, "voted")
-    assert tunables == {"PDL": 1} and "no 2 x 1 cluster" in why
+def test_a_stored_transposed_drops_the_2x1_cluster_of_the_votes_128x256_tiles(layout):
+    p = GemmProblem(4096, 1024, 8192, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype="bf16")
+    tunables, why = rungs.transposed_unclustered(p, {"CM": 2, "PDL": 1}, "voted")
+    assert (tunables, "no 2 x 1 cluster" in why) == (({"PDL": 1}, True) if p.trans_a else ({"CM": 2, "PDL": 1}, False))
     for kept in ({"PDL": 1}, {"BN": 128, "CM": 2, "PINGPONG": 1, "STAGES": 6}, {"BN": 128, "CM": 2, "SPLITS": 2},
                  {"BN": 192, "CM": 2}, {"CM": 2, "CN": 2}):  # not whole 128 x 256 tiles in a 2 x 1 cluster
-        assert rungs.unclustered_wide_tiles(p, kept, "voted") == (kept, "voted")
-    # where the vote picks the clustered tiles, choose() runs them unclustered; rows that are not
-    # 128-byte multiples cluster them again (unaligned_rows)
-    chosen, why = SPECS["hopper_bf16"].choose(replace(p, out_dtype="bf16"), "NVIDIA H100 80GB HBM3")
-    assert chosen.get("CM", 1) == 1 and "no 2 x 1 cluster" in why, (chosen, why)
-    unaligned = replace(p, k=8200, out_dtype="bf16")  # rows of K: 16400 bytes (stored in tn: none)
-    chosen, why = SPECS["hopper_bf16"].choose(unaligned, "NVIDIA H100 80GB HBM3")
-    assert chosen.get("CM", 1) == (1 if layout == "tn" else 2), (chosen, why)
+        assert rungs.transposed_unclustered(p, kept, "voted") == (kept, "voted")
+    unaligned = replace(p, m=4100)  # A stored transposed: rows of 8200 bytes, not 128-byte multiples
+    assert rungs.transposed_unclustered(unaligned, {"CM": 2, "PDL": 1}, "voted") == ({"CM": 2, "PDL": 1}, "voted")
+    # the vote picks the clustered tiles here; choose() runs them unclustered for A stored transposed
+    chosen, why = SPECS["hopper_bf16"].choose(p, "NVIDIA H100 80GB HBM3")
+    assert (chosen.get("CM", 1) == 1) == p.trans_a, (chosen, why)
 
 
 # ---------------------------------------------------------------- geometry and grids

@@ -47,11 +47,10 @@ MLP_CALLS = ["4096x2048x512:nt:bias_gelu", "4096x2048x2048:nt:bias_gelu", "4096x
 TN_SHAPES = ("2048x5632x2048", "5632x2048x2048", "3072x768x8192", "768x3072x8192", "1536x1536x8192",
              "2560x2560x4096", "1024x4096x8192", "4096x1024x8192")
 TN_CALLS = [f"{shape}:{layout}" for shape in TN_SHAPES for layout in ("tn", "nn")]
-# --check: unclustered_wide_tiles (rungs.py) checked on shapes of neither set chosen after it was
-# written from TN_CALLS (A stored transposed only, then), where the vote picks 128 x 256 tiles in a
-# 2 x 1 cluster: the pick beside the vote's tiles with and without the cluster, A stored transposed
-# (CHECK_CALLS) and row-major (CHECK_NN_CALLS: NN_CHECK_SHAPES, chosen after the rule took every
-# layout; the first check's run had CHECK_SHAPES row-major too)
+# --check: transposed_unclustered (rungs.py) checked on shapes of neither set chosen after it was
+# written from TN_CALLS, where the vote picks 128 x 256 tiles in a 2 x 1 cluster: the pick beside the
+# vote's tiles with and without the cluster, A stored transposed (CHECK_CALLS); --check-nn: the same
+# with A row-major on NN_CHECK_SHAPES (chosen to check the rule for every layout, which it failed)
 CHECK_SHAPES = ("14336x4096x2048", "4096x14336x2048", "6144x2048x8192", "8192x1024x4096", "3584x3584x4096",
                 "3072x3072x8192", "4608x1536x4096", "7168x1792x2048", "4096x4096x4096")
 NN_CHECK_SHAPES = ("5120x3072x3072", "6656x2560x3584", "3840x3840x3840", "5376x1792x5120", "1792x5376x12288",

@@ -581,8 +581,8 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128
     rows, ``short_k_choice`` on full grids of a short K; else, on a GPU with a table of the
     corpus's tuning set, the vote of its nearest measured shapes (selection.py), elsewhere
-    the rule of ``analytic_choice``, the vote's 128 x 256 tiles without a 2 x 1 cluster
-    (``unclustered_wide_tiles``), either with 64-row tiles made 128-row ones where M
+    the rule of ``analytic_choice``, the vote's 128 x 256 tiles without a 2 x 1 cluster where A
+    is stored transposed (``transposed_unclustered``), either with 64-row tiles made 128-row ones where M
     needs two rows of them (``one_tile_row``), 128 x 256 tiles made 128 x 128 where they
     would fill at most half the SMs (``half_grid``), 128 x 256 tiles made 128 x 192 where N
     asks for it (``ragged_n``) and clustered where A's or B's rows are not 128-byte
@@ -602,7 +602,7 @@ def voted_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], s
         tunables, why = analytic_choice(problem, gpu_name)
         voted = tunables, f"{why}; no tuning-set table for this GPU"
     else:
-        voted = unclustered_wide_tiles(problem, *voted)
+        voted = transposed_unclustered(problem, *voted)
     picked = ragged_n(problem, *half_grid(problem, *one_tile_row(problem, *voted)))
     return without_pdl(problem, *unaligned_rows(problem, *picked))
 
@@ -984,10 +984,8 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
             "(H100: 8192x320x4096 43.3 us against 78.8 for 128 x 256 tiles)")
 
 
-UNCLUSTERED_PROBE = "results/h100-80gb-hbm3/probe-linear-configs-tn.txt"  # tools/probes/linear_configs.py --tn
-UNCLUSTERED_CHECKS = ("results/h100-80gb-hbm3/probe-linear-configs-check.txt",
-                      "results/h100-80gb-hbm3/probe-linear-configs-check-tn.txt",
-                      "results/h100-80gb-hbm3/probe-linear-configs-check-nn.txt")
+TRANSPOSED_A_PROBE = "results/h100-80gb-hbm3/probe-linear-configs-tn.txt"  # tools/probes/linear_configs.py --tn
+TRANSPOSED_A_CHECK = "results/h100-80gb-hbm3/probe-linear-configs-check-tn.txt"  # ... --check
 
 
 def stored_row_bytes(problem: GemmProblem) -> dict[str, int]:
@@ -998,35 +996,35 @@ def stored_row_bytes(problem: GemmProblem) -> dict[str, int]:
             "B": (problem.k if problem.trans_b else problem.n) * itemsize}
 
 
-def unclustered_wide_tiles(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+def transposed_unclustered(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
     """The same 128 x 256 tiles without their 2 x 1 cluster for a vote's pick of whole 128 x 256
-    tiles in one (CM=2). The tuning sweep timed the two within about 1% of each other on most
-    shapes and the vote took the cluster where it measured faster; timed alternately (the probes'
-    way: shuffled, the median of five rounds) the cluster lost on every shape measured. Measured
-    on the H100, applied to every GPU's table; the analytic rule's clusters (a GPU without a
-    table: H200 graph replays) are left as they are.
+    tiles in one (CM=2) where A is stored transposed (layouts tn, tt: a weight gradient dW =
+    dY^T X) and A's and B's rows are 128-byte multiples. The vote's neighbours were timed with A
+    row-major, where the sweep had the two within about 1% of each other on most shapes.
 
-    H100, BF16 D, tools/probes/linear_configs.py on shapes of neither corpus set. Written from
-    UNCLUSTERED_PROBE (--tn: weight-gradient shapes with A stored transposed and row-major) and
-    the MLP training run's dW 2048x2048x4096 tn, for A stored transposed first: without the
-    cluster the tiles were faster on all 7 tn shapes where the vote picked them clustered, by
-    0.8-9.8% (4096x1024x8192 89.0 us against 97.7, cuBLAS 93.3; 2048x2048x4096 47.3 against 49.6),
-    and on all 6 of those shapes row-major, by 0.8-5.1% (3072x768x8192 80.6 against 84.8).
-    Checked on shapes chosen after (UNCLUSTERED_CHECKS): the first check's row-major halves, 8
-    shapes where the vote clustered, ran 0.2-4.5% faster unclustered (4096^3 180.0 us against
-    188.1, cuBLAS 175.3; 3072x3072x8192 209.6 against 216.5), after which the rule took every
-    layout. The ping-pong tiles in a cluster are left alone (at 2048x5632x2048 tn the cluster was
-    the faster, 82.4 us against 87.2), and unaligned_rows, after this rule, clusters the tiles
-    again where rows are not 128-byte multiples (its own measurements). Only where A's and B's
-    rows are 128-byte multiples, as on every shape measured: packed operands and unaligned rows
-    keep the vote's cluster."""
+    H100, BF16 D, alternately timed (tools/probes/linear_configs.py, shapes of neither corpus
+    set). Written from TRANSPOSED_A_PROBE (--tn) and the MLP training run's dW 2048x2048x4096:
+    without the cluster the tiles were faster on all 7 tn shapes where the vote clustered them,
+    by 0.8-9.8% (4096x1024x8192 89.0 us against 97.7, cuBLAS 93.3; 2048x2048x4096 47.3 against
+    49.6, cuBLAS 48.4). Checked on 9 tn shapes chosen after (TRANSPOSED_A_CHECK): faster on 7,
+    by 0.2-1.6% (8192x1024x4096 89.4 us against 90.8, 4608x1536x4096 86.7 against 88.1), slower
+    on 2, by 0.3-0.9% (3072x3072x8192 206.9 against 205.0): a small gain, about 0.5%.
+
+    Not for A row-major: the --tn run's row-major twins ran 0.8-5.1% faster unclustered, and so
+    did 9 of 9 more in the first check's run, but on 8 shapes chosen after those the cluster won
+    6, by up to 4.7% (6656x2560x3584 159.0 us against 166.5;
+    results/h100-80gb-hbm3/probe-linear-configs-check-nn.txt): the difference moves with the
+    visit. The ping-pong tiles in a cluster are left alone (at 2048x5632x2048 tn the cluster was
+    the faster, 82.4 us against 87.2), as are packed operands and unaligned rows (unaligned_rows
+    clusters those on its own measurements)."""
     wide_pair = (tunables.get("BN", 256) == 256 and tunables.get("CONSUMERS", 2) == 2 and plain_tiles(tunables)
                  and tunables.get("CM", 1) == 2 and tunables.get("CN", 1) == 1)
     aligned = all(size % ROW_BYTES == 0 for size in stored_row_bytes(problem).values())
-    if not wide_pair or not aligned:
+    if not problem.trans_a or not wide_pair or not aligned:
         return tunables, why
     return ({name: value for name, value in tunables.items() if name != "CM"},
-            f"{why}; no 2 x 1 cluster (H100: 4096^3 180.0 us against 188.1 clustered; {UNCLUSTERED_PROBE})")
+            f"{why}; A stored transposed: no 2 x 1 cluster (H100: 4096x1024x8192 tn 89.0 us against 97.7 "
+            f"clustered; {TRANSPOSED_A_PROBE})")
 
 
 def unaligned_rows(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
