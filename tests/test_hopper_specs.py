@@ -631,11 +631,14 @@ def test_tf32_b_is_transposed_whatever_its_layout():
     ((1536, 1024, 4096), {"PDL": 1}, False),  # 48 tiles of 128 x 256: half the SMs idle
     ((2560, 768, 8192), {"CM": 2, "PDL": 1}, False),
     ((1664, 2048, 4096), {"PDL": 1}, True),  # 104 tiles
+    ((1536, 1536, 8192), {"CM": 2, "PDL": 1}, False),  # 72 tiles at deep K: a quarter of the SMs idle
+    ((2432, 1536, 4096), {"PDL": 1}, True),  # 19 x 6 = 114 tiles: past three quarters
+    ((1536, 1536, 2048), {"PDL": 1}, True),  # 72 tiles at K < UNDERFILLED_MIN_K: half the SMs is the bound
     ((1536, 1024, 4096), {"SPLITS": 2}, True),  # split: a grid already filled
     ((128, 8192, 4096), {"PDL": 1}, True),  # one tile row: the M <= 128 rules decide
 ])
-def test_half_empty_grids_of_wide_tiles_take_128_x_128(shape, tunables, kept):
-    got, why = rungs.half_grid(GemmProblem(*shape), dict(tunables), "voted")
+def test_underfilled_grids_of_wide_tiles_take_128_x_128(shape, tunables, kept):
+    got, why = rungs.underfilled_grid(GemmProblem(*shape), dict(tunables), "voted")
     assert got == (tunables if kept else selection.TILE_128x128)
     assert why == "voted" if kept else "twice the CTAs" in why
 

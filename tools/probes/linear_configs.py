@@ -11,12 +11,12 @@ The default calls are six of the MLP training run's GEMMs (tools/train_mlp.py, b
 dX (nn) and two dW (tn); none is a shape of either corpus set (the probe refuses validation
 shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed and row-major. --check,
 --check-nn: CHECK_CALLS, CHECK_NN_CALLS, the pick beside the vote's tiles with and without a 2 x 1
-cluster. A call is MxNxK[:layout[:epilogue]]
+cluster. --check-wave: WAVE_CHECK_SHAPES, the pick beside the vote's own. A call is MxNxK[:layout[:epilogue]]
 (default nn, none).
 
 Run from the repository root:
     PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
-        [--tn | --check | --check-nn | CALL ...]
+        [--tn | --check | --check-nn | --check-wave | CALL ...]
 """
 
 from __future__ import annotations
@@ -57,6 +57,12 @@ NN_CHECK_SHAPES = ("5120x3072x3072", "6656x2560x3584", "3840x3840x3840", "5376x1
                    "8704x2176x3072", "2688x2688x10240", "4352x3072x7168")
 CHECK_CALLS = [f"{shape}:tn" for shape in CHECK_SHAPES]
 CHECK_NN_CALLS = [f"{shape}:nn" for shape in NN_CHECK_SHAPES]
+# --check-wave: underfilled_grid (rungs.py) at 67-99 tiles of 128 x 256 and K >= 4096, checked on
+# shapes of neither set chosen after it was written from TN_CALLS and the calls of
+# probe-linear-configs-wave.txt, where the vote picks unsplit 128 x 256 tiles: the pick beside the
+# vote's
+WAVE_CHECK_SHAPES = ("1664x1536x8192", "2048x1280x6144", "1408x1792x12288", "3328x640x8192", "2560x896x4096",
+                     "1280x2304x5120", "2176x1152x6144", "896x3584x8192")
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -68,6 +74,12 @@ def parse_call(call: str) -> GemmProblem:
     m, n, k = map(int, shape.split("x"))
     return GemmProblem(m, n, k, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype="bf16",
                        epilogue=epilogue)
+
+
+def wave_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
+    """--check-wave's: the vote's own pick (selection.fitted, before the rules that adjust it), and
+    the 128 x 128 tiles with PDL (the pick may run them without: rungs.without_pdl)."""
+    return {"vote": selection.fitted(p, gpu_name)[0], "128x128 pdl": dict(selection.TILE_128x128)}
 
 
 def check_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
@@ -117,11 +129,11 @@ def launches(p: GemmProblem) -> int:
 
 
 def main(args: list[str]) -> None:
-    check = "--check" in args or "--check-nn" in args
+    check, wave = "--check" in args or "--check-nn" in args, "--check-wave" in args
     named = (CHECK_CALLS if "--check" in args else CHECK_NN_CALLS if "--check-nn" in args
-             else TN_CALLS if "--tn" in args else MLP_CALLS)
+             else list(WAVE_CHECK_SHAPES) if wave else TN_CALLS if "--tn" in args else MLP_CALLS)
     calls = [a for a in args if not a.startswith("--")] or named
-    offer = check_alternatives if check else alternatives
+    offer = check_alternatives if check else wave_alternatives if wave else alternatives
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:

@@ -582,11 +582,11 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     rows, ``short_k_choice`` on full grids of a short K; else, on a GPU with a table of the
     corpus's tuning set, the vote of its nearest measured shapes (selection.py), elsewhere
     the rule of ``analytic_choice``, the vote's 128 x 256 tiles without a 2 x 1 cluster where A
-    is stored transposed (``transposed_unclustered``), either with 64-row tiles made 128-row ones where M
-    needs two rows of them (``one_tile_row``), 128 x 256 tiles made 128 x 128 where they
-    would fill at most half the SMs (``half_grid``), 128 x 256 tiles made 128 x 192 where N
-    asks for it (``ragged_n``) and clustered where A's or B's rows are not 128-byte
-    multiples (``unaligned_rows``)."""
+    is stored transposed (``transposed_unclustered``), either with 64-row tiles made 128-row
+    ones where M needs two rows of them (``one_tile_row``), 128 x 256 tiles made 128 x 128
+    where they would fill at most half the SMs, or three quarters at deep K
+    (``underfilled_grid``), 128 x 256 tiles made 128 x 192 where N asks for it (``ragged_n``)
+    and clustered where A's or B's rows are not 128-byte multiples (``unaligned_rows``)."""
     for rule in (decode_choice, grid_fill_choice, row_pair_choice, short_k_choice):
         chosen = rule(problem)
         if chosen is not None:
@@ -603,7 +603,7 @@ def voted_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], s
         voted = tunables, f"{why}; no tuning-set table for this GPU"
     else:
         voted = transposed_unclustered(problem, *voted)
-    picked = ragged_n(problem, *half_grid(problem, *one_tile_row(problem, *voted)))
+    picked = ragged_n(problem, *underfilled_grid(problem, *one_tile_row(problem, *voted)))
     return without_pdl(problem, *unaligned_rows(problem, *picked))
 
 
@@ -900,7 +900,7 @@ def grid_fill_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
 def plain_tiles(t: Mapping[str, int]) -> bool:
     """Whether a pick (sparse tunables) runs any_shape's whole tiles on their own: no split-K
     (SPLITS, CK), not the decode or swapped entries, no ping-pong or column halves. The rules
-    after the vote (one_tile_row, half_grid, unaligned_rows, without_pdl) change only such picks."""
+    after the vote (one_tile_row, underfilled_grid, unaligned_rows, without_pdl) change only such picks."""
     get = t.get
     return (get("SPLITS", 1) == 1 and get("CK", 1) == 1 and not get("DECODE") and not get("SWAPPED")
             and not get("PINGPONG") and get("NSPLIT", 1) == 1)
@@ -936,33 +936,48 @@ def one_tile_row(problem: GemmProblem, tunables: dict[str, int], why: str) -> tu
             "(H100: 128x8192x2048 12.5 us against 15.6 for 64 x 128 tiles of one consumer)")
 
 
-HALF_GRID_PROBE = "results/h100-80gb-hbm3/probe-half-grid.txt"  # tools/probes/pdl_band.py
+UNDERFILLED_PROBE = "results/h100-80gb-hbm3/probe-half-grid.txt"  # tools/probes/pdl_band.py
+UNDERFILLED_WAVE_PROBES = ("results/h100-80gb-hbm3/probe-linear-configs-tn.txt",
+                           "results/h100-80gb-hbm3/probe-linear-configs-wave.txt")  # linear_configs.py
+UNDERFILLED_WAVE_CHECK = "results/h100-80gb-hbm3/probe-linear-configs-wave-check.txt"  # ... --check-wave
+UNDERFILLED_MIN_K = 4096  # past half the SMs, the shallowest K measured
 
 
-def half_grid(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+def underfilled_grid(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
     """128 x 128 tiles (6 stages, PDL, no cluster) instead of a pick of unsplit 128 x 256 tiles
-    that fill at most half the SMs: twice the CTAs. The vote measures a grid in 128 x 128 tiles,
-    so it reaches such shapes from neighbours whose 128 x 256 grids were full.
+    that fill at most half the SMs, or at most three quarters of them at K >= UNDERFILLED_MIN_K:
+    twice the CTAs, and past a wave the tail split (TAIL) cuts the last one's tiles at least two
+    ways. The vote measures a grid in 128 x 128 tiles, so it reaches such shapes from neighbours
+    whose 128 x 256 grids were full.
 
-    The H100's table (tuning shapes of M > 128): on all 20 whose grid holds at most 66 tiles of
-    128 x 256, the 128 x 128 tiles were faster than them, e.g. 1999x883x1170 237 TFLOP/s against
-    168, 256x6144x4096 464 against 301; they were never the fastest candidate there. In
-    tools/probes/pdl_band.py (PDL_PROBE) the vote's 128 x 256 pick at 1536x1024x4096 (48 tiles)
-    ran 41.3 us, 128 x 128 tiles 23.5; at 2048x1024x3072 (64) 32.6 against 21.4.
+    At most half the SMs. The H100's table (tuning shapes of M > 128): on all 20 whose grid holds
+    at most 66 tiles of 128 x 256, the 128 x 128 tiles were faster than them, e.g. 1999x883x1170
+    237 TFLOP/s against 168, 256x6144x4096 464 against 301; they were never the fastest candidate
+    there. In tools/probes/pdl_band.py (PDL_PROBE) the vote's 128 x 256 pick at 1536x1024x4096 (48
+    tiles) ran 41.3 us, 128 x 128 tiles 23.5; at 2048x1024x3072 (64) 32.6 against 21.4. Checked on
+    eight shapes of neither set chosen after, where the vote picked such tiles (UNDERFILLED_PROBE,
+    each tile form with and without PDL): the pick now 1.48-1.81x faster than the 128 x 256 tiles
+    with PDL, e.g. 1152x1280x6144 34.4 us against 60.3, 2560x512x8192 43.7 against 79.0, at
+    0.74-1.01 of the faster baseline; the 128 x 256 tiles without PDL were slower still (the
+    tile, not PDL, loses there). At 2560x768x8192 the vote's pick had a 2 x 1 cluster, not timed:
+    the unclustered 128 x 256 tiles stand for it.
 
-    Checked on eight shapes of neither set chosen after, where the vote picked such tiles
-    (HALF_GRID_PROBE, each tile form with and without PDL): the pick now 1.48-1.81x faster than
-    the 128 x 256 tiles with PDL, e.g. 1152x1280x6144 34.4 us against 60.3, 2560x512x8192 43.7
-    against 79.0, at 0.74-1.01 of the faster baseline; the 128 x 256 tiles without PDL were slower
-    still (the tile, not PDL, loses there). At 2560x768x8192 the vote's pick had a 2 x 1 cluster,
-    not timed: the unclustered 128 x 256 tiles stand for it."""
+    Up to three quarters, deep K. H100, BF16 D, alternately timed (UNDERFILLED_WAVE_PROBES, shapes
+    of neither set, every candidate of the vote): on the four shapes of 70-72 tiles of 128 x 256
+    at K = 6144-10240, six grids with the layouts, where the vote picked them (in a 2 x 1 cluster
+    or not), the 128 x 128 tiles with PDL were 1.13-1.48x faster than the pick: 2304x896x6144
+    40.9 us against 60.6 (cuBLASLt 34.9), 1792x1280x10240 83.7 against 99.0, 1536x1536x8192
+    68.0 against 82.3 (tn 66.8 against 82.5), 3072x768x8192 69.6 against 84.8 (tn 71.8 against
+    83.9); at 144 tiles of 128 x 128 the tail split runs the last 12 four ways."""
     wide = tunables.get("BN", 256) == 256 and tunables.get("CONSUMERS", 2) == 2 and plain_tiles(tunables)
     tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 256)
-    if not wide or problem.m <= 128 or tiles > SMS // 2:
+    most = SMS // 2 if problem.k < UNDERFILLED_MIN_K else 3 * SMS // 4
+    if not wide or problem.m <= 128 or tiles > most:
         return tunables, why
+    share = "half" if tiles <= SMS // 2 else "three quarters"
     return (dict(selection.TILE_128x128),
-            f"{why}; {tiles} tiles of 128x256 fill at most half the SMs: 128 x 128 tiles, twice the CTAs "
-            f"(H100: 1536x1024x4096 23.5 us against 41.3; {HALF_GRID_PROBE})")
+            f"{why}; {tiles} tiles of 128x256 fill at most {share} of the SMs: 128 x 128 tiles, twice the CTAs "
+            f"(H100: 1536x1024x4096 23.5 us against 41.3; {UNDERFILLED_PROBE})")
 
 
 def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
