@@ -634,6 +634,7 @@ def test_tf32_b_is_transposed_whatever_its_layout():
     ((1536, 1536, 8192), {"CM": 2, "PDL": 1}, False),  # 72 tiles at deep K: a quarter of the SMs idle
     ((2432, 1536, 4096), {"PDL": 1}, True),  # 19 x 6 = 114 tiles: past three quarters
     ((1536, 1536, 2048), {"PDL": 1}, True),  # 72 tiles at K < UNDERFILLED_MIN_K: half the SMs is the bound
+    ((2176, 1152, 6144), {"PDL": 1}, True),  # 85 tiles, N = 6 x 192: ragged_n's 128 x 192 tiles instead
     ((1536, 1024, 4096), {"SPLITS": 2}, True),  # split: a grid already filled
     ((128, 8192, 4096), {"PDL": 1}, True),  # one tile row: the M <= 128 rules decide
 ])

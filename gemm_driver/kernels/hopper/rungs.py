@@ -968,16 +968,29 @@ def underfilled_grid(problem: GemmProblem, tunables: dict[str, int], why: str) -
     or not), the 128 x 128 tiles with PDL were 1.13-1.48x faster than the pick: 2304x896x6144
     40.9 us against 60.6 (cuBLASLt 34.9), 1792x1280x10240 83.7 against 99.0, 1536x1536x8192
     68.0 against 82.3 (tn 66.8 against 82.5), 3072x768x8192 69.6 against 84.8 (tn 71.8 against
-    83.9); at 144 tiles of 128 x 128 the tail split runs the last 12 four ways."""
+    83.9); at 144 tiles of 128 x 128 the tail split runs the last 12 four ways. Checked on eight
+    shapes of 72-98 tiles at K = 4096-12288 chosen after (UNDERFILLED_WAVE_CHECK), where the vote
+    picked 128 x 256 tiles in a 2 x 1 cluster: the pick (128 x 128 tiles, no PDL past half the SMs
+    at K >= 4096: without_pdl) faster on all eight, 1.05-1.87x (geometric mean 1.22x):
+    3328x640x8192 48.5 us against 90.9 (cuBLASLt 46.4), 1408x1792x12288 96.9 against 125.3
+    (81.7), 896x3584x8192 79.0 against 82.7 (cuBLAS 79.9); still 0.75-1.01 of the faster
+    baseline. Past half the SMs not where N asks for 128 x 192 tiles (ragged_n), which the probes
+    did not compare with these: the check's 2176x1152x6144 (N = 6 x 192) was measured before that
+    bound and now takes ragged_n's 128 x 192 tiles; no validation shape changes pick."""
     wide = tunables.get("BN", 256) == 256 and tunables.get("CONSUMERS", 2) == 2 and plain_tiles(tunables)
     tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 256)
-    most = SMS // 2 if problem.k < UNDERFILLED_MIN_K else 3 * SMS // 4
+    most = SMS // 2 if problem.k < UNDERFILLED_MIN_K or ragged_columns(problem) else 3 * SMS // 4
     if not wide or problem.m <= 128 or tiles > most:
         return tunables, why
     share = "half" if tiles <= SMS // 2 else "three quarters"
     return (dict(selection.TILE_128x128),
             f"{why}; {tiles} tiles of 128x256 fill at most {share} of the SMs: 128 x 128 tiles, twice the CTAs "
             f"(H100: 1536x1024x4096 23.5 us against 41.3; {UNDERFILLED_PROBE})")
+
+
+def ragged_columns(problem: GemmProblem) -> bool:
+    """Whether 128 x 192 tiles compute at least RAGGED_SAVING fewer columns than 128 x 256 ones."""
+    return ceil_div(problem.n, 192) * 192 <= (1 - RAGGED_SAVING) * ceil_div(problem.n, 256) * 256
 
 
 def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
@@ -991,7 +1004,7 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
     (108.6); with a 2 x 1 cluster they ran 0-8% slower than without."""
     columns_192, columns_256 = ceil_div(problem.n, 192) * 192, ceil_div(problem.n, 256) * 256
     if tunables.get("BN", 256) != 256 or tunables.get("SPLITS", 1) > 1 or tunables.get("SWAPPED") or \
-            columns_192 > (1 - RAGGED_SAVING) * columns_256:
+            not ragged_columns(problem):
         return tunables, why
     kept = {name: value for name, value in tunables.items() if name not in ("CM", "CN")}
     return ({**kept, "BN": 192},
