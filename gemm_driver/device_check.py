@@ -34,13 +34,13 @@ STORAGE = {"fp32": 0, "bf16": 1, "fp16": 2}  # cu/harness/harness.cuh's Storage,
 CHECK_ON_DEVICE_ELEMENTS = 1 << 20  # about 60 ms of the host's check: below, the upload of the reference costs more
 THREADS = 256
 BLOCKS_PER_SM = 8
-NO_WRONG = np.uint64(2**64 - 1)
+NO_WRONG = np.uint64(2**64 - 1)  # tally[2] before any wrong element: no index is this large
 
 
 def grid_blocks(session, count: int) -> int:
     """Blocks of THREADS for a grid-stride harness kernel over ``count`` elements: enough to
     cover them, at most BLOCKS_PER_SM an SM (each thread then loops), at least one."""
-    return max(1, min(BLOCKS_PER_SM * session.device.sm_count, -(-count // THREADS)))  # tally[2] before any wrong element: no index is this large
+    return max(1, min(BLOCKS_PER_SM * session.device.sm_count, -(-count // THREADS)))
 
 
 class ReferenceOnDevice:

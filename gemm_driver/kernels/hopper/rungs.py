@@ -906,6 +906,12 @@ def plain_tiles(t: Mapping[str, int]) -> bool:
             and not get("PINGPONG") and get("NSPLIT", 1) == 1)
 
 
+def two_consumer_tiles(t: Mapping[str, int], widths: tuple[int, ...]) -> bool:
+    """Whether a pick (sparse tunables) runs plain_tiles of 128 rows (two consumers) and one of
+    ``widths`` columns: the picks each rule after the vote changes, by their width."""
+    return t.get("BN", 256) in widths and t.get("CONSUMERS", 2) == 2 and plain_tiles(t)
+
+
 def unclustered(t: Mapping[str, int]) -> bool:
     """Whether a pick (sparse tunables) runs without a CM x CN cluster."""
     return t.get("CM", 1) * t.get("CN", 1) == 1
@@ -977,7 +983,7 @@ def underfilled_grid(problem: GemmProblem, tunables: dict[str, int], why: str) -
     baseline. Past half the SMs not where N asks for 128 x 192 tiles (ragged_n), which the probes
     did not compare with these: the check's 2176x1152x6144 (N = 6 x 192) was measured before that
     bound and now takes ragged_n's 128 x 192 tiles; no validation shape changes pick."""
-    wide = tunables.get("BN", 256) == 256 and tunables.get("CONSUMERS", 2) == 2 and plain_tiles(tunables)
+    wide = two_consumer_tiles(tunables, (256,))
     tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 256)
     most = SMS // 2 if problem.k < UNDERFILLED_MIN_K or ragged_columns(problem) else 3 * SMS // 4
     if not wide or problem.m <= 128 or tiles > most:
@@ -989,9 +995,14 @@ def underfilled_grid(problem: GemmProblem, tunables: dict[str, int], why: str) -
             f"(H100: {measured[1]})")
 
 
+def computed_columns(problem: GemmProblem, bn: int) -> int:
+    """The columns tiles BN wide compute: N rounded up to whole tiles."""
+    return ceil_div(problem.n, bn) * bn
+
+
 def ragged_columns(problem: GemmProblem) -> bool:
     """Whether 128 x 192 tiles compute at least RAGGED_SAVING fewer columns than 128 x 256 ones."""
-    return ceil_div(problem.n, 192) * 192 <= (1 - RAGGED_SAVING) * ceil_div(problem.n, 256) * 256
+    return computed_columns(problem, 192) <= (1 - RAGGED_SAVING) * computed_columns(problem, 256)
 
 
 def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
@@ -1003,13 +1014,13 @@ def ragged_n(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
     vote's 128 x 256 pick (with or without a 2 x 1 cluster): 8192x320x4096 43.3 us against 78.8 (cuBLASLt 39.0), 2048x1344x4096 35.7 against
     46.7 (36.1), 8192x1152x3072 87.9 against 108.6 (83.3), 8192x2112x2048 121.1 against 125.5
     (108.6); with a 2 x 1 cluster they ran 0-8% slower than without."""
-    columns_192, columns_256 = ceil_div(problem.n, 192) * 192, ceil_div(problem.n, 256) * 256
     if tunables.get("BN", 256) != 256 or tunables.get("SPLITS", 1) > 1 or tunables.get("SWAPPED") or \
             not ragged_columns(problem):
         return tunables, why
     kept = {name: value for name, value in tunables.items() if name not in ("CM", "CN")}
     return ({**kept, "BN": 192},
-            f"{why}; N = {problem.n}: 128 x 192 tiles, {columns_192} columns computed against {columns_256} "
+            f"{why}; N = {problem.n}: 128 x 192 tiles, {computed_columns(problem, 192)} columns computed against "
+            f"{computed_columns(problem, 256)} "
             "(H100: 8192x320x4096 43.3 us against 78.8 for 128 x 256 tiles)")
 
 
@@ -1046,8 +1057,7 @@ def transposed_unclustered(problem: GemmProblem, tunables: dict[str, int], why: 
     visit. The ping-pong tiles in a cluster are left alone (at 2048x5632x2048 tn the cluster was
     the faster, 82.4 us against 87.2), as are packed operands and unaligned rows (unaligned_rows
     clusters those on its own measurements)."""
-    wide_pair = (tunables.get("BN", 256) == 256 and tunables.get("CONSUMERS", 2) == 2 and plain_tiles(tunables)
-                 and tunables.get("CM", 1) == 2 and tunables.get("CN", 1) == 1)
+    wide_pair = two_consumer_tiles(tunables, (256,)) and tunables.get("CM", 1) == 2 and tunables.get("CN", 1) == 1
     aligned = all(size % ROW_BYTES == 0 for size in stored_row_bytes(problem).values())
     if not problem.trans_a or not wide_pair or not aligned:
         return tunables, why
@@ -1077,8 +1087,7 @@ def unaligned_rows(problem: GemmProblem, tunables: dict[str, int], why: str) -> 
     cluster 4-6% slower); rows TMA cannot read in place are packed first, at a 128-byte pitch
     (geometry.packed_ld)."""
     unaligned = {name: size for name, size in stored_row_bytes(problem).items() if size % 16 == 0 and size % ROW_BYTES}
-    wide_single = (tunables.get("BN", 256) in (192, 256) and tunables.get("CONSUMERS", 2) == 2
-                   and plain_tiles(tunables) and unclustered(tunables))
+    wide_single = two_consumer_tiles(tunables, (192, 256)) and unclustered(tunables)
     if not wide_single or not unaligned or problem.k < ROW_MIN_K:
         return tunables, why
     said = " and ".join(f"{name}'s rows are {size} bytes" for name, size in unaligned.items())
@@ -1128,7 +1137,7 @@ def without_pdl(problem: GemmProblem, tunables: dict[str, int], why: str) -> tup
     eleven more (PDL_ONE_ROW_CHECK): right on six (two within 0.3%), 1-8% slower on five
     (128x5120x9216, 128 x 64 tiles, 43.7 us with PDL against 40.5)."""
     get = tunables.get
-    whole = get("BN", 256) in (64, 128) and get("CONSUMERS", 2) == 2 and plain_tiles(tunables) and unclustered(tunables)
+    whole = two_consumer_tiles(tunables, (64, 128)) and unclustered(tunables)
     tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, get("BN", 256))
     one_row_of_narrow = problem.m <= 128 and get("BN") == 64
     if not whole or not get("PDL") or tiles <= SMS // 2 or problem.k < PDL_MIN_K or one_row_of_narrow:
