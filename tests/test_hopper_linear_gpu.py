@@ -78,6 +78,24 @@ DECODE_CONFIGS = [
 ]
 DECODE_SHAPES = [(1, 4096, 4096, 0.0, {"SPLITS": 2}), (40, 520, 1001, 0.5, {}), (13, 3000, 3000, 1.0, {"SPLITS": 3})]
 
+# The decode tiles on the problem with M and N exchanged (SWAP_MN: D^T computed, stored into D's
+# rows; the bias along the tiles' rows), every layout, each its own build: B stored K x N (nn, tn)
+# is the exchanged problem's A stored transposed, in 64-row tiles. On small-N shapes: N of one
+# tile row split 2 ways, N past the tile's rows, N = 1 with odd K (operands packed) split 3 ways
+# with C read, C misaligned by one element (no pair stores); the ping-pong tiles (128 rows, whole
+# tiles) on N of one and two tile rows.
+EXCHANGED_CONFIGS = [
+    ("hopper_bf16", "nt", "bf16", "bias_gelu", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SWAP_MN": 1}),
+    ("hopper_bf16", "nn", "fp32", "bias", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "SWAP_MN": 1}),
+    ("hopper_fp16", "tt", "fp16", "bias_relu", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "SWAP_MN": 1}),
+    ("hopper_bf16", "tn", "bf16", "none", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SWAP_MN": 1, "PDL": 1}),
+    ("hopper_bf16", "nt", "fp32", "bias", {"DECODE": 32, "BN": 128, "CONSUMERS": 2, "CM": 2, "CN": 2, "SWAP_MN": 1}),
+]
+EXCHANGED_SHAPES = [(4096, 16, 2048, 0.0, {"SPLITS": 2}, 0), (1000, 40, 520, 0.5, {}, 0),
+                    (3000, 1, 3001, 1.0, {"SPLITS": 3}, 0), (777, 13, 1001, 0.0, {}, 1)]
+EXCHANGED_PINGPONG = ("hopper_bf16", "nt", "bf16", "bias_gelu",
+                      {"DECODE": 128, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2, "SWAP_MN": 1})
+
 
 def problem_of(m, n, k, layout, out, epilogue, beta=0.0):
     trans_a, trans_b = layout_flags(layout)
@@ -96,7 +114,8 @@ def _build_one(job):
 @pytest.fixture(scope="module", autouse=True)
 def prebuilt():
     """Every build the module uses, compiled into the on-disk cache by parallel processes."""
-    jobs = [(*combo, BASE) for combo in COMBOS] + list(CONFIGS) + list(DECODE_CONFIGS)
+    jobs = ([(*combo, BASE) for combo in COMBOS] + list(CONFIGS) + list(DECODE_CONFIGS) + list(EXCHANGED_CONFIGS)
+            + [EXCHANGED_PINGPONG])
     with ProcessPoolExecutor(build_processes(len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
         list(pool.map(_build_one, jobs))
 
@@ -195,3 +214,16 @@ def test_decode_tiles_in_clusters_of_four_tile_columns(session, name, layout, ou
 @pytest.mark.parametrize("m, n, k, beta, extra", DECODE_SHAPES)
 def test_decode_tiles(session, name, layout, out, epi, tunables, m, n, k, beta, extra):
     run_case(session, name, layout, out, epi, m, n, k, beta, {**tunables, **extra}, 0, 0, seed=m + k)
+
+
+@pytest.mark.parametrize("name, layout, out, epi, tunables", EXCHANGED_CONFIGS)
+@pytest.mark.parametrize("m, n, k, beta, extra, c_misalign", EXCHANGED_SHAPES)
+def test_decode_tiles_on_the_exchanged_problem(session, name, layout, out, epi, tunables, m, n, k, beta, extra,
+                                               c_misalign):
+    run_case(session, name, layout, out, epi, m, n, k, beta, {**tunables, **extra}, 0, c_misalign, seed=n + k)
+
+
+@pytest.mark.parametrize("m, n, k, beta", [(2000, 128, 1000, 0.5), (4096, 160, 512, 0.0)])
+def test_ping_pong_decode_tiles_on_the_exchanged_problem(session, m, n, k, beta):
+    name, layout, out, epi, tunables = EXCHANGED_PINGPONG
+    run_case(session, name, layout, out, epi, m, n, k, beta, tunables, 0, 0, seed=m + n)

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from gemm_driver import kernels
 from gemm_driver.cuda import module, tensor_map
+from gemm_driver.cuda.errors import UnsupportedProblem
 from gemm_driver.cuda.module import C_TYPES, PackedArgs
 from gemm_driver.cuda.nvrtc import compile_cuda
 from gemm_driver.kernels import hopper
@@ -930,6 +931,43 @@ def test_plan_of_the_decode_tiles(monkeypatch):
     assert args[10:12] == (2, 0) and args[12] and args[13]  # splits, whole, workspace, counters
     assert scratch == {recipe.PARTIALS: (56 * 2 * 8 * 64 * 4, False), recipe.COUNTERS: (56 * 8, True)}
     assert [m[2:7] for m in maps[:2]] == [(1, 3584, 3584, 8, 64), (3584, 3584, 3584, 64, 64)]
+
+
+def test_plan_of_the_decode_tiles_on_the_exchanged_problem(monkeypatch):
+    """SWAP_MN at 4096x16x2048 nt (x @ W^T, W of 16 rows): the kernel is handed 16x4096x2048, W's
+    memory as its A (16 rows, box 16 x 64) and x's as its B (4096 rows of K, box 64 x 64), 64 tiles
+    of 16 x 64 split 2 ways; C is stored from registers (c_tma = 0, no map of C encoded)."""
+    p = GemmProblem(4096, 16, 2048, trans_b=True, out_dtype="bf16", epilogue="bias")
+    tunables = {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SPLITS": 2, "SWAP_MN": 1}
+    _, launches, maps, scratch = _run_plan(monkeypatch, "hopper_bf16", p, tunables, lds=(2048, 2048, 16))
+    ((entry, grid, block, args),) = launches
+    assert (entry, grid, block) == ("decode", (128, 1, 1), (256, 1, 1))
+    assert args[:3] == (16, 4096, 2048) and args[10:12] == (2, 0) and args[15] == 0  # M, N, K; splits, whole; c_tma
+    assert [m[:7] for m in maps] == [(0x7F1000000000, "bf16", 16, 2048, 2048, 16, 64),
+                                     (0x7F0000000000, "bf16", 4096, 2048, 2048, 64, 64)]
+    assert scratch[recipe.PARTIALS] == (64 * 2 * 16 * 64 * 4, False)
+
+
+@pytest.mark.parametrize("layout, rows, refused", [("nt", 16, False), ("tt", 16, False), ("nn", 16, True),
+                                                   ("tn", 64, False)])
+def test_the_exchanged_problem_reads_b_stored_k_x_n_as_a_transposed_a(layout, rows, refused):
+    """With SWAP_MN the exchanged problem's A is op(B)^T: stored transposed where B is stored K x N
+    (nn, tn), which the decode tiles read in 64-row tiles only."""
+    trans_a, trans_b = layout[0] == "t", layout[1] == "t"
+    p = GemmProblem(4096, 16, 2048, trans_a=trans_a, trans_b=trans_b)
+    t = {"DECODE": rows, "BN": 64, "CONSUMERS": 1, "SWAP_MN": 1}
+    if refused:
+        with pytest.raises(UnsupportedProblem, match="B stored K x N .* with SWAP_MN=1"):
+            SPECS["hopper_bf16"].validate(p, t)
+        return
+    g = rungs.entry_geometry(SPECS["hopper_bf16"], SPECS["hopper_bf16"].validate(p, t))[1]
+    assert (g.swap_mn, g.trans_a, g.trans_b) == (True, not trans_b, not trans_a)
+    assert geo.kernel_problem(p, g) == GemmProblem(16, 4096, 2048, trans_a=not trans_b, trans_b=not trans_a)
+
+
+def test_swap_mn_takes_the_decode_tiles():
+    with pytest.raises(UnsupportedProblem, match="SWAP_MN=1 .* takes DECODE > 0"):
+        SPECS["hopper_bf16"].validate(GemmProblem(4096, 16, 2048), {"SWAP_MN": 1})
 
 
 def test_plan_of_the_swapped_pingpong_tiles(monkeypatch):

@@ -28,7 +28,8 @@
 // NSPLIT (NS: 64 x BN tiles whose columns the two consumers split, each 64 x BN/2; whole tiles),
 // SWAPPED (wgmma's A = the B tile, 128 x 256, no split), DECODE (decode_body.cuh's swapped tiles
 // of DECODE rows of A: few at small M, 128 or 160 with PINGPONG on full grids; entries
-// hopper_decode and, in clusters, hopper_decode_cluster below), STORE;
+// hopper_decode and, in clusters, hopper_decode_cluster below), SWAP_MN (the decode tiles on the
+// problem with M and N exchanged: small N), STORE;
 // and, set by the problem, the output type, the epilogue and the layout (OUT, EPI, TRANS_A,
 // TRANS_B: template arguments below).
 // Constraints: SPLITS > 1 (and a tail split) needs
@@ -92,7 +93,11 @@ __global__ void __cluster_dims__(CM * CN * CK, 1, 1) __launch_bounds__(128 * (CO
 // swapped, the deepest ring that fits. The arguments are any_shape's; c_map and c_tma are not read
 // (C is stored from registers). TB = 1: B stored N x K; TA = 1: A stored K x M (MT = 64 only). PP = 1
 // (MT of 128 or 160, two consumers): ping-pong, each consumer whole MT x 128 tiles in turn, no split-K.
-template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int PP = 0, int TA = 0>
+// MN = 1 (small N): the host passes the problem with M and N exchanged, N, M, K, and B's map as a_map,
+// A's as b_map; TA and TB stay the problem's layout, and the kernel reads op(B)^T as its A (stored
+// transposed where B is not: TA' = 1 - TB) and op(A)^T as its B (TB' = 1 - TA), and stores its
+// product D^T into D's rows (decode_body.cuh's store_exchanged).
+template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int PP = 0, int TA = 0, int MN = 0>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_decode(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                   const __grid_constant__ hopper::TensorMap b_map, float beta,
@@ -100,14 +105,14 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
                   float* __restrict__ workspace, int* __restrict__ counters,
                   const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                   const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, 1, 1, PP != 0, TA>(M, N, K, alpha, &a_map, &b_map, beta, C,
-                                                                              ldc, group_m, splits, whole, workspace,
-                                                                              counters, bias);
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, MN ? 1 - TA : TB, 1, 1, PP != 0, MN ? 1 - TB : TA, MN != 0>(
+        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias);
 }
 
 // The same in clusters of CM tile rows sharing each B tile and CN tile columns sharing each A
 // tile by multicast (b_map's box: 1/CM of the B tile; a_map's: 1/CN of the A tile).
-template <class Elem, int MT, int CONSUMERS, int CM, int OUT, int EPI, int TB, int CN = 1, int PP = 0, int TA = 0>
+template <class Elem, int MT, int CONSUMERS, int CM, int OUT, int EPI, int TB, int CN = 1, int PP = 0, int TA = 0,
+          int MN = 0>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_decode_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                           const __grid_constant__ hopper::TensorMap b_map, float beta,
@@ -115,7 +120,6 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUME
                           int whole, float* __restrict__ workspace, int* __restrict__ counters,
                           const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                           const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, CM, CN, PP != 0, TA>(M, N, K, alpha, &a_map, &b_map, beta,
-                                                                                C, ldc, group_m, splits, whole,
-                                                                                workspace, counters, bias);
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, MN ? 1 - TA : TB, CM, CN, PP != 0, MN ? 1 - TB : TA, MN != 0>(
+        M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias);
 }

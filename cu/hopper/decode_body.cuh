@@ -31,6 +31,13 @@
 // its 64 x MT block, i.e. C[m0 + 8j + 2(lane%4) + e][n0 + 64 consumer + 16 warp + lane/4 + 8h].
 // Each element is stored from registers (a warp's store covers 4 rows x 8 consecutive columns):
 // C is M x N, small beside B's K x N, so its store pattern costs little.
+//
+// Small N (MN = 1): the host hands over the problem with M and N exchanged, D^T = op(B)^T op(A)^T,
+// so that N's few columns are the tiles' few rows (a classifier head, a router, a LoRA down
+// projection: x @ W^T with W of 8-64 rows). op(B)^T is op(A)'s role and stored transposed where B
+// is not, and the same for op(A)^T: the kernel reads A and B with the layouts exchanged and
+// flipped (run's TA, TB). Its product P = D^T goes to D as D's rows (store_exchanged): P[r][c] is
+// D[c][r], the bias indexed by r.
 #pragma once
 #include "persistent_body.cuh"
 
@@ -166,6 +173,53 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
     }
 }
 
+// MN = 1 (the file's opening comment): the consumer's block of P = D^T, P[r][c] = act(alpha * acc
+// + beta * D[c][r] + bias[r]) stored at D[c][r] = C[c * ldc + r]; epi.N is P's rows (D's columns,
+// the bias's length). A thread's e = 0 and 1 are adjacent r, adjacent elements of a row of D: one
+// pair store where C's rows allow it (a warp's store covers 8 rows of D x 4 pairs).
+template <int MT, class Epi>
+__device__ __forceinline__ void store_exchanged(const float (&d)[MT / 2], int N, int m0, int n, const Epi& epi,
+                                                typename Epi::T* __restrict__ C, int ldc, int lane) {
+    using Out = typename Epi::Out;
+    const bool pairs = c_pairs_aligned(C, ldc);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int col = n + 8 * h;  // P's column: D's row
+        if (col >= N) continue;
+        typename Epi::T* row = C + static_cast<long long>(col) * ldc;
+#pragma unroll
+        for (int j = 0; j < MT / 8; ++j) {
+            const int r = fragment_row(m0, j, 0, lane);  // even: m0 and 8j are, and 2 (lane % 4)
+            if (r >= epi.N) continue;
+            float v[2] = {epi.alpha * d[4 * j + 2 * h], epi.alpha * d[4 * j + 2 * h + 1]};
+            if (pairs && r + 1 < epi.N) {
+                if (epi.beta != 0.0f) {
+                    const float2 c = Out::load2(row + r);
+                    v[0] = fmaf(epi.beta, c.x, v[0]), v[1] = fmaf(epi.beta, c.y, v[1]);
+                }
+                Out::store2(row + r, epi.finish(v[0], epi.bias_at(r)), epi.finish(v[1], epi.bias_at(r + 1)));
+                continue;
+            }
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                if (r + e >= epi.N) continue;
+                if (epi.beta != 0.0f) v[e] = fmaf(epi.beta, Out::load(row + r + e), v[e]);
+                Out::store(row + r + e, epi.finish(v[e], epi.bias_at(r + e)));
+            }
+        }
+    }
+}
+
+// Where a consumer's block of the kernel's product goes: C's rows (store_transposed), or with MN
+// D's rows, P being D^T (store_exchanged, the bias along P's rows).
+template <int MT, bool MN, int OUT, int EPI>
+__device__ __forceinline__ void store_block(const float (&d)[MT / 2], int M, int N, int m0, int n, float alpha,
+                                            float beta, const typename OutType<OUT>::T* __restrict__ bias,
+                                            typename OutType<OUT>::T* __restrict__ C, int ldc, int lane) {
+    if constexpr (MN) store_exchanged<MT>(d, N, m0, n, Epilogue<OUT, EPI>{alpha, beta, bias, M}, C, ldc, lane);
+    else store_transposed<MT>(d, M, m0, n, Epilogue<OUT, EPI>{alpha, beta, bias, N}, C, ldc, lane);
+}
+
 // The decode schedule with the consumer's work on a unit given (the FP8 kernel's promoted k loop
 // and scales, fp8_body.cuh; `run` below for 16-bit A and B):
 //   k_loop(d, w, full, empty, smem, consumer, t, s, phase): the unit's k tiles into d (wgmma's
@@ -174,8 +228,9 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
 //     read global memory);
 //   scale(d, w, consumer, warp, lane): the finished block before split-K and the epilogue.
 // CN, PINGPONG: Config's (the ping-pong tiles run no k_loop or scale of the caller's: 16-bit only).
+// MN: the product is D^T (the file's opening comment; TA and TB are then the exchanged problem's).
 template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, int CN = 1, bool PINGPONG = false,
-          int TA = 0, class KLoop, class Alpha, class Scale>
+          int TA = 0, bool MN = false, class KLoop, class Alpha, class Scale>
 __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a_map, const TensorMap* b_map,
                                          float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                          int splits, int whole, float* __restrict__ workspace,
@@ -238,10 +293,9 @@ __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a
                     fence_accumulators(d_right);  // consume_unit waited for both blocks' wgmma
                 },
                 [&](const hopper_pws::Unit& w) {
-                    const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
                     const int n = w.n0 + 16 * warp + lane / 4;
-                    store_transposed<MT>(d_left, M, w.m0, n, epi, C, ldc, lane);
-                    store_transposed<MT>(d_right, M, w.m0, n + 64, epi, C, ldc, lane);
+                    store_block<MT, MN, OUT, EPI>(d_left, M, N, w.m0, n, alpha, beta, bias, C, ldc, lane);
+                    store_block<MT, MN, OUT, EPI>(d_right, M, N, w.m0, n + 64, alpha, beta, bias, C, ldc, lane);
                 });
         } else {
             float d[MT / 2];
@@ -256,8 +310,8 @@ __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a
                                                                               workspace, counters, last_flag);
                     if (!*last_flag) continue;
                 }
-                const Epilogue<OUT, EPI> epi{alpha, beta, bias, N};
-                store_transposed<MT>(d, M, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, epi, C, ldc, lane);
+                store_block<MT, MN, OUT, EPI>(d, M, N, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, alpha, beta,
+                                              bias, C, ldc, lane);
             }
         }
     }
@@ -266,13 +320,13 @@ __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a
 
 // 16-bit A and B: the tensor cores sum the unit's whole k range (consume_unit), alpha as given.
 template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, int CN = 1, bool PINGPONG = false,
-          int TA = 0>
+          int TA = 0, bool MN = false>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace,
                                     int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias) {
     using Cfg = Config<Elem, MT, CONSUMERS, TB, CM, CN, PINGPONG, TA>;
-    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB, CM, CN, PINGPONG, TA>(
+    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB, CM, CN, PINGPONG, TA, MN>(
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [](float (&d)[MT / 2], const hopper_pws::Unit& w, Barrier* full, Barrier* empty, unsigned char* smem,
            int consumer, int t, int& s, int& phase) {

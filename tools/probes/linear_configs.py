@@ -11,12 +11,14 @@ The default calls are six of the MLP training run's GEMMs (tools/train_mlp.py, b
 dX (nn) and two dW (tn); none is a shape of either corpus set (the probe refuses validation
 shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed and row-major. --check,
 --check-nn: CHECK_CALLS, CHECK_NN_CALLS, the pick beside the vote's tiles with and without a 2 x 1
-cluster. --check-wave: WAVE_CHECK_SHAPES, the pick beside the vote's own. A call is MxNxK[:layout[:epilogue]]
+cluster. --check-wave: WAVE_CHECK_SHAPES, the pick beside the vote's own. --small-n: SMALL_N_CALLS, the
+pick beside what choose() picks with the problem as it is (rungs.wide_choice) and the decode tiles on the
+problem with M and N exchanged (SWAP_MN, ``exchanged_alternatives``). A call is MxNxK[:layout[:epilogue]]
 (default nn, none).
 
 Run from the repository root:
     PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
-        [--tn | --check | --check-nn | --check-wave | CALL ...]
+        [--tn | --check | --check-nn | --check-wave | --small-n | CALL ...]
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ CHECK_NN_CALLS = [f"{shape}:nn" for shape in NN_CHECK_SHAPES]
 # vote's
 WAVE_CHECK_SHAPES = ("1664x1536x8192", "2048x1280x6144", "1408x1792x12288", "3328x640x8192", "2560x896x4096",
                      "1280x2304x5120", "2176x1152x6144", "896x3584x8192")
+# --small-n: few output columns (N <= 64) against many rows, x @ W^T with W of a few rows (a classifier
+# head, an MoE router, a LoRA down projection; nn: W stored in x N), of neither corpus set
+SMALL_N_CALLS = ["4096x16x2048:nt:bias", "8192x8x4096:nt", "16384x64x7168:nt", "2048x32x4096:nt",
+                 "1024x8x8192:nt", "8192x16x14336:nt", "4096x64x4096:nt:bias", "16384x8x2048:nt",
+                 "4096x16x4096:nn", "8192x32x4096:nn"]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -87,6 +94,22 @@ def check_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
     without one."""
     voted = {name: value for name, value in rungs.voted_choice(p, gpu_name)[0].items() if name != "CM"}
     return {"clustered": {**voted, "CM": 2}, "unclustered": voted}
+
+
+def exchanged_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
+    """--small-n's: what choose() picks for the problem as it is (rungs.wide_choice), and the decode
+    tiles on the problem with M and N exchanged ("x16x1/2": 16 rows, one consumer, 2-way split-K,
+    all with PDL): the fewest rows >= N (64 where the exchanged problem's A is stored transposed),
+    one or two consumers, split 1, 2 or 4 ways."""
+    configs = {"as is": rungs.wide_choice(p, gpu_name)[0]}
+    rows = 64 if not p.trans_b else min((r for r in rungs.DECODE_ROWS if r >= p.n), default=64)
+    for consumers in (1, 2):
+        for splits in (1, 2, 4):
+            configs[f"x{rows}x{consumers}/{splits}"] = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers,
+                                                        "SWAP_MN": 1, "PDL": 1, **({"SPLITS": splits} if splits > 1
+                                                                                   else {})}
+    configs.update(json.loads(os.environ.get("GEMM_PROBE_CONFIGS", "{}")))
+    return configs
 
 
 def alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
@@ -129,11 +152,13 @@ def launches(p: GemmProblem) -> int:
 
 
 def main(args: list[str]) -> None:
-    check, wave = "--check" in args or "--check-nn" in args, "--check-wave" in args
+    check, wave, small_n = "--check" in args or "--check-nn" in args, "--check-wave" in args, "--small-n" in args
     named = (CHECK_CALLS if "--check" in args else CHECK_NN_CALLS if "--check-nn" in args
-             else list(WAVE_CHECK_SHAPES) if wave else TN_CALLS if "--tn" in args else MLP_CALLS)
+             else list(WAVE_CHECK_SHAPES) if wave else TN_CALLS if "--tn" in args
+             else SMALL_N_CALLS if small_n else MLP_CALLS)
     calls = [a for a in args if not a.startswith("--")] or named
-    offer = check_alternatives if check else wave_alternatives if wave else alternatives
+    offer = (check_alternatives if check else wave_alternatives if wave else exchanged_alternatives if small_n
+             else alternatives)
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:

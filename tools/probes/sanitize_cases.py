@@ -19,7 +19,9 @@ two tile rows sharing B by multicast, CM=2: one and two consumers, B stored eith
 the tail split, a second tile row past M, packed rows, beta, 16-bit D with the epilogues);
 "decode_transposed" (the 64-row decode tiles of hopper_bf16/fp16 reading A stored K x M: one
 and two consumers, split-K, B stored either way, M of 1 and 5 (packed rows) to 70 (a second
-tile row), in a 2 x 1 cluster, beta, 16-bit D with the epilogues).
+tile row), in a 2 x 1 cluster, beta, 16-bit D with the epilogues); "exchanged" (the decode tiles of
+hopper_bf16/fp16 on the problem with M and N exchanged, SWAP_MN: every layout, N of 1 to 160, split-K,
+a 2 x 2 cluster, the ping-pong tiles, packed rows, beta, 16-bit D with the epilogues).
 Run it once without the sanitizer first so that the kernels are built and cached.
 """
 import sys
@@ -98,6 +100,20 @@ CASES = {
          {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "SPLITS": 2, "PDL": 1}),
         ("hopper_fp16", GemmProblem(70, 1300, 2000, trans_a=True, trans_b=True),
          {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "CM": 2}),
+    ],
+    "exchanged": [
+        ("hopper_bf16", GemmProblem(3001, 16, 4099, trans_b=True, out_dtype="bf16", epilogue="bias_gelu"),
+         {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SPLITS": 2, "SWAP_MN": 1, "PDL": 1}),
+        ("hopper_bf16", GemmProblem(1000, 5, 777, 1.0, 0.5, epilogue="bias"),
+         {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "SPLITS": 3, "SWAP_MN": 1}),
+        ("hopper_fp16", GemmProblem(2050, 40, 1000, trans_a=True, trans_b=True, out_dtype="fp16",
+                                    epilogue="bias_relu"), {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SWAP_MN": 1}),
+        ("hopper_bf16", GemmProblem(1300, 24, 2000, -1.0, 0.5, trans_a=True, out_dtype="bf16"),
+         {"DECODE": 64, "BN": 64, "CONSUMERS": 1, "SWAP_MN": 1}),
+        ("hopper_bf16", GemmProblem(2100, 33, 1000, trans_b=True, out_dtype="bf16", epilogue="bias"),
+         {"DECODE": 32, "BN": 128, "CONSUMERS": 2, "CM": 2, "CN": 2, "SWAP_MN": 1}),
+        ("hopper_bf16", GemmProblem(1500, 160, 300, trans_b=True, out_dtype="bf16", epilogue="bias_gelu"),
+         {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2, "SWAP_MN": 1}),
     ],
 }
 

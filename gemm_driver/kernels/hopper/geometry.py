@@ -14,7 +14,7 @@ resident at once, because split-K slices of one tile may wait for each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...cuda.arch_limits import limits
 from ...cuda.tensor_map import tma_layout_problem
@@ -149,6 +149,9 @@ class Geometry:
     ck: int = 1  # CTAs of a cluster that split each tile's K among them (any_shape's cluster entry)
     pingpong: bool = False  # any_shape's PINGPONG: the two consumers take turns on whole tiles, none split
     nsplit: int = 1  # any_shape's NSPLIT: 2 = the two consumers split a 64-row tile's columns, none split over K
+    # the decode tiles' SWAP_MN: the entry computes the problem with M and N exchanged (kernel_problem),
+    # reading B's map as its A and A's as its B; trans_a and trans_b are then that problem's
+    swap_mn: bool = False
 
     @property
     def cluster(self) -> int:
@@ -199,19 +202,33 @@ def cluster_split_bytes(bn: int, consumers: int, ck: int) -> int:
 
 
 def decode(precision: str, mt: int, consumers: int, *, trans_a: bool = False, trans_b: bool = False,
-           out_dtype: str = "fp32", cm: int = 1, cn: int = 1, pingpong: bool = False) -> Geometry:
+           out_dtype: str = "fp32", cm: int = 1, cn: int = 1, pingpong: bool = False,
+           swap_mn: bool = False) -> Geometry:
     """decode_body.cuh: MT (m) x 64*CONSUMERS (n) tiles of C, computed as C^T (wgmma's A = the B
     tile); A box {MT/CN m, BK} (A stored K x M, MT = 64: {BK k, 64 m}), B boxes as
     ``persistent``'s for BN = 64*CONSUMERS (with CM = 2 tile rows in a cluster each CTA loads half
     the B tile and multicasts it, with CN = 2 tile columns half the A tile); any_shape's arguments
     (split-K, the tail), C stored from registers. ``pingpong``: each of the two consumers computes
-    whole tiles in turn (none split)."""
+    whole tiles in turn (none split). ``swap_mn``: of the problem with M and N exchanged
+    (``kernel_problem``), whose layouts ``trans_a`` and ``trans_b`` are."""
     bk, bn = k_tile(precision), 64 * consumers
     return Geometry(bm=mt, bn=bn, bk=bk, threads=128 * (consumers + 1), smem=decode_smem(mt, consumers),
                     a_box=(bk // cn, 64) if trans_a else (mt // cn, bk),
                     b_box=(bn // cm, bk) if trans_b else (bk // cm, 64), cm=cm, cn=cn,
                     persistent=True, ctas_per_sm=ctas_per_sm_of(consumers), arguments="split", tma_store=True,
-                    trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, pingpong=pingpong)
+                    trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, pingpong=pingpong, swap_mn=swap_mn)
+
+
+def exchanged(problem: GemmProblem) -> GemmProblem:
+    """The problem with M and N exchanged, D^T = op(B)^T op(A)^T: op(B)^T is its A, stored
+    transposed where B is not, and op(A)^T its B, likewise. The bias stays D's (along the
+    exchanged problem's rows)."""
+    return replace(problem, m=problem.n, n=problem.m, trans_a=not problem.trans_b, trans_b=not problem.trans_a)
+
+
+def kernel_problem(problem: GemmProblem, g: Geometry) -> GemmProblem:
+    """The problem ``g``'s entry computes: ``problem``, or with ``swap_mn`` its exchange."""
+    return exchanged(problem) if g.swap_mn else problem
 
 
 def register_a(stages: int, cm: int = 1, cn: int = 1, bm: int = 256, consumers: int = 2) -> Geometry:

@@ -89,10 +89,11 @@ def make_recipe(select: Select, resident: Resident = resident_clusters):
 
 
 def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Callable[[], None]:
-    p, t, precision = ctx.problem, ctx.tunables, ctx.spec.precision
-    if p.m == 0 or p.n == 0:
+    t, precision = ctx.tunables, ctx.spec.precision
+    if ctx.problem.m == 0 or ctx.problem.n == 0:
         return _nothing
     entry, g = select(precision, t)
+    p = geo.kernel_problem(ctx.problem, g)
     kernel = ctx.kernels[entry]
     split = geo.Split(1)  # rungs 1-2: one CTA a tile, no units
     if g.persistent:
@@ -115,7 +116,7 @@ class _Shape:
     def __init__(self, ctx, g: geo.Geometry, kernel, grid, split: geo.Split):
         self.ctx, self.g, self.kernel, self.grid, self.split = ctx, g, kernel, grid, split
         self.block = (g.threads, 1, 1)
-        p = ctx.problem
+        self.problem = p = geo.kernel_problem(ctx.problem, g)  # with SWAP_MN, M and N exchanged
         self.a_stored = (p.k, p.m) if g.trans_a else (p.m, p.k)
         # B as its map reads it: N x K when stored so, or as the transposed copy of a K x N B
         self.b_stored = (p.n, p.k) if g.trans_b or g.b_transposed else (p.k, p.n)
@@ -132,7 +133,9 @@ class _Shape:
         none). With ``previous`` (a launch of this shape at other addresses, packing nothing
         and deciding C's stores alike) its arguments are copied and only the tensor maps and
         pointers that moved are made again."""
-        ctx, g, p, precision = self.ctx, self.g, self.ctx.problem, self.ctx.spec.precision
+        ctx, g, p, precision = self.ctx, self.g, self.problem, self.ctx.spec.precision
+        if g.swap_mn:
+            a, b = b, a  # the exchanged problem's A is op(B)^T, read from B's memory, and its B op(A)^T
         copies: list[_Copy] = []
         a_ptr, a_ld = _readable(ctx, copies, "a", a, *self.a_stored, precision, transpose=False)
         if g.b_transposed:
@@ -140,7 +143,9 @@ class _Shape:
         else:
             b_ptr, b_ld = _readable(ctx, copies, "b", b, *self.b_stored, precision, transpose=False)
         passes = packing_passes(ctx, copies)
-        c_tma = g.tma_store and c_tma_possible(c.ptr, c.ld, p.n, g.out_dtype, enabled=self.store_enabled)
+        # the decode tiles store C from registers; their entries take the map all the same
+        c_tma = g.tma_store and not g.swap_mn and c_tma_possible(c.ptr, c.ld, p.n, g.out_dtype,
+                                                                  enabled=self.store_enabled)
         at = _At(a_ptr, a_ld, b_ptr, b_ld, c.ptr, c.ld, c_tma, bias)
         before = previous.at if previous is not None else None
         if (before is not None and not passes and not previous.passes
@@ -158,7 +163,7 @@ class _Shape:
         return _Enqueue(self, at, passes, self.kernel.pack(*args))
 
     def _c_map(self, address: int, ldc: int) -> bytes:
-        return c_map(address, ldc, self.ctx.problem.m, self.ctx.problem.n, self.g.out_dtype)
+        return c_map(address, ldc, self.problem.m, self.problem.n, self.g.out_dtype)
 
     def _moved(self, before: "_At", now: "_At") -> tuple[dict[int, Any], dict[int, int]]:
         """(the pointer arguments that differ between two sets of addresses, by position; the

@@ -106,6 +106,14 @@ def decode_tile_refusal(t, entry: str, stages_default: int) -> str | None:
     return None
 
 
+def decode_layout(t) -> tuple[int, int]:
+    """(TRANS_A, TRANS_B) of the problem the decode tiles compute: the problem's, or with SWAP_MN
+    those of its exchange (geometry.exchanged)."""
+    if t.get("SWAP_MN"):
+        return 1 - t["TRANS_B"], 1 - t["TRANS_A"]
+    return t["TRANS_A"], t["TRANS_B"]
+
+
 def decode_entry(t) -> str | None:
     """The decode tiles' entry a launch with ``t`` runs (hopper_decode and hopper_fp8_decode
     alike): "decode", "decode_cluster" in clusters (CM x CN > 1); None without DECODE."""
@@ -116,6 +124,8 @@ def decode_entry(t) -> str | None:
 
 def _decode_shape(p: GemmProblem, t) -> str | None:
     if not t["DECODE"]:
+        if t.get("SWAP_MN"):
+            return "SWAP_MN=1 runs the decode tiles on the problem with M and N exchanged: it takes DECODE > 0"
         return None
     if (why := decode_tile_refusal(t, "hopper_decode", STAGES_DEFAULT)) is not None:
         return why
@@ -126,8 +136,10 @@ def _decode_shape(p: GemmProblem, t) -> str | None:
     if (stages := geo.decode_stages(t["DECODE"], t["CONSUMERS"])) < DECODE_MIN_STAGES:
         return (f"DECODE={t['DECODE']} with CONSUMERS={t['CONSUMERS']}: shared memory holds {stages} stages, "
                 f"the decode tiles take at least {DECODE_MIN_STAGES}")
-    if t["TRANS_A"] and (t["DECODE"] != DECODE_TRANSPOSED_ROWS or t["CN"] > 1 or t.get("PINGPONG")):
-        return (f"DECODE={t['DECODE']} (hopper_decode) reads A stored K x M (layouts tn, tt) in tiles of "
+    if decode_layout(t)[0] and (t["DECODE"] != DECODE_TRANSPOSED_ROWS or t["CN"] > 1 or t.get("PINGPONG")):
+        read = ("B stored K x N (layouts nn, tn) with SWAP_MN=1, as the exchanged problem's A"
+                if t.get("SWAP_MN") else "A stored K x M (layouts tn, tt)")
+        return (f"DECODE={t['DECODE']} (hopper_decode) reads {read} in tiles of "
                 f"DECODE={DECODE_TRANSPOSED_ROWS} rows only, CN=1, PINGPONG=0: a k row of the tile one 128-byte "
                 "swizzle atom")
     return None
@@ -221,7 +233,7 @@ def _spec(name: str, description: str, source: str, entry: str, precision: str, 
         if not g.persistent:
             return geo.tile_grid(p, g)
         # the most CTAs that find work: the recipe launches min(this, what can be resident)
-        return g.cluster * geo.work_units(p, g, t.get("SPLITS", 1)), 1, 1
+        return g.cluster * geo.work_units(geo.kernel_problem(p, g), g, t.get("SPLITS", 1)), 1, 1
 
     main = geometry({tn.name: tn.default for tn in tunables})  # the main entry's arguments and B layout
     return spec_class(
@@ -317,14 +329,15 @@ def clustered(t) -> bool:
 
 def _any_shape_select(precision: str, t) -> tuple[str, geo.Geometry]:
     """SWAPPED=1: hopper_cluster_swapped (128 x 256, 4 stages); DECODE > 0: hopper_decode
-    (DECODE x 64*CONSUMERS tiles); else any_shape, its cluster form when CM x CN > 1 or CK > 1."""
+    (DECODE x 64*CONSUMERS tiles; of the problem with M and N exchanged with SWAP_MN=1); else
+    any_shape, its cluster form when CM x CN > 1 or CK > 1."""
     if t["SWAPPED"]:
         return "swapped", geo.persistent(precision, 256, 4, t["CM"], t["CN"], 2, "group")
     if (entry := decode_entry(t)) is not None:
-        return entry, geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_a=bool(t["TRANS_A"]),
-                                 trans_b=bool(t["TRANS_B"]),
-                                 out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"], cn=t["CN"],
-                                 pingpong=bool(t.get("PINGPONG")))
+        trans_a, trans_b = decode_layout(t)
+        return entry, geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_a=bool(trans_a),
+                                 trans_b=bool(trans_b), out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"], cn=t["CN"],
+                                 pingpong=bool(t.get("PINGPONG")), swap_mn=bool(t.get("SWAP_MN")))
     entry = "cluster" if clustered(t) else "main"
     return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
                                  tma_store=True, trans_a=bool(t["TRANS_A"]), trans_b=bool(t["TRANS_B"]),
@@ -349,11 +362,11 @@ def any_shape(precision: str) -> KernelSpec:
               needed=lambda t: bool(t.get("SWAPPED"))),
         Entry("decode",
               f"hopper_decode<{elem}, {{DECODE}}, {{CONSUMERS}}, {{OUT}}, {{EPI}}, {{TRANS_B}}, {{PINGPONG}}, "
-              "{TRANS_A}>",
+              "{TRANS_A}, {SWAP_MN}>",
               STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: decode_entry(t) == "decode"),
         Entry("decode_cluster",
               f"hopper_decode_cluster<{elem}, {{DECODE}}, {{CONSUMERS}}, {{CM}}, {{OUT}}, {{EPI}}, {{TRANS_B}}, "
-              "{CN}, {PINGPONG}, {TRANS_A}>",
+              "{CN}, {PINGPONG}, {TRANS_A}, {SWAP_MN}>",
               STORE_SIGNATURE, lambda t: decode_geometry(t).smem, needed=lambda t: decode_entry(t) == "decode_cluster"),
         *_pack_entries(precision),
     )
@@ -383,6 +396,8 @@ def any_shape(precision: str) -> KernelSpec:
                  "> 0: hopper_decode: tiles of DECODE rows of A x 64 * CONSUMERS columns, wgmma's A = the B tile, "
                  "the deepest ring that fits (8-64 rows at small M; 128 or 160 with PINGPONG=1 on full grids); "
                  "0: any_shape"),
+         Tunable("SWAP_MN", 0, (0, 1), "1 (with DECODE): the decode tiles compute D^T = op(B)^T op(A)^T, the "
+                 "problem with M and N exchanged, so that a small N is the tiles' DECODE rows; D is stored as it is"),
          Tunable("STORE", 1, (0, 1), "C's stores: 1 = TMA stores of staged chunks where C's rows allow, 0 = from "
                  "registers as the earlier rungs (the swapped entry always stores from registers)"),
          *LINEAR_TUNABLES),
@@ -403,7 +418,7 @@ def any_shape(precision: str) -> KernelSpec:
                  else {"BN": 192, "CONSUMERS": 1, "STAGES": 3, "SPLITS": 4},
                  {"BN": 128, "STAGES": 8, "NSPLIT": 2, "CM": 2} if precision == "bf16"
                  else {"BN": 128, "STAGES": 6, "CM": 2, "PINGPONG": 1},
-                 {"DECODE": 16, "BN": 64, "CONSUMERS": 1} if precision == "bf16"
+                 {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SWAP_MN": 1, "TRANS_B": 1} if precision == "bf16"
                  else {"DECODE": 160, "BN": 128, "CONSUMERS": 2, "PINGPONG": 1, "CN": 2}))
 
 
@@ -587,7 +602,13 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     where they would fill at most half the SMs, or three quarters at deep K
     (``underfilled_grid``), 128 x 256 tiles made 128 x 192 where N asks for it (``ragged_n``)
     and clustered where A's or B's rows are not 128-byte multiples (``unaligned_rows``)."""
-    for rule in (decode_choice, grid_fill_choice, row_pair_choice, short_k_choice):
+    chosen = decode_choice(problem)
+    return chosen if chosen is not None else wide_choice(problem, gpu_name)
+
+
+def wide_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
+    """``choose_any_shape`` past the decode tiles' M: its rules from ``grid_fill_choice`` on."""
+    for rule in (grid_fill_choice, row_pair_choice, short_k_choice):
         chosen = rule(problem)
         if chosen is not None:
             return chosen
