@@ -13,12 +13,12 @@ shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed a
 --check-nn: CHECK_CALLS, CHECK_NN_CALLS, the pick beside the vote's tiles with and without a 2 x 1
 cluster. --check-wave: WAVE_CHECK_SHAPES, the pick beside the vote's own. --small-n: SMALL_N_CALLS, the
 pick beside what choose() picks with the problem as it is (rungs.wide_choice) and the decode tiles on the
-problem with M and N exchanged (SWAP_MN, ``exchanged_alternatives``). A call is MxNxK[:layout[:epilogue]]
-(default nn, none).
+problem with M and N exchanged (SWAP_MN, ``exchanged_alternatives``); --check-small-n: the same on
+SMALL_N_CHECK_CALLS. A call is MxNxK[:layout[:epilogue]] (default nn, none).
 
 Run from the repository root:
     PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
-        [--tn | --check | --check-nn | --check-wave | --small-n | CALL ...]
+        [--tn | --check | --check-nn | --check-wave | --small-n | --check-small-n | CALL ...]
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ WAVE_CHECK_SHAPES = ("1664x1536x8192", "2048x1280x6144", "1408x1792x12288", "332
 SMALL_N_CALLS = ["4096x16x2048:nt:bias", "8192x8x4096:nt", "16384x64x7168:nt", "2048x32x4096:nt",
                  "1024x8x8192:nt", "8192x16x14336:nt", "4096x64x4096:nt:bias", "16384x8x2048:nt",
                  "4096x16x4096:nn", "8192x32x4096:nn"]
+# --check-small-n: small_n_choice (rungs.py) checked on shapes of neither set chosen after it was written
+# from SMALL_N_CALLS, and 1024x8x8192 (a fitted shape whose 8-way split the fit did not run)
+SMALL_N_CHECK_CALLS = ["3072x16x5120:nt:bias", "12288x32x2560:nt", "5120x8x7168:nt", "2048x64x8192:nt",
+                       "24576x16x1536:nt", "6144x48x4096:nt", "1536x24x6144:nt", "10240x40x3584:nt:bias_gelu",
+                       "4608x16x6144:nn", "6144x8x8192:tn", "8192x64x5120:tt", "1024x16x4096:nt", "1024x8x8192:nt"]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -152,10 +157,11 @@ def launches(p: GemmProblem) -> int:
 
 
 def main(args: list[str]) -> None:
-    check, wave, small_n = "--check" in args or "--check-nn" in args, "--check-wave" in args, "--small-n" in args
+    check, wave = "--check" in args or "--check-nn" in args, "--check-wave" in args
+    small_n = "--small-n" in args or "--check-small-n" in args
     named = (CHECK_CALLS if "--check" in args else CHECK_NN_CALLS if "--check-nn" in args
              else list(WAVE_CHECK_SHAPES) if wave else TN_CALLS if "--tn" in args
-             else SMALL_N_CALLS if small_n else MLP_CALLS)
+             else SMALL_N_CHECK_CALLS if "--check-small-n" in args else SMALL_N_CALLS if small_n else MLP_CALLS)
     calls = [a for a in args if not a.startswith("--")] or named
     offer = (check_alternatives if check else wave_alternatives if wave else exchanged_alternatives if small_n
              else alternatives)

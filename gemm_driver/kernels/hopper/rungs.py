@@ -593,7 +593,8 @@ def _small_tile_splits(units: int, k: int) -> int:
 # ---------------------------------------------------------------- choose (the last rung)
 def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
     """Tunables of ``hopper_bf16``/``hopper_fp16`` for a shape: ``decode_choice`` at small M,
-    ``grid_fill_choice`` on small grids past it, ``row_pair_choice`` between 64 and 128
+    ``small_n_choice`` at small N (the decode tiles on the problem with M and N exchanged), then
+    ``wide_choice``: ``grid_fill_choice`` on small grids, ``row_pair_choice`` between 64 and 128
     rows, ``short_k_choice`` on full grids of a short K; else, on a GPU with a table of the
     corpus's tuning set, the vote of its nearest measured shapes (selection.py), elsewhere
     the rule of ``analytic_choice``, the vote's 128 x 256 tiles without a 2 x 1 cluster where A
@@ -602,8 +603,11 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     where they would fill at most half the SMs, or three quarters at deep K
     (``underfilled_grid``), 128 x 256 tiles made 128 x 192 where N asks for it (``ragged_n``)
     and clustered where A's or B's rows are not 128-byte multiples (``unaligned_rows``)."""
-    chosen = decode_choice(problem)
-    return chosen if chosen is not None else wide_choice(problem, gpu_name)
+    for rule in (decode_choice, small_n_choice):
+        chosen = rule(problem)
+        if chosen is not None:
+            return chosen
+    return wide_choice(problem, gpu_name)
 
 
 def wide_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
@@ -675,13 +679,58 @@ def decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
         return None
     if problem.trans_a:
         return transposed_decode_choice(problem)
+    tunables, form = decode_tiles(problem)
+    return tunables, (f"M = {problem.m}: hopper_decode, {form}"
+                      " (H100: 1x3584x3584 7.9 us against 19.0 for any_shape, cuBLAS 9.1)")
+
+
+def decode_tiles(problem: GemmProblem) -> tuple[dict[str, int], str]:
+    """``decode_choice``'s tunables for A row-major (``decode_form``, split-K up to one unit an
+    SM, PDL), and their words ("56 tiles of 8 x 64, 2-way split-K, PDL")."""
     rows, consumers, tiles = decode_form(problem)
     splits = _split_k(tiles, problem.k, geo.TAIL_MIN_K_TILES * geo.k_tile("bf16"), max(SPLITS.choices))
     tunables = {"DECODE": rows, "BN": 64 * consumers, "CONSUMERS": consumers,
                 **({"SPLITS": splits} if splits > 1 else {}), "PDL": 1}
-    return tunables, (f"M = {problem.m}: hopper_decode, {tiles} tiles of {rows} x {64 * consumers}"
-                      + (f", {splits}-way split-K" if splits > 1 else "") + ", PDL"
-                      + " (H100: 1x3584x3584 7.9 us against 19.0 for any_shape, cuBLAS 9.1)")
+    return tunables, (f"{tiles} tiles of {rows} x {64 * consumers}"
+                      + (f", {splits}-way split-K" if splits > 1 else "") + ", PDL")
+
+
+SMALL_N_PROBE = "results/h100-80gb-hbm3/probe-small-n.txt"
+# small_n_choice: N up to SMALL_N_MAX (the decode tiles' most rows) with M from SMALL_N_MIN_M (the
+# probe's least)
+SMALL_N_MAX, SMALL_N_MIN_M = max(DECODE_ROWS), 1024
+
+
+def small_n_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """The decode tiles on the problem with M and N exchanged (SWAP_MN: D^T = op(B)^T op(A)^T, N's
+    few columns the tiles' rows) for N <= SMALL_N_MAX and M >= SMALL_N_MIN_M, in the form the
+    small-M rules give the exchanged problem: ``decode_tiles`` (64 rows past 32), or, where the
+    exchanged A is stored transposed (B stored K x N: nn, tn), ``transposed_decode_choice``, which
+    may decline (then None). x @ W^T with W of a few rows: a classifier head, an MoE router, a LoRA
+    down projection. At this N the 128-row tiles of any_shape put M's rows on few CTAs (4096x16x2048:
+    32), each reading its rows of A at what one SM draws.
+
+    Fitted on ten shapes of neither corpus set (H100, BF16 D, every form verified, timed
+    alternately beside cuBLAS and cuBLASLt: tools/probes/linear_configs.py --small-n, SMALL_N_PROBE):
+    the form this rule gives was the fastest of the exchanged forms on eight and within 1% on one
+    (1024x8x8192's 8-way split was not among them), and beat the pick without it on those nine,
+    1.05-1.58x (8192x8x4096 nt 25.3 us against 39.9, cuBLAS 26.5; 8192x16x14336 nt 79.9 against
+    117.4; 4096x16x2048 nt with bias 6.86 against 10.04, cuBLASLt 6.08; 4096x16x4096 nn 13.8
+    against 16.1, cuBLAS 10.4)."""
+    if problem.n > SMALL_N_MAX or problem.m < SMALL_N_MIN_M:
+        return None
+    exchanged = geo.exchanged(problem)
+    if exchanged.trans_a:
+        chosen = transposed_decode_choice(exchanged)
+        if chosen is None:
+            return None
+        tunables = chosen[0]
+        form = (f"{ceil_div(exchanged.n, 128)} tiles of 64 x 128 (the exchanged A's tile M-major)"
+                + (f", {tunables['SPLITS']}-way split-K" if tunables.get("SPLITS", 1) > 1 else "") + ", PDL")
+    else:
+        tunables, form = decode_tiles(exchanged)
+    return {**tunables, "SWAP_MN": 1}, (f"N = {problem.n}: hopper_decode on the problem with M and N exchanged, "
+                                         f"{form} (H100: 8192x16x14336 nt 79.9 us against 117.4; {SMALL_N_PROBE})")
 
 
 TRANSPOSED_DECODE_PROBE = "results/h100-80gb-hbm3/probe-transposed-small-m-decode.txt"
