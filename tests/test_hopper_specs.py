@@ -317,6 +317,34 @@ def test_small_m_takes_the_decode_tiles(shape, layout, want):
         SPECS[name].validate(p, chosen)
 
 
+SWAP = {"SWAP_MN": 1, "PDL": 1}
+
+
+@pytest.mark.parametrize("shape, layout, want", [
+    ((4096, 16, 2048), "nt", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SPLITS": 2, **SWAP}),  # 64 tiles x 2
+    ((8192, 8, 4096), "nt", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, **SWAP}),  # 128 tiles: no split
+    ((24576, 16, 1536), "tt", {"DECODE": 16, "BN": 128, "CONSUMERS": 2, **SWAP}),  # 384 64-column tiles > 264
+    ((6144, 48, 4096), "nt", {"DECODE": 64, "BN": 64, "CONSUMERS": 1, **SWAP}),  # past 32 rows: 64
+    ((4096, 16, 4096), "nn", {"DECODE": 64, "BN": 128, "CONSUMERS": 2, "SPLITS": 2, **SWAP}),  # A' transposed
+    ((4096, 16, 2048), "tn", None),  # ... which declines at K < 4096
+    ((1023, 16, 4096), "nt", None),  # below the measured M
+    ((4096, 65, 4096), "nt", None),  # past the decode tiles' rows
+    ((16, 16, 4096), "nt", {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "SPLITS": 8, "PDL": 1}),  # small M first
+])
+def test_small_n_takes_the_decode_tiles_on_the_exchanged_problem(shape, layout, want):
+    p = GemmProblem(*shape, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype="bf16", epilogue="bias")
+    for name in ("hopper_bf16", "hopper_fp16"):
+        p = replace(p, out_dtype=name[-4:])
+        chosen, why = SPECS[name].choose(p, "NVIDIA H100 80GB HBM3")
+        if want is None:
+            assert "SWAP_MN" not in chosen and "exchanged" not in why
+        else:
+            assert chosen == want and rungs.SMALL_N_PROBE in why
+        SPECS[name].validate(p, chosen)
+    for path in (rungs.SMALL_N_PROBE, rungs.SMALL_N_CHECK):  # what its docstring cites
+        assert (ROOT / path).is_file(), path
+
+
 @pytest.mark.parametrize("shape, voted, want", [
     ((128, 8192, 2048), {"BN": 128, "CONSUMERS": 1, "PDL": 1}, {"BN": 64, "STAGES": 8, "PDL": 1}),
     ((65, 3072, 1024), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PDL": 1}, {"BN": 64, "STAGES": 8, "PDL": 1}),

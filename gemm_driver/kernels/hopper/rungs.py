@@ -696,6 +696,7 @@ def decode_tiles(problem: GemmProblem) -> tuple[dict[str, int], str]:
 
 
 SMALL_N_PROBE = "results/h100-80gb-hbm3/probe-small-n.txt"
+SMALL_N_CHECK = "results/h100-80gb-hbm3/probe-small-n-check.txt"
 # small_n_choice: N up to SMALL_N_MAX (the decode tiles' most rows) with M from SMALL_N_MIN_M (the
 # probe's least)
 SMALL_N_MAX, SMALL_N_MIN_M = max(DECODE_ROWS), 1024
@@ -716,7 +717,10 @@ def small_n_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     (1024x8x8192's 8-way split was not among them), and beat the pick without it on those nine,
     1.05-1.58x (8192x8x4096 nt 25.3 us against 39.9, cuBLAS 26.5; 8192x16x14336 nt 79.9 against
     117.4; 4096x16x2048 nt with bias 6.86 against 10.04, cuBLASLt 6.08; 4096x16x4096 nn 13.8
-    against 16.1, cuBLAS 10.4)."""
+    against 16.1, cuBLAS 10.4). Checked on twelve shapes chosen after, every layout
+    (SMALL_N_CHECK): faster than the pick without it on eleven, 1.12-1.70x (geometric mean 1.23x
+    over all twelve; 3072x16x5120 nt with bias 9.67 us against 16.39, cuBLASLt 10.93), slower on
+    2048x64x8192 by 1.5% (split-K in clusters of three before), at 0.86-1.13 of the faster baseline."""
     if problem.n > SMALL_N_MAX or problem.m < SMALL_N_MIN_M:
         return None
     exchanged = geo.exchanged(problem)
