@@ -14,11 +14,12 @@ shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed a
 cluster. --check-wave: WAVE_CHECK_SHAPES, the pick beside the vote's own. --small-n: SMALL_N_CALLS, the
 pick beside what choose() picks with the problem as it is (rungs.wide_choice) and the decode tiles on the
 problem with M and N exchanged (SWAP_MN, ``exchanged_alternatives``); --check-small-n: the same on
-SMALL_N_CHECK_CALLS. A call is MxNxK[:layout[:epilogue]] (default nn, none).
+SMALL_N_CHECK_CALLS. --mid-grid: MID_GRID_CALLS, the pick beside the forms that fill more SMs. A call is
+MxNxK[:layout[:epilogue]] (default nn, none).
 
 Run from the repository root:
     PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
-        [--tn | --check | --check-nn | --check-wave | --small-n | --check-small-n | CALL ...]
+        [--tn | --check | --check-nn | --check-wave | --small-n | --check-small-n | --mid-grid | CALL ...]
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ SMALL_N_CALLS = ["4096x16x2048:nt:bias", "8192x8x4096:nt", "16384x64x7168:nt", "
 SMALL_N_CHECK_CALLS = ["3072x16x5120:nt:bias", "12288x32x2560:nt", "5120x8x7168:nt", "2048x64x8192:nt",
                        "24576x16x1536:nt", "6144x48x4096:nt", "1536x24x6144:nt", "10240x40x3584:nt:bias_gelu",
                        "4608x16x6144:nn", "6144x8x8192:tn", "8192x64x5120:tt", "1024x16x4096:nt", "1024x8x8192:nt"]
+# --mid-grid: grids of 24-66 tiles of 128 x 128 (at most half the SMs) at K >= 2048, M > 128, of neither
+# corpus set: what the vote picks there beside the tile and split forms that fill more SMs
+# (``mid_grid_alternatives``)
+MID_GRID_CALLS = ["2048x512x4096:tn", "1024x1024x4096:nn", "1536x640x8192:nn", "768x1280x6144:nt",
+                  "1024x768x8192:nn", "896x896x4096:nn", "640x1536x3072:nn", "1280x512x12288:tn",
+                  "512x2048x4096:nn", "1152x384x6144:nn", "2048x384x2048:nn", "384x2560x5120:nt"]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -115,6 +122,17 @@ def exchanged_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
                                                                                    else {})}
     configs.update(json.loads(os.environ.get("GEMM_PROBE_CONFIGS", "{}")))
     return configs
+
+
+def mid_grid_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
+    """--mid-grid's: 128 x 128 tiles whole, split 2 ways through memory, and split inside clusters of
+    2 or 3 CTAs; 128 x 64 tiles whole and in clusters of 2; 64 x 128 tiles of one consumer (two CTAs
+    an SM)."""
+    t128, t64 = dict(selection.TILE_128x128), {"BN": 64, "STAGES": 8, "PDL": 1}
+    return {"128x128": t128, "128x128/2": {"BN": 128, "STAGES": 6, "SPLITS": 2},
+            "128x128 ck2": {**t128, "CK": 2}, "128x128 ck3": {**t128, "CK": 3}, "128x64": t64,
+            "128x64 ck2": {**t64, "CK": 2}, "64x128": {"BN": 128, "CONSUMERS": 1, "PDL": 1},
+            **json.loads(os.environ.get("GEMM_PROBE_CONFIGS", "{}"))}
 
 
 def alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
@@ -158,13 +176,14 @@ def launches(p: GemmProblem) -> int:
 
 def main(args: list[str]) -> None:
     check, wave = "--check" in args or "--check-nn" in args, "--check-wave" in args
-    small_n = "--small-n" in args or "--check-small-n" in args
+    small_n, mid = "--small-n" in args or "--check-small-n" in args, "--mid-grid" in args
     named = (CHECK_CALLS if "--check" in args else CHECK_NN_CALLS if "--check-nn" in args
              else list(WAVE_CHECK_SHAPES) if wave else TN_CALLS if "--tn" in args
-             else SMALL_N_CHECK_CALLS if "--check-small-n" in args else SMALL_N_CALLS if small_n else MLP_CALLS)
+             else SMALL_N_CHECK_CALLS if "--check-small-n" in args else SMALL_N_CALLS if small_n
+             else MID_GRID_CALLS if mid else MLP_CALLS)
     calls = [a for a in args if not a.startswith("--")] or named
     offer = (check_alternatives if check else wave_alternatives if wave else exchanged_alternatives if small_n
-             else alternatives)
+             else mid_grid_alternatives if mid else alternatives)
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:
