@@ -14,12 +14,14 @@ shapes). --tn: TN_CALLS, weight gradients of other layers, A stored transposed a
 cluster. --check-wave: WAVE_CHECK_SHAPES, the pick beside the vote's own. --small-n: SMALL_N_CALLS, the
 pick beside what choose() picks with the problem as it is (rungs.wide_choice) and the decode tiles on the
 problem with M and N exchanged (SWAP_MN, ``exchanged_alternatives``); --check-small-n: the same on
-SMALL_N_CHECK_CALLS. --mid-grid: MID_GRID_CALLS, the pick beside the forms that fill more SMs. A call is
-MxNxK[:layout[:epilogue]] (default nn, none).
+SMALL_N_CHECK_CALLS. --mid-grid: MID_GRID_CALLS, the pick beside the forms that fill more SMs;
+--check-mid-grid: MID_GRID_CHECK_CALLS, the pick beside its tiles whole. A call is MxNxK[:layout[:epilogue]]
+(default nn, none).
 
 Run from the repository root:
     PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
-        [--tn | --check | --check-nn | --check-wave | --small-n | --check-small-n | --mid-grid | CALL ...]
+        [--tn | --check | --check-nn | --check-wave | --small-n | --check-small-n | --mid-grid
+        | --check-mid-grid | CALL ...]
 """
 
 from __future__ import annotations
@@ -82,6 +84,12 @@ SMALL_N_CHECK_CALLS = ["3072x16x5120:nt:bias", "12288x32x2560:nt", "5120x8x7168:
 MID_GRID_CALLS = ["2048x512x4096:tn", "1024x1024x4096:nn", "1536x640x8192:nn", "768x1280x6144:nt",
                   "1024x768x8192:nn", "896x896x4096:nn", "640x1536x3072:nn", "1280x512x12288:tn",
                   "512x2048x4096:nn", "1152x384x6144:nn", "2048x384x2048:nn", "384x2560x5120:nt"]
+# --check-mid-grid: half_grid_split (rungs.py) checked on shapes of neither set chosen after it was written
+# from MID_GRID_CALLS, where the vote picks whole 128 x 128 tiles: the pick beside those tiles whole and
+# the 64 x 128 tiles of one consumer (``mid_grid_check_alternatives``)
+MID_GRID_CHECK_CALLS = ["1920x512x5120:nn", "1536x384x5120:nt", "1152x896x4096:tn", "1280x640x8192:nn",
+                        "3328x256x2048:nn", "1280x768x14336:nt", "2816x384x3072:nn", "1664x640x10240:tn",
+                        "2304x256x10240:nn", "1152x768x6144:nt"]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -135,6 +143,13 @@ def mid_grid_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
             **json.loads(os.environ.get("GEMM_PROBE_CONFIGS", "{}"))}
 
 
+def mid_grid_check_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
+    """--check-mid-grid's: the pick without half_grid_split's clusters (the tiles whole), and 64 x 128
+    tiles of one consumer."""
+    whole = {name: value for name, value in rungs.voted_choice(p, gpu_name)[0].items() if name != "CK"}
+    return {"whole": whole, "64x128": {"BN": 128, "CONSUMERS": 1, "PDL": 1}}
+
+
 def alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
     """The vote's pick, its candidates, the short-K tiles, split and decode forms at small M, and
     GEMM_PROBE_CONFIGS."""
@@ -176,14 +191,15 @@ def launches(p: GemmProblem) -> int:
 
 def main(args: list[str]) -> None:
     check, wave = "--check" in args or "--check-nn" in args, "--check-wave" in args
-    small_n, mid = "--small-n" in args or "--check-small-n" in args, "--mid-grid" in args
+    small_n, mid, mid_check = ("--small-n" in args or "--check-small-n" in args, "--mid-grid" in args,
+                               "--check-mid-grid" in args)
     named = (CHECK_CALLS if "--check" in args else CHECK_NN_CALLS if "--check-nn" in args
              else list(WAVE_CHECK_SHAPES) if wave else TN_CALLS if "--tn" in args
              else SMALL_N_CHECK_CALLS if "--check-small-n" in args else SMALL_N_CALLS if small_n
-             else MID_GRID_CALLS if mid else MLP_CALLS)
+             else MID_GRID_CALLS if mid else MID_GRID_CHECK_CALLS if mid_check else MLP_CALLS)
     calls = [a for a in args if not a.startswith("--")] or named
     offer = (check_alternatives if check else wave_alternatives if wave else exchanged_alternatives if small_n
-             else mid_grid_alternatives if mid else alternatives)
+             else mid_grid_alternatives if mid else mid_grid_check_alternatives if mid_check else alternatives)
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:

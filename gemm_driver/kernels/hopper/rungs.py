@@ -628,7 +628,7 @@ def voted_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], s
         voted = tunables, f"{why}; no tuning-set table for this GPU"
     else:
         voted = transposed_unclustered(problem, *voted)
-    picked = ragged_n(problem, *underfilled_grid(problem, *one_tile_row(problem, *voted)))
+    picked = ragged_n(problem, *half_grid_split(problem, *underfilled_grid(problem, *one_tile_row(problem, *voted))))
     return without_pdl(problem, *unaligned_rows(problem, *picked))
 
 
@@ -1067,6 +1067,35 @@ def underfilled_grid(problem: GemmProblem, tunables: dict[str, int], why: str) -
     return (dict(selection.TILE_128x128),
             f"{why}; {tiles} tiles of 128x256 fill at most {measured[0]} of the SMs: 128 x 128 tiles, twice the CTAs "
             f"(H100: {measured[1]})")
+
+
+HALF_GRID_SPLIT_PROBE = "results/h100-80gb-hbm3/probe-mid-grid.txt"
+HALF_GRID_SPLIT_MIN_K = 2048  # the probe's least K
+
+
+def half_grid_split(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """Split-K inside clusters of two CTAs (CK=2) for a pick of whole, unclustered 128 x 128 tiles
+    (two consumers) that fill at most half the SMs, at M > 128 and K >= HALF_GRID_SPLIT_MIN_K: twice
+    the CTAs, each half of a tile's k range, the two partials added through distributed shared
+    memory (no workspace). The vote reaches such grids from tuning shapes of M = 256 or of full
+    grids, and its table has few of them (seven of 24-66 tiles, all at M = 256).
+
+    H100, BF16 D, every form verified and timed alternately beside cuBLAS and cuBLASLt (tools/probes/
+    linear_configs.py --mid-grid, HALF_GRID_SPLIT_PROBE: twelve grids of 24-66 tiles of 128 x 128
+    of neither corpus set, K = 2048-12288, nn, nt and tn): the tiles split in clusters of two beat
+    the same tiles whole on all twelve, 1.06-1.59x; on the four where the vote picked them whole,
+    1.06-1.21x (1536x640x8192 33.7 us against 40.7, cuBLASLt 25.5; 2048x512x4096 tn 18.9 against
+    21.8, 16.5; 1024x1024x4096 18.5 against 21.7, cuBLAS 16.0), though 64 x 128 tiles of one
+    consumer ran faster still at 2048x384x2048 (10.7 us against 11.8). Where the vote picked
+    otherwise (128 x 64 tiles, split-K through memory: eight shapes) its pick was within 4% of the
+    fastest form probed."""
+    tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 128)
+    if (not two_consumer_tiles(tunables, (128,)) or not unclustered(tunables) or problem.m <= 128
+            or tiles > SMS // 2 or problem.k < HALF_GRID_SPLIT_MIN_K):
+        return tunables, why
+    return ({**tunables, "CK": 2},
+            f"{why}; {tiles} tiles of 128x128 fill at most half the SMs: split-K in clusters of two (H100: "
+            f"1536x640x8192 33.7 us against 40.7; {HALF_GRID_SPLIT_PROBE})")
 
 
 def computed_columns(problem: GemmProblem, bn: int) -> int:
