@@ -673,6 +673,31 @@ def test_underfilled_grids_of_wide_tiles_take_128_x_128(shape, tunables, kept):
     assert why == "voted" if kept else "twice the CTAs" in why
 
 
+TILE_128 = selection.TILE_128x128
+
+
+@pytest.mark.parametrize("shape, tunables, kept", [
+    ((2048, 512, 4096), TILE_128, False),  # 64 tiles of 128 x 128: half the SMs idle
+    ((1536, 640, 8192), TILE_128, False),
+    ((3328, 256, 2048), {"BN": 128, "STAGES": 4}, False),  # K = 2048, the least the probe ran
+    ((2048, 1024, 4096), TILE_128, True),  # 128 tiles
+    ((1024, 1024, 1024), TILE_128, True),  # K below HALF_GRID_SPLIT_MIN_K
+    ((128, 8192, 4096), TILE_128, True),  # one tile row: the M <= 128 rules decide
+    ((1024, 1024, 4096), {**TILE_128, "SPLITS": 2}, True),  # split already
+    ((1024, 1024, 4096), {**TILE_128, "CM": 2}, True),  # a cluster
+    ((1024, 1024, 4096), {"BN": 64, "STAGES": 8, "PDL": 1}, True),  # 128 x 64 tiles
+    ((1024, 1024, 4096), {"BN": 128, "CONSUMERS": 1, "PDL": 1}, True),  # one consumer: two CTAs an SM
+])
+def test_whole_128_x_128_tiles_on_half_the_sms_split_in_clusters_of_two(shape, tunables, kept):
+    p = GemmProblem(*shape, out_dtype="bf16")
+    got, why = rungs.half_grid_split(p, dict(tunables), "voted")
+    assert got == (tunables if kept else {**tunables, "CK": 2})
+    assert (why == "voted") == kept and (rungs.HALF_GRID_SPLIT_PROBE in why) != kept
+    SPECS["hopper_bf16"].validate(p, got)
+    for path in (rungs.HALF_GRID_SPLIT_PROBE, rungs.HALF_GRID_SPLIT_CHECK):  # what its docstring cites
+        assert (ROOT / path).is_file(), path
+
+
 @pytest.mark.parametrize("shape, tunables, kept", [
     ((1024, 704, 6144), {"BN": 64, "STAGES": 8, "PDL": 1}, False),  # 88 tiles past half the SMs
     ((1024, 1536, 4096), {"BN": 128, "STAGES": 6, "PDL": 1}, False),

@@ -601,7 +601,8 @@ def choose_any_shape(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int
     is stored transposed (``transposed_unclustered``), either with 64-row tiles made 128-row
     ones where M needs two rows of them (``one_tile_row``), 128 x 256 tiles made 128 x 128
     where they would fill at most half the SMs, or three quarters at deep K
-    (``underfilled_grid``), 128 x 256 tiles made 128 x 192 where N asks for it (``ragged_n``)
+    (``underfilled_grid``), whole 128 x 128 tiles on at most half the SMs split in clusters of
+    two (``half_grid_split``), 128 x 256 tiles made 128 x 192 where N asks for it (``ragged_n``)
     and clustered where A's or B's rows are not 128-byte multiples (``unaligned_rows``)."""
     for rule in (decode_choice, small_n_choice):
         chosen = rule(problem)
@@ -628,7 +629,8 @@ def voted_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], s
         voted = tunables, f"{why}; no tuning-set table for this GPU"
     else:
         voted = transposed_unclustered(problem, *voted)
-    picked = ragged_n(problem, *half_grid_split(problem, *underfilled_grid(problem, *one_tile_row(problem, *voted))))
+    picked = one_tile_row(problem, *voted)
+    picked = ragged_n(problem, *half_grid_split(problem, *underfilled_grid(problem, *picked)))
     return without_pdl(problem, *unaligned_rows(problem, *picked))
 
 
@@ -1070,6 +1072,7 @@ def underfilled_grid(problem: GemmProblem, tunables: dict[str, int], why: str) -
 
 
 HALF_GRID_SPLIT_PROBE = "results/h100-80gb-hbm3/probe-mid-grid.txt"
+HALF_GRID_SPLIT_CHECK = "results/h100-80gb-hbm3/probe-mid-grid-check.txt"
 HALF_GRID_SPLIT_MIN_K = 2048  # the probe's least K
 
 
@@ -1088,7 +1091,10 @@ def half_grid_split(problem: GemmProblem, tunables: dict[str, int], why: str) ->
     21.8, 16.5; 1024x1024x4096 18.5 against 21.7, cuBLAS 16.0), though 64 x 128 tiles of one
     consumer ran faster still at 2048x384x2048 (10.7 us against 11.8). Where the vote picked
     otherwise (128 x 64 tiles, split-K through memory: eight shapes) its pick was within 4% of the
-    fastest form probed."""
+    fastest form probed. Checked on ten shapes chosen after, where the pick without it is the whole
+    tiles (HALF_GRID_SPLIT_CHECK: nn, nt, tn, K = 2048-14336): faster than them on all ten, 1.07-1.34x
+    (geometric mean 1.19x; 1536x384x5120 nt 19.5 us against 26.1), still 0.67-0.84 of the faster
+    baseline (cuBLASLt 13.1 there); 64 x 128 tiles of one consumer ran faster at 3328x256x2048."""
     tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 128)
     if (not two_consumer_tiles(tunables, (128,)) or not unclustered(tunables) or problem.m <= 128
             or tiles > SMS // 2 or problem.k < HALF_GRID_SPLIT_MIN_K):
