@@ -15,13 +15,14 @@ cluster. --check-wave: WAVE_CHECK_SHAPES, the pick beside the vote's own. --smal
 pick beside what choose() picks with the problem as it is (rungs.wide_choice) and the decode tiles on the
 problem with M and N exchanged (SWAP_MN, ``exchanged_alternatives``); --check-small-n: the same on
 SMALL_N_CHECK_CALLS. --mid-grid: MID_GRID_CALLS, the pick beside the forms that fill more SMs;
---check-mid-grid: MID_GRID_CHECK_CALLS, the pick beside its tiles whole. A call is MxNxK[:layout[:epilogue]]
-(default nn, none).
+--check-mid-grid: MID_GRID_CHECK_CALLS, the pick beside its tiles whole; --check-short-k:
+SHORT_K_CHECK_CALLS, the pick beside the swapped and the ping-pong tiles. A call is
+MxNxK[:layout[:epilogue]] (default nn, none).
 
 Run from the repository root:
     PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
         [--tn | --check | --check-nn | --check-wave | --small-n | --check-small-n | --mid-grid
-        | --check-mid-grid | CALL ...]
+        | --check-mid-grid | --check-short-k | CALL ...]
 """
 
 from __future__ import annotations
@@ -90,6 +91,12 @@ MID_GRID_CALLS = ["2048x512x4096:tn", "1024x1024x4096:nn", "1536x640x8192:nn", "
 MID_GRID_CHECK_CALLS = ["1920x512x5120:nn", "1536x384x5120:nt", "1152x896x4096:tn", "1280x640x8192:nn",
                         "3328x256x2048:nn", "1280x768x14336:nt", "2816x384x3072:nn", "1664x640x10240:tn",
                         "2304x256x10240:nn", "1152x768x6144:nt"]
+# --check-short-k: short_k_choice's ping-pong tiles at K <= 512 (rungs.SHORT_K_PINGPONG_K) checked on shapes
+# of neither set chosen after they were written from probe-short-k-pingpong.txt: the pick beside the
+# swapped tiles it took before and the ping-pong tiles with and without a 2 x 1 cluster
+SHORT_K_CHECK_CALLS = ["5120x6144x512:nn", "3584x4096x384:nt", "8192x3072x512:nt:bias_gelu", "4608x5120x256:nn",
+                       "10240x4096x512:nn", "3072x8192x448:nt", "6656x6656x512:nn", "16384x2048x320:nn",
+                       "2560x10240x512:nt:bias", "7168x7168x256:nt"]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -150,6 +157,12 @@ def mid_grid_check_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict
     return {"whole": whole, "64x128": {"BN": 128, "CONSUMERS": 1, "PDL": 1}}
 
 
+def short_k_check_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
+    """--check-short-k's: the swapped 160-row tiles, and the ping-pong tiles with and without a 2 x 1 cluster."""
+    return {"swapped": dict(rungs.SHORT_K_TILE), "pp": dict(selection.PINGPONG_TILE),
+            "pp cm2": {**selection.PINGPONG_TILE, "CM": 2}}
+
+
 def alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
     """The vote's pick, its candidates, the short-K tiles, split and decode forms at small M, and
     GEMM_PROBE_CONFIGS."""
@@ -193,13 +206,16 @@ def main(args: list[str]) -> None:
     check, wave = "--check" in args or "--check-nn" in args, "--check-wave" in args
     small_n, mid, mid_check = ("--small-n" in args or "--check-small-n" in args, "--mid-grid" in args,
                                "--check-mid-grid" in args)
+    short_k = "--check-short-k" in args
     named = (CHECK_CALLS if "--check" in args else CHECK_NN_CALLS if "--check-nn" in args
              else list(WAVE_CHECK_SHAPES) if wave else TN_CALLS if "--tn" in args
              else SMALL_N_CHECK_CALLS if "--check-small-n" in args else SMALL_N_CALLS if small_n
-             else MID_GRID_CALLS if mid else MID_GRID_CHECK_CALLS if mid_check else MLP_CALLS)
+             else MID_GRID_CALLS if mid else MID_GRID_CHECK_CALLS if mid_check
+             else SHORT_K_CHECK_CALLS if short_k else MLP_CALLS)
     calls = [a for a in args if not a.startswith("--")] or named
     offer = (check_alternatives if check else wave_alternatives if wave else exchanged_alternatives if small_n
-             else mid_grid_alternatives if mid else mid_grid_check_alternatives if mid_check else alternatives)
+             else mid_grid_alternatives if mid else mid_grid_check_alternatives if mid_check
+             else short_k_check_alternatives if short_k else alternatives)
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:

@@ -823,6 +823,10 @@ SHORT_K_FEW_TILE = {**SHORT_K_TILE, "DECODE": 128}
 SHORT_K_FEW_ROUNDS = 2.5
 SHORT_K_SMALL_GRIDS = "results/h100-80gb-hbm3/probe-short-k-rule-small-grids.txt"
 SHORT_K_ODD = "results/h100-80gb-hbm3/probe-short-k-rule-odd.txt"
+# ... but at K <= SHORT_K_PINGPONG_K past the few rounds, any_shape's own ping-pong tiles (128 x 128,
+# unswapped), in a 2 x 1 cluster from SHORT_K_PINGPONG_CLUSTER_WAVES waves of them
+SHORT_K_PINGPONG_K, SHORT_K_PINGPONG_CLUSTER_WAVES = 512, 12
+SHORT_K_PINGPONG_PROBE = "results/h100-80gb-hbm3/probe-short-k-pingpong.txt"
 
 
 def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
@@ -869,6 +873,17 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     runs (results/h100-80gb-hbm3/bench-mlp-gemms-dx*.txt), the vote's pick 9.3 us, the 128-row
     tiles 16.1, the 160-row ones 18.3. At K = 54 (the H200's tuning-set 2306x2731x54, FP32 D)
     they were the fastest candidate.
+
+    At K <= SHORT_K_PINGPONG_K past those few rounds, any_shape's ping-pong tiles (128 x 128,
+    unswapped, each consumer whole tiles in turn), in a 2 x 1 cluster from
+    SHORT_K_PINGPONG_CLUSTER_WAVES waves of them. H100, BF16 D, alternately timed beside cuBLAS and
+    cuBLASLt (SHORT_K_PINGPONG_PROBE, shapes of neither corpus set): on all ten such grids of K =
+    256-512, nn and nt, they beat the swapped tiles, 1.07-1.41x (3072x5120x512 31.2 us against
+    43.7, cuBLASLt 26.8; 6144x24576x512 in the cluster 259.2 against 336.2, 223.7); unclustered
+    faster on the five of 512-1024 tiles (by 1-10%), clustered on four of the five of 2048-9216
+    (by 1-10%), level on the fifth. At 5120x3072x768 level with the swapped tiles (44.4 us against
+    45.1); at 4096x2048x512 nt (the few-rounds case, the MLP run's forward) 6% slower than the
+    128-row swapped tiles.
     """
     m, n, k = problem.m, problem.n, problem.k
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
@@ -878,6 +893,11 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     tile = SHORT_K_TILE
     if ceil_div(m, tile["DECODE"]) * ceil_div(n, 128) < SHORT_K_FEW_ROUNDS * 2 * SMS:
         tile = SHORT_K_FEW_TILE
+    elif k <= SHORT_K_PINGPONG_K:
+        clustered = tiles >= SHORT_K_PINGPONG_CLUSTER_WAVES * SMS
+        return ({**selection.PINGPONG_TILE, **({"CM": 2} if clustered else {})},
+                f"K = {k}: {tiles} ping-pong tiles of 128 x 128" + (" in 2 x 1 clusters" if clustered else "")
+                + f" (H100: 3072x5120x512 31.2 us against 43.7 for the swapped tiles; {SHORT_K_PINGPONG_PROBE})")
     rows, swapped = tile["DECODE"], ceil_div(m, tile["DECODE"]) * ceil_div(n, 128)
     return (dict(tile),
             f"K = {k}: {swapped} swapped ping-pong tiles of {rows} x 128 in 1 x 2 clusters (H100: 6144x8192x1024 "
