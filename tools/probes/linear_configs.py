@@ -202,20 +202,21 @@ def launches(p: GemmProblem) -> int:
     return max(10, min(LAUNCHES, int(BATCH_US * 5e8 / p.flops)))
 
 
+def presets() -> dict[str, tuple[list[str], object]]:
+    """Flag -> (its calls, what each is timed beside); no flag: the MLP's calls and ``alternatives``."""
+    return {"--tn": (TN_CALLS, alternatives), "--check": (CHECK_CALLS, check_alternatives),
+            "--check-nn": (CHECK_NN_CALLS, check_alternatives),
+            "--check-wave": (list(WAVE_CHECK_SHAPES), wave_alternatives),
+            "--small-n": (SMALL_N_CALLS, exchanged_alternatives),
+            "--check-small-n": (SMALL_N_CHECK_CALLS, exchanged_alternatives),
+            "--mid-grid": (MID_GRID_CALLS, mid_grid_alternatives),
+            "--check-mid-grid": (MID_GRID_CHECK_CALLS, mid_grid_check_alternatives),
+            "--check-short-k": (SHORT_K_CHECK_CALLS, short_k_check_alternatives)}
+
+
 def main(args: list[str]) -> None:
-    check, wave = "--check" in args or "--check-nn" in args, "--check-wave" in args
-    small_n, mid, mid_check = ("--small-n" in args or "--check-small-n" in args, "--mid-grid" in args,
-                               "--check-mid-grid" in args)
-    short_k = "--check-short-k" in args
-    named = (CHECK_CALLS if "--check" in args else CHECK_NN_CALLS if "--check-nn" in args
-             else list(WAVE_CHECK_SHAPES) if wave else TN_CALLS if "--tn" in args
-             else SMALL_N_CHECK_CALLS if "--check-small-n" in args else SMALL_N_CALLS if small_n
-             else MID_GRID_CALLS if mid else MID_GRID_CHECK_CALLS if mid_check
-             else SHORT_K_CHECK_CALLS if short_k else MLP_CALLS)
+    named, offer = next((preset for flag, preset in presets().items() if flag in args), (MLP_CALLS, alternatives))
     calls = [a for a in args if not a.startswith("--")] or named
-    offer = (check_alternatives if check else wave_alternatives if wave else exchanged_alternatives if small_n
-             else mid_grid_alternatives if mid else mid_grid_check_alternatives if mid_check
-             else short_k_check_alternatives if short_k else alternatives)
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:

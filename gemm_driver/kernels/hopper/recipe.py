@@ -18,7 +18,9 @@ One recipe serves every rung: the spec hands it ``select(tunables) -> (entry nam
 5. for any_shape's TMA-store epilogue, encodes C's map in the output type where TMA can write
    C (else the kernel stores from registers, told so by c_tma = 0), and passes the bias.
 
-M = 0 or N = 0 writes nothing, so it enqueues nothing.
+M = 0 or N = 0 writes nothing, so it enqueues nothing. With the decode tiles' SWAP_MN (small N)
+all of this is done for the problem with M and N exchanged (``geometry.kernel_problem``): B's
+memory is the kernel's A and A's its B, and the kernel writes D's rows itself.
 
 The launch it returns can be re-pointed (``Launch.repoint``): the same GEMM at other operand
 addresses, made from it by copying its packed arguments and encoding again only the tensor
@@ -143,7 +145,8 @@ class _Shape:
         else:
             b_ptr, b_ld = _readable(ctx, copies, "b", b, *self.b_stored, precision, transpose=False)
         passes = packing_passes(ctx, copies)
-        # the decode tiles store C from registers; their entries take the map all the same
+        # with SWAP_MN the kernel's C is D transposed, which no map describes (the decode tiles store
+        # from registers; their entries take a spare map)
         c_tma = g.tma_store and not g.swap_mn and c_tma_possible(c.ptr, c.ld, p.n, g.out_dtype,
                                                                   enabled=self.store_enabled)
         at = _At(a_ptr, a_ld, b_ptr, b_ld, c.ptr, c.ld, c_tma, bias)
