@@ -94,9 +94,8 @@ __global__ void __cluster_dims__(CM * CN * CK, 1, 1) __launch_bounds__(128 * (CO
 // (C is stored from registers). TB = 1: B stored N x K; TA = 1: A stored K x M (MT = 64 only). PP = 1
 // (MT of 128 or 160, two consumers): ping-pong, each consumer whole MT x 128 tiles in turn, no split-K.
 // MN = 1 (small N): the host passes the problem with M and N exchanged, N, M, K, and B's map as a_map,
-// A's as b_map; TA and TB stay the problem's layout, and the kernel reads op(B)^T as its A (stored
-// transposed where B is not: TA' = 1 - TB) and op(A)^T as its B (TB' = 1 - TA), and stores its
-// product D^T into D's rows (decode_body.cuh's store_exchanged).
+// A's as b_map; TA and TB stay the problem's layout (decode_body.cuh's run exchanges them) and the
+// kernel stores its product D^T into D's rows (store_exchanged).
 template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int PP = 0, int TA = 0, int MN = 0>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_decode(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
@@ -105,7 +104,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
                   float* __restrict__ workspace, int* __restrict__ counters,
                   const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                   const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, MN ? 1 - TA : TB, 1, 1, PP != 0, MN ? 1 - TB : TA, MN != 0>(
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, 1, 1, PP != 0, TA, MN != 0>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias);
 }
 
@@ -120,6 +119,6 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUME
                           int whole, float* __restrict__ workspace, int* __restrict__ counters,
                           const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                           const typename hopper::OutType<OUT>::T* __restrict__ bias) {
-    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, MN ? 1 - TA : TB, CM, CN, PP != 0, MN ? 1 - TB : TA, MN != 0>(
+    hopper_small_m::run<Elem, MT, CONSUMERS, OUT, EPI, TB, CM, CN, PP != 0, TA, MN != 0>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias);
 }

@@ -36,7 +36,7 @@
 // so that N's few columns are the tiles' few rows (a classifier head, a router, a LoRA down
 // projection: x @ W^T with W of 8-64 rows). op(B)^T is op(A)'s role and stored transposed where B
 // is not, and the same for op(A)^T: the kernel reads A and B with the layouts exchanged and
-// flipped (run's TA, TB). Its product P = D^T goes to D as D's rows (store_exchanged): P[r][c] is
+// flipped (run does it). Its product P = D^T goes to D as D's rows (store_exchanged): P[r][c] is
 // D[c][r], the bias indexed by r.
 #pragma once
 #include "persistent_body.cuh"
@@ -319,14 +319,17 @@ __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a
 }
 
 // 16-bit A and B: the tensor cores sum the unit's whole k range (consume_unit), alpha as given.
+// TA, TB: the problem's layout; with MN the kernel reads op(B)^T as its A, stored transposed where B
+// is not (1 - TB), and op(A)^T as its B (1 - TA): the file's opening comment.
 template <class Elem, int MT, int CONSUMERS, int OUT, int EPI, int TB, int CM, int CN = 1, bool PINGPONG = false,
           int TA = 0, bool MN = false>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace,
                                     int* __restrict__ counters, const typename OutType<OUT>::T* __restrict__ bias) {
-    using Cfg = Config<Elem, MT, CONSUMERS, TB, CM, CN, PINGPONG, TA>;
-    run_with<Elem, MT, CONSUMERS, OUT, EPI, TB, CM, CN, PINGPONG, TA, MN>(
+    constexpr int KA = MN ? 1 - TB : TA, KB = MN ? 1 - TA : TB;  // the layout of the problem computed
+    using Cfg = Config<Elem, MT, CONSUMERS, KB, CM, CN, PINGPONG, KA>;
+    run_with<Elem, MT, CONSUMERS, OUT, EPI, KB, CM, CN, PINGPONG, KA, MN>(
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [](float (&d)[MT / 2], const hopper_pws::Unit& w, Barrier* full, Barrier* empty, unsigned char* smem,
            int consumer, int t, int& s, int& phase) {

@@ -107,7 +107,7 @@ def recipe(ctx, select: Select, resident: Resident = resident_clusters) -> Calla
         grid = (geo.persistent_grid(split.units, clusters, g.cluster), 1, 1)
     else:
         grid = geo.tile_grid(p, g)
-    return _Shape(ctx, g, kernel, grid, split).enqueue_at(ctx.a, ctx.b, ctx.c, ctx.bias)
+    return _Shape(ctx, g, p, kernel, grid, split).enqueue_at(ctx.a, ctx.b, ctx.c, ctx.bias)
 
 
 class _Shape:
@@ -115,10 +115,10 @@ class _Shape:
     entry and its geometry, the grid, the stream. ``enqueue_at`` makes the launch at given
     addresses (an ``_Enqueue``)."""
 
-    def __init__(self, ctx, g: geo.Geometry, kernel, grid, split: geo.Split):
-        self.ctx, self.g, self.kernel, self.grid, self.split = ctx, g, kernel, grid, split
+    def __init__(self, ctx, g: geo.Geometry, p, kernel, grid, split: geo.Split):
+        # p: the problem the entry computes (geometry.kernel_problem: with SWAP_MN, M and N exchanged)
+        self.ctx, self.g, self.problem, self.kernel, self.grid, self.split = ctx, g, p, kernel, grid, split
         self.block = (g.threads, 1, 1)
-        self.problem = p = geo.kernel_problem(ctx.problem, g)  # with SWAP_MN, M and N exchanged
         self.a_stored = (p.k, p.m) if g.trans_a else (p.m, p.k)
         # B as its map reads it: N x K when stored so, or as the transposed copy of a K x N B
         self.b_stored = (p.n, p.k) if g.trans_b or g.b_transposed else (p.k, p.n)

@@ -708,7 +708,7 @@ def small_n_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     """The decode tiles on the problem with M and N exchanged (SWAP_MN: D^T = op(B)^T op(A)^T, N's
     few columns the tiles' rows) for N <= SMALL_N_MAX and M >= SMALL_N_MIN_M, in the form the
     small-M rules give the exchanged problem: ``decode_tiles`` (64 rows past 32), or, where the
-    exchanged A is stored transposed (B stored K x N: nn, tn), ``transposed_decode_choice``, which
+    exchanged A is stored transposed (B stored K x N: nn, tn), ``transposed_decode_tiles``, which
     may decline (then None). x @ W^T with W of a few rows: a classifier head, an MoE router, a LoRA
     down projection. At this N the 128-row tiles of any_shape put M's rows on few CTAs (4096x16x2048:
     32), each reading its rows of A at what one SM draws.
@@ -726,15 +726,10 @@ def small_n_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     if problem.n > SMALL_N_MAX or problem.m < SMALL_N_MIN_M:
         return None
     exchanged = geo.exchanged(problem)
-    if exchanged.trans_a:
-        chosen = transposed_decode_choice(exchanged)
-        if chosen is None:
-            return None
-        tunables = chosen[0]
-        form = (f"{ceil_div(exchanged.n, 128)} tiles of 64 x 128 (the exchanged A's tile M-major)"
-                + (f", {tunables['SPLITS']}-way split-K" if tunables.get("SPLITS", 1) > 1 else "") + ", PDL")
-    else:
-        tunables, form = decode_tiles(exchanged)
+    chosen = transposed_decode_tiles(exchanged) if exchanged.trans_a else decode_tiles(exchanged)
+    if chosen is None:
+        return None
+    tunables, form = chosen
     return {**tunables, "SWAP_MN": 1}, (f"N = {problem.n}: hopper_decode on the problem with M and N exchanged, "
                                          f"{form} (H100: 8192x16x14336 nt 79.9 us against 117.4; {SMALL_N_PROBE})")
 
@@ -767,6 +762,17 @@ def transposed_decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str]
     Hence the bounds on K and the tiles. Checked again on eight shapes chosen after them
     (TRANSPOSED_DECODE_CHECK): faster than the vote's pick on all eight, 1.03-1.29x (geometric
     mean 1.12x; 24x7168x4096 29.7 us against 38.2), at 0.80-1.92 of the faster baseline."""
+    chosen = transposed_decode_tiles(problem)
+    if chosen is None:
+        return None
+    tunables, form = chosen
+    return tunables, (f"M = {problem.m}, A stored K x M: hopper_decode, {form} (H100: 8x4096x4096 tn 18.1 us "
+                      f"against 28.2 for the vote's pick; {TRANSPOSED_DECODE_PROBE})")
+
+
+def transposed_decode_tiles(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """``transposed_decode_choice``'s tunables, whatever M, and their words ("32 tiles of 64 x 128 (A's
+    tile M-major), 2-way split-K, PDL"); None past its bounds (a small grid, K, the tiles)."""
     if fill_tiles(problem) <= FILL_TILES:
         return None  # grid_fill_choice's small grid
     tiles = ceil_div(problem.m, DECODE_TRANSPOSED_ROWS) * ceil_div(problem.n, 128)
@@ -775,9 +781,8 @@ def transposed_decode_choice(problem: GemmProblem) -> tuple[dict[str, int], str]
     splits = 2 if tiles <= TRANSPOSED_DECODE_SPLIT_TILES else 1
     tunables = {"DECODE": DECODE_TRANSPOSED_ROWS, "BN": 128, "CONSUMERS": 2,
                 **({"SPLITS": splits} if splits > 1 else {}), "PDL": 1}
-    return tunables, (f"M = {problem.m}, A stored K x M: hopper_decode, {tiles} tiles of {DECODE_TRANSPOSED_ROWS} x "
-                      "128 (A's tile M-major)" + (f", {splits}-way split-K" if splits > 1 else "") + ", PDL (H100: "
-                      f"8x4096x4096 tn 18.1 us against 28.2 for the vote's pick; {TRANSPOSED_DECODE_PROBE})")
+    return tunables, (f"{tiles} tiles of {DECODE_TRANSPOSED_ROWS} x 128 (A's tile M-major)"
+                      + (f", {splits}-way split-K" if splits > 1 else "") + ", PDL")
 
 
 # row_pair_choice: M strictly between ROW_PAIR_M = (64, 128), K and N at least ROW_PAIR_MIN_K, _N
