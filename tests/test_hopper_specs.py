@@ -391,7 +391,7 @@ def test_between_64_and_128_rows_two_tile_rows_share_b(shape, layout, want):
 @pytest.mark.parametrize("shape, layout, rows", [
     ((6144, 8192, 1024), "nn", 160),
     ((4096, 4096, 1024), "nt", 160),  # 832 tiles of 160 x 128: past 2.5 rounds of 2 x 132
-    ((4096, 2048, 512), "nt", 128),  # 416 of them: 1.6 rounds, the 128-row tiles
+    ((4096, 2048, 1024), "nt", 128),  # 416 of them: 1.6 rounds, the 128-row tiles
     ((2306, 2731, 54), "nn", 128),  # odd sizes, one k tile, 1.25 rounds
     ((4096, 2048, 16), "nn", None),  # K below SHORT_K_MIN: no k loop to hide an epilogue behind
     ((1536, 16384, 2048), "nt", 160),  # K = SHORT_K_MAX
@@ -413,7 +413,8 @@ def test_full_grids_of_a_short_k_take_the_swapped_ping_pong_tiles(shape, layout,
         assert (SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0] == want) == bool(rows)
         SPECS[name].validate(linear, SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0])
     evidence = (rungs.SHORT_K_PROBE, rungs.SHORT_K_SWEEP, rungs.SHORT_K_CHECK, rungs.SHORT_K_SMALL_GRIDS,
-                rungs.SHORT_K_ODD, rungs.SHORT_K_PINGPONG_PROBE, rungs.SHORT_K_PINGPONG_CHECK)
+                rungs.SHORT_K_ODD, rungs.SHORT_K_PINGPONG_PROBE, rungs.SHORT_K_PINGPONG_CHECK,
+                rungs.SHORT_K_PINGPONG_FEW, rungs.SHORT_K_PINGPONG_FEW_CHECK)
     for path in evidence:  # what its docstring cites
         assert (ROOT / path).is_file(), path
 
@@ -422,7 +423,8 @@ def test_full_grids_of_a_short_k_take_the_swapped_ping_pong_tiles(shape, layout,
     ((4096, 4096, 512), "nt", selection.PINGPONG_TILE),  # 1024 tiles of 128 x 128: under 12 waves
     ((2560, 10240, 256), "nn", {**selection.PINGPONG_TILE, "CM": 2}),  # 1600 tiles: from 12 waves (1584)
     ((3584, 4096, 384), "nt", selection.PINGPONG_TILE),  # 736 swapped tiles of 160 rows: 2.8 rounds
-    ((4096, 2048, 512), "nt", rungs.SHORT_K_FEW_TILE),  # the few rounds keep the 128-row swapped tiles
+    ((4096, 2048, 512), "nt", selection.PINGPONG_TILE),  # the few rounds too (416 swapped tiles of 160 rows) ...
+    ((4096, 2048, 192), "nt", rungs.SHORT_K_FEW_TILE),  # ... from K = 256: below, the 128-row swapped tiles
     ((5120, 3072, 768), "nn", rungs.SHORT_K_TILE),  # past SHORT_K_PINGPONG_K
 ])
 def test_at_k_up_to_512_full_grids_take_the_unswapped_ping_pong_tiles(shape, layout, want):

@@ -53,6 +53,7 @@ struct Fp16Cvt {
 // Callers align pairs to 2 and quads to 4 elements.
 template <int OUT> struct OutType {
     using T = float;
+    static __device__ __forceinline__ float value(T bits) { return bits; }
     static __device__ __forceinline__ float load(const T* p) { return *p; }
     static __device__ __forceinline__ float2 load2(const T* p) { return *reinterpret_cast<const float2*>(p); }
     static __device__ __forceinline__ float4 load4(const T* p) { return *reinterpret_cast<const float4*>(p); }
@@ -65,6 +66,7 @@ template <int OUT> struct OutType {
 
 template <class Cvt> struct Out16 {
     using T = unsigned short;
+    static __device__ __forceinline__ float value(T bits) { return Cvt::to_float(bits); }
     static __device__ __forceinline__ float load(const T* p) { return Cvt::to_float(*p); }
     static __device__ __forceinline__ float2 unpack(unsigned w) {
         return make_float2(Cvt::to_float(static_cast<unsigned short>(w & 0xFFFFu)),
@@ -118,6 +120,13 @@ struct Epilogue {
     __device__ __forceinline__ float bias_at(int col) const {
         if constexpr (EPI == EPI_NONE) return 0.0f;
         else return col < N ? Out::load(bias + col) : 0.0f;
+    }
+    // bias[col] as stored, 0 past N (or without a bias). Held across a k loop as it was loaded
+    // (Out::value converts it at the epilogue), the load is one predicated instruction that nothing
+    // waits for until then: converted at once, the first use made the warp wait for it there.
+    __device__ __forceinline__ T bias_bits(int col) const {
+        if constexpr (EPI == EPI_NONE) return T(0);
+        else return col < N ? bias[col] : T(0);
     }
     // bias[col], bias[col + 1] (col even) as stored, 16-bit types: one 32-bit load where aligned
     __device__ __forceinline__ unsigned bias_pair_bits(int col) const {

@@ -136,12 +136,14 @@ __device__ __forceinline__ int fragment_row(int m0, int j, int e, int lane) { re
 // row pointer by constant multiples of ldc: per element index arithmetic, bounds checks and the
 // beta test took 20 instructions a store (ncu's source counters at 6144x24576x512), which the
 // ping-pong tiles' epilogue, 160 stores a thread, could not hide behind the other's k loop.
+// held: the bias at columns n and n + 8 as stored (hold_bias).
 template <int MT, class Epi>
 __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M, int m0, int n, const Epi& epi,
-                                                 typename Epi::T* __restrict__ C, int ldc, int lane) {
+                                                 const typename Epi::T (&held)[2], typename Epi::T* __restrict__ C,
+                                                 int ldc, int lane) {
     using Out = typename Epi::Out;
+    const float b[2] = {Out::value(held[0]), Out::value(held[1])};
     if (m0 + MT <= M && n + 8 < epi.N && epi.beta == 0.0f) {
-        const float b[2] = {epi.bias_at(n), epi.bias_at(n + 8)};
         typename Epi::T* row = C + static_cast<long long>(fragment_row(m0, 0, 0, lane)) * ldc + n;
         const long long rows8 = 8LL * ldc;
 #pragma unroll
@@ -157,7 +159,6 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
     for (int h = 0; h < 2; ++h) {
         const int col = n + 8 * h;
         if (col >= epi.N) continue;
-        const float b = epi.bias_at(col);
 #pragma unroll
         for (int j = 0; j < MT / 8; ++j) {
 #pragma unroll
@@ -167,7 +168,7 @@ __device__ __forceinline__ void store_transposed(const float (&d)[MT / 2], int M
                 typename Epi::T* out = C + static_cast<long long>(row) * ldc + col;
                 float v = epi.alpha * d[4 * j + 2 * h + e];
                 if (epi.beta != 0.0f) v = fmaf(epi.beta, Out::load(out), v);
-                Out::store(out, epi.finish(v, b));
+                Out::store(out, epi.finish(v, b[h]));
             }
         }
     }
@@ -210,14 +211,27 @@ __device__ __forceinline__ void store_exchanged(const float (&d)[MT / 2], int N,
     }
 }
 
-// Where a consumer's block of the kernel's product goes: C's rows (store_transposed), or with MN
-// D's rows, P being D^T (store_exchanged, the bias along P's rows).
+// The bias at a thread's columns n and n + 8 of C (store_transposed's) as stored, loaded as the
+// tile's k loop starts so that the epilogue does not wait for them (hopper_epilogue.cuh's
+// BiasPairs says what that saved). With MN the bias runs along P's rows, which store_exchanged
+// reads itself.
+template <bool MN, int OUT, int EPI>
+__device__ __forceinline__ void hold_bias(typename OutType<OUT>::T (&held)[2],
+                                          const typename OutType<OUT>::T* __restrict__ bias, int N, int n) {
+    const Epilogue<OUT, EPI> epi{1.0f, 0.0f, bias, N};
+    held[0] = MN ? 0 : epi.bias_bits(n);
+    held[1] = MN ? 0 : epi.bias_bits(n + 8);
+}
+
+// Where a consumer's block of the kernel's product goes: C's rows (store_transposed, held from
+// hold_bias), or with MN D's rows, P being D^T (store_exchanged, the bias along P's rows).
 template <int MT, bool MN, int OUT, int EPI>
 __device__ __forceinline__ void store_block(const float (&d)[MT / 2], int M, int N, int m0, int n, float alpha,
                                             float beta, const typename OutType<OUT>::T* __restrict__ bias,
+                                            const typename OutType<OUT>::T (&held)[2],
                                             typename OutType<OUT>::T* __restrict__ C, int ldc, int lane) {
     if constexpr (MN) store_exchanged<MT>(d, N, m0, n, Epilogue<OUT, EPI>{alpha, beta, bias, M}, C, ldc, lane);
-    else store_transposed<MT>(d, M, m0, n, Epilogue<OUT, EPI>{alpha, beta, bias, N}, C, ldc, lane);
+    else store_transposed<MT>(d, M, m0, n, Epilogue<OUT, EPI>{alpha, beta, bias, N}, held, C, ldc, lane);
 }
 
 // The decode schedule with the consumer's work on a unit given (the FP8 kernel's promoted k loop
@@ -283,9 +297,13 @@ __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a
         if constexpr (PINGPONG) {
             // each consumer both 64-column blocks of its tiles, in turns (take_turns); no split-K
             float d_left[MT / 2], d_right[MT / 2];
+            typename OutType<OUT>::T b_left[2], b_right[2];
             hopper_pws::take_turns<Cfg>(
                 sched, cluster_id, clusters, consumer, t, turns, s, phase, unit_of,
                 [&](const hopper_pws::Unit& w) {
+                    const int n = w.n0 + 16 * warp + lane / 4;
+                    hold_bias<MN, OUT, EPI>(b_left, bias, N, n);
+                    hold_bias<MN, OUT, EPI>(b_right, bias, N, n + 64);
                     hopper_pws::consume_unit<Cfg>(d_left, w, full, empty, t, s, phase, [&](int slot, bool first) {
                         mma_stage<Elem, Cfg>(d_left, smem, slot, 0, first);
                         mma_stage<Elem, Cfg>(d_right, smem, slot, 1, first);
@@ -294,13 +312,17 @@ __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a
                 },
                 [&](const hopper_pws::Unit& w) {
                     const int n = w.n0 + 16 * warp + lane / 4;
-                    store_block<MT, MN, OUT, EPI>(d_left, M, N, w.m0, n, alpha, beta, bias, C, ldc, lane);
-                    store_block<MT, MN, OUT, EPI>(d_right, M, N, w.m0, n + 64, alpha, beta, bias, C, ldc, lane);
+                    store_block<MT, MN, OUT, EPI>(d_left, M, N, w.m0, n, alpha, beta, bias, b_left, C, ldc, lane);
+                    store_block<MT, MN, OUT, EPI>(d_right, M, N, w.m0, n + 64, alpha, beta, bias, b_right, C, ldc,
+                                                  lane);
                 });
         } else {
             float d[MT / 2];
+            typename OutType<OUT>::T b[2];
             for (int u = cluster_id; u < sched.units; u += clusters) {
                 const hopper_pws::Unit w = unit_of(u);
+                const int n = w.n0 + 64 * consumer + 16 * warp + lane / 4;
+                hold_bias<MN, OUT, EPI>(b, bias, N, n);
                 k_loop(d, w, full, empty, smem, consumer, t, s, phase);
                 scale(d, w, consumer, warp, lane);
                 if (w.splits > 1) {
@@ -310,8 +332,7 @@ __device__ __forceinline__ void run_with(int M, int N, int K, const TensorMap* a
                                                                               workspace, counters, last_flag);
                     if (!*last_flag) continue;
                 }
-                store_block<MT, MN, OUT, EPI>(d, M, N, w.m0, w.n0 + 64 * consumer + 16 * warp + lane / 4, alpha, beta,
-                                              bias, C, ldc, lane);
+                store_block<MT, MN, OUT, EPI>(d, M, N, w.m0, n, alpha, beta, bias, b, C, ldc, lane);
             }
         }
     }

@@ -348,8 +348,10 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             }
             const Epilogue<OUT, EPI> epi{epi_alpha, beta, bias, N};
             if (c_tma) {
-                store_tma<BN, Cfg::STORE_BUFFERS>(acc, staging, M, row0, w.n0, epi, C, ldc, c_map, 2 + consumer,
-                                                  chunks.x, chunks.y, stores);
+                BiasPairs<BN, Epilogue<OUT, EPI>> held;
+                held.load(epi, w.n0, lane);
+                store_tma<BN, Cfg::STORE_BUFFERS>(acc, staging, M, row0, w.n0, epi, held, C, ldc, c_map,
+                                                  2 + consumer, chunks.x, chunks.y, stores);
                 continue;
             }
             if (c_pairs_aligned(C, ldc) && w.n0 + BN <= N)

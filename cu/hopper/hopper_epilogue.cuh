@@ -190,6 +190,42 @@ __device__ __forceinline__ int chunk_offset(int r, int c) {
     return r * ROW + ((c / PER_UNIT) ^ phase) * 16 + (c % PER_UNIT) * BYTES;
 }
 
+// A 16-bit bias's pairs for a thread's columns of a BN-column tile starting at col0 (col0 + 8j +
+// 2 (lane % 4) and the next, one 32-bit register each), loaded as the tile's k loop starts so that
+// their latency hides behind it: loaded at the epilogue, they held up every tile's first chunk, and
+// with the short k loops of K <= 512 the epilogue is what sets the time (results/h100-80gb-hbm3/
+// probe-bias-held.txt). Where the tile's columns lie inside N and the bias is 4-byte aligned, each
+// pair is one plain 32-bit load that nothing waits for until the epilogue unpacks it (a select on
+// it made the warp wait at the k loop's start, a test of it at the store cost the epilogue more:
+// results/h100-80gb-hbm3/archive/probe-bias-held-earlier-forms.txt); else bias_pair_bits
+// composes each. Nothing is held for FP32 or without a
+// bias; only the 32-column chunks in [chunk_begin, chunk_end) (the ones store_tma stores).
+template <int BN, class Epi>
+struct BiasPairs {
+    static constexpr bool HELD = Epi::HAS_BIAS && sizeof(typename Epi::T) == 2;
+    unsigned bits[HELD ? BN / 8 : 1];
+
+    __device__ __forceinline__ void load(const Epi& epi, int col0, int lane, int chunk_begin = 0,
+                                         int chunk_end = BN / 32) {
+        if constexpr (HELD) {
+            const int first = col0 + 2 * (lane % 4);
+            if (col0 + BN <= epi.N && (reinterpret_cast<unsigned long long>(epi.bias + col0) & 3ull) == 0) {
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+                    bits[j] = j / 4 >= chunk_begin && j / 4 < chunk_end
+                                  ? *reinterpret_cast<const unsigned*>(epi.bias + first + 8 * j)
+                                  : 0u;
+            } else {
+#pragma unroll
+                for (int j = 0; j < BN / 8; ++j)
+                    bits[j] = j / 4 >= chunk_begin && j / 4 < chunk_end ? epi.bias_pair_bits(first + 8 * j) : 0u;
+            }
+        }
+    }
+    // The bias at columns col0 + 8j + 2 (lane % 4) and the next, as FP32
+    __device__ __forceinline__ float2 pair(int j) const { return Epi::Out::unpack(bits[j]); }
+};
+
 // A warpgroup's 64 x BN tile by TMA stores of 64 x 32 chunks (one 8 KiB staging buffer each,
 // half of it used by a 16-bit C) through BUFFERS staging buffers in turn (each 1024-byte
 // aligned, in the swizzle of the C map, chunk_offset). Thread 0 of the warpgroup issues and waits
@@ -198,27 +234,18 @@ __device__ __forceinline__ int chunk_offset(int r, int c) {
 // on to its next tile; the copy engine writes whole 16-byte granules and clips rows >= M and
 // columns >= N. C is read (in the fragment layout) only when beta != 0. Only the chunks in
 // [chunk_begin, chunk_end) are stored (split-K slices). TURN: FP32 rows of odd phase write
-// their blocks in the turned order below (false: every row in the plain order).
+// their blocks in the turned order below (false: every row in the plain order). held: the
+// tile's bias pairs (BiasPairs), loaded by the caller before the tile's k loop.
 template <int BN, int BUFFERS, bool TURN = true, class Epi>
 __device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* staging, int M, int row0, int col0,
-                                          const Epi& epi, const typename Epi::T* __restrict__ C, int ldc,
-                                          const TensorMap* c_map, int bar, int chunk_begin, int chunk_end,
-                                          int& issued) {
+                                          const Epi& epi, const BiasPairs<BN, Epi>& held,
+                                          const typename Epi::T* __restrict__ C, int ldc, const TensorMap* c_map,
+                                          int bar, int chunk_begin, int chunk_end, int& issued) {
     using Out = typename Epi::Out;
     using T = typename Epi::T;
     constexpr int CHUNK = 32;
+    constexpr bool HELD = BiasPairs<BN, Epi>::HELD;
     const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-    // A 16-bit bias: the thread's BN / 8 pairs of the tile loaded at once, one 32-bit register
-    // each, so the chunks below wait for one global load per tile instead of one per chunk.
-    constexpr bool HELD = Epi::HAS_BIAS && sizeof(T) == 2;
-    unsigned held[HELD ? BN / 8 : 1];
-    if constexpr (HELD) {
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-            held[j] = j / (CHUNK / 8) >= chunk_begin && j / (CHUNK / 8) < chunk_end
-                          ? epi.bias_pair_bits(col0 + 8 * j + 2 * (lane % 4))
-                          : 0u;
-    }
 #pragma unroll
     for (int chunk = 0; chunk < BN / CHUNK; ++chunk) {
         if (chunk < chunk_begin || chunk >= chunk_end) continue;
@@ -235,7 +262,7 @@ __device__ __forceinline__ void store_tma(const float (&d)[BN / 2], float* stagi
             const int c = 8 * (turned ? jj ^ 2 : jj) + 2 * (lane % 4), col = col0 + chunk * CHUNK + c;
             float b0, b1;
             if constexpr (HELD) {
-                const float2 b = Out::unpack(held[j]);
+                const float2 b = held.pair(j);
                 b0 = b.x, b1 = b.y;
             } else {
                 b0 = epi.bias_at(col), b1 = epi.bias_at(col + 1);

@@ -643,6 +643,12 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         const int consumer = wg - 1, warp = t / 32, lane = t % 32;
         float* staging = reinterpret_cast<float*>(smem + Cfg::STAGING_OFFSET) + consumer * Cfg::STAGING_FLOATS;
         int s = 0, phase = 0, stores = 0;  // stores: TMA stores this warpgroup issued (store_tma)
+        // The TMA stores' bias of a tile, loaded as its k loop starts (whether or not c_tma: under that
+        // test ptxas kept the pairs live around the loop, not knowing the store's test the same).
+        BiasPairs<WN, Epilogue<OUT, EPI>> held;
+        auto hold = [&](int n0, int2 chunks) {
+            if constexpr (EPILOGUE == 3) held.load(Epilogue<OUT, EPI>{alpha, beta, bias, N}, n0, lane, chunks.x, chunks.y);
+        };
         // The epilogue of 64 rows of a tile: alpha * acc (+ beta * C, bias, activation) into C,
         // the 32-column chunks [chunks.x, chunks.y) of it.
         auto store = [&](const float(&acc)[WN / 2], int row0, int n0, int2 chunks) {
@@ -653,7 +659,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                     // the turned order's selects between accumulators made ptxas spill (40 B of
                     // stack at 128 x 192 in clusters of 3, 24 B in clusters of 4).
                     constexpr bool TURN = CK == 1 || WN <= 128;
-                    store_tma<WN, Cfg::STORE_BUFFERS, TURN>(acc, staging, M, row0, n0, epi, C, ldc, c_map,
+                    store_tma<WN, Cfg::STORE_BUFFERS, TURN>(acc, staging, M, row0, n0, epi, held, C, ldc, c_map,
                                                             2 + consumer, chunks.x, chunks.y, stores);
                     return;
                 }
@@ -674,6 +680,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                 sched, cluster_id, clusters, consumer, t, turns, s, phase,
                 [&](int u) { return sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN); },
                 [&](const Unit& w) {
+                    hold(w.n0, make_int2(0, BN / 32));
                     consume_unit<Cfg>(d_top, w, full, empty, t, s, phase, [&](int slot, bool first) {
                         mma_stage<Elem, Cfg>(d_top, top, slot, first);
                         mma_stage<Elem, Cfg>(d_bottom, bottom, slot, first);
@@ -689,6 +696,10 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             float d[WN / 2];
             for (int u = cluster_id; u < sched.units; u += clusters) {
                 const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
+                // Split-K loads the bias at the epilogue: held across the hand-over of the partials, the
+                // pairs made ptxas spill (16 B of stack at 128 x 256 split 2 ways with GELU, none so)
+                constexpr bool AHEAD = CK == 1 && !SPLIT_K;
+                if constexpr (AHEAD) hold(NSPLIT == 2 ? w.n0 + WN * consumer : w.n0, make_int2(0, WN / 32));
                 if (CK > 1 && w.kt0 == w.kt1) {  // an empty k range (K shorter than CK k tiles): a zero partial
 #pragma unroll
                     for (int i = 0; i < WN / 2; ++i) d[i] = 0.0f;
@@ -721,6 +732,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                         if (chunks.x >= chunks.y) continue;
                     }
                 }
+                if constexpr (!AHEAD) hold(NSPLIT == 2 ? w.n0 + WN * consumer : w.n0, chunks);
                 if constexpr (NSPLIT == 2) store(d, w.m0, w.n0 + WN * consumer, chunks);
                 else store(d, w.m0 + 64 * consumer, w.n0, chunks);
             }

@@ -16,13 +16,14 @@ pick beside what choose() picks with the problem as it is (rungs.wide_choice) an
 problem with M and N exchanged (SWAP_MN, ``exchanged_alternatives``); --check-small-n: the same on
 SMALL_N_CHECK_CALLS. --mid-grid: MID_GRID_CALLS, the pick beside the forms that fill more SMs;
 --check-mid-grid: MID_GRID_CHECK_CALLS, the pick beside its tiles whole; --check-short-k:
-SHORT_K_CHECK_CALLS, the pick beside the swapped and the ping-pong tiles. A call is
+SHORT_K_CHECK_CALLS, the pick beside the swapped and the ping-pong tiles; --check-few-rounds:
+FEW_ROUNDS_CHECK_CALLS, the pick beside the 128-row swapped tiles. A call is
 MxNxK[:layout[:epilogue]] (default nn, none).
 
 Run from the repository root:
     PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
         [--tn | --check | --check-nn | --check-wave | --small-n | --check-small-n | --mid-grid
-        | --check-mid-grid | --check-short-k | CALL ...]
+        | --check-mid-grid | --check-short-k | --check-few-rounds | CALL ...]
 """
 
 from __future__ import annotations
@@ -97,6 +98,11 @@ MID_GRID_CHECK_CALLS = ["1920x512x5120:nn", "1536x384x5120:nt", "1152x896x4096:t
 SHORT_K_CHECK_CALLS = ["5120x6144x512:nn", "3584x4096x384:nt", "8192x3072x512:nt:bias_gelu", "4608x5120x256:nn",
                        "10240x4096x512:nn", "3072x8192x448:nt", "6656x6656x512:nn", "16384x2048x320:nn",
                        "2560x10240x512:nt:bias", "7168x7168x256:nt"]
+# --check-few-rounds: short_k_choice's ping-pong tiles within the few rounds (K <= 512, fewer than 2.5 rounds of
+# the 160-row swapped tiles) checked on shapes of neither set chosen after they were written from
+# probe-short-k-few-rounds.txt: the pick beside the 128-row swapped tiles it took before
+FEW_ROUNDS_CHECK_CALLS = ["2304x3072x512:nt:bias", "3072x3072x256:nn", "1792x4608x448:nt", "4608x1792x512:nt:bias_gelu",
+                          "2048x3584x320:nn", "2816x2816x384:nt:bias", "5120x1024x512:nn", "1280x6144x512:nt"]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -163,6 +169,11 @@ def short_k_check_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]
             "pp cm2": {**selection.PINGPONG_TILE, "CM": 2}}
 
 
+def few_rounds_check_alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
+    """--check-few-rounds': the 128-row swapped tiles, and the ping-pong tiles in a 2 x 1 cluster."""
+    return {"swapped 128": dict(rungs.SHORT_K_FEW_TILE), "pp cm2": {**selection.PINGPONG_TILE, "CM": 2}}
+
+
 def alternatives(p: GemmProblem, gpu_name: str) -> dict[str, dict]:
     """The vote's pick, its candidates, the short-K tiles, split and decode forms at small M, and
     GEMM_PROBE_CONFIGS."""
@@ -211,7 +222,8 @@ def presets() -> dict[str, tuple[list[str], object]]:
             "--check-small-n": (SMALL_N_CHECK_CALLS, exchanged_alternatives),
             "--mid-grid": (MID_GRID_CALLS, mid_grid_alternatives),
             "--check-mid-grid": (MID_GRID_CHECK_CALLS, mid_grid_check_alternatives),
-            "--check-short-k": (SHORT_K_CHECK_CALLS, short_k_check_alternatives)}
+            "--check-short-k": (SHORT_K_CHECK_CALLS, short_k_check_alternatives),
+            "--check-few-rounds": (FEW_ROUNDS_CHECK_CALLS, few_rounds_check_alternatives)}
 
 
 def main(args: list[str]) -> None:

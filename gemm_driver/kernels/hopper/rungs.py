@@ -828,11 +828,14 @@ SHORT_K_FEW_TILE = {**SHORT_K_TILE, "DECODE": 128}
 SHORT_K_FEW_ROUNDS = 2.5
 SHORT_K_SMALL_GRIDS = "results/h100-80gb-hbm3/probe-short-k-rule-small-grids.txt"
 SHORT_K_ODD = "results/h100-80gb-hbm3/probe-short-k-rule-odd.txt"
-# ... but at K <= SHORT_K_PINGPONG_K past the few rounds, any_shape's own ping-pong tiles (128 x 128,
-# unswapped), in a 2 x 1 cluster from SHORT_K_PINGPONG_CLUSTER_WAVES waves of them
-SHORT_K_PINGPONG_K, SHORT_K_PINGPONG_CLUSTER_WAVES = 512, 12
+# ... but at K <= SHORT_K_PINGPONG_K any_shape's own ping-pong tiles (128 x 128, unswapped), in a
+# 2 x 1 cluster from SHORT_K_PINGPONG_CLUSTER_WAVES waves of them; within the few rounds from
+# SHORT_K_FEW_PINGPONG_MIN_K (the K they were measured at there)
+SHORT_K_PINGPONG_K, SHORT_K_PINGPONG_CLUSTER_WAVES, SHORT_K_FEW_PINGPONG_MIN_K = 512, 12, 256
 SHORT_K_PINGPONG_PROBE = "results/h100-80gb-hbm3/probe-short-k-pingpong.txt"
 SHORT_K_PINGPONG_CHECK = "results/h100-80gb-hbm3/probe-short-k-pingpong-check.txt"
+SHORT_K_PINGPONG_FEW = "results/h100-80gb-hbm3/probe-short-k-few-rounds.txt"
+SHORT_K_PINGPONG_FEW_CHECK = "results/h100-80gb-hbm3/probe-short-k-few-rounds-check.txt"
 
 
 def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
@@ -880,33 +883,37 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     tiles 16.1, the 160-row ones 18.3. At K = 54 (the H200's tuning-set 2306x2731x54, FP32 D)
     they were the fastest candidate.
 
-    At K <= SHORT_K_PINGPONG_K past those few rounds, any_shape's ping-pong tiles (128 x 128,
-    unswapped, each consumer whole tiles in turn), in a 2 x 1 cluster from
-    SHORT_K_PINGPONG_CLUSTER_WAVES waves of them. H100, BF16 D, alternately timed beside cuBLAS and
-    cuBLASLt (SHORT_K_PINGPONG_PROBE, shapes of neither corpus set): on all ten such grids of K =
-    256-512, nn and nt, they beat the swapped tiles, 1.07-1.41x (3072x5120x512 31.2 us against
-    43.7, cuBLASLt 26.8; 6144x24576x512 in the cluster 259.2 against 336.2, 223.7); unclustered
-    faster on the five of 512-1024 tiles (by 1-10%), clustered on four of the five of 2048-9216
-    (by 1-10%), level on the fifth. At 5120x3072x768 level with the swapped tiles (44.4 us against
-    45.1); at 4096x2048x512 nt (the few-rounds case, the MLP run's forward) 6% slower than the
-    128-row swapped tiles. Checked on ten shapes chosen after (SHORT_K_PINGPONG_CHECK): faster than
-    the swapped tiles on all ten, 1.03-1.95x (geometric mean 1.27x; 7168x7168x256 nt 55.6 us
-    against 96.8, cuBLASLt 50.0), the cluster bound right on seven (wrong by up to 7% at
-    2560x10240x512, 1600 tiles), at 0.71-0.91 of the faster baseline.
+    At K <= SHORT_K_PINGPONG_K, any_shape's ping-pong tiles (128 x 128, unswapped, each consumer
+    whole tiles in turn), in a 2 x 1 cluster from SHORT_K_PINGPONG_CLUSTER_WAVES waves of them.
+    H100, BF16 D, alternately timed beside cuBLAS and cuBLASLt (SHORT_K_PINGPONG_PROBE, shapes of
+    neither corpus set): on all ten grids of K = 256-512 past the few rounds, nn and nt, they beat
+    the swapped tiles, 1.07-1.41x (3072x5120x512 31.2 us against 43.7, cuBLASLt 26.8;
+    6144x24576x512 in the cluster 259.2 against 336.2, 223.7); unclustered faster on the five of
+    512-1024 tiles (by 1-10%), clustered on four of the five of 2048-9216 (by 1-10%), level on the
+    fifth. At 5120x3072x768 level with the swapped tiles (44.4 us against 45.1). Checked on ten
+    shapes chosen after (SHORT_K_PINGPONG_CHECK): faster than the swapped tiles on all ten,
+    1.03-1.95x (geometric mean 1.27x; 7168x7168x256 nt 55.6 us against 96.8, cuBLASLt 50.0), the
+    cluster bound right on seven (wrong by up to 7% at 2560x10240x512, 1600 tiles), at 0.71-0.91
+    of the faster baseline. Within the few rounds they once lost (4096x2048x512 nt with GELU, the
+    MLP run's forward, 6% slower than the 128-row swapped tiles); since a BF16 bias is loaded as
+    the k loop starts (hopper_epilogue.cuh's BiasPairs) they beat those tiles on all seven
+    few-round grids of K = 256-512 of neither set where the rule took them (SHORT_K_PINGPONG_FEW),
+    1.11-1.42x (2560x2560x512 nt 15.2 us against 21.7, cuBLASLt 13.7; 3072x2048x256 9.3 against
+    13.4, 9.4), so they take the few rounds too from K = SHORT_K_FEW_PINGPONG_MIN_K. Below it
+    the swapped tiles stay (at K = 54 the fastest candidate of the H200's tuning set, above).
     """
     m, n, k = problem.m, problem.n, problem.k
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
     if m <= selection.SMALL_M or not SHORT_K_MIN <= k <= SHORT_K_MAX or problem.trans_a or \
             tiles < selection.PINGPONG_MIN_WAVES * SMS:
         return None
-    tile = SHORT_K_TILE
-    if ceil_div(m, tile["DECODE"]) * ceil_div(n, 128) < SHORT_K_FEW_ROUNDS * 2 * SMS:
-        tile = SHORT_K_FEW_TILE
-    elif k <= SHORT_K_PINGPONG_K:
+    few = ceil_div(m, SHORT_K_TILE["DECODE"]) * ceil_div(n, 128) < SHORT_K_FEW_ROUNDS * 2 * SMS
+    if k <= SHORT_K_PINGPONG_K and (not few or k >= SHORT_K_FEW_PINGPONG_MIN_K):
         clustered = tiles >= SHORT_K_PINGPONG_CLUSTER_WAVES * SMS
         return ({**selection.PINGPONG_TILE, **({"CM": 2} if clustered else {})},
                 f"K = {k}: {tiles} ping-pong tiles of 128 x 128" + (" in 2 x 1 clusters" if clustered else "")
                 + f" (H100: 3072x5120x512 31.2 us against 43.7 for the swapped tiles; {SHORT_K_PINGPONG_PROBE})")
+    tile = SHORT_K_FEW_TILE if few else SHORT_K_TILE
     rows, swapped = tile["DECODE"], ceil_div(m, tile["DECODE"]) * ceil_div(n, 128)
     return (dict(tile),
             f"K = {k}: {swapped} swapped ping-pong tiles of {rows} x 128 in 1 x 2 clusters (H100: 6144x8192x1024 "
