@@ -424,11 +424,13 @@ def test_full_grids_of_a_short_k_take_the_swapped_ping_pong_tiles(shape, layout,
     ((2560, 10240, 256), "nn", {**selection.PINGPONG_TILE, "CM": 2}),  # 1600 tiles: from 12 waves (1584)
     ((3584, 4096, 384), "nt", selection.PINGPONG_TILE),  # 736 swapped tiles of 160 rows: 2.8 rounds
     ((4096, 2048, 512), "nt", selection.PINGPONG_TILE),  # the few rounds too (416 swapped tiles of 160 rows) ...
-    ((4096, 2048, 192), "nt", rungs.SHORT_K_FEW_TILE),  # ... from K = 256: below, the 128-row swapped tiles
+    ((4096, 2048, 192), "nt", rungs.SHORT_K_FEW_TILE),  # ... from K = 256: below, the 128-row swapped tiles ...
+    ((4096, 2048, 512), "nn:fp32", rungs.SHORT_K_FEW_TILE),  # ... and with FP32 D
     ((5120, 3072, 768), "nn", rungs.SHORT_K_TILE),  # past SHORT_K_PINGPONG_K
 ])
 def test_at_k_up_to_512_full_grids_take_the_unswapped_ping_pong_tiles(shape, layout, want):
-    p = GemmProblem(*shape, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype="bf16")
+    layout, _, out = layout.partition(":")
+    p = GemmProblem(*shape, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype=out or "bf16")
     got, why = rungs.short_k_choice(p)
     assert got == want and ("swapped ping-pong tiles" in why) == ("DECODE" in want)
     SPECS["hopper_bf16"].validate(p, got)
