@@ -197,9 +197,9 @@ __device__ __forceinline__ int chunk_offset(int r, int c) {
 // probe-bias-held.txt). Where the tile's columns lie inside N and the bias is 4-byte aligned, each
 // pair is one plain 32-bit load that nothing waits for until the epilogue unpacks it (a select on
 // it made the warp wait at the k loop's start, a test of it at the store cost the epilogue more:
-// results/h100-80gb-hbm3/archive/probe-bias-held-earlier-forms.txt); else bias_pair_bits
-// composes each. Nothing is held for FP32 or without a
-// bias; only the 32-column chunks in [chunk_begin, chunk_end) (the ones store_tma stores).
+// results/h100-80gb-hbm3/archive/probe-bias-held-earlier-forms.txt; hence the two loops below,
+// not one with a select); else bias_pair_bits composes each. Nothing is held for FP32 or without
+// a bias; only the 32-column chunks in [chunk_begin, chunk_end) (the ones store_tma stores).
 template <int BN, class Epi>
 struct BiasPairs {
     static constexpr bool HELD = Epi::HAS_BIAS && sizeof(typename Epi::T) == 2;

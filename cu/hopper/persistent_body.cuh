@@ -647,7 +647,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         // test ptxas kept the pairs live around the loop, not knowing the store's test the same).
         BiasPairs<WN, Epilogue<OUT, EPI>> held;
         auto hold = [&](int n0, int2 chunks) {
-            if constexpr (EPILOGUE == 3) held.load(Epilogue<OUT, EPI>{alpha, beta, bias, N}, n0, lane, chunks.x, chunks.y);
+            if constexpr (EPILOGUE == 3)
+                held.load(Epilogue<OUT, EPI>{alpha, beta, bias, N}, n0, lane, chunks.x, chunks.y);
         };
         // The epilogue of 64 rows of a tile: alpha * acc (+ beta * C, bias, activation) into C,
         // the 32-column chunks [chunks.x, chunks.y) of it.
@@ -694,12 +695,14 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         } else {
             const TileDescriptors<Cfg> desc(smem_u32(smem), consumer);
             float d[WN / 2];
+            // the consumer's first column of a unit's tile: its half with NSPLIT = 2, else the tile's
+            auto first_column = [&](const Unit& w) { return NSPLIT == 2 ? w.n0 + WN * consumer : w.n0; };
             for (int u = cluster_id; u < sched.units; u += clusters) {
                 const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
                 // Split-K loads the bias at the epilogue: held across the hand-over of the partials, the
                 // pairs made ptxas spill (16 B of stack at 128 x 256 split 2 ways with GELU, none so)
                 constexpr bool AHEAD = CK == 1 && !SPLIT_K;
-                if constexpr (AHEAD) hold(NSPLIT == 2 ? w.n0 + WN * consumer : w.n0, make_int2(0, WN / 32));
+                if constexpr (AHEAD) hold(first_column(w), make_int2(0, WN / 32));
                 if (CK > 1 && w.kt0 == w.kt1) {  // an empty k range (K shorter than CK k tiles): a zero partial
 #pragma unroll
                     for (int i = 0; i < WN / 2; ++i) d[i] = 0.0f;
@@ -732,9 +735,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
                         if (chunks.x >= chunks.y) continue;
                     }
                 }
-                if constexpr (!AHEAD) hold(NSPLIT == 2 ? w.n0 + WN * consumer : w.n0, chunks);
-                if constexpr (NSPLIT == 2) store(d, w.m0, w.n0 + WN * consumer, chunks);
-                else store(d, w.m0 + 64 * consumer, w.n0, chunks);
+                if constexpr (!AHEAD) hold(first_column(w), chunks);
+                store(d, NSPLIT == 2 ? w.m0 : w.m0 + 64 * consumer, first_column(w), chunks);
             }
         }
         // The staging buffers must outlive the stores reading them; the writes finish before exit.
