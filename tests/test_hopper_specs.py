@@ -394,7 +394,7 @@ def test_between_64_and_128_rows_two_tile_rows_share_b(shape, layout, want):
     ((4096, 2048, 1024), "nt", 128),  # 416 of them: 1.6 rounds, the 128-row tiles
     ((2306, 2731, 54), "nn", 128),  # odd sizes, one k tile, 1.25 rounds
     ((4096, 2048, 16), "nn", None),  # K below SHORT_K_MIN: no k loop to hide an epilogue behind
-    ((1536, 16384, 2048), "nt", 160),  # K = SHORT_K_MAX
+    ((1536, 16384, 2048), "nt", 160),  # K = SHORT_K_MAX (with FP32 D; 16-bit D: the next test)
     ((1536, 16384, 2049), "nn", None),  # past it: the vote
     ((6144, 8192, 1024), "tn", None),  # A stored transposed: the swapped tiles read A row-major
     ((128, 65536, 1024), "nn", None),  # M <= 128: one tile row, the small-M rules and the vote
@@ -409,12 +409,14 @@ def test_full_grids_of_a_short_k_take_the_swapped_ping_pong_tiles(shape, layout,
         chosen, why = SPECS[name].choose(p, "NVIDIA H100 80GB HBM3")
         assert (chosen == want) == bool(rows) and (f"swapped ping-pong tiles of {rows} x 128" in why) == bool(rows)
         SPECS[name].validate(p, chosen)
-        linear = replace(p, out_dtype=out, epilogue="bias_gelu")  # a linear layer's call picks the same
-        assert (SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0] == want) == bool(rows)
+        linear = replace(p, out_dtype=out, epilogue="bias_gelu")  # a linear layer's call: the same up to K = 1280
+        swapped = bool(rows) and p.k <= rungs.SHORT_K_SWAPPED_16BIT_K
+        assert (SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0] == want) == swapped
         SPECS[name].validate(linear, SPECS[name].choose(linear, "NVIDIA H100 80GB HBM3")[0])
     evidence = (rungs.SHORT_K_PROBE, rungs.SHORT_K_SWEEP, rungs.SHORT_K_CHECK, rungs.SHORT_K_SMALL_GRIDS,
                 rungs.SHORT_K_ODD, rungs.SHORT_K_PINGPONG_PROBE, rungs.SHORT_K_PINGPONG_CHECK,
-                rungs.SHORT_K_PINGPONG_FEW, rungs.SHORT_K_PINGPONG_FEW_CHECK)
+                rungs.SHORT_K_PINGPONG_FEW, rungs.SHORT_K_PINGPONG_FEW_CHECK, rungs.SHORT_K_16BIT_HOT,
+                rungs.SHORT_K_16BIT_COLD, rungs.SHORT_K_16BIT_STEP, rungs.SHORT_K_16BIT_CHECK)
     for path in evidence:  # what its docstring cites
         assert (ROOT / path).is_file(), path
 
@@ -434,6 +436,24 @@ def test_at_k_up_to_512_full_grids_take_the_unswapped_ping_pong_tiles(shape, lay
     got, why = rungs.short_k_choice(p)
     assert got == want and ("swapped ping-pong tiles" in why) == ("DECODE" in want)
     SPECS["hopper_bf16"].validate(p, got)
+
+
+@pytest.mark.parametrize("shape, layout, want", [
+    ((4096, 2048, 2048), "nt:bf16", rungs.SHORT_K_WIDE_TILE),  # the MLP run's forward: 128 x 256 tiles
+    ((4096, 2048, 2048), "nn:fp16", rungs.SHORT_K_WIDE_TILE),  # ... and its dX, FP16 alike
+    ((8192, 1344, 1536), "nn:bf16", {**rungs.SHORT_K_WIDE_TILE, "BN": 192}),  # N = 7 x 192: ragged_n's 128 x 192
+    ((3000, 5000, 2000), "nn:bf16", {**rungs.SHORT_K_WIDE_TILE, "CM": 2}),  # rows not 128-byte multiples: 2 x 1
+    ((4096, 2048, 2048), "nn:fp32", rungs.SHORT_K_FEW_TILE),  # FP32 D keeps the swapped tiles
+    ((6144, 8192, 1280), "nt:bf16", rungs.SHORT_K_TILE),  # up to K = 1280 with 16-bit D too
+])
+def test_past_k_1280_16_bit_d_takes_128x256_tiles(shape, layout, want):
+    layout, _, out = layout.partition(":")
+    p = GemmProblem(*shape, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype=out)
+    got, why = rungs.short_k_choice(p)
+    assert got == want and ("with 16-bit D" in why) == ("DECODE" not in want)
+    for name in {"bf16": ("hopper_bf16",), "fp16": ("hopper_fp16",)}.get(out, ("hopper_bf16", "hopper_fp16")):
+        assert SPECS[name].choose(p, "NVIDIA H100 80GB HBM3")[0] == want
+        SPECS[name].validate(p, want)
 
 
 TILE_64x64 = {"BN": 64, "CONSUMERS": 1, "STAGES": 6}

@@ -17,13 +17,15 @@ problem with M and N exchanged (SWAP_MN, ``exchanged_alternatives``); --check-sm
 SMALL_N_CHECK_CALLS. --mid-grid: MID_GRID_CALLS, the pick beside the forms that fill more SMs;
 --check-mid-grid: MID_GRID_CHECK_CALLS, the pick beside its tiles whole; --check-short-k:
 SHORT_K_CHECK_CALLS, the pick beside the swapped and the ping-pong tiles; --check-few-rounds:
-FEW_ROUNDS_CHECK_CALLS, the pick beside the 128-row swapped tiles. A call is
-MxNxK[:layout[:epilogue]] (default nn, none).
+FEW_ROUNDS_CHECK_CALLS, the pick beside the 128-row swapped tiles. --short-k-16bit, --check-short-k-16bit:
+SHORT_K_16BIT_CALLS, SHORT_K_16BIT_CHECK_CALLS, the pick beside the swapped tiles and the vote's candidates. A call is
+MxNxK[:layout[:epilogue]] (default nn, none). --cold (with any of them): every launch after an L2 flush.
 
 Run from the repository root:
     PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
         [--tn | --check | --check-nn | --check-wave | --small-n | --check-small-n | --mid-grid
-        | --check-mid-grid | --check-short-k | --check-few-rounds | CALL ...]
+        | --check-mid-grid | --check-short-k | --check-few-rounds | --short-k-16bit | --check-short-k-16bit
+        | CALL ...] [--cold]
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from small_m import LAUNCHES, offered, print_against, refuse_validation_shapes, 
 
 from gemm_driver import Session, kernels
 from gemm_driver.bench.alternate import ROUNDS, WARMUP, alternate_ms
-from gemm_driver.bench.timing import GpuTimer
+from gemm_driver.bench.timing import COLD_MAX_BATCH, GpuTimer
 from gemm_driver.case import PreparedCase
 from gemm_driver.cuda.errors import UnsupportedProblem
 from gemm_driver.kernels import tuned
@@ -103,6 +105,14 @@ SHORT_K_CHECK_CALLS = ["5120x6144x512:nn", "3584x4096x384:nt", "8192x3072x512:nt
 # probe-short-k-few-rounds.txt: the pick beside the 128-row swapped tiles it took before
 FEW_ROUNDS_CHECK_CALLS = ["2304x3072x512:nt:bias", "3072x3072x256:nn", "1792x4608x448:nt", "4608x1792x512:nt:bias_gelu",
                           "2048x3584x320:nn", "2816x2816x384:nt:bias", "5120x1024x512:nn", "1280x6144x512:nt"]
+# --short-k-16bit: the swapped tiles of short_k_choice with BF16 D at K = 1024-2048 (the MLP run's 4096x2048x2048,
+# short_k.py's SHAPES and RULE_SHAPES of that K), run hot and --cold; --check-short-k-16bit: the 128 x 256 tiles
+# it takes past K = 1280 checked on shapes of neither set chosen after
+SHORT_K_16BIT_CALLS = ["4096x2048x2048:nn", "4096x2048x2048:nt", "6144x8192x1024", "3072x16384x1536",
+                       "12288x6144x2048", "2304x8192x2048", "2560x12288x1024", "16384x2048x1792", "1536x16384x2048",
+                       "5120x5120x1280"]
+SHORT_K_16BIT_CHECK_CALLS = ["3584x6144x1600:nn", "8192x2560x1536:nt", "2816x10240x2048:nt:bias", "6000x4000x1800:nn",
+                             "10240x3072x1408:nt", "4608x4608x1920:nn", "2048x8192x1664:nt:bias_gelu"]
 BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
@@ -223,7 +233,21 @@ def presets() -> dict[str, tuple[list[str], object]]:
             "--mid-grid": (MID_GRID_CALLS, mid_grid_alternatives),
             "--check-mid-grid": (MID_GRID_CHECK_CALLS, mid_grid_check_alternatives),
             "--check-short-k": (SHORT_K_CHECK_CALLS, short_k_check_alternatives),
-            "--check-few-rounds": (FEW_ROUNDS_CHECK_CALLS, few_rounds_check_alternatives)}
+            "--check-few-rounds": (FEW_ROUNDS_CHECK_CALLS, few_rounds_check_alternatives),
+            "--short-k-16bit": (SHORT_K_16BIT_CALLS, alternatives),
+            "--check-short-k-16bit": (SHORT_K_16BIT_CHECK_CALLS, alternatives)}
+
+
+class ColdTimer:
+    """A GpuTimer whose batches are cold (GpuTimer.cold_batch_ms: L2 flushed before every launch,
+    outside its events), for --cold: the operands come from memory, as in a model's step where
+    another kernel ran in between."""
+
+    def __init__(self, timer: GpuTimer):
+        self.timer = timer
+
+    def batch_ms(self, launch, launches: int) -> float:
+        return self.timer.cold_batch_ms(launch, min(launches, COLD_MAX_BATCH))
 
 
 def main(args: list[str]) -> None:
@@ -232,9 +256,13 @@ def main(args: list[str]) -> None:
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:
-        timer = GpuTimer(s.stream, s.arch)
+        cold = "--cold" in args
+        timer = GpuTimer(s.stream, s.arch, l2_bytes=s.device.l2_bytes)
+        timer = ColdTimer(timer) if cold else timer
         print(f"{s.device.name}; us per GEMM, TFLOP/s (median of {ROUNDS} rounds, each a batch of about "
-              f"{BATCH_US} us, at most {LAUNCHES} launches)", flush=True)
+              f"{BATCH_US} us, at most {LAUNCHES} launches"
+              + (f"; cold: L2 flushed before each launch, at most {COLD_MAX_BATCH} a batch)" if cold else ")"),
+              flush=True)
         plans = {}
         for call in calls:
             p = parse_call(call)

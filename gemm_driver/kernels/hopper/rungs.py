@@ -836,6 +836,13 @@ SHORT_K_PINGPONG_PROBE = "results/h100-80gb-hbm3/probe-short-k-pingpong.txt"
 SHORT_K_PINGPONG_CHECK = "results/h100-80gb-hbm3/probe-short-k-pingpong-check.txt"
 SHORT_K_PINGPONG_FEW = "results/h100-80gb-hbm3/probe-short-k-few-rounds.txt"
 SHORT_K_PINGPONG_FEW_CHECK = "results/h100-80gb-hbm3/probe-short-k-few-rounds-check.txt"
+# ... and with 16-bit D the swapped tiles only up to SHORT_K_SWAPPED_16BIT_K: past it whole 128 x 256 tiles
+SHORT_K_SWAPPED_16BIT_K = 1280
+SHORT_K_WIDE_TILE = {"PDL": 1}
+SHORT_K_16BIT_HOT = "results/h100-80gb-hbm3/probe-short-k-16bit-hot.txt"
+SHORT_K_16BIT_COLD = "results/h100-80gb-hbm3/probe-short-k-16bit-cold.txt"
+SHORT_K_16BIT_STEP = "results/h100-80gb-hbm3/probe-mlp-gemm-split.txt"
+SHORT_K_16BIT_CHECK = "results/h100-80gb-hbm3/probe-short-k-16bit-check.txt"
 
 
 def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
@@ -906,6 +913,21 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     took with FP32 D, 1870x2811x295, ran 24.9 us against the swapped tiles' 21.9
     (results/h100-80gb-hbm3/bench-few-rounds-validation-bf16.txt), and FP32 D was then left out
     of the rule (a choice made after seeing a validation shape: said so in docs/hopper.md).
+
+    With 16-bit D, past K = SHORT_K_SWAPPED_16BIT_K, whole 128 x 256 tiles with PDL instead
+    (SHORT_K_WIDE_TILE, then ragged_n and unaligned_rows as for the vote's pick). Found in the MLP
+    training run (tools/probes/mlp_gemm_split.py, SHORT_K_16BIT_STEP): its two 4096x2048x2048 GEMMs
+    in the 128-row swapped tiles made the step 2.9-3.4% longer each than on cuBLASLt, in 128 x 256
+    tiles 1.0%, though timed alone and hot the two were 4% apart. H100, BF16 D, alternately timed
+    on ten shapes of K = 1024-2048 of neither corpus set (SHORT_K_16BIT_HOT, SHORT_K_16BIT_COLD):
+    at K = 1536-2048 the swapped tiles lost to the better 128 x 256 form on all seven, hot by
+    1.3-8.4% and with L2 flushed before each launch by 1.8-25% (4096x2048x2048 62.9 us against
+    50.5, cuBLASLt 48.4); at K = 1024-1280 they won hot by 3-9% and were level cold. Checked on
+    seven shapes chosen after (SHORT_K_16BIT_CHECK and its -cold twin): cold 1.059x the swapped
+    tiles (geometric mean), slower on one by 1.1%; hot level (0.999x), slower on four, by up to
+    10% (2048x8192x1664 nt with GELU). The training run went from 0.93x to 0.962x torch's samples
+    per second. FP32 D keeps the swapped tiles (not timed cold); the validation run, all FP32 D,
+    had shown its K = 1536-2048 shapes moving both ways under them, seen before this change.
     """
     m, n, k = problem.m, problem.n, problem.k
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
@@ -918,6 +940,10 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
         return ({**selection.PINGPONG_TILE, **({"CM": 2} if clustered else {})},
                 f"K = {k}: {tiles} ping-pong tiles of 128 x 128" + (" in 2 x 1 clusters" if clustered else "")
                 + f" (H100: 3072x5120x512 31.2 us against 43.7 for the swapped tiles; {SHORT_K_PINGPONG_PROBE})")
+    if k > SHORT_K_SWAPPED_16BIT_K and problem.out_dtype != "fp32":
+        why = (f"K = {k} with 16-bit D: 128 x 256 tiles, not the swapped ones (H100, L2 flushed before each launch: "
+               f"2304x8192x2048 112.5 us against 129.9; {SHORT_K_16BIT_COLD})")
+        return unaligned_rows(problem, *ragged_n(problem, dict(SHORT_K_WIDE_TILE), why))
     tile = SHORT_K_FEW_TILE if few else SHORT_K_TILE
     rows, swapped = tile["DECODE"], ceil_div(m, tile["DECODE"]) * ceil_div(n, 128)
     return (dict(tile),
