@@ -1,5 +1,5 @@
 """Probe: hopper_bf16 on the GEMMs of a model's linear layers as they run, with their layout,
-BF16 D and epilogue: the pick, the vote's pick, every candidate the vote offers, the short-K
+BF16 D (or FP32: --fp32) and epilogue: the pick, the vote's pick, every candidate the vote offers, the short-K
 rule's swapped ping-pong tiles (160 and 128 rows), the decode tiles and split-K forms at
 small M, and the configurations a run passes as JSON in GEMM_PROBE_CONFIGS, beside cuBLAS and
 cuBLASLt with the same call (a baseline that refuses it, e.g. cuBLAS with a bias, is left
@@ -19,13 +19,14 @@ SMALL_N_CHECK_CALLS. --mid-grid: MID_GRID_CALLS, the pick beside the forms that 
 SHORT_K_CHECK_CALLS, the pick beside the swapped and the ping-pong tiles; --check-few-rounds:
 FEW_ROUNDS_CHECK_CALLS, the pick beside the 128-row swapped tiles. --short-k-16bit, --check-short-k-16bit:
 SHORT_K_16BIT_CALLS, SHORT_K_16BIT_CHECK_CALLS, the pick beside the swapped tiles and the vote's candidates. A call is
-MxNxK[:layout[:epilogue]] (default nn, none). --cold (with any of them): every launch after an L2 flush.
+MxNxK[:layout[:epilogue]] (default nn, none). With any of them, --cold: every launch after an L2 flush;
+--fp32: D in FP32 (the corpus runs' output), else BF16.
 
 Run from the repository root:
     PYTHONPATH=. [GEMM_PROBE_CONFIGS='{"label": {...}}'] python3 tools/probes/linear_configs.py \
         [--tn | --check | --check-nn | --check-wave | --small-n | --check-small-n | --mid-grid
         | --check-mid-grid | --check-short-k | --check-few-rounds | --short-k-16bit | --check-short-k-16bit
-        | CALL ...] [--cold]
+        | CALL ...] [--cold] [--fp32]
 """
 
 from __future__ import annotations
@@ -117,12 +118,12 @@ BASELINES = ("cublas_bf16", "cublaslt_bf16")
 BATCH_US = 3000
 
 
-def parse_call(call: str) -> GemmProblem:
-    """MxNxK[:layout[:epilogue]] as a BF16-out problem."""
+def parse_call(call: str, out_dtype: str = "bf16") -> GemmProblem:
+    """MxNxK[:layout[:epilogue]] as a problem with D in ``out_dtype``."""
     shape, *rest = call.split(":")
     layout, epilogue = (rest + ["nn", "none"][len(rest):])[:2]
     m, n, k = map(int, shape.split("x"))
-    return GemmProblem(m, n, k, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype="bf16",
+    return GemmProblem(m, n, k, trans_a=layout[0] == "t", trans_b=layout[1] == "t", out_dtype=out_dtype,
                        epilogue=epilogue)
 
 
@@ -256,16 +257,16 @@ def main(args: list[str]) -> None:
     refuse_validation_shapes([c.split(":")[0] for c in calls], "linear_configs.py")
     spec = kernels.KERNELS["hopper_bf16"]
     with Session() as s:
-        cold = "--cold" in args
+        cold, out_dtype = "--cold" in args, "fp32" if "--fp32" in args else "bf16"
         timer = GpuTimer(s.stream, s.arch, l2_bytes=s.device.l2_bytes)
         timer = ColdTimer(timer) if cold else timer
-        print(f"{s.device.name}; us per GEMM, TFLOP/s (median of {ROUNDS} rounds, each a batch of about "
-              f"{BATCH_US} us, at most {LAUNCHES} launches"
+        print(f"{s.device.name}; {out_dtype.upper()} D; us per GEMM, TFLOP/s (median of {ROUNDS} rounds, each a batch "
+              f"of about {BATCH_US} us, at most {LAUNCHES} launches"
               + (f"; cold: L2 flushed before each launch, at most {COLD_MAX_BATCH} a batch)" if cold else ")"),
               flush=True)
         plans = {}
         for call in calls:
-            p = parse_call(call)
+            p = parse_call(call, out_dtype)
             chosen, why = spec.choose(p, s.device.name)
             plans[call] = p, chosen, why, distinct(spec, p, call, chosen, offer(p, s.device.name))
         # every build at once, in threads, before the first call
