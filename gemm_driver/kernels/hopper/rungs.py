@@ -629,7 +629,16 @@ def voted_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], s
         voted = tunables, f"{why}; no tuning-set table for this GPU"
     else:
         voted = transposed_unclustered(problem, *voted)
-    picked = one_tile_row(problem, *voted)
+    return adjusted(problem, *voted)
+
+
+def adjusted(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """A pick of the vote's tiles as the rules that adjust it leave it: 64-row tiles made 128-row
+    (``one_tile_row``), 128 x 256 tiles made 128 x 128 on grids they underfill
+    (``underfilled_grid``) and those split in clusters of two (``half_grid_split``), 128 x 192
+    where N asks for it (``ragged_n``), clustered where rows are not 128-byte multiples
+    (``unaligned_rows``), PDL off where it costs (``without_pdl``)."""
+    picked = one_tile_row(problem, tunables, why)
     picked = ragged_n(problem, *half_grid_split(problem, *underfilled_grid(problem, *picked)))
     return without_pdl(problem, *unaligned_rows(problem, *picked))
 
@@ -915,7 +924,8 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     of the rule (a choice made after seeing a validation shape: said so in docs/hopper.md).
 
     With 16-bit D, past K = SHORT_K_SWAPPED_16BIT_K, whole 128 x 256 tiles with PDL instead
-    (SHORT_K_WIDE_TILE, then ragged_n and unaligned_rows as for the vote's pick). Found in the MLP
+    (SHORT_K_WIDE_TILE, adjusted as the vote's pick is: on these full grids ragged_n and
+    unaligned_rows are the adjustments that can apply). Found in the MLP
     training run (tools/probes/mlp_gemm_split.py, SHORT_K_16BIT_STEP): its two 4096x2048x2048 GEMMs
     in the 128-row swapped tiles made the step 2.9-3.4% longer each than on cuBLASLt, in 128 x 256
     tiles 1.0%, though timed alone and hot the two were 4% apart. H100, BF16 D, alternately timed
@@ -943,7 +953,7 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     if k > SHORT_K_SWAPPED_16BIT_K and problem.out_dtype != "fp32":
         why = (f"K = {k} with 16-bit D: 128 x 256 tiles, not the swapped ones (H100, L2 flushed before each launch: "
                f"2304x8192x2048 112.5 us against 129.9; {SHORT_K_16BIT_COLD})")
-        return unaligned_rows(problem, *ragged_n(problem, dict(SHORT_K_WIDE_TILE), why))
+        return adjusted(problem, dict(SHORT_K_WIDE_TILE), why)
     tile = SHORT_K_FEW_TILE if few else SHORT_K_TILE
     rows, swapped = tile["DECODE"], ceil_div(m, tile["DECODE"]) * ceil_div(n, 128)
     return (dict(tile),
