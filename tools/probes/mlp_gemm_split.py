@@ -62,25 +62,21 @@ def child(variant: str, steps: int, rounds: int, no_pdl: bool) -> dict:
 
         recipe._Shape.__init__ = without_pdl
     seen: set[str] = set()
-    original, planned = routes.gemm_cuda, routes.Route._plan
+    original, planned = routes.gemm_cuda, routes.api.plan
 
     def gemm_cuda(a, b, bias, activation, out_dtype, kernel):
         here = label(a, b)
         seen.add(here)
         return original(a, b, bias, activation, out_dtype, OURS if name in ("all", here) else FAST)
 
-    def plan(route, kernel, out_dtype, *, fused):
-        picked = planned(route, kernel, out_dtype, fused=fused)
-        trans = "".join("t" if t else "n" for t in route.trans)
-        if not tunables or kernel != OURS or f"{route.m}x{route.n}x{route.k}:{trans}" != name:
-            return picked
-        from gemm_driver import api
+    def plan(m, n, k, **options):
+        """The routes' api.plan, with the variant's tunables for its GEMM on OURS."""
+        trans = "".join("t" if options.get(f"trans_{x}") else "n" for x in "ab")
+        if options.get("kernel") == OURS and f"{m}x{n}x{k}:{trans}" == name:
+            options.update(tunables)
+        return planned(m, n, k, **options)
 
-        return api.plan(route.m, route.n, route.k, dtype=route.dtype, kernel=kernel, trans_a=route.trans[0],
-                        trans_b=route.trans[1], out_dtype=out_dtype, bias=route.has_bias and fused,
-                        activation=route.activation if fused else None, **tunables)
-
-    routes.gemm_cuda, routes.Route._plan = gemm_cuda, plan
+    routes.gemm_cuda, routes.api.plan = gemm_cuda, plan
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         train_mlp.main(["--graph", "--steps", str(steps), "--rounds", str(rounds)])
