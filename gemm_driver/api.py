@@ -41,8 +41,8 @@ def default_session() -> Session:
 def plan(m: int, n: int, k: int, *, dtype="float32", kernel: str | None = None, alpha: float = 1.0,
          beta: float = 0.0, trans_a: bool = False, trans_b: bool = False, trans_c: bool = False,
          lda: int | None = None, ldb: int | None = None, ldc: int | None = None, out_dtype="float32",
-         bias=False, activation: str | None = None, scaling: str | None = None, session: Session | None = None,
-         **tunables: int) -> Plan:
+         bias=False, activation: str | None = None, scaling: str | None = None, pdl: bool | None = None,
+         session: Session | None = None, **tunables: int) -> Plan:
     """A Plan for act(alpha * op(A) @ op(B) + beta * out + bias) with op(A) m x k, op(B) k x n
     in ``dtype`` (float32, bfloat16, float16; names, NumPy and torch dtypes are taken), out
     m x n in ``out_dtype``, run by ``kernel`` (default: the dtype's cuBLAS, or the first
@@ -50,10 +50,13 @@ def plan(m: int, n: int, k: int, *, dtype="float32", kernel: str | None = None, 
     bias=None, stream=None)``. ``trans_*``: that operand is a transposed view; ``ld*``: pin a
     leading dimension; ``bias``: True (or the vector) to add one; ``activation``: None,
     "relu" or "gelu" (tanh form). FP8 (``dtype="float8_e4m3fn"``, B a transposed view):
-    ``scaling`` "tensor", "row" or "block", and each call passes ``scales=(A's, B's)``."""
+    ``scaling`` "tensor", "row" or "block", and each call passes ``scales=(A's, B's)``.
+    ``pdl=False`` launches without programmatic dependent launch where the kernel's choice
+    has it (gemm_driver.torch's routes do, for CUDA-graph steps: torch/routes.py says why),
+    ``True`` with it; None as the choice says."""
     return Plan(session or default_session(), m, n, k, dtype=dtype, kernel=kernel, alpha=alpha, beta=beta,
                 trans_a=trans_a, trans_b=trans_b, trans_c=trans_c, lda=lda, ldb=ldb, ldc=ldc, out_dtype=out_dtype,
-                bias=bias, activation=activation, tunables=tunables, scaling=scaling)
+                bias=bias, activation=activation, tunables=tunables, scaling=scaling, pdl=pdl)
 
 
 def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | None = None, out=None,

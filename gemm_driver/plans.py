@@ -118,13 +118,15 @@ class Plan:
     used when a call passes none) and ``activation`` None, "relu" or "gelu" (tanh form).
     FP8 (``dtype="float8_e4m3fn"``): A row-major, B a transposed view (``W.t()``), out
     row-major in float32 or bfloat16, ``scaling`` "tensor" (default), "row" or "block", and
-    each call passes ``scales=(A's, B's)`` (float32 device tensors: fp8_scales.py)."""
+    each call passes ``scales=(A's, B's)`` (float32 device tensors: fp8_scales.py). ``pdl``:
+    None launches as the kernel's choice says; False (True) without (with) programmatic
+    dependent launch, for a kernel that has the PDL tunable (the others ignore it)."""
 
     def __init__(self, session, m: int, n: int, k: int, *, dtype="float32", kernel: str | None = None,
                  alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False, trans_b: bool = False,
                  trans_c: bool = False, lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
                  out_dtype="float32", bias=False, activation: str | None = None, tunables: dict | None = None,
-                 scaling: str | None = None):
+                 scaling: str | None = None, pdl: bool | None = None):
         self.session, self.dtype = session, dtype_name(dtype)
         scaling = self._check_scaling(scaling, (bool(trans_a), bool(trans_b), bool(trans_c)))
         self.out_dtype = dtype_name(out_dtype)
@@ -151,7 +153,7 @@ class Plan:
                                      "(use gemm() with NumPy arrays)")
         check_precision(self.kernel, target, self.dtype)
         self.stored = stored
-        self.tunables, self.note = self._resolve(dict(tunables or {}), stored)
+        self.tunables, self.note = self._resolve(dict(tunables or {}), stored, pdl)
         self._want = {"A": (m, k, self.layout[0], self.dtype), "B": (k, n, self.layout[1], self.dtype),
                       "out": (m, n, self.layout[2], self.out_dtype)}
         self._out_itemsize = arrays.ITEMSIZE[self.out_dtype]
@@ -179,9 +181,10 @@ class Plan:
                                      f"trans_c={layout[2]}")
         return scaling
 
-    def _resolve(self, tunables: dict, stored: tuple[bool, bool]) -> tuple[dict, str]:
+    def _resolve(self, tunables: dict, stored: tuple[bool, bool], pdl: bool | None) -> tuple[dict, str]:
         """Check the target against this GPU, the layout, output type and epilogue; choose
-        and validate its tunables and load it (KernelSpec), once."""
+        and validate its tunables (PDL as ``pdl`` says, where it is one) and load it
+        (KernelSpec), once."""
         target, session, name, problem = self.target, self.session, self.kernel, self.run_problem
         if stored != (False, False) and not target.transposes:
             which = " and ".join(x for x, t in zip(("A", "B") if not self.swap else ("B", "A"), stored) if t)
@@ -196,6 +199,9 @@ class Plan:
         note = ""
         if target.choose is not None and not tunables:
             tunables, note = target.choose(problem, session.device.name)  # the tuned table, read once
+        if pdl is not None and any(t.name == "PDL" for t in target.tunables):
+            tunables = {**tunables, "PDL": int(pdl)}
+            note += f"{'; ' if note else ''}PDL {'on' if pdl else 'off'} (pdl={pdl})"
         resolved = target.validate(problem, tunables)
         if not problem.is_empty:
             session.load(target, resolved)

@@ -209,6 +209,22 @@ def test_architecture_and_tunables_are_checked_once_at_planning():
     assert s.loads == [("smem_tiled", {"TILE": 32, "PAD": p.tunables["PAD"]})] and p.tunables["TILE"] == 32
 
 
+def test_pdl_overrides_the_choice_where_the_kernel_has_it():
+    shape = dict(dtype="bfloat16", out_dtype="bfloat16", trans_b=True)
+    chosen = Plan(FakeSession(), 4096, 2048, 2048, kernel="hopper_bf16", **shape)
+    assert chosen.tunables["PDL"] == 1 and "PDL" not in chosen.note  # the pick has it (short_k_choice)
+    s = FakeSession()
+    off = Plan(s, 4096, 2048, 2048, kernel="hopper_bf16", pdl=False, **shape)
+    assert {k: v for k, v in off.tunables.items() if k != "PDL"} == \
+        {k: v for k, v in chosen.tunables.items() if k != "PDL"}
+    assert off.tunables["PDL"] == 0 and off.note.endswith("; PDL off (pdl=False)") and s.loads[0][1]["PDL"] == 0
+    fixed = Plan(FakeSession(), 4096, 2048, 2048, kernel="hopper_bf16", pdl=True, tunables={"BN": 128}, **shape)
+    assert fixed.tunables["PDL"] == 1 and fixed.tunables["BN"] == 128 and fixed.note == "PDL on (pdl=True)"
+    # a kernel without the tunable (a library, the SIMT ladder) ignores it
+    assert Plan(FakeSession(), 64, 64, 64, dtype="bfloat16", pdl=False).tunables == {}
+    assert "PDL" not in Plan(FakeSession(), 64, 64, 64, kernel="smem_tiled", pdl=False).tunables
+
+
 def test_the_tuned_table_is_read_once(monkeypatch, on_gpu, fences):
     reads = []
     real = kernels.tuned.load_table

@@ -151,6 +151,9 @@ def test_inputs_at_new_addresses_repoint_the_hopper_launch_and_stay_right(torch,
     check(xs[0])
     after = routes.stats()
     assert after["launches_repointed"] >= before["launches_repointed"] + 4
+    ours = [p for route in routes._ROUTES._routes.values() for p in (route.fused, route.wide)
+            if p is not None and p.kernel == "hopper_bf16"]
+    assert ours and all(p.tunables["PDL"] == 0 for p in ours)  # routes.PDL: launched without PDL
 
 
 def test_a_hopper_plan_at_new_addresses_of_every_operand_reads_and_writes_there(torch):

@@ -14,6 +14,16 @@ device is another key; the stream is not part of it, since a Plan launches on wh
 stream each call names. The first call of a key runs through ``Plan.__call__``, which
 checks every operand; a key equal to it can only hold tensors that pass the same checks.
 At most ``ROUTES_KEPT`` routes are kept, least recently used dropped first.
+
+The kernels launch without programmatic dependent launch (``PDL``): in a model's step the
+kernel before a GEMM is mostly torch's, which never hands over early. H100, the MLP training
+run's CUDA-graph steps with every GEMM on hopper_bf16 (tools/probes/mlp_gemm_split.py): 0.975x
+torch's samples per second without PDL, 0.961x with it where the picks have it
+(results/h100-80gb-hbm3/probe-mlp-gemm-split-pdl-off.txt, -pdl-on.txt). Alone after a torch
+kernel, in a graph, PDL gave the step's GEMMs nothing (0.991-0.996x their time without it);
+launched on a stream with the host ahead of the GPU it made them 3-5% faster
+(tools/probes/pdl_in_graph.py, results/h100-80gb-hbm3/probe-pdl-in-graph.txt), which eager
+steps bound by the GPU give up here; ``PDL = None`` launches as each kernel's choice says.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from ..arrays import layout_of
 from ..cuda.errors import UnsupportedProblem
 
 ROUTES_KEPT = 64
+PDL = False  # api.plan's pdl for every route (None: as each kernel's choice says); see the docstring
 
 
 def route_key(a, b, bias, activation: Optional[str], out_dtype, kernel: Optional[str]) -> tuple:
@@ -178,7 +189,7 @@ class Route:
     def _plan(self, kernel: Optional[str], out_dtype, *, fused: bool) -> api.Plan:
         return api.plan(self.m, self.n, self.k, dtype=self.dtype, kernel=kernel, trans_a=self.trans[0],
                         trans_b=self.trans[1], out_dtype=out_dtype, bias=self.has_bias and fused,
-                        activation=self.activation if fused else None)
+                        activation=self.activation if fused else None, pdl=PDL)
 
     def _checked(self, plan: api.Plan, *, fused: bool) -> None:
         self.ready = not plan.problem.is_empty
