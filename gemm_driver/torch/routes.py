@@ -19,9 +19,10 @@ The kernels launch without programmatic dependent launch (``PDL``): in a model's
 kernel before a GEMM is mostly torch's, which never hands over early. H100, the MLP training
 run's CUDA-graph steps with every GEMM on hopper_bf16 (tools/probes/mlp_gemm_split.py): 0.975x
 torch's samples per second without PDL, 0.961x with it where the picks have it
-(results/h100-80gb-hbm3/probe-mlp-gemm-split-pdl-off.txt, -pdl-on.txt). Alone after a torch
-kernel, in a graph, PDL gave the step's GEMMs nothing (0.991-0.996x their time without it);
-launched on a stream with the host ahead of the GPU it made them 3-5% faster
+(results/h100-80gb-hbm3/probe-mlp-gemm-split-pdl-off.txt,
+results/h100-80gb-hbm3/probe-mlp-gemm-split-pdl-on.txt). Alone after a torch
+kernel, in a graph, PDL gave the step's GEMMs nothing (without it 0.991-0.996x their time with
+it); launched on a stream with the host ahead of the GPU they took 1.03-1.06x as long without it
 (tools/probes/pdl_in_graph.py, results/h100-80gb-hbm3/probe-pdl-in-graph.txt), which eager
 steps bound by the GPU give up here; ``PDL = None`` launches as each kernel's choice says.
 """
