@@ -52,6 +52,40 @@ def test_forward_and_backward_match_torch_in_bf16(torch, gt, activation):
     print("ran:", gt.ran)
 
 
+def test_bias_gradient_is_a_gemm_on_the_named_kernel(torch, gt, monkeypatch):
+    """With a kernel named, dbias = ones (1 x M) @ dY' on it (_column_sums: a route of A 1 x M);
+    against float64 and against torch's sum (dbias_gemm off), eager and in a captured graph."""
+    from gemm_driver.torch import routes
+
+    x, w, b = operands(torch, m=300)
+    dy = torch.randn(300, 320, device="cuda").bfloat16()
+
+    def grads():
+        y = gt.linear(x, w, b, "gelu", kernel="hopper_bf16")
+        return torch.autograd.grad(y, (x, w, b), dy)
+
+    gemm_db = grads()[2]
+    assert (300, torch.bfloat16, x.device) in gt._ONES
+    assert any(key[0] == (1, 300) for key in routes._ROUTES._routes)  # a = the row of ones
+    x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, b))
+    ref = torch.nn.functional.gelu(torch.nn.functional.linear(x64, w64, b64), approximate="tanh")
+    want = torch.autograd.grad(ref, b64, dy.double())[0]
+    assert rel(torch, gemm_db, want) < 2e-2
+    monkeypatch.setattr(gt, "dbias_gemm", False)
+    assert rel(torch, grads()[2], gemm_db) < 1e-2
+    monkeypatch.setattr(gt, "dbias_gemm", True)
+    graph, side = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        grads()  # warm-up on the capture's stream
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(graph):
+        captured = grads()[2]
+    graph.replay()
+    torch.cuda.synchronize()
+    assert rel(torch, captured, want) < 2e-2
+
+
 def test_compiled_fullgraph_with_inductor(torch, gt, monkeypatch):
     torch._dynamo.reset()
     # compile in this process: a pool of compile workers left behind keeps an xdist worker alive

@@ -15,6 +15,7 @@ misses, and the Launches its plans made: one per new set of addresses).
 
     python tools/train_mlp.py [--steps 300] [--batch 4096] [--hidden 2048] [--kernel NAME]
                               [--rounds 5] [--profile N] [--gpu-times N] [--json FILE] [--check] [--graph]
+                              [--dbias-sum]
 
 ``--kernel``: the kernel gemm_driver's layers run (default: gemm()'s default, the dtype's
 cuBLAS or cuBLASLt where an epilogue is fused; ``hopper_bf16`` runs this project's own).
@@ -26,6 +27,9 @@ of a step by kernel for both, costliest first: where the GPU time of a step goes
 ``--graph``: each model's whole step (forward, backward, AdamW) is captured once in a CUDA
 graph and replayed per batch (``graphed_stepper``), for both models alike: the host's per-call
 costs drop out, and the comparison is of the GPU work.
+
+``--dbias-sum``: the bias gradients by torch's sum, not as GEMMs on the named kernel
+(gemm_driver.torch.dbias_gemm).
 
 ``--check`` exits 1 unless the two curves agree (mean loss of the last tenth within 5% of
 each other) and both losses fell; a GPU and torch are needed (exit 2 otherwise).
@@ -58,6 +62,7 @@ def parse(argv):
     parser.add_argument("--json", type=Path)
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--graph", action="store_true", help="capture each model's whole step in a CUDA graph")
+    parser.add_argument("--dbias-sum", action="store_true", help="bias gradients by torch's sum")
     args = parser.parse_args(argv)
     if args.steps <= WARMUP or args.batch < 1 or args.hidden < 1 or args.profile < 0 or args.gpu_times < 0 or \
             args.rounds < 1:
@@ -243,6 +248,8 @@ def main(argv=None) -> int:
         return 2
     import gemm_driver.torch as gt
 
+    gt.dbias_gemm = not args.dbias_sum
+
     data = batches(torch, args.steps, args.batch)
     torch.manual_seed(0)
     reference = student(torch, torch.nn.Linear, args.hidden, False).cuda().bfloat16()
@@ -280,6 +287,7 @@ def main(argv=None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(), "steps": args.steps,
                                          "batch": args.batch, "hidden": args.hidden, "kernel": args.kernel, "graph": args.graph,
+                                         "dbias_gemm": gt.dbias_gemm,
                                          "curves": curves, "samples_per_s": rates, "samples_per_s_rounds": rounds,
                                          "host_us_per_step": host, "kernels": gt.ran, "routes": gt.routes.stats()},
                                         indent=1))

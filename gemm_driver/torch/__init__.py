@@ -5,8 +5,9 @@ act(x @ weight^T + bias) with weight stored [out, in] (as nn.Linear's), through
 ``torch.library.custom_op`` so it runs under ``torch.compile(fullgraph=True)`` and inside CUDA
 graphs (a fake implementation gives shapes and dtypes), with an autograd formula whose
 GEMMs run here too: dX = dY' W and dW = dY'^T X (``gemm_driver::matmul``, transposed views
-read as stored), dbias = the column sums of dY', where dY' is dY times the activation's
-derivative at the pre-activation the forward saved. On CUDA the GEMMs go through
+read as stored), dbias = the column sums of dY' (with a kernel named, the GEMM ones @ dY' there
+too: ``_column_sums``), where dY' is dY times the activation's derivative at the
+pre-activation the forward saved. On CUDA the GEMMs go through
 gemm_driver.gemm() on the tensors in place; on the CPU through its NumPy path
 (kernel "numpy"), which the CPU tests use. ``ran`` tells, per step, which kernel ran and
 whether the epilogue was fused or done by torch after an FP32-out GEMM (when no kernel here
@@ -132,13 +133,36 @@ def _linear_forward(x, weight, bias, activation: str, kernel, save_pre: bool) ->
 def _linear_grads(dy, x, weight, pre, activation: str, kernel, has_bias: bool, needs, mm):
     """(dX, dW, dbias), each None where ``needs`` says it is not wanted: dY' = dY act'(pre),
     dX = dY' W, dW = dY'^T X (dY' read transposed in place), dbias = the column sums of dY'
-    (torch sums 16-bit tensors in FP32 and rounds once, as nn.Linear's backward does). ``mm``:
-    the GEMM (the op where autograd must see it)."""
+    (``_column_sums``). ``mm``: the GEMM (the op where autograd must see it)."""
     g = _activation_grad(dy, pre, activation)
     dx = mm(g, weight, kernel) if needs[0] else None  # (M x N) @ (N x K)
     dw = mm(g.t(), x, kernel) if needs[1] else None  # (N x M) @ (M x K)
-    dbias = g.sum(0) if has_bias and needs[2] else None
+    dbias = _column_sums(g, kernel, mm) if has_bias and needs[2] else None
     return dx, dw, dbias
+
+
+dbias_gemm = True  # dbias as a GEMM on the named kernel (``_column_sums``); False: torch's sum
+_ONES: dict[tuple, torch.Tensor] = {}  # (rows, dtype, device) -> a 1 x rows row of ones
+
+
+def _column_sums(g: torch.Tensor, kernel: Optional[str], mm) -> torch.Tensor:
+    """The column sums of g in g's dtype, summed in FP32 and rounded once: with a kernel named
+    (``dbias_gemm``), the GEMM ones (1 x M) @ g on it, which reads g once at M = 1 (the decode
+    tiles); else torch's sum, which sums 16-bit tensors so too, as nn.Linear's backward does.
+    Torch's sum also where no row of ones can be made and kept: a first call under CUDA-graph
+    capture (a tensor made there is filled only at replay) and traced calls (torch.compile, a
+    dispatch mode: a traced tensor must not be kept). H100, the MLP training run's graph steps:
+    1.023x torch's samples per second, 0.981x with torch's sum
+    (results/h100-80gb-hbm3/train-mlp-bf16-hopper-graph-dbias-gemm.txt,
+    results/h100-80gb-hbm3/train-mlp-bf16-hopper-graph-dbias-sum.txt)."""
+    if dbias_gemm and kernel is not None and g.is_cuda and type(g) in _PLAIN_TYPES and _untraced():
+        key = (g.shape[0], g.dtype, g.device)
+        ones = _ONES.get(key)
+        if ones is None and not torch.cuda.is_current_stream_capturing():
+            ones = _ONES[key] = torch.ones(1, g.shape[0], dtype=g.dtype, device=g.device)
+        if ones is not None:
+            return mm(ones, g, kernel).view(-1)
+    return g.sum(0)
 
 
 def _pre_for_backward(x, weight, bias, pre, activation: str, kernel):
@@ -205,14 +229,17 @@ _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
 _function_modes = getattr(torch._C, "_len_torch_function_stack", lambda: 1)
 
 
+def _untraced() -> bool:
+    """Eager mode: not traced by torch.compile, no dispatch or function mode (FakeTensor,
+    make_fx, FlopCounterMode, torch.device(...)), no functorch transform."""
+    return not (torch.compiler.is_compiling() or _dispatch_modes() or _function_modes() or _functorch_active())
+
+
 def _plain_eager(x, weight, bias) -> bool:
-    """Whether a call may skip the op's dispatch: eager mode (not traced by torch.compile),
-    no dispatch or function mode (FakeTensor, make_fx, FlopCounterMode, torch.device(...)),
-    no functorch transform, tensors of the plain types on the CPU or a CUDA GPU. Anything
-    else reaches the registered op, which those mechanisms know how to handle."""
-    if not direct_eager or torch.compiler.is_compiling():
-        return False
-    if _dispatch_modes() or _function_modes() or _functorch_active():
+    """Whether a call may skip the op's dispatch: ``_untraced``, tensors of the plain types on
+    the CPU or a CUDA GPU. Anything else reaches the registered op, which those mechanisms
+    know how to handle."""
+    if not direct_eager or not _untraced():
         return False
     return (type(x) in _PLAIN_TYPES and type(weight) in _PLAIN_TYPES and (bias is None or type(bias) in _PLAIN_TYPES)
             and (x.is_cuda or x.is_cpu))
