@@ -416,7 +416,8 @@ def test_full_grids_of_a_short_k_take_the_swapped_ping_pong_tiles(shape, layout,
     evidence = (rungs.SHORT_K_PROBE, rungs.SHORT_K_SWEEP, rungs.SHORT_K_CHECK, rungs.SHORT_K_SMALL_GRIDS,
                 rungs.SHORT_K_ODD, rungs.SHORT_K_PINGPONG_PROBE, rungs.SHORT_K_PINGPONG_CHECK,
                 rungs.SHORT_K_PINGPONG_FEW, rungs.SHORT_K_PINGPONG_FEW_CHECK, rungs.SHORT_K_16BIT_HOT,
-                rungs.SHORT_K_16BIT_COLD, rungs.SHORT_K_16BIT_STEP, rungs.SHORT_K_16BIT_CHECK)
+                rungs.SHORT_K_16BIT_COLD, rungs.SHORT_K_16BIT_STEP, rungs.SHORT_K_16BIT_CHECK,
+                rungs.SHORT_K_FP32_HOT, rungs.SHORT_K_FP32_COLD)
     for path in evidence:  # what its docstring cites
         assert (ROOT / path).is_file(), path
 

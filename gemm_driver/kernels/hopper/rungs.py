@@ -852,6 +852,8 @@ SHORT_K_16BIT_HOT = "results/h100-80gb-hbm3/probe-short-k-16bit-hot.txt"
 SHORT_K_16BIT_COLD = "results/h100-80gb-hbm3/probe-short-k-16bit-cold.txt"
 SHORT_K_16BIT_STEP = "results/h100-80gb-hbm3/probe-mlp-gemm-split.txt"
 SHORT_K_16BIT_CHECK = "results/h100-80gb-hbm3/probe-short-k-16bit-check.txt"
+SHORT_K_FP32_HOT = "results/h100-80gb-hbm3/probe-short-k-fp32-hot.txt"
+SHORT_K_FP32_COLD = "results/h100-80gb-hbm3/probe-short-k-fp32-cold.txt"
 
 
 def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
@@ -936,8 +938,11 @@ def short_k_choice(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     seven shapes chosen after (SHORT_K_16BIT_CHECK and its -cold twin): cold 1.059x the swapped
     tiles (geometric mean), slower on one by 1.1%; hot level (0.999x), slower on four, by up to
     10% (2048x8192x1664 nt with GELU). The training run went from 0.93x to 0.962x torch's samples
-    per second. FP32 D keeps the swapped tiles (not timed cold); the validation run, all FP32 D,
-    had shown its K = 1536-2048 shapes moving both ways under them, seen before this change.
+    per second. FP32 D keeps the swapped tiles: the fit's shapes with FP32 D (SHORT_K_FP32_HOT,
+    SHORT_K_FP32_COLD) had them faster hot on eight of ten and slower cold on five, by 5-16%, at K
+    from 1536 to 2048 where they also won (12288x6144x2048): no bound on K splits them. The
+    validation run, all FP32 D, had shown its K = 1536-2048 shapes moving both ways under them,
+    seen before this change.
     """
     m, n, k = problem.m, problem.n, problem.k
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
