@@ -5,8 +5,8 @@ act(x @ weight^T + bias) with weight stored [out, in] (as nn.Linear's), through
 ``torch.library.custom_op`` so it runs under ``torch.compile(fullgraph=True)`` and inside CUDA
 graphs (a fake implementation gives shapes and dtypes), with an autograd formula whose
 GEMMs run here too: dX = dY' W and dW = dY'^T X (``gemm_driver::matmul``, transposed views
-read as stored), dbias = the column sums of dY' (with a kernel named, the GEMM ones @ dY' there
-too: ``_column_sums``), where dY' is dY times the activation's derivative at the
+read as stored), dbias = the column sums of dY' (on ``hopper_bf16``/``hopper_fp16`` the GEMM
+ones @ dY' there too: ``_column_sums``), where dY' is dY times the activation's derivative at the
 pre-activation the forward saved. On CUDA the GEMMs go through
 gemm_driver.gemm() on the tensors in place; on the CPU through its NumPy path
 (kernel "numpy"), which the CPU tests use. ``ran`` tells, per step, which kernel ran and
@@ -142,20 +142,24 @@ def _linear_grads(dy, x, weight, pre, activation: str, kernel, has_bias: bool, n
 
 
 dbias_gemm = True  # dbias as a GEMM on the named kernel (``_column_sums``); False: torch's sum
+# the kernels dbias runs on: at M = 1 their decode tiles read g once (measured on hopper_bf16;
+# hopper_fp16 has the same tiles). Other kernels' M = 1 forms were not timed so; they keep torch's sum
+DBIAS_KERNELS = ("hopper_bf16", "hopper_fp16")
 _ONES: dict[tuple, torch.Tensor] = {}  # (rows, dtype, device) -> a 1 x rows row of ones
 
 
 def _column_sums(g: torch.Tensor, kernel: Optional[str], mm) -> torch.Tensor:
-    """The column sums of g in g's dtype, summed in FP32 and rounded once: with a kernel named
-    (``dbias_gemm``), the GEMM ones (1 x M) @ g on it, which reads g once at M = 1 (the decode
-    tiles); else torch's sum, which sums 16-bit tensors so too, as nn.Linear's backward does.
+    """The column sums of g in g's dtype, summed in FP32 and rounded once: with a kernel of
+    DBIAS_KERNELS named (``dbias_gemm``), the GEMM ones (1 x M) @ g on it, which reads g once at
+    M = 1 (the decode tiles); else torch's sum, which sums 16-bit tensors so too, as nn.Linear's
+    backward does.
     Torch's sum also where no row of ones can be made and kept: a first call under CUDA-graph
     capture (a tensor made there is filled only at replay) and traced calls (torch.compile, a
     dispatch mode: a traced tensor must not be kept). H100, the MLP training run's graph steps:
     1.023x torch's samples per second, 0.981x with torch's sum
     (results/h100-80gb-hbm3/train-mlp-bf16-hopper-graph-dbias-gemm.txt,
     results/h100-80gb-hbm3/train-mlp-bf16-hopper-graph-dbias-sum.txt)."""
-    if dbias_gemm and kernel is not None and g.is_cuda and type(g) in _PLAIN_TYPES and _untraced():
+    if dbias_gemm and kernel in DBIAS_KERNELS and g.is_cuda and type(g) in _PLAIN_TYPES and _untraced():
         key = (g.shape[0], g.dtype, g.device)
         ones = _ONES.get(key)
         if ones is None and not torch.cuda.is_current_stream_capturing():
