@@ -11,14 +11,22 @@ through a final synchronize (total), in microseconds per call:
                          uses that buffer instead of its default one
   cuBLASLt               cublasLtMatmul with the measured algorithm (LtMatmul.run)
   torch.mm(out=)         where torch is installed, on tensors of the same shape
+  raw GemmEx, ...        where torch is installed, BF16 D: cublasGemmEx called straight through
+                         ctypes with its arguments converted once (no wrapper), on our caller-
+                         stream handle and on torch's own handle (torch.cuda.current_blas_handle,
+                         torch's stream), beside torch.mm(out=) into the same BF16 D: what the
+                         cuBLAS call itself costs on each handle
 """
 
 from __future__ import annotations
 
+import ctypes
 import time
 
 from gemm_driver import kernels
+from gemm_driver import precision
 from gemm_driver.case import PreparedCase
+from gemm_driver.cuda import cublas
 from gemm_driver.cuda.memory import DeviceBuffer
 from gemm_driver.problem import GemmProblem
 from gemm_driver.session import Session
@@ -37,6 +45,27 @@ def per_call(run, sync) -> tuple[float, float]:
     sync()
     total = time.perf_counter() - start
     return host / CALLS * 1e6, total / CALLS * 1e6
+
+
+def raw_gemm_ex_rows(torch, session, a, b, c) -> list[tuple[str, float, float]]:
+    """cublasGemmEx with BF16 D into c (a, b, c: torch BF16 tensors), converted once and called
+    with no wrapper, on our caller-stream handle bound to torch's stream and on torch's handle;
+    then torch.mm(out=c) again, for the same D."""
+    types = precision.gemm_types("bf16", "bf16")
+    arguments = cublas.gemm_ex_arguments(SIDE, SIDE, SIDE, 1.0, a.data_ptr(), SIDE, b.data_ptr(), SIDE, 0.0,
+                                         c.data_ptr(), SIDE, types)
+    function = cublas._unchecked("cublasGemmEx")
+    converted = tuple(map(cublas._as_c, cublas.ARGTYPES["cublasGemmEx"][1:], arguments))
+    ours = session.cublas_for_other_streams()
+    ours.use_stream(torch.cuda.current_stream().cuda_stream)
+    ours.use_math_mode(int(types.math_mode))
+    rows = []
+    for name, handle in (("raw GemmEx, our handle", ours.ptr), ("raw GemmEx, torch's handle",
+                                                                 torch.cuda.current_blas_handle())):
+        values = (ctypes.c_void_p(handle), *converted)
+        rows.append((name, *per_call(lambda: function(*values), torch.cuda.synchronize)))
+    rows.append(("torch.mm(out=), BF16 D", *per_call(lambda: torch.mm(a, b, out=c), torch.cuda.synchronize)))
+    return rows
 
 
 def main() -> None:
@@ -63,6 +92,7 @@ def main() -> None:
             a, b = (torch.randn(SIDE, SIDE, device="cuda", dtype=torch.bfloat16) for _ in range(2))
             c = torch.empty(SIDE, SIDE, device="cuda", dtype=torch.bfloat16)
             rows.append(("torch.mm(out=)", *per_call(lambda: torch.mm(a, b, out=c), torch.cuda.synchronize)))
+            rows += raw_gemm_ex_rows(torch, session, a, b, c)
         except Exception as exc:  # noqa: BLE001 - torch is optional
             print(f"torch: {type(exc).__name__}: {exc}")
         print(f"BF16 {SIDE}^3, {CALLS} calls, microseconds per call")
