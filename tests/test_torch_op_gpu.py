@@ -1,7 +1,8 @@
 """gemm_driver.torch on the GPU: the op against torch's linear layer (forward and backward,
 BF16), under torch.compile(fullgraph=True) with inductor, inside a CUDA graph, the eager
-path against the op, the route cache across calls and streams, and a short training run
-of tools/train_mlp.py."""
+path against the op, the route cache across calls and streams, the bias gradient as a GEMM,
+and short training runs of tools/train_mlp.py (the library route eager and graphed,
+hopper_bf16 graphed)."""
 
 from __future__ import annotations
 
@@ -118,10 +119,11 @@ def test_inside_a_cuda_graph(torch, gt):
             assert rel(torch, y, want) < 1e-2
 
 
-@pytest.mark.parametrize("graphed", [False, True], ids=["eager", "graph"])
-def test_short_training_run_agrees_with_torch(torch, graphed):
+@pytest.mark.parametrize("graphed, kernel", [(False, None), (True, None), (True, "hopper_bf16")],
+                         ids=["eager", "graph", "graph-hopper"])
+def test_short_training_run_agrees_with_torch(torch, graphed, kernel):
     command = [sys.executable, str(ROOT / "tools" / "train_mlp.py"), "--steps", "60", "--rounds", "1", "--check",
-               *(["--graph"] if graphed else [])]
+               *(["--graph"] if graphed else []), *(["--kernel", kernel] if kernel else [])]
     run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
 
