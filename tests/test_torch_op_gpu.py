@@ -54,7 +54,7 @@ def test_forward_and_backward_match_torch_in_bf16(torch, gt, activation):
 
 
 def test_bias_gradient_is_a_gemm_on_the_named_kernel(torch, gt, monkeypatch):
-    """With a kernel named, dbias = ones (1 x M) @ dY' on it (_column_sums: a route of A 1 x M);
+    """With hopper_bf16 named, dbias = ones (1 x M) @ dY' on it (_column_sums: a route of A 1 x M);
     against float64 and against torch's sum (dbias_gemm off), eager and in a captured graph."""
     from gemm_driver.torch import routes
 

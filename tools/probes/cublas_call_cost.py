@@ -23,8 +23,7 @@ from __future__ import annotations
 import ctypes
 import time
 
-from gemm_driver import kernels
-from gemm_driver import precision
+from gemm_driver import kernels, precision
 from gemm_driver.case import PreparedCase
 from gemm_driver.cuda import cublas
 from gemm_driver.cuda.memory import DeviceBuffer
