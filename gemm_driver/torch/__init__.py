@@ -152,10 +152,10 @@ def _column_sums(g: torch.Tensor, kernel: Optional[str], mm) -> torch.Tensor:
     """The column sums of g in g's dtype, summed in FP32 and rounded once: with a kernel of
     DBIAS_KERNELS named (``dbias_gemm``), the GEMM ones (1 x M) @ g on it, which reads g once at
     M = 1 (the decode tiles); else torch's sum, which sums 16-bit tensors so too, as nn.Linear's
-    backward does. Torch's sum also where no row of ones can be made and kept: a first call under CUDA-graph
-    capture (a tensor made there is filled only at replay) and traced calls (torch.compile, a
-    dispatch mode: a traced tensor must not be kept). H100, the MLP training run's graph steps:
-    1.023x torch's samples per second, 0.981x with torch's sum
+    backward does. Torch's sum also where no row of ones can be made and kept: a first call
+    under CUDA-graph capture (a tensor made there is filled only at replay) and traced calls
+    (torch.compile, a dispatch mode: a traced tensor must not be kept). H100, the MLP training
+    run's graph steps: 1.023x torch's samples per second, 0.981x with torch's sum
     (results/h100-80gb-hbm3/train-mlp-bf16-hopper-graph-dbias-gemm.txt,
     results/h100-80gb-hbm3/train-mlp-bf16-hopper-graph-dbias-sum.txt)."""
     if dbias_gemm and kernel in DBIAS_KERNELS and g.is_cuda and type(g) in _PLAIN_TYPES and _untraced():
