@@ -279,17 +279,15 @@ class CublasHandle:
         """cublasGemmEx on this handle with ``arguments`` (gemm_ex_arguments), converted to C
         values once: the call a launch makes every time (a non-zero status raises CublasError;
         a closed handle, GemmDriverError). The stream and math mode are the caller's to set."""
-        name = "cublasGemmEx"
-        fn = _unchecked(name)
-        values = (ctypes.c_void_p(self.ptr), *map(_as_c, ARGTYPES[name][1:], arguments))
+        raw = raw_gemm_ex(self.ptr, arguments)
         alive = self._finalizer
 
         def call() -> None:
             if not alive.alive:
                 raise GemmDriverError("cuBLAS handle is closed")
-            status = fn(*values)
+            status = raw()
             if status:
-                raise CublasError(status_name(status), status_message(status), name)
+                raise CublasError(status_name(status), status_message(status), "cublasGemmEx")
 
         return call
 
@@ -367,6 +365,14 @@ def scalars(alpha: float, beta: float) -> tuple[ctypes.c_float, ctypes.c_float]:
     BLAS both are zero (C is not read), but a cuBLAS kernel that tests beta's bits reads C
     for -0.0, and a NaN in C (our poisoned output) then gives NaN * -0.0 = NaN."""
     return ctypes.c_float(alpha), ctypes.c_float(0.0 if beta == 0 else beta)
+
+
+def raw_gemm_ex(handle: int, arguments: tuple) -> Callable[[], int]:
+    """cublasGemmEx on the handle at address ``handle`` (any library's) with ``arguments``
+    (gemm_ex_arguments) converted to C values once; calling it returns the cublasStatus_t
+    unchecked (CublasHandle.gemm_ex_call checks it; tools/probes/cublas_call_cost.py times it)."""
+    name = "cublasGemmEx"
+    return functools.partial(_unchecked(name), ctypes.c_void_p(handle), *map(_as_c, ARGTYPES[name][1:], arguments))
 
 
 def gemm_ex_arguments(m: int, n: int, k: int, alpha: float, a: int, lda: int, b: int, ldb: int, beta: float,

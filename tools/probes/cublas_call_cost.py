@@ -20,7 +20,6 @@ through a final synchronize (total), in microseconds per call:
 
 from __future__ import annotations
 
-import ctypes
 import time
 
 from gemm_driver import kernels, precision
@@ -53,16 +52,13 @@ def raw_gemm_ex_rows(torch, session, a, b, c) -> list[tuple[str, float, float]]:
     types = precision.gemm_types("bf16", "bf16")
     arguments = cublas.gemm_ex_arguments(SIDE, SIDE, SIDE, 1.0, a.data_ptr(), SIDE, b.data_ptr(), SIDE, 0.0,
                                          c.data_ptr(), SIDE, types)
-    function = cublas._unchecked("cublasGemmEx")
-    converted = tuple(map(cublas._as_c, cublas.ARGTYPES["cublasGemmEx"][1:], arguments))
     ours = session.cublas_for_other_streams()
     ours.use_stream(torch.cuda.current_stream().cuda_stream)
     ours.use_math_mode(int(types.math_mode))
     rows = []
     for name, handle in (("raw GemmEx, our handle", ours.ptr), ("raw GemmEx, torch's handle",
                                                                  torch.cuda.current_blas_handle())):
-        values = (ctypes.c_void_p(handle), *converted)
-        rows.append((name, *per_call(lambda: function(*values), torch.cuda.synchronize)))
+        rows.append((name, *per_call(cublas.raw_gemm_ex(handle, arguments), torch.cuda.synchronize)))
     rows.append(("torch.mm(out=), BF16 D", *per_call(lambda: torch.mm(a, b, out=c), torch.cuda.synchronize)))
     return rows
 

@@ -21,6 +21,7 @@ import statistics
 import sys
 
 import torch
+from linear_configs import parse_call
 
 from gemm_driver import api
 
@@ -29,27 +30,31 @@ REPS, ROUNDS = 20, 7
 
 
 def operands(call: str):
-    """(a, b, bias or None, plan options) for MxNxK[:layout[:epilogue]], a and b views as the layout says."""
-    shape, *rest = call.split(":")
-    layout, epilogue = (rest + ["nn", "none"][len(rest):])[:2]
-    m, n, k = map(int, shape.split("x"))
+    """(a, b, bias or None, plan options) for MxNxK[:layout[:epilogue]] (linear_configs.parse_call),
+    a and b views as the layout says."""
+    p = parse_call(call)
     g = torch.Generator(device="cuda").manual_seed(5)
-    a = torch.randn(*((k, m) if layout[0] == "t" else (m, k)), device="cuda", generator=g).bfloat16()
-    b = torch.randn(*((n, k) if layout[1] == "t" else (k, n)), device="cuda", generator=g).bfloat16()
-    a, b = (a.t() if layout[0] == "t" else a), (b.t() if layout[1] == "t" else b)
-    bias = torch.randn(n, device="cuda", generator=g).bfloat16() if epilogue != "none" else None
-    options = dict(dtype="bfloat16", out_dtype="bfloat16", kernel="hopper_bf16", trans_a=layout[0] == "t",
-                   trans_b=layout[1] == "t", bias=bias is not None)
-    return a, b, bias, (m, n, k), options
+    a = torch.randn(*((p.k, p.m) if p.trans_a else (p.m, p.k)), device="cuda", generator=g).bfloat16()
+    b = torch.randn(*((p.n, p.k) if p.trans_b else (p.k, p.n)), device="cuda", generator=g).bfloat16()
+    a, b = (a.t() if p.trans_a else a), (b.t() if p.trans_b else b)
+    bias = torch.randn(p.n, device="cuda", generator=g).bfloat16() if p.has_bias else None
+    options = dict(dtype="bfloat16", out_dtype="bfloat16", kernel="hopper_bf16", trans_a=p.trans_a,
+                   trans_b=p.trans_b, bias=bias is not None)
+    return a, b, bias, (p.m, p.n, p.k), options
 
 
-def timed(run, graph: bool) -> float:
-    """us per iteration of ``run`` (REPS iterations), from stream launches or one graph replay."""
-    if graph:
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            run()
-        run = g.replay
+def runner(run, graph: bool):
+    """``run`` as stream launches, or captured once in a graph and replayed."""
+    if not graph:
+        return run
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        run()
+    return g.replay
+
+
+def timed(run) -> float:
+    """us per iteration of ``run`` (REPS iterations), after one untimed run."""
     run()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -81,14 +86,16 @@ def main(calls: list[str]) -> None:
         }
         for name, sequence in sequences.items():
             for graph in (False, True):
+                runs = {pdl: runner(lambda p=p: sequence(p), graph) for pdl, p in plans.items()}
                 us = {pdl: [] for pdl in plans}
                 for _ in range(ROUNDS):
-                    for pdl, p in plans.items():
-                        us[pdl].append(timed(lambda: sequence(p), graph))
+                    for pdl, run in runs.items():
+                        us[pdl].append(timed(run))
                 on, off = (statistics.median(us[pdl]) for pdl in (True, False))
                 print(f"{call:<26} {name:<14} {'graph' if graph else 'stream':<7} {on:8.2f} {off:8.2f} "
                       f"{off / on:7.3f}", flush=True)
-    alone = statistics.median(timed(lambda: [scratch.mul_(1.0) for _ in range(REPS)], True) for _ in range(ROUNDS))
+    scale = runner(lambda: [scratch.mul_(1.0) for _ in range(REPS)], True)
+    alone = statistics.median(timed(scale) for _ in range(ROUNDS))
     print(f"the torch kernel alone, graph: {alone:.2f} us")
 
 
