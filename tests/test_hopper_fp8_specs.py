@@ -158,6 +158,9 @@ def test_choose_takes_the_decode_tiles_at_small_m(shape, scaling, picked):
     ((1152, 1024, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 72 tiles: past half the SMs
     ((384, 2560, 6144), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # 60: 128 x 64 tiles
     ((4096, 4096, 4096), "block", {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # block scales: as before
+    ((384, 4096, 6144), "block", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # ... but 96 tiles: 6 stages
+    ((1152, 1024, 4096), "block", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 72 tiles
+    ((1280, 1536, 4096), "block", {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # 120 tiles: a full grid
     ((4093, 4091, 4099), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2}),  # packed operands: no PDL
 ])
 def test_grids_past_half_the_sms_take_six_stages_and_clusters_past_one_wave(shape, scaling, picked):

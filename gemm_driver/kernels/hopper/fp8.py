@@ -227,6 +227,9 @@ PART_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-part-grid.txt"
 PART_GRID_CHECK = "results/h100-80gb-hbm3/probe-fp8-part-grid-check.txt"
 SMALL_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-small-grid.txt"
 HALF_GRID_CHECK = "results/h100-80gb-hbm3/probe-fp8-half-grid-check.txt"
+BLOCK_PART_GRID_PROBE = "results/h100-80gb-hbm3/probe-fp8-block-part-grid.txt"
+BLOCK_PART_GRID_MORE = "results/h100-80gb-hbm3/probe-fp8-block-part-grid-check.txt"
+BLOCK_PART_GRID_CHECK = "results/h100-80gb-hbm3/probe-fp8-block-part-grid-after.txt"
 # tensor and row scaling: 6 stages of 128 x 128 tiles on grids of more than half the SMs (where the
 # split-K rule below cannot split: every unit resident)
 SIX_STAGE_MIN_TILES = rungs.SMS // 2 + 1
@@ -264,7 +267,16 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       (SIX_STAGE_MIN_TILES). Checked on six grids of 70-76 tiles chosen after (HALF_GRID_CHECK): 6
       stages 1.12-1.27x the 128 x 64 tiles in all twelve cases, within 1.3% of the fastest of
       ours. In block scaling no form won on more than one of the four full grids (0.70-0.78x
-      the faster baseline each). The first fit, on an H200 before the descriptors were built by addition,
+      the faster baseline each). Past half the SMs' worth of tiles and short of a full grid the
+      block-scaled tiles take the same 6 stages without a cluster: on the twelve grids of 70-112
+      tiles of the probes above (BLOCK_PART_GRID_PROBE, BLOCK_PART_GRID_MORE; timed in block
+      scaling after the scales were seen to cost less on 128 x 128 tiles, at 256x5120x3072, in
+      results/h100-80gb-hbm3/probe-fp8-block-scales-in-place.txt) 128 x 128 tiles ran 1.24-1.38x
+      the 128 x 64 tiles at 8 stages taken before (384x4096x6144 26.2 us against 35.6, cuBLASLt
+      20.4; 896x1280x6144 26.0 against 33.8), 6 stages faster than 4 on nine of them by up to
+      2.2% and slower on three by up to 1.3%. Checked on six grids of 72-108 tiles chosen after
+      (BLOCK_PART_GRID_CHECK): 1.27-1.63x the 128 x 64 tiles (320x4608x5120 24.7 us against 40.3,
+      cuBLASLt 18.2), within 0.6% of 4 stages where those were faster (one shape). The first fit, on an H200 before the descriptors were built by addition,
       had every cluster and 6 stages within 5% of 4 stages without a cluster
       (results/h200/probe-fp8-configs.txt).
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
@@ -282,9 +294,11 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
                     f"M = {m}: {units} tiles of 64x64 (one consumer), {splits}-way split-K")
         return {**small, **pdl}, f"M = {m}: {units} tiles of 64x64 (one consumer, two CTAs an SM)"
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
-    if tiles >= SIX_STAGE_MIN_TILES and problem.scaling != "block":
+    block = problem.scaling == "block"
+    if tiles >= SIX_STAGE_MIN_TILES and not (block and tiles >= rungs.FULL_GRID):
         waves = tiles > rungs.SMS  # past one wave: 1 x 2 clusters sharing A
         measured = (f"4608x4608x6144 row 211 us against 244 unclustered at 4 stages; {FULL_GRID_PROBE}" if waves
+                    else f"384x4096x6144 block 26.2 us against 35.6 for 128x64 tiles; {BLOCK_PART_GRID_PROBE}" if block
                     else f"384x4096x6144 row 20.2 us against 27.5 for 128x64 tiles; {PART_GRID_PROBE}")
         return ({"STAGES": 6, **({"CN": 2} if waves else {}), **overlapped, **pdl},
                 f"{tiles} tiles of 128x128, 6 stages" + (", 1 x 2 clusters sharing A" if waves else "")
