@@ -210,3 +210,21 @@ def test_the_h100_tf32_table_is_the_tuning_set_past_m_128_and_its_vote_holds_up_
     geomean = math.exp(sum(map(math.log, slowdowns)) / len(slowdowns))
     # measured: 1.069 and 1.685 (tf32_selection.py's docstring)
     assert len(slowdowns) == len(table["entries"]) and geomean < 1.07 and max(slowdowns) < 1.69
+
+
+@pytest.mark.parametrize("shape, pick, filled", [
+    ((1024, 1280, 6144), {"PDL": 1}, {"SPLITS": 3}),  # 40 whole 256 x 128 tiles: 3 slices keep 120 resident
+    ((1152, 1536, 12288), {"PDL": 1}, {"SPLITS": 2}),  # 60 tiles: 2 slices
+    ((1280, 1792, 6144), {"PDL": 1}, None),  # 70 tiles: more than half the SMs
+    ((768, 2048, 8192), {"BM": 128, "PDL": 1}, None),  # 96 tiles of 128 x 128
+    ((1024, 1024, 12288), {"SPLITS": 4}, None),  # the pick is the split already
+    ((393, 172, 2766), {"BM": 128, "CONSUMERS": 1, "PDL": 1}, None),  # 12 units; the split would make 8
+    ((1024, 1280, 512), {"PDL": 1}, None),  # no slice keeps 1024 of K
+])
+def test_tf32_fill_splits_256_row_tiles_where_the_vote_leaves_half_the_sms_idle(shape, pick, filled):
+    problem = GemmProblem(*shape)
+    got = tf32_selection.filled(problem, pick)
+    assert (got and got[0]) == filled
+    if filled:
+        kernels.KERNELS["hopper_tf32"].validate(problem, filled)
+        assert "leave SMs idle" in got[1] and "\n" not in got[1]
