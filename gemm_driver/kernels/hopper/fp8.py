@@ -270,15 +270,15 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       the faster baseline each). Past half the SMs' worth of tiles and short of a full grid the
       block-scaled tiles take the same 6 stages without a cluster: on the twelve grids of 70-112
       tiles of the probes above (BLOCK_PART_GRID_PROBE, BLOCK_PART_GRID_MORE; timed in block
-      scaling after the scales were seen to cost less on 128 x 128 tiles, at 256x5120x3072, in
+      scaling after 256x5120x3072 had shown 128 x 128 tiles ahead of the rule's pick there,
       results/h100-80gb-hbm3/probe-fp8-block-scales-in-place.txt) 128 x 128 tiles ran 1.24-1.38x
       the 128 x 64 tiles at 8 stages taken before (384x4096x6144 26.2 us against 35.6, cuBLASLt
       20.4; 896x1280x6144 26.0 against 33.8), 6 stages faster than 4 on nine of them by up to
       2.2% and slower on three by up to 1.3%. Checked on six grids of 72-108 tiles chosen after
       (BLOCK_PART_GRID_CHECK): 1.27-1.63x the 128 x 64 tiles (320x4608x5120 24.7 us against 40.3,
-      cuBLASLt 18.2), within 0.6% of 4 stages where those were faster (one shape). The first fit, on an H200 before the descriptors were built by addition,
-      had every cluster and 6 stages within 5% of 4 stages without a cluster
-      (results/h200/probe-fp8-configs.txt).
+      cuBLASLt 18.2), within 0.6% of 4 stages where those were faster (one shape). The first fit,
+      on an H200 before the descriptors were built by addition, had every cluster and 6 stages
+      within 5% of 4 stages without a cluster (results/h200/probe-fp8-configs.txt).
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
     - Else 128 x 64 tiles, 8 stages (128x7168x2048: within 2% of the best configuration)."""
     m, n, k = problem.m, problem.n, problem.k

@@ -87,8 +87,8 @@ def filled(problem: GemmProblem, pick: dict[str, int]) -> tuple[dict[str, int], 
 
     The vote reaches these grids from tuning shapes of other sizes (2048x1600x6400 is the nearest
     of most). Looked for after the validation run showed 1024x1536x7168 at 0.55 of the faster
-    baseline (48 whole tiles): on six grids of 40-80 such tiles over deep K, of neither corpus set (FILL_PROBE;
-    every tile height whole, in 1 x 2 clusters and split, beside cuBLAS and cuBLASLt, H100) it
+    baseline (48 whole tiles): on six grids of 40-80 such tiles over deep K, of neither corpus set
+    (FILL_PROBE; every tile height whole, in 1 x 2 clusters and split, beside cuBLAS and cuBLASLt, H100) it
     took whole tiles that left more than half the SMs idle on three, 0.54-0.58 of the faster
     baseline, where these splits ran 0.83-1.08 (1024x1280x6144, 40 tiles, 3 slices: 59.4 us
     against 117.4, cuBLASLt 63.8; 1152x1536x12288, 60 tiles, 2 slices: 165.1 against 237.1,
