@@ -107,7 +107,7 @@ def filled(problem: GemmProblem, pick: dict[str, int]) -> tuple[dict[str, int], 
     (results/h100-80gb-hbm3/shift-validate-tf32-fill.txt)."""
     if resident_share(problem, pick) > 0.5:
         return None
-    tiles = ceil_div(problem.m, 256) * ceil_div(problem.n, 128)
+    tiles = units(problem, {})  # of 256 x 128
     splits = [s for s in SPLITS if tiles * s <= SMS and problem.k >= s * SLICE_K]
     if not splits or tiles * splits[-1] <= units(problem, pick):
         return None
