@@ -737,6 +737,34 @@ def test_whole_128_x_128_tiles_on_half_the_sms_split_in_clusters_of_two(shape, t
         assert (ROOT / path).is_file(), path
 
 
+ONE_CONSUMER = {"BN": 128, "CONSUMERS": 1, "PDL": 1}
+
+
+@pytest.mark.parametrize("shape, layout, tunables, kept", [
+    ((1024, 1024, 1024), "nn", ONE_CONSUMER, False),  # 128 tiles of 128 x 64: one wave
+    ((1024, 960, 2048), "nt", TILE_128, False),  # 120 tiles
+    ((1536, 640, 2560), "tn", {**TILE_128, "CK": 2}, False),
+    ((384, 2816, 3584), "nn", selection.TILE_128x64, True),  # 132 tiles: the pick already
+    ((1024, 1024, 4096), "nn", TILE_128, True),  # K at ONE_WAVE_MAX_K
+    ((1024, 1280, 896), "nn", ONE_CONSUMER, True),  # 160 tiles: two waves
+    ((896, 1024, 1024), "nn", ONE_CONSUMER, True),  # 112 tiles: below FULL_GRID
+    ((128, 8192, 1024), "nn", ONE_CONSUMER, True),  # one tile row: the M <= 128 rules decide
+])
+def test_one_full_wave_of_128_x_64_tiles_takes_them(shape, layout, tunables, kept):
+    p = GemmProblem(*shape, trans_a=layout[0] == "t", trans_b=layout[1] == "t")
+    got, why = rungs.one_wave(p, dict(tunables), "voted")
+    assert got == (tunables if kept else selection.TILE_128x64)
+    assert (why == "voted") == kept and (rungs.ONE_WAVE_CHECKS[0] in why) != kept
+    SPECS["hopper_bf16"].validate(p, got)
+    for path in (rungs.ONE_WAVE_PROBE, rungs.ONE_WAVE_FIRST_CHECK, *rungs.ONE_WAVE_CHECKS):  # its docstring's
+        assert (ROOT / path).is_file(), path
+
+
+def test_at_1024_cubed_the_one_wave_rule_overrides_the_vote_and_nothing_after_changes_it():
+    tunables, why = SPECS["hopper_bf16"].choose(GemmProblem(1024, 1024, 1024), "NVIDIA H100 80GB HBM3")
+    assert tunables == selection.TILE_128x64 and "nearest tuning shapes" in why and "one full wave" in why
+
+
 @pytest.mark.parametrize("shape, tunables, kept", [
     ((1024, 704, 6144), {"BN": 64, "STAGES": 8, "PDL": 1}, False),  # 88 tiles past half the SMs
     ((1024, 1536, 4096), {"BN": 128, "STAGES": 6, "PDL": 1}, False),

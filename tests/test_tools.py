@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import shutil
 import signal
@@ -40,6 +41,7 @@ UNKNOWN_OPTION = {
     "gen_wgmma.py": ["--bogus"],
     "gpu_session.sh": ["--bogus"],
     "inspect.py": ["stats", "--bogus"],
+    "left_out.py": ["--bogus"],
     "ladder_sweep.py": ["--bogus"],
     "mma_ceiling.py": ["--bogus"],
     "results_index.py": ["--bogus"],
@@ -110,6 +112,8 @@ def test_unknown_option_is_one_line_and_exit_2(tmp_path, name):
     ("bank_conflicts.sh", ["a.txt", "b.txt"], "one OUTPUT path at most"),
     ("bank_conflicts.sh", ["."], "is a directory"),
     ("gpu_session.sh", ["--sizes", "x"], "--sizes"),
+    ("left_out.py", ["--neighbours", "0,2"], "positive integers"),
+    ("left_out.py", ["--neighbours", "two"], "positive integers"),
 ])
 def test_bad_values_are_one_line_and_exit_2(tmp_path, name, args, words):
     done = tool(name, *args, env={"OUT": str(tmp_path / "gpu-out")})
@@ -201,6 +205,21 @@ def test_corpus_shift_takes_a_tunable_gained_since_a_run_at_its_default_there(tm
     done = tool("corpus_shift.py", str(earlier), str(VALIDATION))
     assert done.returncode == 0 and done.stderr == ""
     assert "0 shapes ran other tunables" in done.stdout and "the other 131: x1.000" in done.stdout
+
+
+def test_left_out_repeats_the_vote_s_check_for_each_number_of_neighbours():
+    from gemm_driver.kernels import tuned
+    from gemm_driver.kernels.hopper import selection
+    done = tool("left_out.py", "--neighbours", "1,2")
+    assert done.returncode == 0 and done.stderr == ""
+    lines = done.stdout.splitlines()
+    at = lines.index("h100-80gb-hbm3.hopper_bf16.json: hopper_bf16 on NVIDIA H100 80GB HBM3, 99 tuning shapes")
+    table = tuned.load_table("NVIDIA H100 80GB HBM3", kernel="hopper_bf16")
+    for line, neighbours, mark in ((lines[at + 1], 1, " "), (lines[at + 2], 2, "*")):  # * the vote's own
+        slowdowns = tuned.left_out_slowdowns(table["entries"], selection.candidates, tie=selection.TIE,
+                                             neighbours=neighbours)
+        geomean = math.exp(sum(map(math.log, slowdowns)) / len(slowdowns))
+        assert line.startswith(f"  {mark}{neighbours} neighbours: {geomean:.4f}x  worst {max(slowdowns):.3f}x")
 
 
 def test_corpus_rows_gives_each_subset_of_a_committed_run():

@@ -138,9 +138,9 @@ def measured(entry: Mapping, named: Named = dict) -> dict[tuple, float]:
 
 
 def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
-         named: Named = dict, tie: float = 0.0) -> tuple[dict[str, int], str] | None:
-    """The configuration of ``offered(problem)`` the nearest measured shapes predict fastest for
-    ``problem``, with the reason; None without timed entries, without a configuration offered, or
+         named: Named = dict, tie: float = 0.0, neighbours: int = NEIGHBOURS) -> tuple[dict[str, int], str] | None:
+    """The configuration of ``offered(problem)`` the ``neighbours`` nearest measured shapes predict
+    fastest for ``problem``, with the reason; None without timed entries, without a configuration offered, or
     where no neighbour measured any of them. ``tie`` > 0: the candidates predicted within that
     fraction of the best are a tie, which the nearest shape's own timings break (a weighted mean
     of two neighbours that disagree cannot tell them apart; the nearer one can)."""
@@ -149,7 +149,7 @@ def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
     if not entries or not choices:
         return None
     shape = (max(problem.m, 1), max(problem.n, 1), max(problem.k, 1))
-    nearest = sorted(entries, key=lambda e: distance(shape, e["shape"]))[:NEIGHBOURS]
+    nearest = sorted(entries, key=lambda e: distance(shape, e["shape"]))[:neighbours]
     weights = [1 / (distance(shape, e["shape"]) + 0.25) for e in nearest]
     speeds = [measured(e, named) for e in nearest]  # only the neighbours' configurations are named
 
@@ -176,13 +176,14 @@ def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
 
 
 def left_out_slowdowns(entries: Sequence[Mapping], offered: Offered, named: Named = dict,
-                       tie: float = 0.0) -> list[float]:
+                       tie: float = 0.0, neighbours: int = NEIGHBOURS) -> list[float]:
     """The vote checked on its own table: per entry, how much slower the configuration the other
     entries vote for (with ``tie``) measured there than that entry's winner (inf where it did not
     run), the table's configurations named as ``vote`` names them."""
     slowdowns = []
     for entry in entries:
-        picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]), offered, named, tie)
+        picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]), offered, named, tie,
+                      neighbours)
         if picked is not None:
             slowdowns.append(slowdown_at(entry, picked[0], named))
     return slowdowns

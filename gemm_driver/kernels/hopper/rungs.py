@@ -633,12 +633,13 @@ def voted_choice(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], s
 
 
 def adjusted(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
-    """A pick of the vote's tiles as the rules that adjust it leave it: 64-row tiles made 128-row
+    """A pick of the vote's tiles as the rules that adjust it leave it: 128 x 64 tiles where they
+    make one full wave at K < ONE_WAVE_MAX_K (``one_wave``), 64-row tiles made 128-row
     (``one_tile_row``), 128 x 256 tiles made 128 x 128 on grids they underfill
     (``underfilled_grid``) and those split in clusters of two (``half_grid_split``), 128 x 192
     where N asks for it (``ragged_n``), clustered where rows are not 128-byte multiples
     (``unaligned_rows``), PDL off where it costs (``without_pdl``)."""
-    picked = one_tile_row(problem, tunables, why)
+    picked = one_tile_row(problem, *one_wave(problem, tunables, why))
     picked = ragged_n(problem, *half_grid_split(problem, *underfilled_grid(problem, *picked)))
     return without_pdl(problem, *unaligned_rows(problem, *picked))
 
@@ -1073,6 +1074,47 @@ def two_consumer_tiles(t: Mapping[str, int], widths: tuple[int, ...]) -> bool:
 def unclustered(t: Mapping[str, int]) -> bool:
     """Whether a pick (sparse tunables) runs without a CM x CN cluster."""
     return t.get("CM", 1) * t.get("CN", 1) == 1
+
+
+ONE_WAVE_PROBE = "results/h100-80gb-hbm3/probe-vote-candidates-1024.txt"  # tools/probes/vote_candidates.py
+ONE_WAVE_FIRST_CHECK = "results/h100-80gb-hbm3/probe-one-wave-128x64.txt"  # ... on shapes chosen after
+ONE_WAVE_CHECKS = ("results/h100-80gb-hbm3/probe-one-wave-128x64-after.txt",  # ... after ONE_WAVE_MAX_K
+                   "results/h100-80gb-hbm3/probe-one-wave-128x64-layouts.txt")  # linear_configs.py, BF16 D
+ONE_WAVE_MAX_K = 4096  # at and past it 128 x 64 tiles lost (1024x1024x4096, 1152x896x6144)
+
+
+def one_wave(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """128 x 64 tiles (two consumers, 8 stages, PDL) where they make one full wave, FULL_GRID to
+    SMS tiles, past M = 128 and at K < ONE_WAVE_MAX_K: every SM one tile, where the vote's picks
+    leave half the SMs idle (64 tiles of 128 x 128, which half_grid_split then splits in clusters
+    of two) or run two CTAs of one consumer an SM. The vote measures a grid in 128 x 128 tiles,
+    which puts these shapes beside grids that 128 x 64 tiles fill in two waves or more.
+
+    The H100's table has two tuning shapes of such grids at K <= 4096, both won by these tiles
+    (256x4096x4096, 256x3584x3584); at deep K split-K won (256x4096x14336, 256x3584x18944); at
+    2642x325x1734 (odd N), the one tuning shape the rule changes, they measured 1.5% slower than
+    the vote's pick there (64 x 128 tiles of one consumer) and 4.5% behind split-K in clusters of
+    two. Measured on the H100, every candidate the vote offers verified and timed alternately
+    beside cuBLAS and cuBLASLt, on shapes of neither corpus set: ONE_WAVE_PROBE
+    (tools/probes/vote_candidates.py), 1024^3 6.92 us against 7.75 for the vote's pick (cuBLASLt
+    7.15), and the fastest of ours at 960^3 and 896x1152x1024, where the vote took them; 1.7x
+    slower at 1024x1280x896 and 1088^3 (two waves). First check, on shapes chosen after
+    (ONE_WAVE_FIRST_CHECK): the fastest of ours on the four grids at K = 1024-2560 that the vote
+    gave other tiles, 1.16-1.28x its pick (1024x960x2048 10.85 us against 13.91, cuBLAS 9.35); at
+    K = 4096 and 6144 4% and 15% behind the vote's split (1024x1024x4096, 1152x896x6144), which
+    set ONE_WAVE_MAX_K after that check. Checked again on nine calls chosen after the bound
+    (ONE_WAVE_CHECKS: four with FP32 D, five nt and tn with BF16 D): the fastest of ours on all
+    nine, 1.06-1.26x the pick before (512x2048x3584 14.19 us against 17.88, cuBLASLt 15.00;
+    1024x1024x2048 nt 10.70 against 12.35, 10.07), at 0.76-1.06 of the faster baseline. No
+    validation shape has such a grid."""
+    tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
+    if problem.m <= selection.SMALL_M or problem.k >= ONE_WAVE_MAX_K or not FULL_GRID < tiles <= SMS:
+        return tunables, why
+    if tunables == selection.TILE_128x64:
+        return tunables, why
+    return (dict(selection.TILE_128x64),
+            f"{why}; {tiles} tiles of 128x64 make one full wave at K < {ONE_WAVE_MAX_K}: those tiles instead "
+            f"(H100: 512x2048x3584 14.19 us against 17.88; {ONE_WAVE_CHECKS[0]})")
 
 
 ONE_TILE_ROW_PROBE = "results/h100-80gb-hbm3/probe-short-k-m128.txt"
