@@ -217,6 +217,9 @@ TAILS = [
      {"DECODE": 16, "BN": 64, "CONSUMERS": 1, "TAIL": 4}),
     ("hopper_bf16", GemmProblem(40, 20000, 1024, 1.0, 0.5, trans_b=True),  # clusters of two 32-row tiles
      {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2, "TAIL": 4}),
+    ("hopper_tf32", GemmProblem(1024, 5120, 2048, 1.0, 0.5), {"TAIL": 4}),  # register A: 160 tiles of 256 x 128
+    ("hopper_tf32", GemmProblem(1000, 5000, 3000, -1.0, 0.0), {"CN": 2, "TAIL": 4}),  # 1 x 2 clusters, ragged
+    ("hopper_tf32", GemmProblem(1100, 4100, 1000, 1.0, 0.5, trans_b=True), {"TAIL": 2}),  # B stored N x K
 ]
 
 

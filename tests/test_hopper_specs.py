@@ -1003,6 +1003,22 @@ def test_plan_of_a_tail_split_cuts_the_last_wave(monkeypatch):
     assert launches[0][3][10:14] == (1, 0, 0, 0) and scratch == {}
 
 
+def test_plan_of_hopper_tf32_cuts_the_last_wave_too(monkeypatch):
+    """hopper_tf32 at 1024x5120x5120: 160 register-A tiles of 256 x 128 on 132 SMs, the last 28 cut
+    4 ways as hopper_bf16's are; with B stored N x K (any_shape's entry) the same cut."""
+    p = GemmProblem(1024, 5120, 5120)
+    _, launches, _, scratch = _run_plan(monkeypatch, "hopper_tf32", p, {}, resident=lambda ctx, k, g: 132)
+    ((entry, grid, _, args),) = launches
+    assert (entry, grid) == ("main", (132, 1, 1)) and args[10:12] == (4, 132)  # splits, whole
+    assert scratch[recipe.PARTIALS] == (28 * 4 * 256 * 128 * 4, False)
+    _, launches, _, scratch = _run_plan(monkeypatch, "hopper_tf32", p, {"TAIL": 0}, resident=lambda ctx, k, g: 132)
+    assert launches[0][3][10:14] == (1, 0, 0, 0) and scratch == {}
+    _, launches, _, _ = _run_plan(monkeypatch, "hopper_tf32", replace(p, trans_b=True), {"TRANS_B": 1},
+                                  resident=lambda ctx, k, g: 132)
+    ((entry, _, _, args),) = launches
+    assert entry == "stored_nk" and args[10:12] == (4, 132)
+
+
 def test_plan_of_column_halves_runs_64_row_tiles_whole(monkeypatch):
     """NSPLIT=2 at 128x8192x2048: 64 x 128 tiles (two tile rows), 256 of them, two a CTA on 128
     CTAs of 384 threads; no split (TAIL=4 given: column halves run every tile whole), no

@@ -20,12 +20,12 @@
 // Clusters of CM x CN CTAs (CM tile rows of m, CN tile columns of n) multicast slices as in
 // persistent_body.cuh: A rows among a cluster row, B k rows among a cluster column. With one
 // consumer, CM = 2 is refused: its multicast code spills at that register count.
-// Split-K (SPLITS) reuses persistent_body.cuh's reduce_splits on the accumulator registers;
-// PDL as in any_shape.cu.
+// Split-K (SPLITS, and TAIL's cut of a last, partial wave: the first `whole` tiles unsplit)
+// reuses persistent_body.cuh's reduce_splits on the accumulator registers; PDL as in any_shape.cu.
 // B stored N x K (layouts nt, tt) is K-major already, as TF32 wgmma reads it: those problems run
 // any_shape.cu's kernels (included below) over B as stored, with no copy and no register-A
 // operand; the host picks the entry (TRANS_B, gemm_driver/kernels/hopper/rungs.py).
-// Tunables: BM (64, 128, 256), CONSUMERS, STAGES, CM, CN, GROUP_M, SPLITS, PDL, TRANS_B; which
+// Tunables: BM (64, 128, 256), CONSUMERS, STAGES, CM, CN, GROUP_M, SPLITS, TAIL, PDL, TRANS_B; which
 // runs for a shape is choose_register_a's rule (gemm_driver/kernels/hopper/rungs.py).
 // Measurements (the same design as cuBLAS's TF32 kernel, and as fast per clock), and what was
 // tried and not kept: docs/hopper.md, docs/findings.md.

@@ -5,7 +5,10 @@ ones: each tile height whole, split 2-4 ways where every unit is resident and ea
 configuration is verified once against the float64 reference, then all are timed alternately
 as small_m.py times them (the median of 5 rounds of 100 launches).
 
-Run from the repository root:  PYTHONPATH=. python3 tools/probes/tf32_mid_m.py [MxNxK ...]
+--tail: each whole-tile form also without the tail split (TAIL=0; the default cuts the last, partial
+wave's tiles over K), on the shapes given.
+
+Run from the repository root:  PYTHONPATH=. python3 tools/probes/tf32_mid_m.py [--tail] [MxNxK ...]
 """
 import math
 import sys
@@ -22,13 +25,15 @@ SHAPES = ["128x20480x4096", "96x30720x3072", "128x16896x5120", "128x6400x16000",
 TILES = {"256x128": {}, "128x128": {"BM": 128}, "64x128": {"BM": 64, "STAGES": 8}}
 
 
-def alternatives(p: GemmProblem) -> dict[str, dict]:
+def alternatives(p: GemmProblem, tail: bool = False) -> dict[str, dict]:
     configs = {}
     for label, t in TILES.items():
         rows, cols = math.ceil(p.m / (t.get("BM", 256))), math.ceil(p.n / 128)
         configs[label] = {**t, "PDL": 1}
         if cols % 2 == 0:
             configs[label + " cn2"] = {**t, "CN": 2, "PDL": 1}
+        if tail:
+            configs[label + " tail0"] = {**t, "PDL": 1, "TAIL": 0}
         for splits in (2, 3, 4):
             if rows * cols * splits <= SMS and p.k >= splits * SLICE_K:
                 configs[f"{label}/{splits}"] = {**t, "SPLITS": splits}
@@ -36,10 +41,10 @@ def alternatives(p: GemmProblem) -> dict[str, dict]:
 
 
 def main(args: list[str]) -> None:
-    _, shapes = flags_and_shapes(args, SHAPES)
+    flags, shapes = flags_and_shapes(args, SHAPES)
     spec = kernels.KERNELS["hopper_tf32"]
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED, kernel="hopper_tf32"):
-        us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p)), precision="tf32")
+        us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p, "--tail" in flags)), precision="tf32")
         print(f"{label}: chosen {chosen} ({why})", flush=True)
         print_tflops(p, us, precision="tf32")
 

@@ -472,7 +472,7 @@ def register_a(precision: str = "tf32") -> KernelSpec:
                  "1: two CTAs an SM"),
          Tunable("STAGES", 4, (2, 3, 4, 6, 8), "TMA ring depth (BM x 128 + 64 * CONSUMERS x 128 bytes a stage)"),
          Tunable("CM", 1, (1, 2), "cluster rows: CTAs sharing a B tile"),
-         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M, SPLITS, PDL,
+         Tunable("CN", 1, (1, 2), "cluster columns: CTAs sharing an A tile"), GROUP_M, SPLITS, TAIL, PDL,
          Tunable("TRANS_B", 0, (0, 1), "1: B stored N x K, read as stored (set by the problem's layout: nt, tt)")),
         _register_a_select, rules=(_one_consumer_tiles,),
         extra_entries=(*_pack_entries(precision), *_stored_nk_entries(precision)), choose=choose_register_a,
