@@ -90,6 +90,8 @@ FORCED = [
     ({"CN": 2, "CONSUMERS": 1, "STAGES": 4}, (130, 520, 384)),  # 1 x 2 clusters sharing A tiles
     ({"STORE": 0}, (256, 264, 512)),  # C's own stores (pairs from registers)
     ({"PDL": 1, "GROUP_M": 1}, (1024, 640, 256)),
+    ({"TAIL": 4, "PROMOTE": 2}, (1280, 2048, 4096)),  # 160 tiles on 132 SMs: the last 28 cut into k ranges
+    ({"DECODE": 16, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2, "TAIL": 4}, (16, 40000, 2048)),  # 625 decode tiles
 ]
 FORCED_CASES = [Case(*shape, s, "bf16" if i % 2 else "fp32", tunables=t)
                 for i, (t, shape) in enumerate(FORCED) for s in SCALINGS]

@@ -15,6 +15,8 @@ loads and stores, and promote with FFMA under block scales.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -134,13 +136,13 @@ DECODE_8 = {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}
 
 
 @pytest.mark.parametrize("shape, scaling, picked", [
-    ((1, 4096, 4096), "tensor", {**DECODE_8, "PDL": 1}),  # up to M = 32 no split: 64 tiles
-    ((32, 4096, 4096), "row", {**DECODE_8, "DECODE": 32, "PDL": 1}),
-    ((64, 4096, 7168), "row", {**DECODE_8, "DECODE": 64, "SPLITS": 2, "PDL": 1}),  # 64-row tiles split over K
-    ((64, 2048, 8192), "tensor", {**DECODE_8, "DECODE": 64, "SPLITS": 4, "PDL": 1}),
-    ((8, 28672, 4096), "tensor", {**DECODE_8, "BN": 128, "CONSUMERS": 2, "PDL": 1}),  # 448 64-column tiles
-    ((65, 4096, 4096), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # past DECODE_MAX_M
-    ((1, 4096, 4096), "block", {**DECODE_8, "PDL": 1}),  # block scales: up to M = 16
+    ((1, 4096, 4096), "tensor", {**DECODE_8, "PDL": 1, "TAIL": 0}),  # up to M = 32 no split: 64 tiles
+    ((32, 4096, 4096), "row", {**DECODE_8, "DECODE": 32, "PDL": 1, "TAIL": 0}),
+    ((64, 4096, 7168), "row", {**DECODE_8, "DECODE": 64, "SPLITS": 2, "PDL": 1, "TAIL": 0}),  # 64-row tiles split
+    ((64, 2048, 8192), "tensor", {**DECODE_8, "DECODE": 64, "SPLITS": 4, "PDL": 1, "TAIL": 0}),
+    ((8, 28672, 4096), "tensor", {**DECODE_8, "BN": 128, "CONSUMERS": 2, "PDL": 1, "TAIL": 0}),  # 448 64-column tiles
+    ((65, 4096, 4096), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # past DECODE_MAX_M
+    ((1, 4096, 4096), "block", {**DECODE_8, "PDL": 1, "TAIL": 0}),  # block scales: up to M = 16
     ((32, 4096, 4096), "block", {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 2}),
 ])
 def test_choose_takes_the_decode_tiles_at_small_m(shape, scaling, picked):
@@ -151,17 +153,17 @@ def test_choose_takes_the_decode_tiles_at_small_m(shape, scaling, picked):
 
 
 @pytest.mark.parametrize("shape, scaling, picked", [
-    ((4096, 4096, 4096), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1}),  # 1024 tiles: 1 x 2 clusters
-    ((2048, 7168, 4096), "row", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1}),
-    ((256, 8192, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 128 tiles, one wave: no cluster
-    ((384, 4096, 6144), "row", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 96 tiles
-    ((1152, 1024, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 72 tiles: past half the SMs
-    ((384, 2560, 6144), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # 60: 128 x 64 tiles
+    ((4096, 4096, 4096), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 1024 tiles: 1 x 2
+    ((2048, 7168, 4096), "row", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),
+    ((256, 8192, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 128 tiles, one wave: no cluster
+    ((384, 4096, 6144), "row", {"STAGES": 6, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 96 tiles
+    ((1152, 1024, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 72 tiles: past half the SMs
+    ((384, 2560, 6144), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 60: 128 x 64 tiles
     ((4096, 4096, 4096), "block", {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # block scales: as before
     ((384, 4096, 6144), "block", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # ... but 96 tiles: 6 stages
     ((1152, 1024, 4096), "block", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 72 tiles
     ((1280, 1536, 4096), "block", {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # 120 tiles: a full grid
-    ((4093, 4091, 4099), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2}),  # packed operands: no PDL
+    ((4093, 4091, 4099), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "TAIL": 0}),  # packed operands: no PDL
 ])
 def test_grids_past_half_the_sms_take_six_stages_and_clusters_past_one_wave(shape, scaling, picked):
     problem = fp8_problem(*shape, scaling)
@@ -211,6 +213,20 @@ def test_aligned_codes_are_read_in_place_through_uint8_maps_and_the_scales_come_
     assert grid == (132, 1, 1) and block == (384, 1, 1) and len(args) == len(SPEC.signature)
     assert args[-4:] == (SCALE_A.ptr, 37, SCALE_B.ptr, 33)
     assert [m[1:] for m in maps[:2]] == [("fp8", 4096, 4096, 4096, 128, 128, 128)] * 2  # A M x K, B N x K
+
+
+def test_the_tail_split_cuts_the_last_partial_wave_as_hopper_bf16_s_does(monkeypatch):
+    """1280x2048x4096: 160 tiles of 128 x 128 on 132 SMs; TAIL=4 (the default) runs 132 whole and
+    cuts the last 28 into 4 k ranges, with a workspace for their partials; TAIL=0 none."""
+    problem = fp8_problem(1280, 2048, 4096, "block")
+    t, launches, _, scratch = run_plan(monkeypatch, problem, {"PROMOTE": 2})
+    assert t["TAIL"] == 4 and launches[0][3][10:12] == (4, 132)  # splits, whole
+    assert scratch[recipe.PARTIALS] == (28 * 4 * 128 * 128 * 4, False)
+    _, launches, _, scratch = run_plan(monkeypatch, problem, {"PROMOTE": 2, "TAIL": 0})
+    assert launches[0][3][10:14] == (1, 0, 0, 0) and scratch == {}
+    assert "TAIL" not in SPEC.choose(problem, H100)[0]  # choose keeps it for block scaling's own tiles ...
+    assert SPEC.choose(fp8_problem(1280, 2048, 4096, "tensor"), H100)[0]["TAIL"] == 0  # ... only
+    assert (Path(__file__).resolve().parents[1] / fp8.TAIL_PROBE).is_file()  # what without_tail cites
 
 
 @pytest.mark.parametrize("scaling", ["tensor", "block"])

@@ -11,6 +11,7 @@ cap between them. No validation shape of the corpus.
 Run from the repository root:
     PYTHONPATH=. python3 tools/probes/fp8_full_grid.py [--scalings tensor,row,block] [--configs JSON] [MxNxK ...]
 --configs '{"label": {tunables}, ...}' times those configurations (beside the rule's pick) instead.
+--tail: the rule's pick also without the tail split ("rule tail0": TAIL=0).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ SCALINGS = ("tensor", "row", "block")
 CLUSTERS = {"": {}, "+cm2": {"CM": 2}, "+cn2": {"CN": 2}}
 
 
-def configurations(p, given: dict | None = None) -> dict[str, dict]:
+def configurations(p, given: dict | None = None, tail: bool = False) -> dict[str, dict]:
     """Labelled tunables: ``given``, else 128 x 128 tiles with the overlapped promotion, 4 or 6
     stages, each without a cluster and in 2 x 1 and 1 x 2 clusters ("s6+cm2"), and 128 x 64 tiles
     at 8 stages ("t64", the rule's pick below its 128 x 128 branches); "rule": tile_choice's pick."""
@@ -43,12 +44,14 @@ def configurations(p, given: dict | None = None) -> dict[str, dict]:
            for stages in (4, 6) for name, cluster in CLUSTERS.items()},
         "t64": {"PROMOTE": 2, "BN": 64, "STAGES": 8, "PDL": 1}}
     configs["rule"] = fp8.tile_choice(p)[0]
+    if tail:
+        configs["rule tail0"] = {**configs["rule"], "TAIL": 0}
     return configs
 
 
-def measure(session, timer, shape: tuple, scaling: str, given: dict | None) -> None:
+def measure(session, timer, shape: tuple, scaling: str, given: dict | None, tail: bool) -> None:
     p = problem(shape, scaling)
-    configs = configurations(p, given)
+    configs = configurations(p, given, tail)
     with PreparedCase.random(p, "fp8", [*shape, len(scaling)], products=products_for(session, p)) as case:
         us, best = labelled_times(session, timer, case, NAME, configs, BASELINES[scaling])
     print(f"{'x'.join(map(str, shape))} {scaling}:", flush=True)
@@ -60,18 +63,19 @@ def main() -> int:
     parser.add_argument("shapes", nargs="*", default=SHAPES)
     parser.add_argument("--scalings", default=",".join(SCALINGS), help="comma list of tensor, row, block")
     parser.add_argument("--configs", type=json.loads, default=None, help="labelled tunables to time instead")
+    parser.add_argument("--tail", action="store_true", help="the rule's pick also with TAIL=0")
     args = parser.parse_args()
     refuse_validation_shapes(args.shapes, "fp8_full_grid.py")
     cases = [(tuple(map(int, s.split("x"))), scaling) for s in args.shapes for scaling in args.scalings.split(",")]
     t0 = time.time()
-    prebuild(cases, lambda shape, scaling: configurations(problem(shape, scaling), args.configs).values())
+    prebuild(cases, lambda shape, scaling: configurations(problem(shape, scaling), args.configs, args.tail).values())
     print(f"built in {time.time() - t0:.0f} s", flush=True)
     with Session() as session:
         timer = GpuTimer(session.stream, session.arch)
         print(f"{session.device.name}; us per GEMM, TFLOP/s, BF16 D, the faster baseline of the scaling's time "
               "over each", flush=True)
         for shape, scaling in cases:
-            measure(session, timer, shape, scaling, args.configs)
+            measure(session, timer, shape, scaling, args.configs, args.tail)
         timer.close()
     return 0
 
