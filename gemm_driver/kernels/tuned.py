@@ -137,13 +137,13 @@ def measured(entry: Mapping, named: Named = dict) -> dict[tuple, float]:
     return {_key(named(r["tunables"])): r["tflops"] for r in rows if r.get("tflops")}
 
 
-def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered,
-         named: Named = dict, tie: float = 0.0, neighbours: int = NEIGHBOURS) -> tuple[dict[str, int], str] | None:
+def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered, named: Named = dict,
+         tie: float = 0.0, neighbours: int = NEIGHBOURS) -> tuple[dict[str, int], str] | None:
     """The configuration of ``offered(problem)`` the ``neighbours`` nearest measured shapes predict
-    fastest for ``problem``, with the reason; None without timed entries, without a configuration offered, or
-    where no neighbour measured any of them. ``tie`` > 0: the candidates predicted within that
-    fraction of the best are a tie, which the nearest shape's own timings break (a weighted mean
-    of two neighbours that disagree cannot tell them apart; the nearer one can)."""
+    fastest for ``problem``, with the reason; None without timed entries, without a configuration
+    offered, or where no neighbour measured any of them. ``tie`` > 0: the candidates predicted
+    within that fraction of the best are a tie, which the nearest shape's own timings break (a
+    weighted mean of two neighbours that disagree cannot tell them apart; the nearer one can)."""
     choices = list(offered(problem))
     entries = [e for e in entries if _timed(e)]  # an entry without timings says nothing
     if not entries or not choices:

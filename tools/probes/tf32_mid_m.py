@@ -44,7 +44,8 @@ def main(args: list[str]) -> None:
     flags, shapes = flags_and_shapes(args, SHAPES)
     spec = kernels.KERNELS["hopper_tf32"]
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED, kernel="hopper_tf32"):
-        us = verified_times(s, timer, p, offered(spec, p, label, chosen, alternatives(p, "--tail" in flags)), precision="tf32")
+        configs = offered(spec, p, label, chosen, alternatives(p, "--tail" in flags))
+        us = verified_times(s, timer, p, configs, precision="tf32")
         print(f"{label}: chosen {chosen} ({why})", flush=True)
         print_tflops(p, us, precision="tf32")
 

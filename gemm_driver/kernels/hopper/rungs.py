@@ -1108,9 +1108,8 @@ def one_wave(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
     1024x1024x2048 nt 10.70 against 12.35, 10.07), at 0.76-1.06 of the faster baseline. No
     validation shape has such a grid."""
     tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
-    if problem.m <= selection.SMALL_M or problem.k >= ONE_WAVE_MAX_K or not FULL_GRID < tiles <= SMS:
-        return tunables, why
-    if tunables == selection.TILE_128x64:
+    one_wave_grid = problem.m > selection.SMALL_M and problem.k < ONE_WAVE_MAX_K and FULL_GRID < tiles <= SMS
+    if not one_wave_grid or tunables == selection.TILE_128x64:
         return tunables, why
     return (dict(selection.TILE_128x64),
             f"{why}; {tiles} tiles of 128x64 make one full wave at K < {ONE_WAVE_MAX_K}: those tiles instead "
