@@ -1097,8 +1097,8 @@ def one_wave(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
     two. Measured on the H100, every candidate the vote offers verified and timed alternately
     beside cuBLAS and cuBLASLt, on shapes of neither corpus set: ONE_WAVE_PROBE
     (tools/probes/vote_candidates.py), 1024^3 6.92 us against 7.75 for the vote's pick (cuBLASLt
-    7.15), and the fastest of ours at 960^3 and 896x1152x1024, where the vote took them; 1.7x
-    slower at 1024x1280x896 and 1088^3 (two waves). First check, on shapes chosen after
+    7.15), and the fastest of ours at 960^3 and 896x1152x1024, where the vote took them; 1.17x
+    and 1.32x slower than the fastest of ours at 1024x1280x896 and 1088^3 (two waves). First check, on shapes chosen after
     (ONE_WAVE_FIRST_CHECK): the fastest of ours on the four grids at K = 1024-2560 that the vote
     gave other tiles, 1.16-1.28x its pick (1024x960x2048 10.85 us against 13.91, cuBLAS 9.35); at
     K = 4096 and 6144 4% and 15% behind the vote's split (1024x1024x4096, 1152x896x6144), which
