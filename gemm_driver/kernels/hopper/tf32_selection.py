@@ -26,6 +26,8 @@ not of 128, e.g. 576, where they waste no columns; the sweep decides where they 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...problem import GemmProblem
 from .. import tuned
 from ..spec import ceil_div
@@ -41,17 +43,16 @@ SLICE_K = 1024  # the shortest K a slice keeps
 
 def candidates(problem: GemmProblem) -> list[dict[str, int]]:
     """The configurations offered for ``problem`` (see the module's docstring), in a fixed order."""
-    m, n, k = max(problem.m, 1), max(problem.n, 1), max(problem.k, 1)
-    columns = ceil_div(n, 128)
+    problem = replace(problem, m=max(problem.m, 1), n=max(problem.n, 1), k=max(problem.k, 1))
     offered = []
     for tile in TILES:
         offered.append({**tile, "PDL": 1})
-        if tile.get("BM", 256) >= 128 and columns % 2 == 0:
+        if tile.get("BM", 256) >= 128 and ceil_div(problem.n, 128) % 2 == 0:
             offered.append({**tile, "CN": 2, "PDL": 1})
     offered.append(dict(ONE_CONSUMER))
     for tile in TILES:
-        units = ceil_div(m, tile.get("BM", 256)) * columns
-        offered += [{**tile, "SPLITS": s} for s in SPLITS if units * s <= SMS and k >= s * SLICE_K]
+        offered += [{**tile, "SPLITS": s} for s in SPLITS
+                    if units(problem, {**tile, "SPLITS": s}) <= SMS and problem.k >= s * SLICE_K]
     return offered
 
 
