@@ -170,16 +170,28 @@ def corpus_shapes(parser, spec: str) -> list[tuple[int, int, int]]:
         parser.error(str(exc))
 
 
+def left_out_summary(entries: list[dict], offered, named=dict, tie: float = 0.0,
+                     neighbours: int = tuned.NEIGHBOURS) -> tuple[int, float, float, int] | None:
+    """The vote's left-out check (tuned.left_out_slowdowns, an unmeasured pick counted at
+    UNMEASURED_SLOWDOWN): (shapes, geometric mean and worst slowdown, shapes whose pick is the
+    winner); None with fewer than two shapes."""
+    slowdowns = [min(x, tuned.UNMEASURED_SLOWDOWN)
+                 for x in tuned.left_out_slowdowns(entries, offered, named, tie, neighbours)]
+    if not slowdowns:
+        return None
+    geomean = math.exp(sum(math.log(x) for x in slowdowns) / len(slowdowns))
+    return len(slowdowns), geomean, max(slowdowns), sum(x == 1.0 for x in slowdowns)
+
+
 def left_out_check(entries: list[dict], offered, named=dict, tie: float = 0.0) -> list[str]:
     """The vote checked on the tuning set: each shape's pick when it is left out of the vote,
     and how much slower that pick measured there than the shape's winner."""
-    slowdowns = [min(x, tuned.UNMEASURED_SLOWDOWN) for x in tuned.left_out_slowdowns(entries, offered, named, tie)]
-    if not slowdowns:
+    summary = left_out_summary(entries, offered, named, tie)
+    if summary is None:
         return ["left-out check: fewer than two shapes"]
-    geomean = math.exp(sum(math.log(x) for x in slowdowns) / len(slowdowns))
-    return [f"left-out check over {len(slowdowns)} tuning shapes: the vote's pick is {geomean:.3f}x slower than "
-            f"the winner (geometric mean), {max(slowdowns):.3f}x at worst, the winner itself on "
-            f"{sum(x == 1.0 for x in slowdowns)}"]
+    shapes, geomean, worst, winners = summary
+    return [f"left-out check over {shapes} tuning shapes: the vote's pick is {geomean:.3f}x slower than "
+            f"the winner (geometric mean), {worst:.3f}x at worst, the winner itself on {winners}"]
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ neighbours was chosen: docs/corpus.md.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from gemm_driver.kernels import tuned
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by file path (the tests), not run
     sys.path.append(str(Path(__file__).resolve().parent))  # last: tools/inspect.py must not shadow inspect
 from _toolkit import Parser, run  # noqa: E402
-from autotune import VOTERS  # noqa: E402
+from autotune import VOTERS, left_out_summary  # noqa: E402
 
 PROG = Path(__file__).name
 
@@ -35,10 +34,8 @@ def voter_name(table: dict) -> str:
 
 def check_line(entries: list[dict], voter: tuple, neighbours: int) -> str:
     """One neighbour count's left-out check over a table; ``voter`` as autotune.VOTERS holds it."""
-    slowdowns = [min(x, tuned.UNMEASURED_SLOWDOWN)
-                 for x in tuned.left_out_slowdowns(entries, *voter, neighbours=neighbours)]
-    geomean = math.exp(sum(map(math.log, slowdowns)) / len(slowdowns))
-    return f"{geomean:.4f}x  worst {max(slowdowns):.3f}x  fastest on {sum(x == 1.0 for x in slowdowns)}"
+    _, geomean, worst, winners = left_out_summary(entries, *voter, neighbours=neighbours)
+    return f"{geomean:.4f}x  worst {worst:.3f}x  fastest on {winners}"
 
 
 def main(argv=None) -> int:

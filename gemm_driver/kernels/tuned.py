@@ -178,8 +178,8 @@ def vote(entries: Sequence[Mapping], problem: GemmProblem, offered: Offered, nam
 def left_out_slowdowns(entries: Sequence[Mapping], offered: Offered, named: Named = dict,
                        tie: float = 0.0, neighbours: int = NEIGHBOURS) -> list[float]:
     """The vote checked on its own table: per entry, how much slower the configuration the other
-    entries vote for (with ``tie``) measured there than that entry's winner (inf where it did not
-    run), the table's configurations named as ``vote`` names them."""
+    entries vote for (with ``tie``, ``neighbours`` of them) measured there than that entry's winner
+    (inf where it did not run), the table's configurations named as ``vote`` names them."""
     slowdowns = []
     for entry in entries:
         picked = vote([e for e in entries if e is not entry], GemmProblem(*entry["shape"]), offered, named, tie,

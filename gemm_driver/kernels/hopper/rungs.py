@@ -1098,15 +1098,15 @@ def one_wave(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[
     beside cuBLAS and cuBLASLt, on shapes of neither corpus set: ONE_WAVE_PROBE
     (tools/probes/vote_candidates.py), 1024^3 6.92 us against 7.75 for the vote's pick (cuBLASLt
     7.15), and the fastest of ours at 960^3 and 896x1152x1024, where the vote took them; 1.17x
-    and 1.32x slower than the fastest of ours at 1024x1280x896 and 1088^3 (two waves). First check, on shapes chosen after
-    (ONE_WAVE_FIRST_CHECK): the fastest of ours on the four grids at K = 1024-2560 that the vote
-    gave other tiles, 1.16-1.28x its pick (1024x960x2048 10.85 us against 13.91, cuBLAS 9.35); at
-    K = 4096 and 6144 4% and 15% behind the vote's split (1024x1024x4096, 1152x896x6144), which
-    set ONE_WAVE_MAX_K after that check. Checked again on nine calls chosen after the bound
-    (ONE_WAVE_CHECKS: four with FP32 D, five nt and tn with BF16 D): the fastest of ours on all
-    nine, 1.06-1.26x the pick before (512x2048x3584 14.19 us against 17.88, cuBLASLt 15.00;
-    1024x1024x2048 nt 10.70 against 12.35, 10.07), at 0.76-1.06 of the faster baseline. No
-    validation shape has such a grid."""
+    and 1.32x slower than the fastest of ours at 1024x1280x896 and 1088^3 (two waves). First
+    check, on shapes chosen after (ONE_WAVE_FIRST_CHECK): the fastest of ours on the four grids
+    at K = 1024-2560 that the vote gave other tiles, 1.16-1.28x its pick (1024x960x2048 10.85 us
+    against 13.91, cuBLAS 9.35); at K = 4096 and 6144 4% and 15% behind the vote's split
+    (1024x1024x4096, 1152x896x6144), which set ONE_WAVE_MAX_K after that check. Checked again on
+    nine calls chosen after the bound (ONE_WAVE_CHECKS: four with FP32 D, five nt and tn with BF16
+    D): the fastest of ours on all nine, 1.06-1.26x the pick before (512x2048x3584 14.19 us against
+    17.88, cuBLASLt 15.00; 1024x1024x2048 nt 10.70 against 12.35, 10.07), at 0.76-1.06 of the faster
+    baseline. No validation shape has such a grid."""
     tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
     one_wave_grid = problem.m > selection.SMALL_M and problem.k < ONE_WAVE_MAX_K and FULL_GRID < tiles <= SMS
     if not one_wave_grid or tunables == selection.TILE_128x64:

@@ -51,9 +51,14 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
             offered.append({**tile, "CN": 2, "PDL": 1})
     offered.append(dict(ONE_CONSUMER))
     for tile in TILES:
-        offered += [{**tile, "SPLITS": s} for s in SPLITS
-                    if units(problem, {**tile, "SPLITS": s}) <= SMS and problem.k >= s * SLICE_K]
+        offered += [{**tile, "SPLITS": s} for s in resident_splits(problem, tile)]
     return offered
+
+
+def resident_splits(problem: GemmProblem, tile: dict[str, int]) -> list[int]:
+    """The SPLITS that cut ``tile`` over K with every unit resident at once (the slices of a tile
+    hand their sums over in order) and every slice >= SLICE_K of K, fewest first."""
+    return [s for s in SPLITS if units(problem, {**tile, "SPLITS": s}) <= SMS and problem.k >= s * SLICE_K]
 
 
 def fitted(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str] | None:
@@ -111,7 +116,7 @@ def filled(problem: GemmProblem, pick: dict[str, int]) -> tuple[dict[str, int], 
     if resident_share(problem, pick) > 0.5:
         return None
     tiles = units(problem, {})  # of 256 x 128
-    splits = [s for s in SPLITS if tiles * s <= SMS and problem.k >= s * SLICE_K]
+    splits = resident_splits(problem, {})
     if not splits or tiles * splits[-1] <= units(problem, pick):
         return None
     return ({"SPLITS": splits[-1]},
