@@ -156,9 +156,9 @@ def test_choose_takes_the_decode_tiles_at_small_m(shape, scaling, picked):
     ((4096, 4096, 4096), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 1024 tiles: 1 x 2
     ((2048, 7168, 4096), "row", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),
     ((256, 8192, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 128 tiles, one wave: no cluster
-    ((384, 4096, 6144), "row", {"STAGES": 6, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 96 tiles
+    ((384, 4096, 6144), "row", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 96 tiles; K = 6144: the tail split
     ((1152, 1024, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 72 tiles: past half the SMs
-    ((384, 2560, 6144), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 60: 128 x 64 tiles
+    ((384, 2560, 6144), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # 60: 128 x 64 tiles
     ((4096, 4096, 4096), "block", {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # block scales: as before
     ((384, 4096, 6144), "block", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # ... but 96 tiles: 6 stages
     ((1152, 1024, 4096), "block", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 72 tiles
@@ -225,8 +225,12 @@ def test_the_tail_split_cuts_the_last_partial_wave_as_hopper_bf16_s_does(monkeyp
     _, launches, _, scratch = run_plan(monkeypatch, problem, {"PROMOTE": 2, "TAIL": 0})
     assert launches[0][3][10:14] == (1, 0, 0, 0) and scratch == {}
     assert "TAIL" not in SPEC.choose(problem, H100)[0]  # choose keeps it for block scaling's own tiles ...
-    assert SPEC.choose(fp8_problem(1280, 2048, 4096, "tensor"), H100)[0]["TAIL"] == 0  # ... only
-    assert (Path(__file__).resolve().parents[1] / fp8.TAIL_PROBE).is_file()  # what without_tail cites
+    assert SPEC.choose(fp8_problem(1280, 2048, 4096, "tensor"), H100)[0]["TAIL"] == 0  # ... not below K = 6144
+    for scaling in ("tensor", "row"):  # ... in the others'
+        assert "TAIL" not in SPEC.choose(fp8_problem(1408, 2304, fp8.TAIL_MIN_K_WHOLE_SCALES, scaling), H100)[0]
+        assert SPEC.choose(fp8_problem(1408, 2304, fp8.TAIL_MIN_K_WHOLE_SCALES - 1024, scaling), H100)[0]["TAIL"] == 0
+    for cited in (fp8.TAIL_PROBE, fp8.TAIL_CHECK, fp8.TAIL_CHECK_AFTER):  # what without_tail cites
+        assert (Path(__file__).resolve().parents[1] / cited).is_file()
 
 
 @pytest.mark.parametrize("scaling", ["tensor", "block"])

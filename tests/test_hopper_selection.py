@@ -208,8 +208,8 @@ def test_the_h100_tf32_table_is_the_tuning_set_past_m_128_and_its_vote_holds_up_
         assert all(tuned.slowdown_at(entry, c) < float("inf") for c in offered), entry["shape"]
     slowdowns = tuned.left_out_slowdowns(table["entries"], tf32_selection.candidates)
     geomean = math.exp(sum(map(math.log, slowdowns)) / len(slowdowns))
-    # measured: 1.069 and 1.685 (tf32_selection.py's docstring)
-    assert len(slowdowns) == len(table["entries"]) and geomean < 1.07 and max(slowdowns) < 1.69
+    # measured: 1.053 and 1.721 (tf32_selection.py's docstring)
+    assert len(slowdowns) == len(table["entries"]) and geomean < 1.06 and max(slowdowns) < 1.73
 
 
 @pytest.mark.parametrize("shape, pick, filled", [

@@ -224,18 +224,33 @@ def choose_fp8(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str
 
 
 TAIL_PROBE = "results/h100-80gb-hbm3/probe-fp8-tail.txt"  # tools/probes/fp8_full_grid.py --tail
+TAIL_CHECK = "results/h100-80gb-hbm3/probe-fp8-tail-check.txt"
+TAIL_CHECK_AFTER = "results/h100-80gb-hbm3/probe-fp8-tail-check-after.txt"
+# tensor and row scaling keep the tail split from this K: below it the hand-over costs what the cut saves
+TAIL_MIN_K_WHOLE_SCALES = 6144
 
 
 def without_tail(problem: GemmProblem, tunables: dict[str, int], why: str) -> tuple[dict[str, int], str]:
-    """The pick with the tail split (TAIL, default 4: the last, partial wave's tiles cut over K) only
-    for block scaling's own tiles; TAIL=0 for tensor and row scaling and the decode tiles. H100, the
-    rule's pick with and without it, alternately, on five grids of 1.2-2.5 waves of neither corpus
-    set (TAIL_PROBE): block scaling 1.03-1.26x faster with it on all five (2048x1280x8192 53.4 us
-    against 67.0, cuBLASLt 48.7); tensor scaling 1.08x and 1.15x at K = 6144 and 8192 but 1.5-4.2%
-    slower on the three of K = 3072-4096 (1280x2048x4096 28.1 against 26.9), where the hand-over
-    costs what the cut saves; row scaling and the decode tiles not measured with it. No check on
-    shapes chosen after yet."""
-    if problem.scaling == "block" and not tunables.get("DECODE"):
+    """The pick with the tail split (TAIL, default 4: the last, partial wave's tiles cut over K) for
+    block scaling's own tiles, and for tensor and row scaling's from K = TAIL_MIN_K_WHOLE_SCALES;
+    TAIL=0 for the others and the decode tiles. H100, the rule's pick with and without it,
+    alternately, on grids of 1.2-2.5 waves of neither corpus set:
+
+    - TAIL_PROBE, five grids: block scaling 1.03-1.26x faster with it on all five (2048x1280x8192
+      53.4 us against 67.0, cuBLASLt 48.7); tensor scaling 1.08x and 1.15x at K = 6144 and 8192 but
+      1.5-4.2% slower on the three of K = 3072-4096 (1280x2048x4096 28.1 against 26.9), where the
+      hand-over costs what the cut saves: that set the K bound;
+    - TAIL_CHECK, seven grids chosen after it, K = 3072-12288: block scaling 1.08-1.24x faster on
+      three (1408x2304x12288 89.1 us against 110.6), level on four (0.4% slower at most); tensor
+      scaling at K >= 6144 1.11x at 12288 and level (0.2% at most) on three, at K <= 5120 3.7%
+      slower at 1536x1792x4096; row scaling, measured there first (so its bound was set after
+      seeing it), 1.13x at 12288, 1.01x at 7168, level on the two others of K >= 6144 and 2.8%
+      slower at 1536x1792x4096;
+    - TAIL_CHECK_AFTER, six grids of K = 6144-16384 chosen after the bound: tensor scaling faster
+      with it on five, 1.03-1.12x (1920x1536x8192 42.0 us against 47.2), level on one; row scaling
+      faster on four, 1.04-1.11x, slower on two by 0.4% and 2.4% (1536x2560x16384 102.6 against
+      100.2). At 8192^3 (4 of 4096 tiles cut) tensor scaling 0.8% faster with it."""
+    if not tunables.get("DECODE") and (problem.scaling == "block" or problem.k >= TAIL_MIN_K_WHOLE_SCALES):
         return tunables, why
     return {**tunables, "TAIL": 0}, why
 

@@ -9,12 +9,13 @@ N x K (another kernel form). ``tools/autotune.py --kernel hopper_tf32 --corpus a
 ``gemm_driver/tuned/<gpu>.hopper_tf32.json``; the vote is ``tuned.vote``, as for hopper_bf16
 (selection.py): the same features and neighbours; ``filled`` then splits a pick that leaves most
 SMs idle. The H100's table: 67 tuning shapes, 484
-trials on two H100s (results/h100-80gb-hbm3/autotune-hopper-tf32-tuning-set.txt, whose last
-lines are the left-out check: the vote's pick 1.069x slower than each shape's fastest, 1.685x
-at worst); on the validation run it changed 20 shapes' picks, x1.039 against the rules over
-them (results/h100-80gb-hbm3/shift-validate-tf32-vote.txt; docs/hopper.md). The table was swept
-before hopper_tf32 took the tail split (TAIL): on grids that end in a partial wave its times are
-those of whole tiles.
+trials on one H100 with the tail split in effect (TAIL=4, the default), 78 s of sweep
+(results/h100-80gb-hbm3/autotune-hopper-tf32-tuning-set.txt, whose last lines are the left-out
+check: the vote's pick 1.053x slower than each shape's fastest, 1.721x at worst). The table
+before it, swept before hopper_tf32 took the tail split (left-out 1.069x), changed 20 shapes'
+picks on the validation run, x1.039 against the rules over them
+(results/h100-80gb-hbm3/shift-validate-tf32-vote.txt; docs/hopper.md); the re-sweep changed 11
+more, x1.002 (results/h100-80gb-hbm3/shift-validate-tf32-tail-sweep.txt).
 
 The candidates are the forms ``_register_a_rule`` picks among, each tile height (256, 128 and
 64 rows of 128 columns) whole with PDL, the 256- and 128-row tiles also in 1 x 2 clusters
