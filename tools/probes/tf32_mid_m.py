@@ -8,8 +8,8 @@ as small_m.py times them (the median of 5 rounds of 100 launches).
 --tail: each whole-tile form also without the tail split (TAIL=0; the default cuts the last, partial
 wave's tiles over K), on the shapes given.
 --two-a-sm: also 128 x 64 tiles of one consumer (two CTAs an SM, 4 stages) and 64 x 128 tiles at 4
-stages, split up to 8 ways where every unit is resident: the small-M forms that put more SMs to
-reading B than the 64 x 128 tiles at 8 stages, one CTA an SM, split as far as 132 units.
+and 8 stages with PDL, split up to 8 ways where every unit is resident: the small-M forms that put
+more SMs to reading B than the 64 x 128 tiles at 8 stages, one CTA an SM, split as far as 132 units.
 
 Run from the repository root:  PYTHONPATH=. python3 tools/probes/tf32_mid_m.py [--tail] [--two-a-sm] [MxNxK ...]
 """
@@ -27,7 +27,8 @@ from gemm_driver.problem import GemmProblem
 SHAPES = ["128x20480x4096", "96x30720x3072", "128x16896x5120", "128x6400x16000", "112x7680x20480",
           "128x4608x12288", "128x9216x8192", "128x5632x6144", "80x12800x5120"]
 TILES = {"256x128": {}, "128x128": {"BM": 128}, "64x128": {"BM": 64, "STAGES": 8}}
-TWO_A_SM_TILES = {"128x64 c1": {"BM": 128, "CONSUMERS": 1, "STAGES": 4}, "64x128 s4": {"BM": 64, "STAGES": 4}}
+TWO_A_SM_TILES = {"128x64 c1": {"BM": 128, "CONSUMERS": 1, "STAGES": 4}, "64x128 s4": {"BM": 64, "STAGES": 4},
+                  "64x128 s8": {"BM": 64, "STAGES": 8}}
 
 
 def alternatives(p: GemmProblem, tail: bool = False, two_a_sm: bool = False) -> dict[str, dict]:
@@ -47,7 +48,7 @@ def alternatives(p: GemmProblem, tail: bool = False, two_a_sm: bool = False) -> 
             consumers = t.get("CONSUMERS", 2)
             units = math.ceil(p.m / t["BM"]) * math.ceil(p.n / (64 * consumers))
             room = SMS * (2 if consumers == 1 else 1)  # one consumer: two CTAs an SM
-            for splits in (1, 2, 3, 4, 6, 8):
+            for splits in (1, 2, 3, 4, 6, 8) if t["STAGES"] != 8 else (2, 3, 4, 6, 8):  # s8/1: "64x128"
                 if units * splits <= room and p.k >= splits * SLICE_K:
                     configs[f"{label}/{splits}"] = {**t, "SPLITS": splits, "PDL": 1}
     return configs

@@ -44,6 +44,12 @@ FULL_GRID = 0.9 * SMS  # ``choose``: enough tiles to call the grid full
 TF32_WIDE_PROBE = "results/h100-80gb-hbm3/probe-tf32-small-m-wide-n.txt"  # tools/probes/tf32_small_m_choice.py --wide
 TF32_MID_M_PROBE = "results/h100-80gb-hbm3/probe-tf32-mid-m.txt"  # tools/probes/tf32_mid_m.py
 TF32_SPLIT_PDL_PROBE = "results/h100-80gb-hbm3/probe-split-pdl-tf32.txt"  # the "chosen+pdl" rows
+# tools/probes/tf32_mid_m.py --two-a-sm: the split 64 x 128 tiles at 8 stages and at 4
+TF32_SPLIT_STAGES_PROBES = ("results/h100-80gb-hbm3/probe-tf32-small-m-split-stages.txt",
+                            "results/h100-80gb-hbm3/probe-tf32-small-m-split-stages-more.txt",
+                            "results/h100-80gb-hbm3/probe-tf32-small-m-split-stages-check.txt",
+                            "results/h100-80gb-hbm3/probe-tf32-small-m-split-stages-many.txt")
+TF32_SMALL_M_SPLIT_CHECK = "results/h100-80gb-hbm3/probe-tf32-small-m-split-after.txt"
 
 STAGES_DEFAULT = 4  # the last rung's
 STAGES = lambda default, values=(2, 3, 4, 5, 6): Tunable("STAGES", default, values, "TMA ring depth (k tiles in flight)")
@@ -533,7 +539,8 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
       135 for the 128 x 64 tiles of one consumer, two CTAs an SM, chosen before (cuBLAS 146);
       16384x128x4096 even (170 against 171).
     - Where those tiles still leave SMs idle (small M: a row of tiles along N), split-K over them:
-      the most slices that keep every unit resident and every slice >= 1024 of K, PDL. H200,
+      the most slices that keep every unit resident and every slice >= 1024 of K, PDL; at M <= 64
+      ``small_m_split`` decides the slices and the ring's depth (4 or 8 stages). H200,
       the 13 validation shapes it changes, against the faster of cuBLAS and cuBLASLt
       (results/h200/bench-tf32-small-m-split-k-validate.txt; before: bench-corpus-validate-tf32):
       geometric mean 0.86 against 0.50, e.g. 16x576x7168 18.9 us against 68.4 (cuBLAS 11.1),
@@ -571,10 +578,11 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
         return ({"SPLITS": splits},
                 f"{tiles} tiles of 256x128, deep K: {splits}-way split-K (H200: 317 TFLOP/s at 1024x1024x16384)")
     small = ceil_div(problem.m, 64) * tiles_n
-    splits = _small_tile_splits(small, problem.k)
+    splits, stages = small_m_split(problem, small) if problem.m <= 64 else (_small_tile_splits(small, problem.k), 8)
     if splits >= 2:
-        return ({"BM": 64, "STAGES": 8, "SPLITS": splits, "PDL": 1},
-                f"{tiles} tiles of 256x128 leave SMs idle, and {small} of 64x128 too: {splits}-way split-K, PDL")
+        return ({"BM": 64, "STAGES": stages, "SPLITS": splits, "PDL": 1},
+                f"{tiles} tiles of 256x128 leave SMs idle, and {small} of 64x128 too: {splits}-way split-K, "
+                f"{stages} stages, PDL")
     if tiles >= FULL_GRID:  # M <= 64: a wide N alone fills the grid
         return ({"BM": 64, "STAGES": 8, "PDL": 1},
                 f"M = {problem.m}: {small} tiles of 64x128, 8 stages, PDL, not 256x128 tiles computing "
@@ -582,6 +590,50 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
     return ({"BM": 64, "STAGES": 8, "PDL": 1},
             f"{tiles} tiles of 256x128 leave SMs idle: {small} of 64x128, 8 stages, PDL "
             "(H100: 167 TFLOP/s at 1024^3)")
+
+
+# small_m_split: whole 64 x 128 tiles from this many of them at K up to SMALL_WHOLE_MAX_K
+SMALL_WHOLE_MIN_TILES, SMALL_WHOLE_MAX_K = 48, 8192
+
+
+def small_m_split(problem: GemmProblem, tiles: int) -> tuple[int, int]:
+    """(split-K slices, ring stages) for hopper_tf32's 64 x 128 tiles at M <= 64, where B's
+    stream sets the time. Each slice keeps >= 1024 of K (tf32_selection.SLICE_K), and:
+
+    - up to SMS / 4 tiles: the most slices that keep the units within half the SMs, 8 stages;
+    - from SMALL_WHOLE_MIN_TILES tiles at K <= SMALL_WHOLE_MAX_K: whole tiles, 8 stages;
+    - else the most slices that keep every unit resident, 4 stages where they fill more than half
+      the SMs (whole tiles past 66: 8 stages).
+
+    H100, split 1-8 ways at 4 and 8 stages beside cuBLAS and cuBLASLt, alternately, 30 shapes of
+    M = 8-64 of neither corpus set (TF32_SPLIT_STAGES_PROBES). About 52-64 units at 8 stages (each
+    CTA a deep ring on its own SM) read B as fast as it goes; 92-132 at 4 stages about as fast;
+    splitting past that, or to more than 64 units at 8 stages, adds hand-overs and slows it:
+
+    - 8-30 tiles: the most slices within 66 units at 8 stages the fastest of ours on ten of eleven,
+      0.5% behind on the other (16x1792x6144: 4 slices 22.8 us against 25.6 for 6 at 4 stages,
+      cuBLASLt 22.8; 16x1024x8192: 8 slices 18.9 against 20.8 at 4 stages);
+    - 34-46 tiles: the most resident slices at 4 stages the fastest of ours on all nine
+      (16x4608x14336 95.4 us against 103.1 at 8 stages and 129.6 whole; cuBLAS 94.8);
+    - 48-56 tiles at K <= 8192: whole tiles at 8 stages 3-9% faster than 2 slices at 4 on five of six
+      (48x7168x4096 42.6 us against 46.2, cuBLASLt 46.8), level on one; past K = 8192 (50-62
+      tiles) 2 slices at 4 stages 3-10% faster than whole (16x6400x16384 150.1 against 164.3).
+
+    A first form (4 stages wherever the split fills more than half the SMs) was seen losing on the
+    validation run at 16x1536x7168 (12 tiles, 6 slices: 0.96 -> 0.87 of the faster baseline); the
+    few-tile and whole-tile branches were fitted after it, on probes of shapes of neither set.
+    Checked on ten shapes of neither set chosen after (TF32_SMALL_M_SPLIT_CHECK), against the
+    rule before it (8 stages, split as far as 132 units): 1.04x (geometric mean), faster on seven
+    by 2-9% (32x2304x6144 27.2 us against 29.6), level on one, 0.5% and 1.7% slower on two; whole
+    tiles at K = 7168 and 8192 lost 6.5-7.9% to 2 slices at 4 stages (16x6272x7168 73.9 against
+    68.5), so SMALL_WHOLE_MAX_K may be too high. Validation run: its 15 shapes x1.045, M = 16
+    0.939 -> 0.961 (results/h100-80gb-hbm3/shift-validate-tf32-small-m-split.txt)."""
+    if tiles <= SMS // 4:
+        return _split_k(tiles, problem.k, tf32_selection.SLICE_K, max(SPLITS.choices), room=SMS // 2), 8
+    if tiles >= SMALL_WHOLE_MIN_TILES and problem.k <= SMALL_WHOLE_MAX_K:
+        return 1, 8
+    splits = _small_tile_splits(tiles, problem.k)
+    return splits, 4 if tiles * splits > SMS // 2 else 8
 
 
 def _small_tile_splits(units: int, k: int) -> int:
