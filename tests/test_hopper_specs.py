@@ -818,7 +818,9 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
     ((16, 1024, 8192), {"BM": 64, "STAGES": 8, "SPLITS": 8, "PDL": 1}),  # 8 small tiles: 64 units, the deep ring
     ((16, 1792, 6144), {"BM": 64, "STAGES": 8, "SPLITS": 4, "PDL": 1}),  # 14: within half the SMs (6 ways: 84)
     ((16, 5120, 4096), {"BM": 64, "STAGES": 4, "SPLITS": 3, "PDL": 1}),  # 40 small tiles: 120 units, 4 stages
-    ((16, 6656, 5120), {"BM": 64, "STAGES": 8, "PDL": 1}),  # 52 small tiles at K <= 8192: whole
+    ((16, 6656, 5120), {"BM": 64, "STAGES": 8, "PDL": 1}),  # 52 small tiles at K <= 5120: whole
+    ((16, 6656, 6144), {"BM": 64, "STAGES": 4, "SPLITS": 2, "PDL": 1}),  # ... past it, at M < 32, split
+    ((32, 6656, 8192), {"BM": 64, "STAGES": 8, "PDL": 1}),  # ... at M >= 32 whole up to K = 8192
     ((16, 7168, 1024), {"BM": 64, "STAGES": 8, "PDL": 1}),  # 56 small tiles, K too short to split
     ((16, 6144, 24576), {"BM": 64, "STAGES": 4, "SPLITS": 2, "PDL": 1}),  # deep K, M <= 64: small tiles, not 256-row
     ((256, 6144, 24576), {"SPLITS": 2}),  # deep K, M > 128: split-K over 256 x 128 tiles
@@ -836,7 +838,8 @@ def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_s
     tunables, note = spec.choose(problem, "NVIDIA Imaginary GPU")
     assert tunables == picked and note and "\n" not in note
     spec.validate(problem, tunables)
-    for path in (*rungs.TF32_SPLIT_STAGES_PROBES, rungs.TF32_SMALL_M_SPLIT_CHECK):  # what small_m_split cites
+    for path in (*rungs.TF32_SPLIT_STAGES_PROBES, rungs.TF32_SMALL_M_SPLIT_CHECK, rungs.TF32_SMALL_M_WHOLE_PROBE,
+                 rungs.TF32_SMALL_M_WHOLE_CHECK):  # what small_m_split cites
         assert (ROOT / path).is_file(), path
 
 

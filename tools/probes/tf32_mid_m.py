@@ -11,7 +11,11 @@ wave's tiles over K), on the shapes given.
 and 8 stages with PDL, split up to 8 ways where every unit is resident: the small-M forms that put
 more SMs to reading B than the 64 x 128 tiles at 8 stages, one CTA an SM, split as far as 132 units.
 
-Run from the repository root:  PYTHONPATH=. python3 tools/probes/tf32_mid_m.py [--tail] [--two-a-sm] [MxNxK ...]
+--rings: also 128 x 128 tiles (M of 65-128) at 2, 3, 4 and 6 stages with PDL, whole and split where
+every unit is resident.
+
+Run from the repository root:
+    PYTHONPATH=. python3 tools/probes/tf32_mid_m.py [--tail] [--two-a-sm] [--rings] [MxNxK ...]
 """
 import math
 import sys
@@ -29,9 +33,24 @@ SHAPES = ["128x20480x4096", "96x30720x3072", "128x16896x5120", "128x6400x16000",
 TILES = {"256x128": {}, "128x128": {"BM": 128}, "64x128": {"BM": 64, "STAGES": 8}}
 TWO_A_SM_TILES = {"128x64 c1": {"BM": 128, "CONSUMERS": 1, "STAGES": 4}, "64x128 s4": {"BM": 64, "STAGES": 4},
                   "64x128 s8": {"BM": 64, "STAGES": 8}}
+RING_TILES = {f"128x128 s{stages}": {"BM": 128, "STAGES": stages} for stages in (2, 3, 4, 6)}
 
 
-def alternatives(p: GemmProblem, tail: bool = False, two_a_sm: bool = False) -> dict[str, dict]:
+def split_forms(p: GemmProblem, tiles: dict[str, dict]) -> dict[str, dict]:
+    """Each of ``tiles`` with PDL, whole ("/1") and split where every unit is resident and each
+    slice keeps >= SLICE_K of K; the 64 x 128 tiles at 8 stages only split (whole: "64x128")."""
+    configs = {}
+    for label, t in tiles.items():
+        consumers = t.get("CONSUMERS", 2)
+        units = math.ceil(p.m / t["BM"]) * math.ceil(p.n / (64 * consumers))
+        room = SMS * (2 if consumers == 1 else 1)  # one consumer: two CTAs an SM
+        for splits in (1, 2, 3, 4, 6, 8) if label != "64x128 s8" else (2, 3, 4, 6, 8):
+            if units * splits <= room and p.k >= splits * SLICE_K:
+                configs[f"{label}/{splits}"] = {**t, "SPLITS": splits, "PDL": 1}
+    return configs
+
+
+def alternatives(p: GemmProblem, tail: bool = False, two_a_sm: bool = False, rings: bool = False) -> dict[str, dict]:
     configs = {}
     for label, t in TILES.items():
         rows, cols = math.ceil(p.m / (t.get("BM", 256))), math.ceil(p.n / 128)
@@ -44,13 +63,9 @@ def alternatives(p: GemmProblem, tail: bool = False, two_a_sm: bool = False) -> 
             if rows * cols * splits <= SMS and p.k >= splits * SLICE_K:
                 configs[f"{label}/{splits}"] = {**t, "SPLITS": splits}
     if two_a_sm:
-        for label, t in TWO_A_SM_TILES.items():
-            consumers = t.get("CONSUMERS", 2)
-            units = math.ceil(p.m / t["BM"]) * math.ceil(p.n / (64 * consumers))
-            room = SMS * (2 if consumers == 1 else 1)  # one consumer: two CTAs an SM
-            for splits in (1, 2, 3, 4, 6, 8) if t["STAGES"] != 8 else (2, 3, 4, 6, 8):  # s8/1: "64x128"
-                if units * splits <= room and p.k >= splits * SLICE_K:
-                    configs[f"{label}/{splits}"] = {**t, "SPLITS": splits, "PDL": 1}
+        configs.update(split_forms(p, TWO_A_SM_TILES))
+    if rings:
+        configs.update(split_forms(p, RING_TILES))
     return configs
 
 
@@ -59,7 +74,7 @@ def main(args: list[str]) -> None:
     refuse_validation_shapes(shapes, "tf32_mid_m.py")
     spec = kernels.KERNELS["hopper_tf32"]
     for label, s, timer, p, chosen, why in chosen_shapes(shapes, TFLOPS_MEASURED, kernel="hopper_tf32"):
-        configs = offered(spec, p, label, chosen, alternatives(p, "--tail" in flags, "--two-a-sm" in flags))
+        configs = offered(spec, p, label, chosen, alternatives(p, "--tail" in flags, "--two-a-sm" in flags, "--rings" in flags))
         us = verified_times(s, timer, p, configs, precision="tf32")
         print(f"{label}: chosen {chosen} ({why})", flush=True)
         print_tflops(p, us, precision="tf32")

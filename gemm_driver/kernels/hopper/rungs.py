@@ -592,8 +592,11 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
             "(H100: 167 TFLOP/s at 1024^3)")
 
 
-# small_m_split: whole 64 x 128 tiles from this many of them at K up to SMALL_WHOLE_MAX_K
-SMALL_WHOLE_MIN_TILES, SMALL_WHOLE_MAX_K = 48, 8192
+# small_m_split: whole 64 x 128 tiles from this many of them at K up to SMALL_WHOLE_MAX_K, from
+# M = SMALL_WHOLE_DEEP_M up to SMALL_WHOLE_DEEP_MAX_K
+SMALL_WHOLE_MIN_TILES, SMALL_WHOLE_MAX_K, SMALL_WHOLE_DEEP_M, SMALL_WHOLE_DEEP_MAX_K = 48, 5120, 32, 8192
+TF32_SMALL_M_WHOLE_PROBE = "results/h100-80gb-hbm3/probe-tf32-small-m-whole-k.txt"
+TF32_SMALL_M_WHOLE_CHECK = "results/h100-80gb-hbm3/probe-tf32-small-m-whole-k-after.txt"
 
 
 def small_m_split(problem: GemmProblem, tiles: int) -> tuple[int, int]:
@@ -601,7 +604,8 @@ def small_m_split(problem: GemmProblem, tiles: int) -> tuple[int, int]:
     stream sets the time. Each slice keeps >= 1024 of K (tf32_selection.SLICE_K), and:
 
     - up to SMS / 4 tiles: the most slices that keep the units within half the SMs, 8 stages;
-    - from SMALL_WHOLE_MIN_TILES tiles at K <= SMALL_WHOLE_MAX_K: whole tiles, 8 stages;
+    - from SMALL_WHOLE_MIN_TILES tiles at K <= SMALL_WHOLE_MAX_K, or from M = SMALL_WHOLE_DEEP_M
+      at K <= SMALL_WHOLE_DEEP_MAX_K: whole tiles, 8 stages;
     - else the most slices that keep every unit resident, 4 stages where they fill more than half
       the SMs (whole tiles past 66: 8 stages).
 
@@ -626,11 +630,24 @@ def small_m_split(problem: GemmProblem, tiles: int) -> tuple[int, int]:
     rule before it (8 stages, split as far as 132 units): 1.04x (geometric mean), faster on seven
     by 2-9% (32x2304x6144 27.2 us against 29.6), level on one, 0.5% and 1.7% slower on two; whole
     tiles at K = 7168 and 8192 lost 6.5-7.9% to 2 slices at 4 stages (16x6272x7168 73.9 against
-    68.5), so SMALL_WHOLE_MAX_K may be too high. Validation run: its 15 shapes x1.045, M = 16
-    0.939 -> 0.961 (results/h100-80gb-hbm3/shift-validate-tf32-small-m-split.txt)."""
+    68.5). Validation run: its 15 shapes x1.045, M = 16 0.939 -> 0.961
+    (results/h100-80gb-hbm3/shift-validate-tf32-small-m-split.txt).
+
+    That bound was K <= 8192 at every M; six more shapes of 49-65 tiles at K = 6144-8192
+    (TF32_SMALL_M_WHOLE_PROBE), with those of the probes and check above, set it by M: at M < 32
+    2 slices at 4 stages beat whole tiles on all five of K = 6144-8192 by 5.5-12.9% (8x8320x8192
+    94.9 us against 107.1) and lost on the two of K <= 5120 (3-5%); at M >= 32 whole tiles were
+    within 0.4% or faster on all eight of K <= 8192 (by up to 8.6%). Fitted after the check above and
+    after the validation run had shown 16x8192x8192 (0.97 -> 0.95) and 16x6144x6144 losing.
+    Checked on eight shapes of 50-66 tiles chosen after (TF32_SMALL_M_WHOLE_CHECK): the three it
+    changes (M < 32, K = 6144-8192) 1.05-1.11x faster split (8x7424x7168 76.6 us against 84.8);
+    of the five it leaves whole, right on two, level on one, 1.8% slower than 2 slices on one and
+    7.3% on one (16x8448x5120, 63.6 us split against 68.3: M < 32 at K <= 5120 stays mixed). On the
+    validation run (its two seen shapes): 16x8192x8192 0.95 -> 1.02, 16x6144x6144 0.91 -> 0.95."""
     if tiles <= SMS // 4:
         return _split_k(tiles, problem.k, tf32_selection.SLICE_K, max(SPLITS.choices), room=SMS // 2), 8
-    if tiles >= SMALL_WHOLE_MIN_TILES and problem.k <= SMALL_WHOLE_MAX_K:
+    whole_max_k = SMALL_WHOLE_DEEP_MAX_K if problem.m >= SMALL_WHOLE_DEEP_M else SMALL_WHOLE_MAX_K
+    if tiles >= SMALL_WHOLE_MIN_TILES and problem.k <= whole_max_k:
         return 1, 8
     splits = _small_tile_splits(tiles, problem.k)
     return splits, 4 if tiles * splits > SMS // 2 else 8
