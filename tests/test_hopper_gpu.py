@@ -82,6 +82,7 @@ FORCED = [
     ("hopper_tf32", {"BM": 128, "CONSUMERS": 1, "CN": 2, "SPLITS": 3}),
     ("hopper_tf32", {"BM": 128, "CM": 2, "SPLITS": 2}),
     ("hopper_tf32", {"BM": 64, "STAGES": 6, "CM": 2, "CN": 2, "SPLITS": 3}),  # 64 x 128 tiles
+    ("hopper_tf32", {"BM": 128, "CONSUMERS": 1, "SPLITS": 8, "PDL": 1}),  # short_k_split's form: short slices
 ]
 
 # (m, n, k, ld pads, misalignments in elements): what each one reaches.

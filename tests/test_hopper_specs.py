@@ -35,7 +35,7 @@ from gemm_driver.cuda.nvrtc import compile_cuda
 from gemm_driver.kernels import hopper
 from gemm_driver.kernels.build import build
 from gemm_driver.kernels.hopper import geometry as geo
-from gemm_driver.kernels.hopper import recipe, rungs, selection
+from gemm_driver.kernels.hopper import recipe, rungs, selection, tf32_selection
 from gemm_driver.kernels.hopper.rungs import SELECTORS, entry_geometry
 from gemm_driver.kernels.launch import LaunchContext
 from gemm_driver.kernels.sources import included_headers
@@ -830,6 +830,9 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
     ((32, 28672, 4096), {"BM": 64, "STAGES": 8, "PDL": 1}),  # a wide N fills the grid, but M <= 64
     ((64, 16384, 3072), {"BM": 64, "STAGES": 8, "PDL": 1}),
     ((129, 16384, 3072), {"CN": 2, "PDL": 1}),  # past M = 128 the full grid's 256 x 128 tiles
+    ((554, 57, 1517), {"BM": 128, "CONSUMERS": 1, "SPLITS": 4, "PDL": 1}),  # 5 tiles of 128 x 64, short K: ...
+    ((900, 100, 900), {"BM": 128, "CONSUMERS": 1, "SPLITS": 3, "PDL": 1}),  # ... slices of >= 256 (short_k_split)
+    ((300, 96, 8192), {"SPLITS": 2}),  # a deep K: the 4096-long slices of the rule above, as before
 ])
 def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_small_ones(shape, picked):
     """The rules, as a GPU without a hopper_tf32 table runs them (past M = 128 a table's vote
@@ -839,7 +842,7 @@ def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_s
     assert tunables == picked and note and "\n" not in note
     spec.validate(problem, tunables)
     for path in (*rungs.TF32_SPLIT_STAGES_PROBES, rungs.TF32_SMALL_M_SPLIT_CHECK, rungs.TF32_SMALL_M_WHOLE_PROBE,
-                 rungs.TF32_SMALL_M_WHOLE_CHECK):  # what small_m_split cites
+                 rungs.TF32_SMALL_M_WHOLE_CHECK, tf32_selection.SHORT_SPLIT_PROBE, tf32_selection.SHORT_SPLIT_CHECK):
         assert (ROOT / path).is_file(), path
 
 

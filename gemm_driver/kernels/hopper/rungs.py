@@ -505,11 +505,12 @@ def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:
 def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
     """Tunables of ``hopper_tf32`` for a shape: past M = 128 on a GPU with a hopper_tf32 table
     of the tuning set, the vote of its nearest measured shapes (tf32_selection.py); else the
-    rule below. With B stored N x K, any_shape.cu's tiles are the register-A tiles of the
+    rule below; then, past M = 128, tf32_selection.short_k_split. With B stored N x K, any_shape.cu's tiles are the register-A tiles of the
     transposed problem (C^T = B^T A^T) transposed: the rule below on the N x M problem, its
     cluster roles swapped with it (its CN, CTAs sharing its A = our B, is our CM)."""
     if not problem.trans_b:
-        return tf32_selection.fitted(problem, gpu_name) or _register_a_rule(problem)
+        return tf32_selection.short_k_split(problem, *(tf32_selection.fitted(problem, gpu_name)
+                                                       or _register_a_rule(problem)))
     tunables, why = _register_a_rule(replace(problem, m=problem.n, n=problem.m, trans_b=False))
     tunables = {**tunables, "CM": tunables.get("CN", 1), "CN": tunables.get("CM", 1)}
     return tunables, f"B stored N x K: any_shape's tiles, as the rule picks for {problem.n}x{problem.m}: {why}"

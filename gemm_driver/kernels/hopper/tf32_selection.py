@@ -123,3 +123,40 @@ def filled(problem: GemmProblem, pick: dict[str, int]) -> tuple[dict[str, int], 
     return ({"SPLITS": splits[-1]},
             f"{tiles} tiles of 256x128 leave SMs idle: {splits[-1]}-way split-K (H100: 1024x1280x6144 59.4 us "
             f"against 117.4 whole; {FILL_PROBE})")
+
+
+SHORT_SPLIT_PROBE = "results/h100-80gb-hbm3/probe-tf32-small-grid-short-slices.txt"  # tf32_mid_m.py --slice=256
+SHORT_SPLIT_CHECK = "results/h100-80gb-hbm3/probe-tf32-small-grid-short-slices-after.txt"
+SHORT_SLICE_K = 256  # short_k_split's shortest slice
+SHORT_SPLITS = (2, 3, 4, 6, 8)  # ... and its slices (SPLITS' choices past 4)
+SHORT_SPLIT_MAX_K = 4096  # ... below which the SLICE_K slices split a tile at most three ways
+
+
+def short_k_split(problem: GemmProblem, pick: dict[str, int], why: str) -> tuple[dict[str, int], str]:
+    """Past M = 128 with K < SHORT_SPLIT_MAX_K, where the pick leaves more than half the SMs idle
+    and 128 x 64 tiles of one consumer number at most SMS / 4: those tiles (two CTAs an SM), split
+    into the most slices (of SHORT_SPLITS) that keep each slice >= SHORT_SLICE_K of K and every unit
+    resident, where that is more units than the pick's; else the pick.
+
+    Small N with a short K leaves a few tiles and no split of >= SLICE_K (1024) slices: the vote
+    and the rules ran them on 3-12 CTAs. H100, eight such shapes of neither corpus set (M =
+    300-700, N = 40-200, K = 1300-3500; SHORT_SPLIT_PROBE: every tile form whole and split with
+    slices down to 256, beside cuBLAS and cuBLASLt): 1.48-2.74x faster than the pick, 0.74-1.06 of
+    the faster baseline where the pick ran 0.28-0.67 (560x40x2048: 6 slices 10.6 us against 29.2,
+    cuBLASLt 8.2); this form within 2.5% of the fastest of ours on all eight. Looked for after the
+    validation set's small-N odd shapes (554x57x1517 at 0.47 of the faster baseline) were seen.
+    Checked on eight shapes chosen after (SHORT_SPLIT_CHECK): 1.11-2.93x the pick before (geometric
+    mean 1.66x; 610x33x3000 13.5 us against 39.7, cuBLASLt 11.6), 0.73-0.96 of the faster
+    baseline, within 1% of the fastest of ours on five and 3.7-8.6% behind it on three (900x100x900:
+    64 x 128 tiles in 3 slices 10.1 us against 10.9). Validation run: its three shapes (all seen
+    before) x1.61, 554x57x1517 0.47 -> 0.73, 393x172x2766 0.56 -> 1.03, 609x71x2013 0.56 -> 0.82
+    (results/h100-80gb-hbm3/shift-validate-tf32-short-k-split.txt)."""
+    if problem.m <= VOTE_MIN_M or problem.k >= SHORT_SPLIT_MAX_K or resident_share(problem, pick) > 0.5:
+        return pick, why
+    tiles = units(problem, ONE_CONSUMER)
+    splits = [s for s in SHORT_SPLITS if tiles * s <= 2 * SMS and problem.k >= s * SHORT_SLICE_K]
+    if tiles > SMS // 4 or not splits or tiles * splits[-1] <= units(problem, pick):
+        return pick, why
+    return ({**ONE_CONSUMER, "SPLITS": splits[-1]},
+            f"{why}; {tiles} tiles of 128x64 at K < {SHORT_SPLIT_MAX_K}: {splits[-1]}-way split-K in slices of "
+            f">= {SHORT_SLICE_K} (H100: 560x40x2048 10.6 us against 29.2; {SHORT_SPLIT_PROBE})")
