@@ -827,6 +827,8 @@ def test_the_analytic_rule_picks_what_measured_best_on_the_default_shapes(shape,
     ((128, 6144, 24576), {"BM": 128, "SPLITS": 2, "PDL": 1}),  # M of 65-128: 128 x 128 tiles, split where SMs idle
     ((128, 4608, 12288), {"BM": 128, "SPLITS": 3, "PDL": 1}),
     ((96, 30720, 3072), {"BM": 128, "PDL": 1}),  # a wide N: whole 128 x 128 tiles
+    ((128, 576, 7168), {"BM": 128, "CONSUMERS": 1, "SPLITS": 8, "PDL": 1}),  # a narrow N: 9 tiles of 128 x 64
+    ((96, 1536, 7168), {"BM": 128, "SPLITS": 6, "PDL": 1}),  # 12 tile columns: not narrow
     ((32, 28672, 4096), {"BM": 64, "STAGES": 8, "PDL": 1}),  # a wide N fills the grid, but M <= 64
     ((64, 16384, 3072), {"BM": 64, "STAGES": 8, "PDL": 1}),
     ((129, 16384, 3072), {"CN": 2, "PDL": 1}),  # past M = 128 the full grid's 256 x 128 tiles
@@ -842,7 +844,8 @@ def test_tf32_choose_pairs_tile_columns_on_full_grids_and_takes_small_tiles_on_s
     assert tunables == picked and note and "\n" not in note
     spec.validate(problem, tunables)
     for path in (*rungs.TF32_SPLIT_STAGES_PROBES, rungs.TF32_SMALL_M_SPLIT_CHECK, rungs.TF32_SMALL_M_WHOLE_PROBE,
-                 rungs.TF32_SMALL_M_WHOLE_CHECK, tf32_selection.SHORT_SPLIT_PROBE, tf32_selection.SHORT_SPLIT_CHECK):
+                 rungs.TF32_SMALL_M_WHOLE_CHECK, tf32_selection.SHORT_SPLIT_PROBE, tf32_selection.SHORT_SPLIT_CHECK,
+                 rungs.TF32_NARROW_N_PROBE, rungs.TF32_NARROW_N_CHECK):
         assert (ROOT / path).is_file(), path
 
 

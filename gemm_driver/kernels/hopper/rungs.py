@@ -505,12 +505,13 @@ def _deep_k_splits(units: int, k: int, cluster: int = 1) -> int:
 def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str]:
     """Tunables of ``hopper_tf32`` for a shape: past M = 128 on a GPU with a hopper_tf32 table
     of the tuning set, the vote of its nearest measured shapes (tf32_selection.py); else the
-    rule below; then, past M = 128, tf32_selection.short_k_split. With B stored N x K, any_shape.cu's tiles are the register-A tiles of the
+    rule below (at M of 65-128 and a narrow N first ``narrow_n_split``); then, past M = 128,
+    tf32_selection.short_k_split. With B stored N x K, any_shape.cu's tiles are the register-A tiles of the
     transposed problem (C^T = B^T A^T) transposed: the rule below on the N x M problem, its
     cluster roles swapped with it (its CN, CTAs sharing its A = our B, is our CM)."""
     if not problem.trans_b:
         return tf32_selection.short_k_split(problem, *(tf32_selection.fitted(problem, gpu_name)
-                                                       or _register_a_rule(problem)))
+                                                       or narrow_n_split(problem) or _register_a_rule(problem)))
     tunables, why = _register_a_rule(replace(problem, m=problem.n, n=problem.m, trans_b=False))
     tunables = {**tunables, "CM": tunables.get("CN", 1), "CN": tunables.get("CM", 1)}
     return tunables, f"B stored N x K: any_shape's tiles, as the rule picks for {problem.n}x{problem.m}: {why}"
@@ -598,6 +599,39 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
 SMALL_WHOLE_MIN_TILES, SMALL_WHOLE_MAX_K, SMALL_WHOLE_DEEP_M, SMALL_WHOLE_DEEP_MAX_K = 48, 5120, 32, 8192
 TF32_SMALL_M_WHOLE_PROBE = "results/h100-80gb-hbm3/probe-tf32-small-m-whole-k.txt"
 TF32_SMALL_M_WHOLE_CHECK = "results/h100-80gb-hbm3/probe-tf32-small-m-whole-k-after.txt"
+
+
+# narrow_n_split: at most this many tile columns of 128, from this K
+NARROW_N_MAX_TILES, NARROW_N_MIN_K = 8, 4096
+TF32_NARROW_N_PROBE = "results/h100-80gb-hbm3/probe-tf32-narrow-n-short-slices.txt"  # tf32_mid_m.py --slice=256
+TF32_NARROW_N_CHECK = "results/h100-80gb-hbm3/probe-tf32-narrow-n-check.txt"
+
+
+def narrow_n_split(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
+    """At M of 65-128 with at most NARROW_N_MAX_TILES tile columns and K >= NARROW_N_MIN_K, B stored
+    K x N (the register-A kernel): 128 x 64 tiles of one consumer (two CTAs an SM) split into the
+    most slices, up to 8, of >= 256 of K that stay resident; else None. The 128 x 128 tiles split
+    into slices of >= 1024 run 20-36 units there (128x576x7168: 5 tiles, 6 slices); these run 2-3x
+    as many.
+
+    H100, every tile form whole and split in slices down to 256, beside cuBLAS and cuBLASLt, on four
+    such shapes of neither corpus set (TF32_NARROW_N_PROBE): 1.08-1.28x the 128 x 128 split
+    (96x512x6144 15.2 us against 19.4, cuBLASLt 11.7), the fastest of ours on three and 5% behind
+    64 x 128 tiles in 6 slices on one (128x768x14336); still 0.77-0.87 of the faster baseline.
+    Looked for after the validation run showed 128x576x7168 at 0.68. Checked on six shapes chosen
+    after (TF32_NARROW_N_CHECK): 1.05-1.23x the 128 x 128 split (geometric mean 1.15x; 120x896x6144
+    16.3 us against 20.0, cuBLASLt 17.3), the fastest of ours on four, behind 64 x 128 tiles in 8
+    slices on two at K >= 12288 (128x512x16384 32.2 against 28.2). Validation run: 128x576x7168 (seen
+    before) 0.68 -> 0.88 (results/h100-80gb-hbm3/shift-validate-tf32-narrow-n.txt)."""
+    if not 64 < problem.m <= 128 or ceil_div(problem.n, 128) > NARROW_N_MAX_TILES or problem.k < NARROW_N_MIN_K:
+        return None
+    tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
+    splits = _split_k(tiles, problem.k, tf32_selection.SHORT_SLICE_K, max(SPLITS.choices), room=2 * SMS)
+    if splits < 2:
+        return None
+    return ({"BM": 128, "CONSUMERS": 1, "SPLITS": splits, "PDL": 1},
+            f"M = {problem.m}: {tiles} tiles of 128x64, {splits}-way split-K, two CTAs an SM (H100: 96x512x6144 "
+            f"15.2 us against 19.4 for 128x128 tiles; {TF32_NARROW_N_PROBE})")
 
 
 def small_m_split(problem: GemmProblem, tiles: int) -> tuple[int, int]:
