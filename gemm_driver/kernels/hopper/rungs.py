@@ -506,9 +506,9 @@ def choose_register_a(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, in
     """Tunables of ``hopper_tf32`` for a shape: past M = 128 on a GPU with a hopper_tf32 table
     of the tuning set, the vote of its nearest measured shapes (tf32_selection.py); else the
     rule below (at M of 65-128 and a narrow N first ``narrow_n_split``); then, past M = 128,
-    tf32_selection.short_k_split. With B stored N x K, any_shape.cu's tiles are the register-A tiles of the
-    transposed problem (C^T = B^T A^T) transposed: the rule below on the N x M problem, its
-    cluster roles swapped with it (its CN, CTAs sharing its A = our B, is our CM)."""
+    tf32_selection.short_k_split. With B stored N x K, any_shape.cu's tiles are the register-A
+    tiles of the transposed problem (C^T = B^T A^T) transposed: the rule below on the N x M
+    problem, its cluster roles swapped with it (its CN, CTAs sharing its A = our B, is our CM)."""
     if not problem.trans_b:
         return tf32_selection.short_k_split(problem, *(tf32_selection.fitted(problem, gpu_name)
                                                        or narrow_n_split(problem) or _register_a_rule(problem)))
@@ -594,13 +594,6 @@ def _register_a_rule(problem: GemmProblem) -> tuple[dict[str, int], str]:
             "(H100: 167 TFLOP/s at 1024^3)")
 
 
-# small_m_split: whole 64 x 128 tiles from this many of them at K up to SMALL_WHOLE_MAX_K, from
-# M = SMALL_WHOLE_DEEP_M up to SMALL_WHOLE_DEEP_MAX_K
-SMALL_WHOLE_MIN_TILES, SMALL_WHOLE_MAX_K, SMALL_WHOLE_DEEP_M, SMALL_WHOLE_DEEP_MAX_K = 48, 5120, 32, 8192
-TF32_SMALL_M_WHOLE_PROBE = "results/h100-80gb-hbm3/probe-tf32-small-m-whole-k.txt"
-TF32_SMALL_M_WHOLE_CHECK = "results/h100-80gb-hbm3/probe-tf32-small-m-whole-k-after.txt"
-
-
 # narrow_n_split: at most this many tile columns of 128, from this K
 NARROW_N_MAX_TILES, NARROW_N_MIN_K = 8, 4096
 TF32_NARROW_N_PROBE = "results/h100-80gb-hbm3/probe-tf32-narrow-n-short-slices.txt"  # tf32_mid_m.py --slice=256
@@ -632,6 +625,13 @@ def narrow_n_split(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     return ({"BM": 128, "CONSUMERS": 1, "SPLITS": splits, "PDL": 1},
             f"M = {problem.m}: {tiles} tiles of 128x64, {splits}-way split-K, two CTAs an SM (H100: 96x512x6144 "
             f"15.2 us against 19.4 for 128x128 tiles; {TF32_NARROW_N_PROBE})")
+
+
+# small_m_split: whole 64 x 128 tiles from this many of them at K up to SMALL_WHOLE_MAX_K, from
+# M = SMALL_WHOLE_DEEP_M up to SMALL_WHOLE_DEEP_MAX_K
+SMALL_WHOLE_MIN_TILES, SMALL_WHOLE_MAX_K, SMALL_WHOLE_DEEP_M, SMALL_WHOLE_DEEP_MAX_K = 48, 5120, 32, 8192
+TF32_SMALL_M_WHOLE_PROBE = "results/h100-80gb-hbm3/probe-tf32-small-m-whole-k.txt"
+TF32_SMALL_M_WHOLE_CHECK = "results/h100-80gb-hbm3/probe-tf32-small-m-whole-k-after.txt"
 
 
 def small_m_split(problem: GemmProblem, tiles: int) -> tuple[int, int]:
