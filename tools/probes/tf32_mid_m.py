@@ -15,7 +15,7 @@ more SMs to reading B than the 64 x 128 tiles at 8 stages, one CTA an SM, split 
 every unit is resident.
 --slice=K: the shortest slice of K a split keeps (default tf32_selection.SLICE_K, 1024): shorter
 slices let a short K split where a small grid leaves most SMs idle; "before" is the pick without
-tf32_selection.short_k_split.
+tf32_selection.short_k_split and rungs.narrow_n_split.
 
 Run from the repository root:
     PYTHONPATH=. python3 tools/probes/tf32_mid_m.py [--tail] [--two-a-sm] [--rings] [--slice=K] [MxNxK ...]

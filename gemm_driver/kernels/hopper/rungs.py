@@ -618,11 +618,10 @@ def narrow_n_split(problem: GemmProblem) -> tuple[dict[str, int], str] | None:
     before) 0.68 -> 0.88 (results/h100-80gb-hbm3/shift-validate-tf32-narrow-n.txt)."""
     if not 64 < problem.m <= 128 or ceil_div(problem.n, 128) > NARROW_N_MAX_TILES or problem.k < NARROW_N_MIN_K:
         return None
-    tiles = ceil_div(problem.m, 128) * ceil_div(problem.n, 64)
-    splits = _split_k(tiles, problem.k, tf32_selection.SHORT_SLICE_K, max(SPLITS.choices), room=2 * SMS)
+    tiles, splits = tf32_selection.short_sliced(problem)
     if splits < 2:
         return None
-    return ({"BM": 128, "CONSUMERS": 1, "SPLITS": splits, "PDL": 1},
+    return ({**tf32_selection.ONE_CONSUMER, "SPLITS": splits},
             f"M = {problem.m}: {tiles} tiles of 128x64, {splits}-way split-K, two CTAs an SM (H100: 96x512x6144 "
             f"15.2 us against 19.4 for 128x128 tiles; {TF32_NARROW_N_PROBE})")
 

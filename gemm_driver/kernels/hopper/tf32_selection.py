@@ -132,6 +132,15 @@ SHORT_SPLITS = (2, 3, 4, 6, 8)  # ... and its slices (SPLITS' choices past 4)
 SHORT_SPLIT_MAX_K = 4096  # ... below which the SLICE_K slices split a tile at most three ways
 
 
+def short_sliced(problem: GemmProblem) -> tuple[int, int]:
+    """(128 x 64 tiles of one consumer, the most slices of SHORT_SPLITS that keep each slice >=
+    SHORT_SLICE_K of K and every unit resident at two CTAs an SM; 1 where none does): the form of
+    ``short_k_split`` and of rungs.narrow_n_split."""
+    tiles = units(problem, ONE_CONSUMER)
+    fits = (s for s in SHORT_SPLITS if tiles * s <= 2 * SMS and problem.k >= s * SHORT_SLICE_K)
+    return tiles, max(fits, default=1)
+
+
 def short_k_split(problem: GemmProblem, pick: dict[str, int], why: str) -> tuple[dict[str, int], str]:
     """Past M = 128 with K < SHORT_SPLIT_MAX_K, where the pick leaves more than half the SMs idle
     and 128 x 64 tiles of one consumer number at most SMS / 4: those tiles (two CTAs an SM), split
@@ -153,10 +162,9 @@ def short_k_split(problem: GemmProblem, pick: dict[str, int], why: str) -> tuple
     (results/h100-80gb-hbm3/shift-validate-tf32-short-k-split.txt)."""
     if problem.m <= VOTE_MIN_M or problem.k >= SHORT_SPLIT_MAX_K or resident_share(problem, pick) > 0.5:
         return pick, why
-    tiles = units(problem, ONE_CONSUMER)
-    splits = [s for s in SHORT_SPLITS if tiles * s <= 2 * SMS and problem.k >= s * SHORT_SLICE_K]
-    if tiles > SMS // 4 or not splits or tiles * splits[-1] <= units(problem, pick):
+    tiles, splits = short_sliced(problem)
+    if tiles > SMS // 4 or splits < 2 or tiles * splits <= units(problem, pick):
         return pick, why
-    return ({**ONE_CONSUMER, "SPLITS": splits[-1]},
-            f"{why}; {tiles} tiles of 128x64 at K < {SHORT_SPLIT_MAX_K}: {splits[-1]}-way split-K in slices of "
+    return ({**ONE_CONSUMER, "SPLITS": splits},
+            f"{why}; {tiles} tiles of 128x64 at K < {SHORT_SPLIT_MAX_K}: {splits}-way split-K in slices of "
             f">= {SHORT_SLICE_K} (H100: 560x40x2048 10.6 us against 29.2; {SHORT_SPLIT_PROBE})")
