@@ -49,7 +49,8 @@ def plan(m: int, n: int, k: int, *, dtype="float32", kernel: str | None = None, 
     baseline that takes the output type and epilogue). Call it as ``p(A, B, out=None,
     bias=None, stream=None)``. ``trans_*``: that operand is a transposed view; ``ld*``: pin a
     leading dimension; ``bias``: True (or the vector) to add one; ``activation``: None,
-    "relu" or "gelu" (tanh form). FP8 (``dtype="float8_e4m3fn"``, B a transposed view):
+    "relu" or "gelu" (tanh form). FP8 (``dtype="float8_e4m3fn"`` or ``"float8_e5m2"``, or
+    A's and B's as a pair such as ``("float8_e5m2", "float8_e4m3fn")``; B a transposed view):
     ``scaling`` "tensor", "row" or "block", and each call passes ``scales=(A's, B's)``.
     ``pdl=False`` launches without programmatic dependent launch where the kernel's choice
     has it (gemm_driver.torch's routes do, for CUDA-graph steps: torch/routes.py says why),
@@ -79,9 +80,9 @@ def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | N
     ``__cuda_stream__``, a torch/CuPy stream; None: the current stream of A's library) and
     not waited for.
 
-    FP8 (device arrays of float8_e4m3fn codes: ``gemm(x8, w8.t(), scales=(sa, sb),
-    out_dtype=torch.bfloat16)``): A row-major, B a transposed view, float32 ``scales`` of A
-    and B in the layout of ``scaling`` ("tensor", "row" or "block"; default: what their sizes
+    FP8 (device arrays of float8_e4m3fn or float8_e5m2 codes, A and B in either: ``gemm(x8,
+    w8.t(), scales=(sa, sb), out_dtype=torch.bfloat16)``): A row-major, B a transposed view,
+    float32 ``scales`` of A and B in the layout of ``scaling`` ("tensor", "row" or "block"; default: what their sizes
     say), fp8_scales.py.
     """
     kind = arrays.kind_of(A)
@@ -91,7 +92,8 @@ def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | N
     if stream is not None:
         raise ValueError("stream= orders device work; NumPy arrays are copied to and from the GPU synchronously")
     if scales is not None or scaling is not None:
-        raise ValueError("scales= and scaling= go with FP8 device arrays (torch float8_e4m3fn tensors); NumPy "
+        raise ValueError("scales= and scaling= go with FP8 device arrays (torch float8_e4m3fn or float8_e5m2 "
+                         "tensors); NumPy "
                          "arrays take float32, bfloat16 or float16")
     from .host_path import host_gemm
 
@@ -99,7 +101,7 @@ def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | N
                      session_of=default_session, plan_of=cached_plan)
 
 
-def cached_plan(session, m: int, n: int, k: int, dtype: str, kernel, alpha, beta, layout: tuple, out_dtype: str,
+def cached_plan(session, m: int, n: int, k: int, dtype, kernel, alpha, beta, layout: tuple, out_dtype: str,
                 has_bias: bool, activation, tunables: dict, scaling: str | None = None) -> Plan:
     """gemm()'s plan for this configuration: made once, the last PLANS_KEPT kept (LRU)."""
     key = (id(session), m, n, k, dtype, kernel, alpha, beta, layout, out_dtype, has_bias, activation, scaling)
@@ -127,9 +129,10 @@ def _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, bias, activati
         raw = arrays.current_stream(a)
     b = arrays.device_array("B", B, raw)
     if a.dtype not in arrays.ITEMSIZE:
-        raise TypeError(f"A has dtype {a.dtype}; allowed are float32, bfloat16, float16 or float8_e4m3fn (FP8)")
+        raise TypeError(f"A has dtype {a.dtype}; allowed are float32, bfloat16, float16, float8_e4m3fn or "
+                        "float8_e5m2 (FP8)")
     m, n, k = product_shape((a.rows, a.cols), a.dtype, (b.rows, b.cols), b.dtype)
-    if a.dtype == arrays.FP8 and scaling is None and scales is not None:
+    if a.dtype in arrays.FP8_FORMATS and scaling is None and scales is not None:
         scaling = fp8_scales.infer_scaling(scales, m, n)
     o = arrays.device_array("out", out, raw) if out is not None else None
     out_dtype = dtype_name(out_dtype) if out_dtype is not None else (o.dtype if o is not None else "float32")
@@ -138,7 +141,8 @@ def _device_gemm(kind, A, B, C, alpha, beta, kernel, out, stream, bias, activati
     else:  # transposed A and B on a kernel that reads row-major only: the swap needs a transposed out
         trans_c = a.trans and b.trans and kernel is not None and not kernels.get(kernel).transposes
     session = default_session()
-    p = cached_plan(session, m, n, k, a.dtype, kernel, alpha, beta, (a.trans, b.trans, trans_c), out_dtype,
+    dtype = a.dtype if a.dtype == b.dtype else (a.dtype, b.dtype)  # FP8 A and B may differ
+    p = cached_plan(session, m, n, k, dtype, kernel, alpha, beta, (a.trans, b.trans, trans_c), out_dtype,
                     bias is not None, activation, tunables, scaling)
     if C is not None and beta != 0:
         if out is None:

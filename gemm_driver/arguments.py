@@ -162,6 +162,9 @@ def add_bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scaling", type=nonempty("scaling modes (e.g. tensor,block)"), help="comma list of tensor, "
                    "row, block: how FP8 cases scale A and B (one scale each; per row of A and column of B; 1x128 of "
                    "A and 128x128 of B). FP8 runs the nt layout only. Default tensor")
+    p.add_argument("--fp8-types", type=nonempty("FP8 formats (e.g. e4m3,e5m2_e4m3)"), help="comma list of e4m3, "
+                   "e5m2_e4m3, e4m3_e5m2, e5m2: the formats of FP8 cases' A and B (one name: both; A's and B's "
+                   "joined by _ where they differ; e5m2_e4m3 is a gradient times a weight). Default e4m3")
     p.add_argument("--batch", type=positive("--batch", "takes a positive integer (the number of GEMMs per case)"),
                    help="run every shape as a batch of this many GEMMs (batched baselines)")
     p.add_argument("--plot", metavar="DIR", type=nonempty("a directory"), help="write PNG plots (throughput, roofline, ladder) into DIR")

@@ -29,14 +29,16 @@ import numpy as np
 from .cuda.driver import pointer_device
 from .kernels.frameworks import cupy_stream
 
-# dtype name -> bytes per element, for the element types a GEMM here reads (float8_e4m3fn:
-# FP8 codes, device arrays only, with their scales: fp8_scales.py).
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
+# dtype name -> bytes per element, for the element types a GEMM here reads (float8_e4m3fn and
+# float8_e5m2: FP8 codes, device arrays only, with their scales: fp8_scales.py).
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
+# The FP8 dtypes and their formats (fp8.FORMATS); A and B may mix them (problem.fp8_types).
+FP8_FORMATS = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 # Precisions (precision.py) each input dtype computes in, and its default kernel.
-PRECISIONS_OF = {"float32": ("fp32", "tf32"), "bfloat16": ("bf16",), "float16": ("fp16",), "float8_e4m3fn": ("fp8",)}
+PRECISIONS_OF = {"float32": ("fp32", "tf32"), "bfloat16": ("bf16",), "float16": ("fp16",),
+                 **{fp8: ("fp8",) for fp8 in FP8_FORMATS}}
 DEFAULT_KERNEL = {"float32": "cublas", "bfloat16": "cublas_bf16", "float16": "cublas_fp16",
-                  "float8_e4m3fn": "cublaslt_fp8"}
-FP8 = "float8_e4m3fn"
+                  **{fp8: "cublaslt_fp8" for fp8 in FP8_FORMATS}}
 _INT32_MAX = 2**31 - 1  # kernels index with 32-bit ints, cuBLAS takes 32-bit dimensions
 _LEGACY_STREAM = 1  # CU_STREAM_LEGACY: what DLPack's stream=1 means (0 is not allowed there)
 _DL_CUDA, _DL_CUDA_MANAGED = 2, 13  # DLDeviceType
@@ -390,10 +392,12 @@ def device_vector(name: str, x, stream: int = 0) -> DeviceVector:
 
 
 def product_shape(a_shape, a_dtype: str, b_shape, b_dtype: str) -> tuple[int, int, int]:
-    """(m, n, k) of A @ B once A and B agree: the same dtype, then the inner dimension. Host
-    and device arrays alike; each path has checked A itself (2-D, an allowed dtype) first."""
-    if b_dtype != a_dtype:
-        raise TypeError(f"A is {a_dtype} and B is {b_dtype}: A and B must have the same dtype")
+    """(m, n, k) of A @ B once A and B agree: the same dtype (or two FP8 formats), then the
+    inner dimension. Host and device arrays alike; each path has checked A itself (2-D, an
+    allowed dtype) first."""
+    if b_dtype != a_dtype and not (a_dtype in FP8_FORMATS and b_dtype in FP8_FORMATS):
+        raise TypeError(f"A is {a_dtype} and B is {b_dtype}: A and B must have the same dtype (FP8 A and B may "
+                        "mix float8_e4m3fn and float8_e5m2)")
     (m, k), (k2, n) = a_shape, b_shape
     if k != k2:
         raise ValueError(f"inner dimensions differ: A is {m}x{k}, B is {k2}x{n}")

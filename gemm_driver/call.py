@@ -15,11 +15,12 @@ from .cuda.errors import UnsupportedProblem
 from .problem import GemmProblem
 
 _ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32",
-            "fp8": "float8_e4m3fn", "e4m3": "float8_e4m3fn"}
+            "fp8": "float8_e4m3fn", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+
 
 def dtype_name(dtype) -> str:
-    """'float32', 'bfloat16', 'float16' or 'float8_e4m3fn' from a name ('bf16', 'fp8'), a NumPy
-    or ml_dtypes dtype, or a torch dtype; ValueError otherwise."""
+    """'float32', 'bfloat16', 'float16', 'float8_e4m3fn' or 'float8_e5m2' from a name ('bf16',
+    'fp8', 'e5m2'), a NumPy or ml_dtypes dtype, or a torch dtype; ValueError otherwise."""
     if isinstance(dtype, str):
         name = dtype
     else:
@@ -29,9 +30,24 @@ def dtype_name(dtype) -> str:
             name = str(dtype)
     name = _ALIASES.get(name.removeprefix("torch."), name.removeprefix("torch."))
     if name not in arrays.ITEMSIZE:
-        raise ValueError(f"dtype must be float32, bfloat16, float16 or float8_e4m3fn (FP8, device arrays), "
-                         f"got {dtype!r}")
+        raise ValueError(f"dtype must be float32, bfloat16, float16, float8_e4m3fn or float8_e5m2 (FP8, device "
+                         f"arrays), got {dtype!r}")
     return name
+
+
+def operand_dtypes(dtype) -> tuple[str, str]:
+    """(A's dtype, B's dtype) from one dtype (both) or a pair of FP8 dtypes that may differ
+    (``("float8_e5m2", "float8_e4m3fn")``: e5m2 A times e4m3 B); ValueError otherwise."""
+    if isinstance(dtype, (tuple, list)):
+        if len(dtype) != 2:
+            raise ValueError(f"dtype takes one dtype or a pair (A's, B's) of FP8 dtypes, got {dtype!r}")
+        a, b = dtype_name(dtype[0]), dtype_name(dtype[1])
+        if a != b and not (a in arrays.FP8_FORMATS and b in arrays.FP8_FORMATS):
+            raise ValueError(f"A's and B's dtypes may differ only as two FP8 formats (float8_e4m3fn, float8_e5m2), "
+                             f"got {a} and {b}")
+        return a, b
+    name = dtype_name(dtype)
+    return name, name
 
 
 def check_precision(kernel: str, target, dtype: str) -> None:
@@ -82,5 +98,6 @@ def default_kernel(dtype: str, problem: GemmProblem, compute_capability) -> str:
             continue
         return name
     scaled = f" and scaling {problem.scaling}" if problem.scaling != "none" else ""
+    scaled += f" on FP8 formats {problem.fp8_types}" if problem.fp8_types != "e4m3" else ""
     raise UnsupportedProblem(f"no baseline here computes {dtype} layout {wanted[0]} with output type {wanted[1]} "
                              f"and epilogue {wanted[2]}{scaled}; name a kernel that declares them (`list`)")

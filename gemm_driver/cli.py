@@ -19,7 +19,7 @@ from . import __version__, kernels
 from .arguments import add_bench_options, arch, archs, isolation_options, names, nonempty, positive, tunable
 from .bench import command as bench
 from .fp8 import parse_scalings
-from .problem import parse_variants
+from .problem import parse_fp8_types, parse_variants
 from .cuda.errors import GemmDriverError, GpuUnavailableError, NvrtcError
 from .inspection import command as inspection
 from .profile import command as profiling
@@ -51,8 +51,8 @@ def _listed(args) -> list:
 
 
 def _takes(entry) -> str:
-    """`list --wide`'s cell: the layouts, output types and epilogues (and FP8 scalings) an entry
-    declares, spelled as the bench options take them."""
+    """`list --wide`'s cell: the layouts, output types and epilogues (and FP8 scalings and
+    formats) an entry declares, spelled as the bench options take them."""
     return " | ".join(",".join(values) for values in declared(entry).values())
 
 
@@ -70,7 +70,7 @@ def cmd_list(args) -> int:
     if not entries:
         print(f"no kernel or provider{' in ' + args.dtype if args.dtype else ''} runs on {args.arch}")
         return EXIT_OK
-    wide_columns = ("source or kind", "takes: layouts | D | epilogues [| FP8 scalings]")
+    wide_columns = ("source or kind", "takes: layouts | D | epilogues [| FP8 scalings | FP8 types]")
     rows = [("name", "precision", "min arch", *(wide_columns if args.wide else ()), "what it is")]
     rows += [(e.name, e.precision, e.min_arch, *((getattr(e, "source", e.kind), _takes(e)) if args.wide else ()),
               e.description) for e in entries]
@@ -130,12 +130,14 @@ def cmd_bench(args) -> int:
                           energy=not args.no_energy)
     variants = tuple(parse_variants(args.layout, args.out_dtype, args.epilogue))
     scalings = tuple(parse_scalings(args.scaling))
-    if args.scaling and not any(kernels.precision_of(name) == "fp8" for name in names):
-        raise ValueError("--scaling applies to fp8 cases; add --dtype fp8 (or name an fp8 baseline)")
+    fp8_types = tuple(parse_fp8_types(args.fp8_types))
+    for flag, given in (("--scaling", args.scaling), ("--fp8-types", args.fp8_types)):
+        if given and not any(kernels.precision_of(name) == "fp8" for name in names):
+            raise ValueError(f"{flag} applies to fp8 cases; add --dtype fp8 (or name an fp8 baseline)")
     bench.check_outputs(args.json, args.csv, args.plot)  # bad paths before --gpus asks the driver
     request = bench.BenchRequest(names, shapes, args.alpha, args.beta, args.seed, args.mode, budget, args.isolation,
                                  args.watchdog, args.rounds, corpus=args.corpus, variants=variants,
-                                 scalings=scalings).with_seed()
+                                 scalings=scalings, fp8_types=fp8_types).with_seed()
     steps = request.steps()  # "nothing to run" before --gpus asks the driver
     if args.resume:
         request, steps = _resumed(request, steps, args)

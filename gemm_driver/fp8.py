@@ -1,6 +1,6 @@
-"""FP8 (e4m3) operands: scaling modes, their scale shapes, host quantization and the bound.
+"""FP8 operands: formats, scaling modes, their scale shapes, host quantization and the bound.
 
-An FP8 GEMM reads A and B as e4m3 codes plus FP32 *dequantization* scales, and computes
+An FP8 GEMM reads A and B as 1-byte codes plus FP32 *dequantization* scales, and computes
 
     D = alpha * (sa . A_q) @ (sb . B_q)^T + beta * C      (A stored M x K, B stored N x K)
 
@@ -11,15 +11,20 @@ where ``.`` applies each scale to the elements it covers. The scaling mode says 
 - ``block``: DeepSeek-V3's recipe: A by 1 x 128 tiles along K (M, ceil(K/128)), B by
   128 x 128 blocks (ceil(N/128), ceil(K/128)).
 
-Host rounding uses ml_dtypes' ``float8_e4m3fn`` (round to nearest even) after *saturating*
-to +-448: ml_dtypes and torch's ``.to(float8_e4m3fn)`` turn an out-of-range value into NaN
-(e4m3fn has no infinity), while quantization recipes (Transformer Engine, DeepGEMM's casts)
-pick the scale so that amax maps to 448 and clamp; saturation makes the rare value that
-still lands past 448 (a rounding of amax / scale) the largest code rather than a NaN. NaN
-stays NaN. The reference is computed in float64 from the dequantized values
-``scale * e4m3 value`` (exact: a 4-bit significand times an FP32 scale fits in float64).
+Each operand is in one of two ``FORMATS`` (the problem's ``fp8_types`` says which for A and
+for B): ``e4m3`` (4 significant bits, largest 448, no infinity: ml_dtypes' and torch's
+``float8_e4m3fn``), the usual format of weights and activations, or ``e5m2`` (3 significant
+bits, largest 57344, with infinities: ``float8_e5m2``), the range that FP8 training gives
+gradients. Host rounding uses ml_dtypes (round to nearest even) after *saturating* to the
+format's largest value: ml_dtypes and torch's ``.to(float8_e4m3fn)`` turn an out-of-range value
+into NaN (e5m2: into infinity), while quantization recipes (Transformer Engine, DeepGEMM's
+casts) pick the scale so that amax maps to the largest value and clamp; saturation makes the
+rare value that still lands past it (a rounding of amax / scale) the largest code rather than a
+NaN. NaN stays NaN. The reference is computed in float64 from the dequantized values
+``scale * FP8 value`` (exact: a 4-bit significand times an FP32 scale fits in float64).
 
-The accumulation bound (``bound_factor``): products of two e4m3 values are exact in FP32.
+The accumulation bound (``bound_factor``): products of two FP8 values (at most 4 x 4
+significant bits, exponents within FP32's normal range) are exact in FP32, in either format.
 Hopper's FP8 tensor core adds them in an accumulator of about 14 significant bits
 (DeepSeek-V3 report, section 3.3.2): charged ``ACCUMULATOR_U`` = 2^-13 per add (truncation
 of a 14-bit sum). Promoting the partial sum into FP32 registers every ``P`` = 128 of K
@@ -34,7 +39,7 @@ import numpy as np
 
 SCALINGS = ("tensor", "row", "block")
 BLOCK = 128  # the K extent of A's tiles and the N and K extent of B's blocks in "block" mode
-E4M3_MAX = 448.0
+FORMATS = {"e4m3": ("float8_e4m3fn", 448.0), "e5m2": ("float8_e5m2", 57344.0)}  # ml_dtypes name, largest
 # Hopper's FP8 accumulator keeps about 14 significant bits: a truncating add errs by 2^-13.
 ACCUMULATOR_U = 2.0**-13
 PROMOTION_INTERVAL = 128  # K elements accumulated in the tensor core before an FP32 add
@@ -96,38 +101,51 @@ def device_scales(scaling: str, which: int, scales: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(s.T if scaling == "block" and which == 0 else s)
 
 
-def _e4m3():
+def largest(fmt: str) -> float:
+    """The largest finite value of FP8 format ``fmt`` (e4m3 448, e5m2 57344)."""
+    return FORMATS[_check_format(fmt)][1]
+
+
+def _check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"FP8 format {fmt!r} is not one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def _ml_dtype(fmt: str):
     try:
         import ml_dtypes
     except ImportError:
         raise ImportError("FP8 host rounding needs ml_dtypes: pip install ml_dtypes") from None
-    return ml_dtypes.float8_e4m3fn
+    return getattr(ml_dtypes, FORMATS[_check_format(fmt)][0])
 
 
-def e4m3_codes(x) -> np.ndarray:
-    """float values -> e4m3fn codes (uint8), saturated to +-448, nearest even; NaN stays NaN."""
-    x = np.asarray(x, np.float32)
+def fp8_codes(x, fmt: str = "e4m3") -> np.ndarray:
+    """float values -> codes (uint8) of format ``fmt``, saturated to its largest value, nearest
+    even; NaN stays NaN."""
+    x, top = np.asarray(x, np.float32), largest(fmt)
     with np.errstate(invalid="ignore"):
-        clipped = np.where(np.isnan(x), x, np.clip(x, -E4M3_MAX, E4M3_MAX))
-    return clipped.astype(_e4m3()).view(np.uint8)
+        clipped = np.where(np.isnan(x), x, np.clip(x, -top, top))
+    return clipped.astype(_ml_dtype(fmt)).view(np.uint8)
 
 
-def e4m3_values(codes) -> np.ndarray:
-    """e4m3fn codes -> float32 values (exact)."""
-    return np.asarray(codes, np.uint8).view(_e4m3()).astype(np.float32)
+def fp8_values(codes, fmt: str = "e4m3") -> np.ndarray:
+    """codes of format ``fmt`` -> float32 values (exact)."""
+    return np.asarray(codes, np.uint8).view(_ml_dtype(fmt)).astype(np.float32)
 
 
-def quantize(x: np.ndarray, scales: np.ndarray, row_block: int) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, dequantized float64 values) of ``x`` (rows x K) under ``scales`` (dequantization
-    scales: stored value = round(x / scale), its meaning = scale * stored value)."""
+def quantize(x: np.ndarray, scales: np.ndarray, row_block: int, fmt: str = "e4m3") -> tuple[np.ndarray, np.ndarray]:
+    """(codes, dequantized float64 values) of ``x`` (rows x K) in format ``fmt`` under ``scales``
+    (dequantization scales: stored value = round(x / scale), its meaning = scale * stored value)."""
     s = expand(scales, *x.shape, row_block)
-    codes = e4m3_codes(np.asarray(x, np.float64) / s)
-    return codes, e4m3_values(codes).astype(np.float64) * s
+    codes = fp8_codes(np.asarray(x, np.float64) / s, fmt)
+    return codes, fp8_values(codes, fmt).astype(np.float64) * s
 
 
-def amax_scales(x: np.ndarray, scaling: str, row_block: int, which: int) -> np.ndarray:
-    """The usual recipe: each group's amax / 448 (1 for an all-zero group), in FP32.
-    ``which`` is 0 for A and 1 for B (their shapes from ``scale_shapes``)."""
+def amax_scales(x: np.ndarray, scaling: str, row_block: int, which: int, fmt: str = "e4m3") -> np.ndarray:
+    """The usual recipe: each group's amax over the format's largest value (e4m3 448, e5m2
+    57344; 1 for an all-zero group), in FP32. ``which`` is 0 for A and 1 for B (their shapes
+    from ``scale_shapes``)."""
     rows, k = x.shape
     shape = scale_shapes(scaling, rows, rows, k)[which]
     a = np.abs(np.asarray(x, np.float64))
@@ -138,7 +156,7 @@ def amax_scales(x: np.ndarray, scaling: str, row_block: int, which: int) -> np.n
         for j in range(shape[1]):
             group = a[i * rb:(i + 1) * rb, j * cb:(j + 1) * cb]
             out[i, j] = group.max() if group.size else 0.0
-    return np.where(out > 0, out / E4M3_MAX, 1.0).astype(np.float32)
+    return np.where(out > 0, out / largest(fmt), 1.0).astype(np.float32)
 
 
 def bound_factor(k: int, promotion: int | None = PROMOTION_INTERVAL) -> float:

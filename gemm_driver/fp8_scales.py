@@ -1,6 +1,6 @@
 """The FP8 scales a caller passes with device arrays (``gemm(..., scales=(sa, sb))``), read in place.
 
-An FP8 GEMM's A and B (e4m3 codes: torch.float8_e4m3fn tensors) come with FP32
+An FP8 GEMM's A and B (torch.float8_e4m3fn or float8_e5m2 tensors) come with FP32
 dequantization scales in one of fp8.py's modes; the kernels and the cuBLASLt baselines read
 them in fp8.device_scales' layouts, as torch._scaled_mm takes them:
 

@@ -34,7 +34,7 @@ GUARD_BITS = np.uint32(0x7FA5A5A5)  # a NaN payload no kernel computes: "nobody 
 # a NaN read as BF16); 0x7FA5 is a NaN in both, with a payload no kernel computes.
 POISON_BITS_16 = np.uint16(0x7FC0)
 GUARD_BITS_16 = np.uint16(0x7FA5)
-# e4m3fn has two NaN codes, 0x7F and 0xFF (no infinity): poison and guard, both NaN.
+# 0x7F and 0xFF are NaN codes in e4m3fn (its only two) and in e5m2: poison and guard, both NaN.
 POISON_BITS_8, GUARD_BITS_8 = np.uint8(0x7F), np.uint8(0xFF)
 _BITS = {4: (np.uint32, POISON_BITS, GUARD_BITS), 2: (np.uint16, POISON_BITS_16, GUARD_BITS_16),
          1: (np.uint8, POISON_BITS_8, GUARD_BITS_8)}
@@ -109,7 +109,8 @@ def random_bias(problem: GemmProblem, rng: np.random.Generator) -> np.ndarray | 
 
 @dataclass(frozen=True)
 class ScaledOperands:
-    """FP8 operands of an "nt" problem: e4m3 codes as stored (A M x K, B N x K), their FP32
+    """FP8 operands of an "nt" problem: codes as stored (A M x K, B N x K, each in the format
+    the problem's fp8_types gives it), their FP32
     dequantization scales (fp8.scale_shapes), and the dequantized values the reference reads
     (float64, exact), with C (or None) as in random_operands."""
 
@@ -124,24 +125,26 @@ class ScaledOperands:
 
 def random_scaled_operands(problem: GemmProblem, rng: np.random.Generator, *, spread: int = 0,
                            offset: int = 0) -> ScaledOperands:
-    """Fresh FP8 operands in the problem's scaling mode.
+    """Fresh FP8 operands in the problem's scaling mode and formats (fp8_types).
 
     Each scale group's data is uniform(-1, 1) times 2^e, e drawn in [-spread, spread] per
     group (0: all alike; tiny and huge groups otherwise), and its scale is the group's
-    amax / 448 times 2^offset: offset 0 is the usual recipe, a positive offset pushes the
-    stored values into e4m3's subnormals and to zero, a negative one saturates them at 448.
+    amax over the format's largest value (e4m3 448, e5m2 57344) times 2^offset: offset 0 is
+    the usual recipe, a positive offset pushes the stored values into the format's subnormals
+    and to zero, a negative one saturates them at its largest value.
     """
     if (why := fp8_rule(problem, "fp8")) is not None:
         raise ValueError(why)
     (ar, ac), (br, bc), (cr, cc) = stored_shapes(problem)
     data = []
     for which, (rows, cols) in enumerate(((ar, ac), (br, bc))):
+        fmt = problem.operand_formats[which]
         shape = _fp8.scale_shapes(problem.scaling, ar, br, problem.k)[which]
         row_block = _fp8.row_blocks(problem.scaling)[which]
         exponents = rng.integers(-spread, spread + 1, shape).astype(np.float64)
         x = rng.uniform(-1.0, 1.0, (rows, cols)) * _fp8.expand(2.0**exponents, rows, cols, row_block)
-        scales = (_fp8.amax_scales(x, problem.scaling, row_block, which) * np.float32(2.0**offset)).astype(np.float32)
-        data.append((*_fp8.quantize(x, scales, row_block), scales))
+        scales = _fp8.amax_scales(x, problem.scaling, row_block, which, fmt) * np.float32(2.0**offset)
+        data.append((*_fp8.quantize(x, scales.astype(np.float32), row_block, fmt), scales.astype(np.float32)))
     (codes_a, a, scales_a), (codes_b, b, scales_b) = data
     c = uniform(rng, (cr, cc), problem.out_dtype) if problem.beta != 0 else None
     return ScaledOperands(codes_a, codes_b, scales_a, scales_b, a, b, c)
@@ -262,7 +265,7 @@ def _as_bits(values: np.ndarray, itemsize: int) -> np.ndarray:
         return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
     if itemsize == 1:
         if values.dtype != np.uint8:
-            raise ValueError(f"a 1-byte matrix takes uint8 e4m3 codes, got {values.dtype}; quantize with "
+            raise ValueError(f"a 1-byte matrix takes uint8 FP8 codes, got {values.dtype}; quantize with "
                              "gemm_driver.fp8.quantize first")
         return np.ascontiguousarray(values)
     if values.dtype not in (np.uint16, np.float16):

@@ -40,9 +40,9 @@ from .cuda.driver import Event, ExternalStream, copy_2d_async, memset_2d32_async
 from .cuda.errors import UnsupportedProblem
 from .kernels.spec import KernelSpec
 from .kernels.target import check_capabilities
-from .call import OUT_CODES, check_precision, default_kernel, dtype_name, epilogue_of
+from .call import OUT_CODES, check_precision, default_kernel, dtype_name, epilogue_of, operand_dtypes
 from .fp8 import check_scaling
-from .problem import GemmProblem
+from .problem import GemmProblem, fp8_types_of
 
 LAUNCHES_KEPT = 16  # Launches per plan, one per (A, B, C) addresses and leading dimensions
 
@@ -116,7 +116,9 @@ class Plan:
     pin their leading dimensions. ``out_dtype`` (float32, bfloat16, float16) is out's type,
     ``bias`` whether a vector of n in out_dtype is added (True, or the vector itself, then
     used when a call passes none) and ``activation`` None, "relu" or "gelu" (tanh form).
-    FP8 (``dtype="float8_e4m3fn"``): A row-major, B a transposed view (``W.t()``), out
+    FP8 (``dtype="float8_e4m3fn"`` or ``"float8_e5m2"``, or A's and B's as a pair, e.g.
+    ``("float8_e5m2", "float8_e4m3fn")`` for a gradient times a weight): A row-major, B a
+    transposed view (``W.t()``), out
     row-major in float32 or bfloat16, ``scaling`` "tensor" (default), "row" or "block", and
     each call passes ``scales=(A's, B's)`` (float32 device tensors: fp8_scales.py). ``pdl``:
     None launches as the kernel's choice says; False (True) without (with) programmatic
@@ -127,8 +129,11 @@ class Plan:
                  trans_c: bool = False, lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
                  out_dtype="float32", bias=False, activation: str | None = None, tunables: dict | None = None,
                  scaling: str | None = None, pdl: bool | None = None):
-        self.session, self.dtype = session, dtype_name(dtype)
+        self.session = session
+        self.dtypes = operand_dtypes(dtype)  # A's and B's: one dtype, or FP8 formats that may differ
+        self.dtype = self.dtypes[0]  # the precision's: what the kernel computes in
         scaling = self._check_scaling(scaling, (bool(trans_a), bool(trans_b), bool(trans_c)))
+        fp8_types = fp8_types_of(*(arrays.FP8_FORMATS[d] for d in self.dtypes)) if scaling != "none" else "e4m3"
         self.out_dtype = dtype_name(out_dtype)
         self._bias_default = None if isinstance(bias, bool) or bias is None else bias
         epilogue = epilogue_of(self._bias_default is not None or bool(bias), activation)
@@ -142,10 +147,11 @@ class Plan:
         self.swap, stored = swapped_layout(*self.layout)
         code = OUT_CODES[self.out_dtype]
         self.problem = GemmProblem(m, n, k, float(alpha), float(beta), trans_a=self.layout[0],
-                                   trans_b=self.layout[1], out_dtype=code, epilogue=epilogue, scaling=scaling)
+                                   trans_b=self.layout[1], out_dtype=code, epilogue=epilogue, scaling=scaling,
+                                   fp8_types=fp8_types)
         self.run_problem = GemmProblem(*((n, m, k) if self.swap else (m, n, k)), float(alpha), float(beta),
                                        trans_a=stored[0], trans_b=stored[1], out_dtype=code, epilogue=epilogue,
-                                       scaling=scaling)
+                                       scaling=scaling, fp8_types=fp8_types)
         self.kernel = kernel or default_kernel(self.dtype, self.run_problem, session.device.compute_capability)
         self.target = target = kernels.get(self.kernel)
         if target.runs_on_host:
@@ -154,7 +160,7 @@ class Plan:
         check_precision(self.kernel, target, self.dtype)
         self.stored = stored
         self.tunables, self.note = self._resolve(dict(tunables or {}), stored, pdl)
-        self._want = {"A": (m, k, self.layout[0], self.dtype), "B": (k, n, self.layout[1], self.dtype),
+        self._want = {"A": (m, k, self.layout[0], self.dtypes[0]), "B": (k, n, self.layout[1], self.dtypes[1]),
                       "out": (m, n, self.layout[2], self.out_dtype)}
         self._out_itemsize = arrays.ITEMSIZE[self.out_dtype]
         self._launches: OrderedDict[tuple, Any] = OrderedDict()
@@ -168,9 +174,10 @@ class Plan:
     def _check_scaling(self, scaling: str | None, layout: tuple[bool, bool, bool]) -> str:
         """The problem's scaling: FP8's mode ("tensor" by default) in the nt layout with a
         row-major out, "none" for every other dtype; one line otherwise."""
-        if self.dtype != arrays.FP8:
+        if self.dtype not in arrays.FP8_FORMATS:
             if scaling not in (None, "none"):
-                raise ValueError(f"scaling={scaling!r} goes with FP8 (float8_e4m3fn) A and B; these are {self.dtype}")
+                raise ValueError(f"scaling={scaling!r} goes with FP8 (float8_e4m3fn, float8_e5m2) A and B; these are "
+                                 f"{self.dtype}")
             return "none"
         scaling = scaling or "tensor"
         check_scaling(scaling)
@@ -319,7 +326,8 @@ class Plan:
         p = self.problem
         if p.scaling == "none":
             if scales is not None:
-                raise ValueError(f"scales= goes with FP8 (float8_e4m3fn) A and B; this plan computes {self.dtype}")
+                raise ValueError(f"scales= goes with FP8 (float8_e4m3fn, float8_e5m2) A and B; this plan computes "
+                                 f"{self.dtype}")
             return None
         if scales is None:
             raise ValueError(f"this FP8 plan ({p.scaling} scaling) needs scales=(A's, B's): float32 device tensors")

@@ -282,7 +282,7 @@ def to_storage(x, precision: str | Precision) -> np.ndarray:
     if p.itemsize == 4:
         return _as_float32(x)
     if p.itemsize == 1:
-        return _fp8.e4m3_codes(x)
+        return _fp8.fp8_codes(x)
     return bf16_bits(x) if p.name == "bf16" else fp16_bits(x)
 
 
@@ -293,7 +293,7 @@ def from_storage(stored, precision: str | Precision) -> np.ndarray:
     if p.itemsize == 4:
         return _as_float32(stored)
     if p.itemsize == 1:
-        return _fp8.e4m3_values(stored)
+        return _fp8.fp8_values(stored)
     return bf16_to_float32(stored) if p.name == "bf16" else fp16_to_float32(stored)
 
 

@@ -18,6 +18,9 @@ machines without a GPU.
   B are scaled: "tensor", "row" or "block" (fp8.py: the scale shapes each implies). FP8 on
   Hopper reads K-major A and B only (wgmma and cuBLASLt alike): the "nt" layout, A stored
   M x K and B stored N x K (``fp8_rule``).
+- ``fp8_types``: an FP8 problem's element formats of A and B: "e4m3" (both, the default),
+  "e5m2" (both), or A's and B's joined by "_" ("e5m2_e4m3": e5m2 A, as a gradient is stored
+  in FP8 training, times e4m3 B). Every other precision leaves it "e4m3", unread.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ LAYOUTS = ("nn", "nt", "tn", "tt")  # op(A), op(B): n = as stored (row-major), t
 OUT_DTYPES = ("fp32", "bf16", "fp16")
 EPILOGUES = ("none", "bias", "bias_relu", "bias_gelu")
 SCALINGS = ("none", "tensor", "row", "block")  # "none": not FP8; the others: fp8.SCALINGS
+# FP8 A and B formats; the index is the kernels' code: bit 0 set where A is e5m2, bit 1 where B is
+FP8_TYPES = ("e4m3", "e5m2_e4m3", "e4m3_e5m2", "e5m2")
 DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, DEFAULT_EPILOGUE = "nn", "fp32", "none"
 
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
@@ -50,6 +55,7 @@ class GemmProblem:
     out_dtype: str = DEFAULT_OUT_DTYPE  # storage of D and C: fp32, bf16, fp16
     epilogue: str = DEFAULT_EPILOGUE  # none, bias, bias_relu, bias_gelu
     scaling: str = "none"  # FP8 only: tensor, row, block (fp8.py)
+    fp8_types: str = "e4m3"  # FP8 only: A's and B's formats (FP8_TYPES)
 
     def __post_init__(self):
         for dim in ("m", "n", "k"):
@@ -71,6 +77,8 @@ class GemmProblem:
             raise ValueError(f"epilogue {self.epilogue!r} is not one of {', '.join(EPILOGUES)}")
         if self.scaling not in SCALINGS:
             raise ValueError(f"scaling {self.scaling!r} is not one of {', '.join(SCALINGS)}")
+        if self.fp8_types not in FP8_TYPES:
+            raise ValueError(f"fp8_types {self.fp8_types!r} is not one of {', '.join(FP8_TYPES)}")
         # A batch is stored as one stacked matrix per operand, indexed with 32-bit ints too.
         b = self.batch
         sizes = {"A (M x K)": b * self.m * self.k, "B (K x N)": b * self.k * self.n, "C (M x N)": b * self.m * self.n}
@@ -103,6 +111,11 @@ class GemmProblem:
         return (self.layout, self.out_dtype, self.epilogue) == (DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, DEFAULT_EPILOGUE)
 
     @property
+    def operand_formats(self) -> tuple[str, str]:
+        """FP8: ('e4m3' or 'e5m2' of A, the same of B), from ``fp8_types``."""
+        return fp8_formats(self.fp8_types)
+
+    @property
     def label(self) -> str:
         return shape_label(self.m, self.n, self.k, self.batch)
 
@@ -116,6 +129,8 @@ def fp8_rule(problem: GemmProblem, precision: str) -> str | None:
     """The rule an FP8 problem breaks (or a scaled problem of another precision), else None:
     a scaling mode, the K-major "nt" layout, an FP32 or BF16 output, no batch."""
     if precision != "fp8":
+        if problem.fp8_types != "e4m3":
+            return f"fp8_types {problem.fp8_types!r} needs fp8 operands, not {precision}"
         return None if problem.scaling == "none" else f"scaling {problem.scaling!r} needs fp8 operands, not {precision}"
     rules = (
         (problem.scaling != "none", "fp8 needs a scaling of tensor, row or block"),
@@ -125,6 +140,32 @@ def fp8_rule(problem: GemmProblem, precision: str) -> str | None:
         (problem.batch == 1, "fp8 takes one GEMM per call (batch 1)"),
     )
     return next((why for ok, why in rules if not ok), None)
+
+
+def fp8_formats(fp8_types: str) -> tuple[str, str]:
+    """'e5m2_e4m3' -> ('e5m2', 'e4m3'); 'e4m3' -> ('e4m3', 'e4m3')."""
+    if fp8_types not in FP8_TYPES:
+        raise ValueError(f"fp8_types {fp8_types!r} is not one of {', '.join(FP8_TYPES)}")
+    a, _, b = fp8_types.partition("_")
+    return a, b or a
+
+
+def fp8_types_of(format_a: str, format_b: str) -> str:
+    """('e5m2', 'e4m3') -> 'e5m2_e4m3'; a pair of one format -> its name."""
+    name = format_a if format_a == format_b else f"{format_a}_{format_b}"
+    if name not in FP8_TYPES:
+        raise ValueError(f"FP8 formats are e4m3 and e5m2, got A {format_a!r} and B {format_b!r}")
+    return name
+
+
+def parse_fp8_types(text: str | None) -> list[str]:
+    """'e4m3,e5m2_e4m3' -> ['e4m3', 'e5m2_e4m3'] (None: ['e4m3']); ValueError naming the bad value."""
+    items = [item.strip().lower() for item in (text or "e4m3").split(",") if item.strip()]
+    bad = [item for item in items if item not in FP8_TYPES]
+    if bad or not items:
+        raise ValueError(f"--fp8-types {bad[0] if bad else text!r} is not one of {', '.join(FP8_TYPES)} "
+                         "(A's and B's formats, joined by _ where they differ; give a comma list)")
+    return list(dict.fromkeys(items))
 
 
 def layout_flags(layout: str) -> tuple[bool, bool]:

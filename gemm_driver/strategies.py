@@ -5,14 +5,16 @@ plus or minus one; leading dimensions get random padding and pointers random
 misalignment, so every edge path and every non-vectorisable layout is exercised. The
 layout (which operands are stored transposed), the output type and the epilogue are drawn
 from those a target declares (``variants_of``): row-major, FP32 and none where it declares
-nothing more. An FP8 target's cases draw a scaling mode it declares and how its scales are
-drawn (``scale_draw``: groups of magnitudes 2^-s..2^s, scales amax / 448 times 2^offset, so
-stored values reach e4m3's subnormals and its saturation; operands.random_scaled_operands);
+nothing more. An FP8 target's cases draw a scaling mode and A's and B's formats (fp8_types) it
+declares and how its scales are drawn (``scale_draw``: groups of magnitudes 2^-s..2^s, scales
+amax over the format's largest value times 2^offset, so stored values reach the formats'
+subnormals and their saturation; operands.random_scaled_operands);
 K is drawn like any dimension, so most FP8 cases have K not a multiple of 16.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -36,7 +38,8 @@ class GemmCase:
         p = self.problem
         variant = "" if p.is_default_variant else f" layout={p.layout} out={p.out_dtype} epilogue={p.epilogue}"
         if p.scaling != "none":
-            variant += f" scaling={p.scaling} scale spread={self.scale_draw[0]} offset={self.scale_draw[1]}"
+            variant += (f" scaling={p.scaling} fp8_types={p.fp8_types} scale spread={self.scale_draw[0]} "
+                        f"offset={self.scale_draw[1]}")
         return (f"M={p.m} N={p.n} K={p.k} alpha={p.alpha:g} beta={p.beta:g}{variant} "
                 f"ld pads={self.pads} misalign={self.misalign} seed={self.data_seed}")
 
@@ -49,12 +52,14 @@ class Variants:
     out_dtypes: tuple[str, ...] = (DEFAULT_OUT_DTYPE,)
     epilogues: tuple[str, ...] = (DEFAULT_EPILOGUE,)
     scalings: tuple[str, ...] = ("none",)
+    fp8_types: tuple[str, ...] = ("e4m3",)
 
 
 def variants_of(target) -> Variants:
-    """Everything a kernel or provider declares (kernels/target.py; FP8 targets also their scalings)."""
+    """Everything a kernel or provider declares (kernels/target.py; FP8 targets also their
+    scalings and formats)."""
     return Variants(tuple(target.layouts), tuple(target.out_dtypes), tuple(target.epilogues),
-                    tuple(getattr(target, "scalings", ("none",))))
+                    tuple(getattr(target, "scalings", ("none",))), tuple(getattr(target, "fp8_types", ("e4m3",))))
 
 
 def dims(max_value: int = 300) -> st.SearchStrategy[int]:
@@ -80,6 +85,7 @@ def gemm_cases(draw, max_dim: int = 300, variants: Variants = Variants()) -> Gem
                           scaling=draw(st.sampled_from(variants.scalings)))
     scale_draw = (0, 0)
     if problem.scaling != "none":
+        problem = dataclasses.replace(problem, fp8_types=draw(st.sampled_from(variants.fp8_types)))
         scale_draw = (draw(st.sampled_from((0, 0, 4, 20))), draw(st.sampled_from((0, 0, 3, 8, -2))))
     pads = tuple(draw(st.sampled_from((0, 0, 1, 3, 4, 5))) for _ in range(3))
     misalign = tuple(draw(st.sampled_from((0, 0, 1, 2, 3))) for _ in range(3))

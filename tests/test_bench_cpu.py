@@ -494,3 +494,17 @@ def test_a_run_records_where_its_wall_time_went(monkeypatch):
     phases = run.document["environment"]["phases_s"]
     assert set(phases) == {"prebuild", "prebuilt_configurations", "sweep"}
     assert phases["prebuild"] >= 0 and phases["sweep"] >= 0 and phases["prebuilt_configurations"] == 0
+
+
+# -- FP8 formats (--fp8-types) ------------------------------------------------------------------
+def test_fp8_steps_run_each_format_pair_for_the_kernels_that_declare_it():
+    steps = runner.sweep_steps(["cublaslt_fp8", "cublas_bf16"], [(64, 64, 64)],
+                               fp8_types=("e4m3", "e5m2"))
+    fp8_steps = [s for s in steps if s.precision == "fp8"]
+    assert [s.problem.fp8_types for s in fp8_steps] == ["e4m3", "e5m2"]
+    assert fp8_steps[0].kernels == ["cublaslt_fp8"] and fp8_steps[1].kernels == []
+    assert "does not take fp8_types 'e5m2'" in dict(fp8_steps[1].not_run)["cublaslt_fp8"]
+    assert [s.problem.fp8_types for s in steps if s.precision == "bf16"] == ["e4m3"]  # unread outside FP8
+    record = runner.CaseResult("cublaslt_fp8", fp8_steps[1].problem, "skipped", precision="fp8").as_dict()
+    assert record["fp8_types"] == "e5m2" and writers.record_variant_label(record) == "nt fp32 none tensor e5m2"
+    assert "fp8_types" not in runner.CaseResult("cublaslt_fp8", fp8_steps[0].problem, "ok", precision="fp8").as_dict()

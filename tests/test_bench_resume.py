@@ -7,6 +7,7 @@ import pytest
 
 from gemm_driver.bench import command, writers
 from gemm_driver.bench.resume import record_key, resume, step_key
+from gemm_driver.bench.runner import CaseResult
 from gemm_driver.cli import main
 
 KERNELS = ["naive", "smem_tiled", "cublas"]
@@ -94,3 +95,18 @@ def test_cli_resume_needs_json_and_refuses_a_file_of_another_sweep_before_any_gp
     path.write_text("{ not json")
     assert main(["bench", "--kernels", "naive", "--sizes", "64", "--resume", "--json", str(path)]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_fp8_formats_tell_steps_apart_and_older_files_resume_as_e4m3():
+    request = command.BenchRequest(["cublaslt_fp8", "hopper_fp8"], [(64, 64, 64, 1)], seed=5,
+                                   fp8_types=("e4m3", "e5m2_e4m3"))
+    steps = request.steps()
+    assert len({step_key(step) for step in steps}) == 2
+    e4m3, e5m2_e4m3 = ([CaseResult(k, step.problem, "ok", precision="fp8").as_dict() for k in step.kernels]
+                       for step in steps)
+    assert {record_key(r) for r in e4m3} == {step_key(steps[0])}  # e4m3 is not recorded: read as e4m3
+    assert {record_key(r) for r in e5m2_e4m3} == {step_key(steps[1])}
+    e4m3_only = command.BenchRequest(["cublaslt_fp8"], [(64, 64, 64, 1)], seed=5)
+    settings = command.settings_of(e4m3_only)
+    older = {"settings": {k: v for k, v in settings.items() if k != "fp8_types"}, "results": [], "complete": False}
+    assert resume(e4m3_only, e4m3_only.steps(), settings, older, "x.json", seed_given=False)[1] == e4m3_only.steps()

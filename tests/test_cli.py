@@ -62,7 +62,8 @@ def test_list_prints_every_kernel_and_provider(capsys):
     takes = {line.split()[0]: line for line in lines}
     assert " nn | fp32 | none " in takes["naive"]
     assert " nn,nt,tn,tt | fp32,bf16 | none,bias,bias_relu,bias_gelu " in takes["hopper_bf16"]
-    assert " nt | fp32,bf16 | none,bias,bias_relu,bias_gelu | tensor,row,block " in takes["hopper_fp8"]
+    assert (" nt | fp32,bf16 | none,bias,bias_relu,bias_gelu | tensor,row,block | e4m3,e5m2_e4m3,e4m3_e5m2,e5m2 "
+            in takes["hopper_fp8"])
 
 
 def test_list_json_carries_what_each_entry_takes(capsys):
@@ -74,6 +75,7 @@ def test_list_json_carries_what_each_entry_takes(capsys):
         ["nn"], ["fp32"], ["none"])
     assert "scalings" not in listed["hopper_bf16"] and listed["hopper_bf16"]["out_dtypes"] == ["fp32", "bf16"]
     assert listed["cublaslt_fp8_row"]["scalings"] == ["row"] and listed["cublaslt_fp8_row"]["layouts"] == ["nt"]
+    assert "fp8_types" not in listed["hopper_bf16"] and "e5m2" in listed["hopper_fp8"]["fp8_types"]
 
 
 @needs_no_gpu
@@ -181,6 +183,8 @@ def test_compile_bad_input_exits_2_with_one_line(capsys, argv, fragments):
     (["verify", "--kernels", "hopper_bf16", "--scaling", "block"], ["hopper_bf16 takes no FP8 scaling"]),
     (["verify", "--kernels", "hopper_fp8", "--scaling", "row,blocks"], ["--scaling 'blocks' is not one of"]),
     (["verify", "--kernels", "cublaslt_fp8", "--scaling", "row"], ["cublaslt_fp8 takes the scalings tensor, not 'row'"]),
+    (["bench", "--dtype", "bf16", "--fp8-types", "e5m2_e4m3"], ["--fp8-types applies to fp8 cases; add --dtype fp8"]),
+    (["bench", "--dtype", "fp8", "--fp8-types", "e5m2,e3m4"], ["--fp8-types 'e3m4' is not one of e4m3, e5m2_e4m3"]),
 ])
 def test_bench_and_verify_bad_input_exit_2_before_needing_a_gpu(capsys, argv, fragments):
     code, out, err = run(capsys, *argv)

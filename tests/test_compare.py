@@ -120,3 +120,15 @@ def test_fp8_cases_of_one_kernel_in_several_scaling_modes_stay_apart():
     verdicts = {compare.describe_key(r.key): r.verdict for r in compare.compare_records(old, new).rows}
     assert verdicts == {"torch_fp8 1024x1024x1024 fp8 nt bf16 none tensor scaling hot": "FASTER",
                         "torch_fp8 1024x1024x1024 fp8 nt bf16 none row scaling hot": "SLOWER"}
+
+
+def test_fp8_cases_in_other_formats_stay_apart_and_older_files_read_as_e4m3():
+    def fp8(median, **formats):
+        return {**case("cublaslt_fp8", median=median), "dtype": "fp8", "layout": "nt", "out_dtype": "bf16",
+                "scaling": "tensor", **formats}
+
+    old = [fp8(1.0), fp8(1.0, fp8_types="e5m2_e4m3")]
+    new = [fp8(0.5, fp8_types="e4m3"), fp8(2.0, fp8_types="e5m2_e4m3")]
+    verdicts = {compare.describe_key(r.key): r.verdict for r in compare.compare_records(old, new).rows}
+    assert verdicts == {"cublaslt_fp8 1024x1024x1024 fp8 nt bf16 none tensor scaling hot": "FASTER",
+                        "cublaslt_fp8 1024x1024x1024 fp8 nt bf16 none tensor e5m2_e4m3 scaling hot": "SLOWER"}

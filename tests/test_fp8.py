@@ -18,7 +18,7 @@ pytest.importorskip("ml_dtypes")
 
 from gemm_driver import fp8, precision  # noqa: E402
 from gemm_driver.operands import _as_bits, random_scaled_operands  # noqa: E402
-from gemm_driver.problem import GemmProblem, fp8_rule  # noqa: E402
+from gemm_driver.problem import FP8_TYPES, GemmProblem, fp8_rule, fp8_types_of, parse_fp8_types  # noqa: E402
 from gemm_driver.verify import check, reference  # noqa: E402
 
 
@@ -45,19 +45,30 @@ def test_parse_scalings():
 
 # --- e4m3 rounding --------------------------------------------------------------------------
 def test_e4m3_rounding_saturates_and_keeps_nan():
-    codes = fp8.e4m3_codes([1.0, -0.3, 500.0, -1e9, 2.0**-9, 2.0**-11, np.nan])
-    values = fp8.e4m3_values(codes)
+    codes = fp8.fp8_codes([1.0, -0.3, 500.0, -1e9, 2.0**-9, 2.0**-11, np.nan])
+    values = fp8.fp8_values(codes)
     assert list(values[:6]) == [1.0, -0.3125, 448.0, -448.0, 2.0**-9, 0.0]
     assert np.isnan(values[6]) and codes[0] == 0x38 and codes[2] == 0x7E
 
 
 def test_every_finite_code_round_trips():
     codes = np.arange(256, dtype=np.uint8)
-    values = fp8.e4m3_values(codes)
+    values = fp8.fp8_values(codes)
     finite = ~np.isnan(values)
     assert finite.sum() == 254  # 0x7F and 0xFF are the NaNs (e4m3fn has no infinity)
-    again = fp8.e4m3_codes(values[finite])
-    assert np.array_equal(fp8.e4m3_values(again), values[finite])
+    again = fp8.fp8_codes(values[finite])
+    assert np.array_equal(fp8.fp8_values(again), values[finite])
+
+
+def test_e5m2_rounding_saturates_and_keeps_nan():
+    codes = fp8.fp8_codes([1.0, -0.3, 60000.0, -1e9, 2.0**-16, 2.0**-18, np.nan], "e5m2")
+    values = fp8.fp8_values(codes, "e5m2")
+    assert list(values[:6]) == [1.0, -0.3125, 57344.0, -57344.0, 2.0**-16, 0.0]  # 2 mantissa bits: 0.3 -> 0.3125
+    assert np.isnan(values[6]) and codes[0] == 0x3C and codes[2] == 0x7B
+    ties = fp8.fp8_values(fp8.fp8_codes([1.125, 1.375], "e5m2"), "e5m2")  # halfway: to the even significand
+    assert list(ties) == [1.0, 1.5]
+    with pytest.raises(ValueError, match="FP8 format 'e6m1' is not one of e4m3, e5m2"):
+        fp8.fp8_codes([1.0], "e6m1")
 
 
 def test_precision_row_stores_codes():
@@ -76,7 +87,7 @@ def test_dtype_all_leaves_fp8_to_be_named():
 
 def test_one_byte_matrices_take_codes_only():
     assert _as_bits(np.array([[0x38]], np.uint8), 1).dtype == np.uint8
-    with pytest.raises(ValueError, match="a 1-byte matrix takes uint8 e4m3 codes"):
+    with pytest.raises(ValueError, match="a 1-byte matrix takes uint8 FP8 codes"):
         _as_bits(np.array([[1.0]], np.float32), 1)
 
 
@@ -89,11 +100,22 @@ def test_dequantized_values_are_codes_times_their_scales(scaling):
     assert ops.scales_a.shape == sa and ops.scales_b.shape == sb and ops.scales_a.dtype == np.float32
     assert ops.codes_a.shape == (130, 300) and ops.codes_b.shape == (257, 300)  # B stored N x K
     ra, rb = fp8.row_blocks(scaling)
-    expect_a = fp8.e4m3_values(ops.codes_a) * fp8.expand(ops.scales_a, 130, 300, ra)
-    expect_b = fp8.e4m3_values(ops.codes_b) * fp8.expand(ops.scales_b, 257, 300, rb)
+    expect_a = fp8.fp8_values(ops.codes_a) * fp8.expand(ops.scales_a, 130, 300, ra)
+    expect_b = fp8.fp8_values(ops.codes_b) * fp8.expand(ops.scales_b, 257, 300, rb)
     assert np.array_equal(ops.a, expect_a) and np.array_equal(ops.b, expect_b)
     # amax / 448 scales: every group's largest value is stored as +-448 (or next to it)
-    assert np.abs(fp8.e4m3_values(ops.codes_a)).max() == 448.0
+    assert np.abs(fp8.fp8_values(ops.codes_a)).max() == 448.0
+
+
+@pytest.mark.parametrize("fp8_types", ["e5m2_e4m3", "e4m3_e5m2", "e5m2"])
+def test_each_operand_is_quantized_in_its_format(fp8_types):
+    p = nt(130, 257, 300, "block", fp8_types=fp8_types)
+    ops = random_scaled_operands(p, np.random.default_rng(5), spread=6)
+    fmt_a, fmt_b = p.operand_formats
+    for codes, scales, values, rows, row_block, fmt in ((ops.codes_a, ops.scales_a, ops.a, 130, 1, fmt_a),
+                                                      (ops.codes_b, ops.scales_b, ops.b, 257, 128, fmt_b)):
+        assert np.array_equal(values, fp8.fp8_values(codes, fmt) * fp8.expand(scales, rows, 300, row_block))
+        assert np.abs(fp8.fp8_values(codes, fmt)).max() == fp8.largest(fmt)  # amax over the format's largest
 
 
 def test_block_scales_cover_their_blocks():
@@ -108,7 +130,7 @@ def test_scale_offsets_reach_subnormals_and_saturation():
     exponent = (tiny.codes_a >> 3) & 0xF
     assert np.any((exponent == 0) & ((tiny.codes_a & 7) != 0)), "no e4m3 subnormal drawn"
     huge = random_scaled_operands(p, np.random.default_rng(0), offset=-3)  # values x 8: saturated
-    assert np.mean(np.abs(fp8.e4m3_values(huge.codes_a)) == 448.0) > 0.5
+    assert np.mean(np.abs(fp8.fp8_values(huge.codes_a)) == 448.0) > 0.5
 
 
 # --- the bound --------------------------------------------------------------------------------
@@ -128,8 +150,8 @@ def _ratio(problem, out, a, b):
 def test_promoted_14_bit_accumulation_is_within_the_bound(low):
     rng = np.random.default_rng(7)
     k = 16384
-    a = fp8.e4m3_values(fp8.e4m3_codes(rng.uniform(low, 1, (4, k)))).astype(np.float64)
-    b = fp8.e4m3_values(fp8.e4m3_codes(rng.uniform(low, 1, (3, k)))).astype(np.float64)
+    a = fp8.fp8_values(fp8.fp8_codes(rng.uniform(low, 1, (4, k)))).astype(np.float64)
+    b = fp8.fp8_values(fp8.fp8_codes(rng.uniform(low, 1, (3, k)))).astype(np.float64)
     p = nt(4, 3, k)
     result = _ratio(p, fp8.accumulate_14bit(a, b, promotion=128), a, b)
     assert result.ok, result.message
@@ -140,8 +162,8 @@ def test_unpromoted_14_bit_accumulation_exceeds_the_promoted_bound():
     terms, the sum drifts by ~25% (modelled), 16x the promoted bound; promoted, 0.07%."""
     rng = np.random.default_rng(7)
     k = 16384
-    a = fp8.e4m3_values(fp8.e4m3_codes(rng.uniform(0, 1, (4, k)))).astype(np.float64)
-    b = fp8.e4m3_values(fp8.e4m3_codes(rng.uniform(0, 1, (3, k)))).astype(np.float64)
+    a = fp8.fp8_values(fp8.fp8_codes(rng.uniform(0, 1, (4, k)))).astype(np.float64)
+    b = fp8.fp8_values(fp8.fp8_codes(rng.uniform(0, 1, (3, k)))).astype(np.float64)
     result = _ratio(nt(4, 3, k), fp8.accumulate_14bit(a, b, promotion=None), a, b)
     assert not result.ok and result.max_error_ratio > 5
 
@@ -169,6 +191,19 @@ def test_fp8_rules(problem, prec, fragment):
     assert fragment in fp8_rule(problem, prec)
     assert fp8_rule(nt(8, 8, 32, "block", out_dtype="bf16"), "fp8") is None
     assert fp8_rule(GemmProblem(8, 8, 8), "bf16") is None
+
+
+def test_fp8_types_name_each_operand_in_one_line():
+    assert nt(8, 8, 32).operand_formats == ("e4m3", "e4m3")
+    assert nt(8, 8, 32, fp8_types="e5m2_e4m3").operand_formats == ("e5m2", "e4m3")
+    assert nt(8, 8, 32, fp8_types="e5m2").operand_formats == ("e5m2", "e5m2")
+    assert [fp8_types_of(*nt(8, 8, 32, fp8_types=t).operand_formats) for t in FP8_TYPES] == list(FP8_TYPES)
+    with pytest.raises(ValueError, match="fp8_types 'e5m3' is not one of e4m3, e5m2_e4m3, e4m3_e5m2, e5m2"):
+        GemmProblem(8, 8, 8, fp8_types="e5m3")
+    assert fp8_rule(GemmProblem(8, 8, 8, fp8_types="e5m2"), "bf16") == "fp8_types 'e5m2' needs fp8 operands, not bf16"
+    assert parse_fp8_types("e4m3, e5m2_e4m3,e4m3") == ["e4m3", "e5m2_e4m3"] and parse_fp8_types(None) == ["e4m3"]
+    with pytest.raises(ValueError, match="--fp8-types 'e4m3_e4m3' is not one of e4m3, e5m2_e4m3, e4m3_e5m2, e5m2"):
+        parse_fp8_types("e4m3_e4m3")
 
 
 def test_scaling_is_validated_in_one_line():

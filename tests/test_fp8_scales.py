@@ -75,7 +75,8 @@ def test_fp8_plans_refuse_in_one_line(on_gpu):  # noqa: F811
     session = FakeSession()
     with pytest.raises(UnsupportedProblem, match=r"^FP8 takes A row-major \(M x K\), B as a transposed view"):
         Plan(session, M, N, K, dtype="fp8", kernel="hopper_fp8", scaling="row")  # B row-major: nn
-    with pytest.raises(ValueError, match=r"^scaling='row' goes with FP8 \(float8_e4m3fn\) A and B; these are bfloat16"):
+    with pytest.raises(ValueError, match=r"^scaling='row' goes with FP8 \(float8_e4m3fn, float8_e5m2\) A and B; "
+                                         r"these are bfloat16"):
         Plan(session, M, N, K, dtype="bfloat16", scaling="row")
     with pytest.raises(ValueError, match=r"^scaling 'rows' is not one of tensor, row, block"):
         Plan(session, M, N, K, dtype="fp8", trans_b=True, kernel="hopper_fp8", scaling="rows")
@@ -86,8 +87,21 @@ def test_fp8_plans_refuse_in_one_line(on_gpu):  # noqa: F811
     with pytest.raises(ValueError, match=r"^run_pointers takes no scales; an FP8 plan runs through"):
         p.run_pointers(1, 2, 3, 0, lda=K, ldb=K, ldc=N)
     bf16 = Plan(session, M, N, K, dtype="bfloat16")
-    with pytest.raises(ValueError, match=r"^scales= goes with FP8 \(float8_e4m3fn\) A and B; this plan computes"):
+    with pytest.raises(ValueError, match=r"^scales= goes with FP8 \(float8_e4m3fn, float8_e5m2\) A and B; this plan "
+                                         r"computes"):
         bf16._scale_operands((1, 2), 0)
+
+
+def test_fp8_plans_take_a_format_per_operand(on_gpu):  # noqa: F811
+    session = FakeSession()
+    p = Plan(session, M, N, K, dtype=("float8_e5m2", "fp8"), trans_b=True, kernel="hopper_fp8", out_dtype="bfloat16")
+    assert p.problem.fp8_types == p.run_problem.fp8_types == "e5m2_e4m3"
+    assert p._want["A"][3] == "float8_e5m2" and p._want["B"][3] == "float8_e4m3fn"
+    both = Plan(session, M, N, K, dtype="e5m2", trans_b=True, kernel="hopper_fp8", out_dtype="bfloat16")
+    assert both.problem.fp8_types == "e5m2"
+    assert Plan(session, M, N, K, dtype="fp8", trans_b=True, out_dtype="bfloat16").problem.fp8_types == "e4m3"
+    with pytest.raises(UnsupportedProblem, match=r"^no baseline here computes .* on FP8 formats e5m2; name a kernel"):
+        Plan(session, M, N, K, dtype="e5m2", trans_b=True, out_dtype="bfloat16")
 
 
 def test_fp8_default_kernels_follow_the_scaling(on_gpu):  # noqa: F811

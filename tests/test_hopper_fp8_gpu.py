@@ -1,7 +1,7 @@
 """hopper_fp8 on the GPU (sm_90 only): every scaling mode against the float64 reference of the
 dequantized values, held to the promoted FP8 bound (fp8.bound_factor, docs/correctness.md).
 
-Each case draws fresh e4m3 operands and amax scales (operands.random_scaled_operands), uploads
+Each case draws fresh FP8 operands and amax scales (operands.random_scaled_operands), uploads
 them inside guard bands (the scales too, NaN-guarded: a read past them poisons D), poisons D
 with NaN when beta = 0, runs the kernel once through the Session with the scales as the
 cuBLASLt FP8 baselines get them, and requires every element within the bound and every guard
@@ -10,10 +10,12 @@ an aligned shape (TMA reads in place, TMA stores), an odd one (K % 16 != 0: rows
 staged stores, C read) and 4093x4091x4099; small M (1, 64, 128 rows); the forced paths the
 chosen tunables do not reach on these shapes (one consumer, 64-column tiles, split-K reduced in
 parallel and serially, clusters, C's own stores, the unpromoted variant); the epilogues;
-misaligned and padded operands; scales pushing codes into subnormals and saturation; drawn
-cases; and K = 16384 on same-signed data, where the truncation errors of the tensor core's
-~14-bit accumulator add up instead of cancelling: promoted every 128 of K the kernel stays
-within the bound, and errs less than the unpromoted variant.
+misaligned and padded operands; scales pushing codes into subnormals and saturation; e5m2
+operands, A's, B's or both (fp8_types), on the tiles and on the decode tiles, whose swapped
+wgmma takes the formats in the other order; drawn cases; and K = 16384 on same-signed data,
+where the truncation errors of the tensor core's ~14-bit accumulator add up instead of
+cancelling: promoted every 128 of K the kernel stays within the bound, and errs less than the
+unpromoted variant.
 
     python -m pytest -q -m gpu tests/test_hopper_fp8_gpu.py
 """
@@ -31,7 +33,7 @@ from gemm_driver import kernels
 from gemm_driver.case import PreparedCase, run_case
 from gemm_driver.checking import verify_kernel
 from gemm_driver.kernels.build import build
-from gemm_driver.problem import GemmProblem
+from gemm_driver.problem import FP8_TYPES, GemmProblem
 
 from helpers import build_processes
 
@@ -58,17 +60,19 @@ class Case:
     misalign: tuple = (0, 0, 0)  # elements off a 16-byte boundary
     scale_draw: tuple = (0, 0)  # (spread, offset) of operands.random_scaled_operands
     alpha: float = 1.0
+    fp8_types: str = "e4m3"  # A's and B's formats (problem.FP8_TYPES)
 
     @property
     def problem(self) -> GemmProblem:
         return GemmProblem(self.m, self.n, self.k, self.alpha, self.beta, trans_b=True, out_dtype=self.out,
-                           epilogue=self.epilogue, scaling=self.scaling)
+                           epilogue=self.epilogue, scaling=self.scaling, fp8_types=self.fp8_types)
 
     @property
     def id(self) -> str:
         forced = ",".join(f"{k}{v}" for k, v in self.tunables.items())
         return "-".join(filter(None, [f"{self.m}x{self.n}x{self.k}", self.scaling, self.out, self.epilogue
-                                      if self.epilogue != "none" else "", forced]))
+                                      if self.epilogue != "none" else "",
+                                      self.fp8_types if self.fp8_types != "e4m3" else "", forced]))
 
 
 SHAPE_CASES = [
@@ -133,13 +137,23 @@ DECODE_CASES = [Case(*shape, s, "bf16" if i % 2 else "fp32", tunables=t)
     Case(33, 264, 4096, "tensor", "fp32", pads=(16, 32, 8), misalign=(1, 3, 1), tunables=DECODE[4][0]),
     Case(64, 1024, 2048, "row", "fp32", scale_draw=(20, 0), tunables=DECODE[3][0]),
     Case(24, 700, 3000, "block", "bf16", "bias_gelu", beta=0.5, scale_draw=(4, 8), tunables=DECODE[2][0])]
+# e5m2 operands (FP8 training's gradients), A's, B's or both: the formats only change the wgmma
+# instruction, so a few cases of each scaling, aligned and odd (packed rows, staged stores, C read),
+# and the decode tiles at M <= 16, where wgmma reads B's tile as its A operand: with one format each
+# way, a pair not swapped there would read each operand's codes in the other's format.
+MIXED_TYPES = ("e5m2_e4m3", "e4m3_e5m2", "e5m2")
+FP8_TYPES_CASES = [Case(512, 768, 1024, s, out, fp8_types=x) for s, out in (("tensor", "fp32"), ("block", "bf16"))
+                   for x in MIXED_TYPES] + [
+    Case(333, 517, 999, "row", "bf16", beta=0.5, fp8_types=x) for x in MIXED_TYPES] + [
+    Case(13, 777, 1024, "row", "fp32", tunables=DECODE[1][0], fp8_types="e5m2_e4m3"),
+    Case(1, 1000, 4100, "block", "bf16", tunables=DECODE[0][0], fp8_types="e4m3_e5m2")]
 LAYOUT_CASES = [  # padded rows, misaligned bases (A and B packed; C by scalar stores), spread scales
     Case(129, 264, 4096, s, "fp32", pads=(16, 32, 8), misalign=(1, 3, 1)) for s in SCALINGS] + [
     Case(200, 512, 136, s, "bf16", pads=(0, 0, 2)) for s in SCALINGS] + [
     Case(300, 400, 1000, s, "fp32", scale_draw=draw) for s in SCALINGS for draw in ((20, 0), (4, 8), (4, -2))]
 
 CASES = (SHAPE_CASES + SMALL_M_CASES + FORCED_CASES + UNPROMOTED_CASES + OVERLAPPED_CASES + DECODE_CASES
-         + EPILOGUE_CASES + LAYOUT_CASES)
+         + EPILOGUE_CASES + LAYOUT_CASES + FP8_TYPES_CASES)
 SAME_SIGNED = (64, 256, 16384)
 SAME_SIGNED_FORMS = {"tiles": {}, "decode": {"DECODE": 64, "BN": 64, "CONSUMERS": 1}}  # forms tested there
 
@@ -190,6 +204,7 @@ def test_matches_the_reference_within_the_fp8_bound(hopper_session, case):
     assert outcome.ok, f"{case.id} {outcome.tunables}: {outcome.message}"
     if case.tunables:
         assert {k: outcome.tunables[k] for k in case.tunables} == case.tunables
+    assert outcome.tunables["TYPES"] == FP8_TYPES.index(case.fp8_types)  # the build of the problem's formats
 
 
 def test_drawn_cases(hopper_session):

@@ -1,20 +1,23 @@
 """hopper_fp8 (cu/hopper/fp8.cu, gemm_driver/kernels/hopper/fp8.py) without a GPU.
 
 The spec: registered as a Hopper kernel of the fp8 precision, taking scaled nt problems only,
-its template arguments SCALING, OUT and EPI set by the problem; the rules (promotion keeps
+its template arguments SCALING, OUT, EPI and TYPES (A's and B's formats, e4m3 or e5m2) set by the
+problem; tools/gen_wgmma.py's FP8 pairs in FP8_TYPES' order; the rules (promotion keeps
 BN <= 128, block scales need promotion); ``choose`` gives a valid configuration for any shape.
 The launch plan on a fake context: UINT8 maps of 128-code rows, packing where rows of codes
 are not 16-byte multiples, the scale pointers and their row strides last, as the cuBLASLt FP8
 baselines receive them from the Session. Builds: each scaling mode and the tile shapes that
 reach other code (one consumer, 64-column tiles, clusters, the unpromoted variant) compile for
 sm_90a with no spill or local memory in any entry, issue FP8 wgmma (QGMMA in the SASS), TMA
-loads and stores, and promote with FFMA under block scales.
+loads and stores, and promote with FFMA under block scales; with e5m2 operands every entry names
+the problem's formats in its QGMMA, the decode entries in the swapped order their roles take.
 
     python -m pytest -q tests/test_hopper_fp8_specs.py
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -28,11 +31,13 @@ from gemm_driver.kernels import hopper
 from gemm_driver.kernels.hopper import fp8, geometry as geo, recipe
 from gemm_driver.kernels.hopper.rungs import SMS, entry_geometry
 from gemm_driver.kernels.launch import LaunchContext
-from gemm_driver.problem import GemmProblem
+from gemm_driver.kernels.target import declared
+from gemm_driver.problem import FP8_TYPES, GemmProblem
 from test_hopper_specs import Device, FakeKernel, Operand, record_maps_and_scratch, sass
 
 SPEC = kernels.get("hopper_fp8")
 H100 = "NVIDIA H100 80GB HBM3"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def fp8_problem(m, n, k, scaling="tensor", **more) -> GemmProblem:
@@ -45,6 +50,7 @@ def test_registered_as_a_hopper_kernel_of_the_fp8_precision():
     assert SPEC.precision == "fp8" and SPEC.min_arch == "sm_90a" and SPEC.source == "cu/hopper/fp8.cu"
     assert SPEC.layouts == ("nt",) and SPEC.out_dtypes == ("fp32", "bf16") and SPEC.scalings == ("tensor", "row", "block")
     assert set(SPEC.epilogues) == {"none", "bias", "bias_relu", "bias_gelu"}
+    assert SPEC.fp8_types == FP8_TYPES == declared(SPEC)["fp8_types"]  # every pair of e4m3 and e5m2
     assert len(SPEC.signature) == len(SPEC.extra_entries[0].signature) == 21  # any_shape's 17 + two scales, two lds
 
 
@@ -61,6 +67,43 @@ def test_the_problem_sets_scaling_output_type_and_epilogue(scaling, out_dtype, e
     with pytest.raises(UnsupportedProblem, match=r"^hopper_fp8: SCALING is set by the problem"):
         SPEC.validate(problem, {"SCALING": (fixed["SCALING"] + 1) % 3})
     assert SPEC.probe(8, 8, 8, t) == fp8_problem(8, 8, 8, scaling, out_dtype=out_dtype, epilogue=epilogue)
+
+
+@pytest.mark.parametrize("code, fp8_types", list(enumerate(FP8_TYPES)))
+def test_the_problem_sets_the_formats_as_types_the_last_template_argument_of_every_entry(code, fp8_types):
+    """TYPES = the index in FP8_TYPES (bit 0: A is e5m2, bit 1: B is); the tiles choose() picks
+    do not depend on it, and every entry's template names it (one build per pair of formats)."""
+    a, b = fp8_problem(8, 8, 8, fp8_types=fp8_types).operand_formats
+    assert code == (a == "e5m2") + 2 * (b == "e5m2")
+    seen = set()
+    for shape, scaling, forced in (((300, 200, 1000), "tensor", {"CM": 2}), ((16, 4096, 4096), "block", {}),
+                                   ((32, 4096, 4096), "row", {"CM": 2})):
+        problem = fp8_problem(*shape, scaling, fp8_types=fp8_types)
+        tunables = {**SPEC.choose(problem, H100)[0], **forced}
+        assert tunables == {**SPEC.choose(fp8_problem(*shape, scaling), H100)[0], **forced}
+        t = SPEC.validate(problem, tunables)
+        assert t["TYPES"] == code and SPEC.probe(8, 8, 8, t).fp8_types == fp8_types
+        for entry, expression in SPEC.entry_expressions(t).items():
+            assert expression.endswith("<unsigned char>" if entry == "pack_rows" else f", {code}>"), expression
+            seen.add(entry)
+    assert seen == {"main", *(e.name for e in SPEC.extra_entries)}
+    with pytest.raises(UnsupportedProblem, match=rf"^hopper_fp8: TYPES is set by the problem \(.*fp8_types "
+                                                 rf"{fp8_types}\): {code}, not {(code + 1) % 4}$"):
+        SPEC.validate(fp8_problem(64, 64, 64, fp8_types=fp8_types), {"TYPES": (code + 1) % 4})
+
+
+def test_the_fp8_wgmma_wrappers_are_generated_for_each_pair_in_fp8_types_order():
+    """mma_ss dispatches Elem::TYPES to the FP8_PAIRS entry of that index: the generator's order
+    must be problem.FP8_TYPES', and every pair needs every N the tiles use."""
+    spec = importlib.util.spec_from_file_location("gen_wgmma", ROOT / "tools" / "gen_wgmma.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert tuple(gen.fp8_namespace(*pair) for pair in gen.FP8_PAIRS) == FP8_TYPES
+    header = (ROOT / "cu" / "hopper" / "wgmma.cuh").read_text()
+    for code, (a_type, b_type) in enumerate(gen.FP8_PAIRS):
+        assert f"(Elem::TYPES == {code}) wgmma_ops::{FP8_TYPES[code]}::" in header or code == len(FP8_TYPES) - 1
+        for n in gen.NS_FP8:
+            assert f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{a_type}.{b_type} " in header
 
 
 @pytest.mark.parametrize("problem, message", [
@@ -303,3 +346,32 @@ def test_builds_without_spills_issue_fp8_wgmma_tma_and_promote(tunables):
             assert ffma >= t["BN"] // 2, (entry, ffma)
         if t["OUT"]:
             assert any(o.startswith("F2FP") for o in opcodes), entry
+
+
+# e5m2 A with e4m3 B on the tiles in a 2 x 1 cluster and the clustered decode tiles, e4m3 A with
+# e5m2 B on the unclustered decode tiles: every entry, both mixed pairs, in two builds.
+MIXED_BUILDS = [
+    ("e5m2_e4m3", {"SCALING": 2, "DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2, "PROMOTE": 2}),
+    ("e4m3_e5m2", {"SCALING": 0, "DECODE": 16, "BN": 64, "CONSUMERS": 1, "PROMOTE": 0, "OUT": 1}),
+]
+
+
+@pytest.mark.parametrize("fp8_types, tunables", MIXED_BUILDS, ids=[types for types, _ in MIXED_BUILDS])
+def test_mixed_formats_reach_the_wgmma_of_every_entry_and_swap_on_the_decode_tiles(fp8_types, tunables):
+    """QGMMA names wgmma's A format, then B's: the problem's order on any_shape's tiles, the other
+    on the decode tiles, whose wgmma reads B's tile as its A operand (fp8_body.cuh's run_decode)."""
+    tunables = {**tunables, "TYPES": FP8_TYPES.index(fp8_types)}
+    t = SPEC.validate(SPEC.probe(256, 256, 256, tunables), tunables)
+    result = build_matrix.built(SPEC, "sm_90", t)
+    a, b = (f.upper() for f in fp8_problem(8, 8, 8, fp8_types=fp8_types).operand_formats)
+    expected = {"main": f".F32.{a}.{b}"}
+    if t["CM"] > 1:
+        expected |= {"cluster": f".F32.{a}.{b}", "decode_cluster": f".F32.{b}.{a}"}
+    else:
+        expected |= {"decode": f".F32.{b}.{a}"}
+    assert set(result.entries) == {"pack_rows", *expected}
+    for entry, types in expected.items():
+        r = result.compiled.resources[result.entries[entry]]
+        assert (r.spill_bytes, r.stack_bytes) == (0, 0), f"{entry}: {r}"
+        fp8_mma = [i.operands for i in sass(result, entry).instructions if i.opcode.startswith("QGMMA")]
+        assert len(fp8_mma) >= 4 and all(types in o for o in fp8_mma), (entry, fp8_mma[:1])

@@ -15,7 +15,8 @@ import pytest
 
 import gemm_driver
 from gemm_driver import arrays, kernels, plans, precision
-from gemm_driver.call import dtype_name
+from gemm_driver.arrays import product_shape
+from gemm_driver.call import dtype_name, operand_dtypes
 from gemm_driver.plans import Plan, plan_key, swapped_layout
 from gemm_driver.problem import GemmProblem
 
@@ -133,15 +134,33 @@ def test_dtype_names_of_ml_dtypes_and_torch_like_objects():
     assert dtype_name(ml_dtypes.bfloat16) == "bfloat16"
 
 
-@pytest.mark.parametrize("bad", ["float64", np.int8, "e5m2"])
+@pytest.mark.parametrize("bad", ["float64", np.int8, "e4m3fnuz"])
 def test_other_dtypes_are_refused(bad):
-    with pytest.raises(ValueError, match=r"^dtype must be float32, bfloat16, float16 or float8_e4m3fn \(FP8, device "):
+    with pytest.raises(ValueError, match=r"^dtype must be float32, bfloat16, float16, float8_e4m3fn or float8_e5m2 "
+                                         r"\(FP8, device "):
         dtype_name(bad)
 
 
 def test_fp8_names():
     torch_like = type("dtype", (), {"__str__": lambda self: "torch.float8_e4m3fn"})()
     assert dtype_name(torch_like) == dtype_name("fp8") == dtype_name("e4m3") == "float8_e4m3fn"
+    torch_e5m2 = type("dtype", (), {"__str__": lambda self: "torch.float8_e5m2"})()
+    assert dtype_name(torch_e5m2) == dtype_name("e5m2") == "float8_e5m2"
+
+
+def test_operand_dtypes_take_one_dtype_or_two_fp8_formats():
+    assert operand_dtypes("bf16") == ("bfloat16", "bfloat16")
+    assert operand_dtypes(("e5m2", "float8_e4m3fn")) == ("float8_e5m2", "float8_e4m3fn")
+    with pytest.raises(ValueError, match="may differ only as two FP8 formats"):
+        operand_dtypes(("bfloat16", "float16"))
+    with pytest.raises(ValueError, match="one dtype or a pair"):
+        operand_dtypes(("e4m3", "e4m3", "e4m3"))
+
+
+def test_fp8_operands_may_mix_formats_other_dtypes_may_not():
+    assert product_shape((4, 8), "float8_e5m2", (8, 3), "float8_e4m3fn") == (4, 3, 8)
+    with pytest.raises(TypeError, match="FP8 A and B may mix"):
+        product_shape((4, 8), "bfloat16", (8, 3), "float8_e4m3fn")
 
 
 @pytest.mark.parametrize("layout, expected", [
@@ -409,9 +428,10 @@ def test_gemm_device_errors_are_one_line(fake_gemm_session):
     cases = [
         (lambda: gemm_driver.gemm(a, CudaArray(3, 3), out=c), ValueError, "inner dimensions differ: A is 4x2, B is 3x3"),
         (lambda: gemm_driver.gemm(a, CudaArray(2, 3, "<f2"), out=c), TypeError,
-         "A is float32 and B is float16: A and B must have the same dtype"),
+         "A is float32 and B is float16: A and B must have the same dtype (FP8 A and B may mix float8_e4m3fn "
+         "and float8_e5m2)"),
         (lambda: gemm_driver.gemm(CudaArray(4, 2, "<f8"), b, out=c), TypeError,
-         "A has dtype float64; allowed are float32, bfloat16, float16 or float8_e4m3fn (FP8)"),
+         "A has dtype float64; allowed are float32, bfloat16, float16, float8_e4m3fn or float8_e5m2 (FP8)"),
         (lambda: gemm_driver.gemm(a, b, beta=1.0), ValueError, "beta=1.0 scales C, but neither C nor out= was given"),
         (lambda: gemm_driver.gemm(a, b), TypeError, "out= is needed: results are allocated for torch and CuPy arrays "
                                                     "only, and A is a CudaArray; pass a float32 4x3 device array as out="),

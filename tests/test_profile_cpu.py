@@ -60,6 +60,8 @@ def fake_ncu(directory: Path) -> Path:
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--scaling", "row"], "--scaling applies to FP8 kernels"),
     (["profile", "hopper_fp8", "--shape", "64x64x64", "--layout", "nn"], "does not take layout 'nn'"),
     (["profile", "hopper_fp8", "--shape", "64x64x64", "--layout", "nt", "--scaling", "tile"], "'tile' is not one of"),
+    (["profile", "hopper_bf16", "--shape", "64x64x64", "--fp8-types", "e5m2"], "--fp8-types applies to FP8 kernels"),
+    (["profile", "hopper_fp8", "--shape", "64x64x64", "--fp8-types", "e5m3"], "--fp8-types 'e5m3' is not one of"),
     (["profile", "double_buffered", "--shape", "64x64x64", "--layout", "tn"], "double_buffered does not take layout 'tn'"),
     (["profile", "hopper_bf16", "--shape", "64x64x64", "--layout", "nt", "--baseline", "cublaslt_bf16",
       "--epilogue", "bias_gelu", "--out-dtype", "bf16", "--set", "OUT=0"], "OUT"),
@@ -216,6 +218,18 @@ def test_an_fp8_request_names_its_scaling_and_the_header_shows_it():
     result = _result()
     result["request"] = {**result["request"], "layout": "nt", "out_dtype": "bf16", "scaling": "block"}
     assert "1024x1024x1024 nt bf16 none block scales" in command.render(result).splitlines()[0]
+
+
+def test_an_fp8_request_names_its_formats_and_the_header_shows_them():
+    args = cli.build_parser().parse_args(["profile", "hopper_fp8", "--shape", "256x512x256", "--out-dtype", "bf16",
+                                          "--fp8-types", "e5m2_e4m3"])
+    request = command.check_request(args)
+    assert (request["fp8_types"], target.problem_of(request).operand_formats) == ("e5m2_e4m3", ("e5m2", "e4m3"))
+    assert "fp8_types" not in command.check_request(cli.build_parser().parse_args(
+        ["profile", "hopper_fp8", "--shape", "256x512x256"]))  # e4m3: the default, not recorded
+    result = _result()
+    result["request"] = {**result["request"], "layout": "nt", "scaling": "tensor", "fp8_types": "e5m2_e4m3"}
+    assert "1024x1024x1024 nt fp32 none tensor scales, e5m2_e4m3 A and B on" in command.render(result).splitlines()[0]
 
 
 # ---------------------------------------------------------------- --source: counters per SASS instruction

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write cu/hopper/wgmma.cuh, the wgmma.mma_async wrappers the Hopper rungs issue (BF16, FP16,
-TF32 and e4m3).
+TF32, and FP8 in each pair of e4m3 and e5m2 operands).
 
     python tools/gen_wgmma.py            # rewrite cu/hopper/wgmma.cuh
     python tools/gen_wgmma.py --check    # exit 1 if the committed file differs from the output
@@ -22,7 +22,10 @@ from _toolkit import Parser, run  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "cu" / "hopper" / "wgmma.cuh"
 NS = (64, 128, 256)  # the wgmma N extents the rungs use
-NS_E4M3 = (8, 16, 32, 64, 128, 256)  # e4m3 also narrow ones, for the FP8 decode tiles' few rows of A
+NS_FP8 = (8, 16, 32, 64, 128, 256)  # FP8 also narrow ones, for the FP8 decode tiles' few rows of A
+# FP8 (A, B) formats, in the order of gemm_driver/problem.py's FP8_TYPES: the index is fp8_t's TYPES
+# (bit 0: A is e5m2, bit 1: B is), and the namespace is its name there
+FP8_PAIRS = (("e4m3", "e4m3"), ("e5m2", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e5m2"))
 NS_16BIT = (8, 16, 32, 64, 128, 160, 192, 256)  # 16-bit types also: narrow ones for the decode tiles' few
 # rows of A (decode_body.cuh), 160 for their 160-row ping-pong tiles, 192 for any_shape's 128 x 192 tiles
 # (N a multiple of 192, not of 256)
@@ -69,16 +72,16 @@ __device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long
 }}'''
 
 
-def ss_k_major(n: int, ptx_type: str, k: int, note: str) -> str:
-    """The wrapper of both operands from shared memory, K-major, no transpose operands: TF32
-    (k8) and e4m3 (k32); ``note`` is the comment's text after the shapes."""
+def ss_k_major(n: int, name: str, a_type: str, b_type: str, k: int, note: str) -> str:
+    """The wrapper ``name`` of both operands from shared memory, K-major, no transpose operands:
+    TF32 (k8) and FP8 (k32); ``note`` is the comment's text after the shapes."""
     r = n // 2
     return f'''
 // D(64x{n}) += A(64x{k}, smem{note}
-__device__ __forceinline__ void mma_{ptx_type}_ss_n{n}(float (&d)[{r}], unsigned long long a, unsigned long long b, int scale_d) {{
+__device__ __forceinline__ void {name}(float (&d)[{r}], unsigned long long a, unsigned long long b, int scale_d) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{r + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_type}.{ptx_type} "
+        "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{a_type}.{b_type} "
         "{{{regs(0, r)}}}, %{r}, %{r + 1}, p, 1, 1;\\n}}\\n"
         : {outs(r).lstrip()}
         : "l"(a), "l"(b), "r"(scale_d));
@@ -86,7 +89,8 @@ __device__ __forceinline__ void mma_{ptx_type}_ss_n{n}(float (&d)[{r}], unsigned
 
 
 def ss_tf32(n: int) -> str:
-    return ss_k_major(n, "tf32", 8, f", K-major) * B(8x{n}, smem, K-major), TF32 operands, FP32 D.")
+    return ss_k_major(n, f"mma_tf32_ss_n{n}", "tf32", "tf32", 8,
+                      f", K-major) * B(8x{n}, smem, K-major), TF32 operands, FP32 D.")
 
 
 def rs_tf32(n: int) -> str:
@@ -103,9 +107,26 @@ __device__ __forceinline__ void mma_tf32_rs_n{n}(float (&d)[{r}], const unsigned
 }}'''
 
 
-def ss_e4m3(n: int) -> str:
-    return ss_k_major(n, "e4m3", 32, f", K-major) * B(32x{n}, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma\n"
+def fp8_namespace(a_type: str, b_type: str) -> str:
+    """The pair's name in FP8_TYPES: one format's, or A's and B's joined by _."""
+    return a_type if a_type == b_type else f"{a_type}_{b_type}"
+
+
+def ss_fp8(n: int, a_type: str, b_type: str) -> str:
+    return ss_k_major(n, f"mma_ss_n{n}", a_type, b_type, 32,
+                      f", K-major, {a_type}) * B(32x{n}, smem, K-major, {b_type}), FP32 D. FP8 wgmma\n"
                       "// has no transpose operands: both matrices are read K-major.")
+
+
+def ss_fp8_any() -> str:
+    """A pair's FP8 wrappers by N, for mma_ss's dispatch."""
+    chain = "\n".join(f"    {'if' if i == 0 else 'else if'} constexpr (N == {n}) mma_ss_n{n}(d, a, b, scale_d);"
+                      for i, n in enumerate(NS_FP8))
+    return f'''
+template <int N>
+__device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {{
+{chain}
+}}'''
 
 
 HEAD = '''// wgmma.cuh -- the wgmma.mma_async instructions the Hopper rungs issue, one wrapper per shape.
@@ -127,7 +148,8 @@ namespace wgmma_ops {
 
 DISPATCH = """
 // One k step of a 64 x N warpgroup tile for any element type: k16 for bf16/fp16 (B N-major when
-// TRANS_B), k8 for tf32 and k32 for e4m3 (both operands K-major; TRANS_B must be 0).
+// TRANS_B), k8 for tf32 and k32 for FP8 (both operands K-major; TRANS_B must be 0), the FP8
+// wrappers of the (A, B) formats Elem::TYPES names (hopper_common.cuh's fp8_t).
 // TRANS_A = 1 reads A M-major (bf16/fp16 only).
 template <class Elem, int N, int TRANS_B, int TRANS_A = 0>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
@@ -136,11 +158,12 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, 
                       "16-bit wgmma wrappers exist for N = @N16_LIST@");
         if constexpr (Elem::id == ElemId::bf16) wgmma_ops::bf16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
         else wgmma_ops::fp16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
-    } else if constexpr (Elem::id == ElemId::e4m3) {
-        static_assert(@E4M3_TEST@,
-                      "e4m3 wgmma wrappers exist for N = @E4M3_LIST@");
-        static_assert(TRANS_B == 0 && TRANS_A == 0, "e4m3 wgmma reads both operands K-major");
-@E4M3_DISPATCH@
+    } else if constexpr (Elem::id == ElemId::fp8) {
+        static_assert(@FP8_TEST@,
+                      "FP8 wgmma wrappers exist for N = @FP8_LIST@");
+        static_assert(TRANS_B == 0 && TRANS_A == 0, "FP8 wgmma reads both operands K-major");
+        static_assert(Elem::TYPES >= 0 && Elem::TYPES < @FP8_PAIRS@, "FP8 TYPES: bit 0 A is e5m2, bit 1 B is");
+@FP8_DISPATCH@
     } else {
         static_assert(N == 64 || N == 128 || N == 256, "tf32 wgmma wrappers exist for N = 64, 128, 256");
         static_assert(TRANS_B == 0 && TRANS_A == 0, "tf32 wgmma reads both operands K-major");
@@ -161,13 +184,13 @@ __device__ __forceinline__ void mma_tf32_rs(float (&d)[N / 2], const unsigned (&
 """
 
 
-def e4m3_dispatch() -> str:
-    """mma_ss's e4m3 branch: one wrapper per N of NS_E4M3."""
+def fp8_dispatch() -> str:
+    """mma_ss's FP8 branch: one namespace per (A, B) pair of FP8_PAIRS, by Elem::TYPES."""
     lines = []
-    for i, n in enumerate(NS_E4M3):
-        test = "if" if i == 0 else "else if" if i < len(NS_E4M3) - 1 else "else"
-        cond = f" constexpr (N == {n})" if test != "else" else ""
-        lines.append(f"        {test}{cond} wgmma_ops::e4m3::mma_e4m3_ss_n{n}(d, a, b, scale_d);")
+    for i, pair in enumerate(FP8_PAIRS):
+        test = "if" if i == 0 else "else if" if i < len(FP8_PAIRS) - 1 else "else"
+        cond = f" constexpr (Elem::TYPES == {i})" if test != "else" else ""
+        lines.append(f"        {test}{cond} wgmma_ops::{fp8_namespace(*pair)}::mma_ss_any<N>(d, a, b, scale_d);")
     return "\n".join(lines)
 
 
@@ -183,14 +206,19 @@ def render() -> str:
     for n in NS:
         parts.append(ss_tf32(n))
         parts.append(rs_tf32(n))
-    parts.append("}  // namespace tf32\n\nnamespace e4m3 {")
-    parts.extend(ss_e4m3(n) for n in NS_E4M3)
-    parts.append("}  // namespace e4m3\n\n}  // namespace wgmma_ops\n")
+    parts.append("}  // namespace tf32")
+    for pair in FP8_PAIRS:  # FP8: a namespace per (A, B) formats, named as FP8_TYPES names the pair
+        parts.append(f"\nnamespace {fp8_namespace(*pair)} {{")
+        parts.extend(ss_fp8(n, *pair) for n in NS_FP8)
+        parts.append(ss_fp8_any())
+        parts.append(f"}}  // namespace {fp8_namespace(*pair)}")
+    parts.append("\n}  // namespace wgmma_ops\n")
     parts.append(DISPATCH.replace("@N16_TEST@", " || ".join(f"N == {n}" for n in NS_16BIT))
                  .replace("@N16_LIST@", ", ".join(map(str, NS_16BIT)))
-                 .replace("@E4M3_TEST@", " || ".join(f"N == {n}" for n in NS_E4M3))
-                 .replace("@E4M3_LIST@", ", ".join(map(str, NS_E4M3)))
-                 .replace("@E4M3_DISPATCH@", e4m3_dispatch()))
+                 .replace("@FP8_TEST@", " || ".join(f"N == {n}" for n in NS_FP8))
+                 .replace("@FP8_LIST@", ", ".join(map(str, NS_FP8)))
+                 .replace("@FP8_PAIRS@", str(len(FP8_PAIRS)))
+                 .replace("@FP8_DISPATCH@", fp8_dispatch()))
     parts.append("}  // namespace hopper\n")
     return "\n".join(parts)
 

@@ -10,8 +10,9 @@
 // A, 11 stages, two CTAs an SM (176 KiB of B in flight an SM). cuBLAS runs the same form on
 // these shapes (the profile command on the H100: nvjet_sm90_tss_64x16_64x16 at 32x4096x4096, a
 // 64 x 16 tile, 16 stages; results/h100-80gb-hbm3/profile-hopper-bf16-32x4096x4096-any-shape.txt).
-// The FP8 kernel runs the same tiles on e4m3 codes (fp8_body.cuh's run_decode: B stored N x K,
-// a k tile of 128 codes in the same 128-byte rows, its own promoted k loop through run_with).
+// The FP8 kernel runs the same tiles on FP8 codes (fp8_body.cuh's run_decode: B stored N x K,
+// a k tile of 128 codes in the same 128-byte rows, its own promoted k loop through run_with, and
+// its element type's pair of formats exchanged, B's being wgmma's A operand here).
 //
 // Everything else is any_shape's (persistent_body.cuh): the persistent schedule (tiles of the
 // swapped problem in grouped order, split-K when SPLITS > 1, the tail split), the TMA loads

@@ -1,12 +1,13 @@
-// fp8_body.cuh -- the persistent, warp-specialised wgmma GEMM of persistent_body.cuh on e4m3
-// operands with FP32 scales: the body of fp8.cu (hopper_fp8).
+// fp8_body.cuh -- the persistent, warp-specialised wgmma GEMM of persistent_body.cuh on FP8
+// operands (e4m3 or e5m2 each) with FP32 scales: the body of fp8.cu (hopper_fp8).
 //
-// What is reused unchanged from persistent_body.cuh: the Config (an e4m3 k tile is 128 codes, one
+// What is reused unchanged from persistent_body.cuh: the Config (an FP8 k tile is 128 codes, one
 // 128-byte swizzle row, so the stage layout, the TMA boxes and the descriptors are the BF16
 // kernel's K-major ones), the schedule of work units (tiles x split-K slices, grouped order,
 // clusters), the producer's load_stage, mma_stage (four k32 steps of 32 bytes a k tile; wgmma.cuh
-// dispatches e4m3), the split-K hand-over (reduce_splits) and every store path of C
-// (hopper_epilogue.cuh). What is new is the consumer's loop and where the scales enter:
+// dispatches FP8 by the element type's pair of formats), the split-K hand-over (reduce_splits)
+// and every store path of C (hopper_epilogue.cuh). What is new is the consumer's loop and where
+// the scales enter:
 //
 // Promotion (PROMOTE = 1). Hopper's FP8 tensor core keeps about 14 significant bits in its
 // accumulator (DeepSeek-V3 report, 3.3.2), so a long K summed there loses precision. Each k
@@ -29,6 +30,10 @@
 //             128-column block of B (BN <= 128); alpha in the epilogue.
 // Each mode costs three FP32 roundings of scale arithmetic, as fp8.SCALE_ROUNDINGS charges.
 // Scales of rows past M and columns past N are never read (0 instead): their results are clipped.
+//
+// Formats (TYPES: bit 0 set where A is e5m2, bit 1 where B is; problem.py's FP8_TYPES): the
+// element type fp8_t<TYPES> (hopper_common.cuh) carries them to the wgmma instruction, the only
+// place they change: codes of either are one byte, and every product is exact in FP32.
 //
 // Small M (run_decode, at the end): decode_body.cuh's tiles with wgmma's roles swapped, through
 // the same promoted k loops (each takes the tile's wgmma and the way scales enter as arguments).
@@ -240,13 +245,13 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[R], hopper::Barri
 
 // One unit's k tiles summed by the tensor core alone, one k tile of wgmma in flight (the BF16
 // kernel's loop): no promotion.
-template <class Cfg>
+template <class Elem, class Cfg>
 __device__ __forceinline__ void k_loop_unpromoted(float (&acc)[Cfg::BN / 2], hopper::Barrier* full,
                                                   hopper::Barrier* empty, const Unit& w,
                                                   const hopper_pws::TileDescriptors<Cfg>& desc, int t, int& s,
                                                   int& phase) {
     hopper_pws::consume_unit<Cfg>(acc, w, full, empty, t, s, phase, [&](int slot, bool first) {
-        hopper_pws::mma_stage<e4m3_t, Cfg>(acc, desc, slot, first);
+        hopper_pws::mma_stage<Elem, Cfg>(acc, desc, slot, first);
     });
 }
 
@@ -266,16 +271,18 @@ __device__ __forceinline__ void scale_rows_and_columns(float (&d)[BN / 2], const
     }
 }
 
-// As hopper_pws::run (persistent_body.cuh) with e4m3 A and B and their scales; EPILOGUE 3 (TMA
-// stores where c_tma, else from registers or staged), split-K on. SCALING and PROMOTE: see the
-// file's opening comment.
-template <int BN, int STAGES, int CM, int CN, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI>
+// As hopper_pws::run (persistent_body.cuh) with FP8 A and B and their scales; EPILOGUE 3 (TMA
+// stores where c_tma, else from registers or staged), split-K on. SCALING, PROMOTE and TYPES: see
+// the file's opening comment.
+template <int BN, int STAGES, int CM, int CN, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI,
+          int TYPES>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace, int* __restrict__ counters,
                                     const TensorMap* c_map, int c_tma, const typename OutType<OUT>::T* __restrict__ bias,
                                     const Scales scales) {
-    using Cfg = hopper_pws::Config<e4m3_t, BN, STAGES, CM, CN, CONSUMERS, true>;
+    using Elem = fp8_t<TYPES>;
+    using Cfg = hopper_pws::Config<Elem, BN, STAGES, CM, CN, CONSUMERS, true>;
     static_assert(SCALING == SCALE_TENSOR || SCALING == SCALE_ROW || SCALING == SCALE_BLOCK, "scaling 0, 1 or 2");
     static_assert(PROMOTE || SCALING != SCALE_BLOCK, "block scales are applied at each promotion");
     static_assert(!PROMOTE || BN <= 128, "promotion keeps two or three accumulators: BN <= 128 (and a tile in "
@@ -332,12 +339,12 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             const Unit w = sched.unit(u, rm, rn, CM, CN, Cfg::BM, BN);
             const int row0 = w.m0 + 64 * consumer, row = row0 + 16 * warp + lane / 4;
             auto mma = [&](float (&into)[BN / 2], int slot) {
-                hopper_pws::mma_stage<e4m3_t, Cfg>(into, desc, slot, true);
+                hopper_pws::mma_stage<Elem, Cfg>(into, desc, slot, true);
             };
             const auto promotion = tile_promotion<SCALING>(scales, M, row, w.n0 / 128);
             if constexpr (PROMOTE == 2) k_loop_overlapped<Cfg>(acc, full, empty, w, t, s, phase, promotion, mma);
             else if constexpr (PROMOTE == 1) k_loop_promoted<Cfg>(acc, full, empty, w, t, s, phase, promotion, mma);
-            else k_loop_unpromoted<Cfg>(acc, full, empty, w, desc, t, s, phase);
+            else k_loop_unpromoted<Elem, Cfg>(acc, full, empty, w, desc, t, s, phase);
             if constexpr (SCALING == SCALE_ROW)
                 scale_rows_and_columns<BN>(acc, scales, alpha, M, N, row, w.n0 + 2 * (lane % 4));
             int2 chunks = make_int2(0, BN / 32);
@@ -383,11 +390,12 @@ __device__ __forceinline__ void scale_transposed(float (&d)[MT / 2], const Scale
 }
 
 // Small M: decode_body.cuh's tiles (MT rows of A x 64 * CONSUMERS columns of B, wgmma's roles
-// swapped, C^T = B^T A^T, the deepest ring that fits) on e4m3 codes, each 128 of K promoted as
+// swapped, C^T = B^T A^T, the deepest ring that fits) on FP8 codes, each 128 of K promoted as
 // PROMOTE says (the promoted loops above, with the decode tile's wgmma). Block scales enter at
 // promotion (ColumnBlocks: A's vary along the swapped fragment's columns), alpha in the epilogue.
 // CM = 2: two tile rows in a cluster share each B tile by multicast (decode_body.cuh's Config).
-template <int MT, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI, int CM>
+// TYPES is the problem's (A's format in bit 0); wgmma reads the B tile as its A operand here.
+template <int MT, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI, int TYPES, int CM>
 __device__ __forceinline__ void run_decode(int M, int N, int K, float alpha, const TensorMap* a_map,
                                            const TensorMap* b_map, float beta, typename OutType<OUT>::T* __restrict__ C,
                                            int ldc, int group_m, int splits, int whole, float* __restrict__ workspace,
@@ -395,18 +403,20 @@ __device__ __forceinline__ void run_decode(int M, int N, int K, float alpha, con
                                            const typename OutType<OUT>::T* __restrict__ bias, const Scales scales) {
     static_assert(PROMOTE || SCALING != SCALE_BLOCK, "block scales are applied at each promotion");
     constexpr int R = MT / 2;
-    using Cfg = hopper_small_m::Config<e4m3_t, MT, CONSUMERS, 1, CM>;
-    hopper_small_m::run_with<e4m3_t, MT, CONSUMERS, OUT, EPI, 1, CM>(
+    // the roles swapped, B's format goes to wgmma's A operand and A's to its B: the pair exchanged
+    using Elem = fp8_swapped_t<fp8_t<TYPES>>;
+    using Cfg = hopper_small_m::Config<Elem, MT, CONSUMERS, 1, CM>;
+    hopper_small_m::run_with<Elem, MT, CONSUMERS, OUT, EPI, 1, CM>(
         M, N, K, a_map, b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         [&](float (&d)[R], const Unit& w, Barrier* full, Barrier* empty, unsigned char* smem, int consumer, int t,
             int& s, int& phase) {
             auto mma = [&](float (&into)[R], int slot) {
-                hopper_small_m::mma_stage<e4m3_t, Cfg>(into, smem, slot, consumer, true);
+                hopper_small_m::mma_stage<Elem, Cfg>(into, smem, slot, consumer, true);
             };
             const auto promotion = decode_promotion<MT, SCALING>(scales, M, w.m0, t % 32, w.n0 / 128);
             if constexpr (PROMOTE == 2) k_loop_overlapped<Cfg>(d, full, empty, w, t, s, phase, promotion, mma);
             else if constexpr (PROMOTE == 1) k_loop_promoted<Cfg>(d, full, empty, w, t, s, phase, promotion, mma);
-            else hopper_small_m::k_loop_whole<e4m3_t, Cfg>(d, w, full, empty, smem, consumer, t, s, phase);
+            else hopper_small_m::k_loop_whole<Elem, Cfg>(d, w, full, empty, smem, consumer, t, s, phase);
         },
         // tensor scaling: alpha * (sa * sb) is the epilogue's alpha; row scaling applies alpha with the
         // scales; block scaling leaves alpha to the epilogue

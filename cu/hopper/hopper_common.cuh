@@ -13,8 +13,8 @@ namespace hopper {
 
 // ---------------------------------------------------------------- element types
 // An element type fixes the wgmma instruction, the storage type and the k extent of a
-// 128-byte swizzle row: 64 elements of 2 bytes, 32 tf32 values (FP32 storage), or 128 e4m3 codes.
-enum class ElemId { bf16, fp16, tf32, e4m3 };
+// 128-byte swizzle row: 64 elements of 2 bytes, 32 tf32 values (FP32 storage), or 128 FP8 codes.
+enum class ElemId { bf16, fp16, tf32, fp8 };
 
 struct bf16_t {
     static constexpr ElemId id = ElemId::bf16;
@@ -31,17 +31,27 @@ struct tf32_t {
     using storage = float;
     static constexpr int bytes = 4;
 };
-// FP8 e4m3 codes (the fp8 precision): the same 128-byte rows hold 128 of them, and a k32 wgmma
-// step reads 32 bytes of a row, as k16 does for 2-byte types, so layouts and descriptors carry over.
-struct e4m3_t {
-    static constexpr ElemId id = ElemId::e4m3;
+// FP8 codes (the fp8 precision): the same 128-byte rows hold 128 of them, and a k32 wgmma step
+// reads 32 bytes of a row, as k16 does for 2-byte types, so layouts and descriptors carry over.
+// Each operand is e4m3 or e5m2, which changes nothing but the type names in the wgmma instruction,
+// so the pair rides on the element type: TYPES, bit 0 set where wgmma's A operand is e5m2, bit 1
+// where its B is (the index in gemm_driver/problem.py's FP8_TYPES).
+template <int TYPES_>
+struct fp8_t {
+    static constexpr ElemId id = ElemId::fp8;
     using storage = unsigned char;
     static constexpr int bytes = 1;
+    static constexpr int TYPES = TYPES_;
 };
+using e4m3_t = fp8_t<0>;  // both e4m3
+// The pair with wgmma's operands exchanged, for C^T = B^T A^T (the decode tiles: A's rows are
+// wgmma's B operand there, B's its A).
+template <class Fp8>
+using fp8_swapped_t = fp8_t<((Fp8::TYPES & 1) << 1 | (Fp8::TYPES & 2) >> 1)>;
 
 // A k tile is one 128-byte swizzle row of each operand row; a wgmma k step is 32 bytes of it.
 template <class Elem> struct KTile {
-    static constexpr int BK = 128 / Elem::bytes;         // 64 (bf16/fp16), 32 (tf32) or 128 (e4m3)
+    static constexpr int BK = 128 / Elem::bytes;         // 64 (bf16/fp16), 32 (tf32) or 128 (FP8)
     static constexpr int WGMMA_K = 32 / Elem::bytes;     // 16, 8 or 32
     static constexpr int STEPS = BK / WGMMA_K;           // 4 wgmma per k tile
 };

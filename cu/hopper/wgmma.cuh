@@ -448,9 +448,9 @@ __device__ __forceinline__ void mma_tf32_rs_n256(float (&d)[128], const unsigned
 
 namespace e4m3 {
 
-// D(64x8) += A(64x32, smem, K-major) * B(32x8, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
+// D(64x8) += A(64x32, smem, K-major, e4m3) * B(32x8, smem, K-major, e4m3), FP32 D. FP8 wgmma
 // has no transpose operands: both matrices are read K-major.
-__device__ __forceinline__ void mma_e4m3_ss_n8(float (&d)[4], unsigned long long a, unsigned long long b, int scale_d) {
+__device__ __forceinline__ void mma_ss_n8(float (&d)[4], unsigned long long a, unsigned long long b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
@@ -459,9 +459,9 @@ __device__ __forceinline__ void mma_e4m3_ss_n8(float (&d)[4], unsigned long long
         : "l"(a), "l"(b), "r"(scale_d));
 }
 
-// D(64x16) += A(64x32, smem, K-major) * B(32x16, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
+// D(64x16) += A(64x32, smem, K-major, e4m3) * B(32x16, smem, K-major, e4m3), FP32 D. FP8 wgmma
 // has no transpose operands: both matrices are read K-major.
-__device__ __forceinline__ void mma_e4m3_ss_n16(float (&d)[8], unsigned long long a, unsigned long long b, int scale_d) {
+__device__ __forceinline__ void mma_ss_n16(float (&d)[8], unsigned long long a, unsigned long long b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
@@ -470,9 +470,9 @@ __device__ __forceinline__ void mma_e4m3_ss_n16(float (&d)[8], unsigned long lon
         : "l"(a), "l"(b), "r"(scale_d));
 }
 
-// D(64x32) += A(64x32, smem, K-major) * B(32x32, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
+// D(64x32) += A(64x32, smem, K-major, e4m3) * B(32x32, smem, K-major, e4m3), FP32 D. FP8 wgmma
 // has no transpose operands: both matrices are read K-major.
-__device__ __forceinline__ void mma_e4m3_ss_n32(float (&d)[16], unsigned long long a, unsigned long long b, int scale_d) {
+__device__ __forceinline__ void mma_ss_n32(float (&d)[16], unsigned long long a, unsigned long long b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
@@ -482,9 +482,9 @@ __device__ __forceinline__ void mma_e4m3_ss_n32(float (&d)[16], unsigned long lo
         : "l"(a), "l"(b), "r"(scale_d));
 }
 
-// D(64x64) += A(64x32, smem, K-major) * B(32x64, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
+// D(64x64) += A(64x32, smem, K-major, e4m3) * B(32x64, smem, K-major, e4m3), FP32 D. FP8 wgmma
 // has no transpose operands: both matrices are read K-major.
-__device__ __forceinline__ void mma_e4m3_ss_n64(float (&d)[32], unsigned long long a, unsigned long long b, int scale_d) {
+__device__ __forceinline__ void mma_ss_n64(float (&d)[32], unsigned long long a, unsigned long long b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
@@ -496,9 +496,9 @@ __device__ __forceinline__ void mma_e4m3_ss_n64(float (&d)[32], unsigned long lo
         : "l"(a), "l"(b), "r"(scale_d));
 }
 
-// D(64x128) += A(64x32, smem, K-major) * B(32x128, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
+// D(64x128) += A(64x32, smem, K-major, e4m3) * B(32x128, smem, K-major, e4m3), FP32 D. FP8 wgmma
 // has no transpose operands: both matrices are read K-major.
-__device__ __forceinline__ void mma_e4m3_ss_n128(float (&d)[64], unsigned long long a, unsigned long long b, int scale_d) {
+__device__ __forceinline__ void mma_ss_n128(float (&d)[64], unsigned long long a, unsigned long long b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
@@ -514,9 +514,9 @@ __device__ __forceinline__ void mma_e4m3_ss_n128(float (&d)[64], unsigned long l
         : "l"(a), "l"(b), "r"(scale_d));
 }
 
-// D(64x256) += A(64x32, smem, K-major) * B(32x256, smem, K-major), e4m3 operands, FP32 D. FP8 wgmma
+// D(64x256) += A(64x32, smem, K-major, e4m3) * B(32x256, smem, K-major, e4m3), FP32 D. FP8 wgmma
 // has no transpose operands: both matrices are read K-major.
-__device__ __forceinline__ void mma_e4m3_ss_n256(float (&d)[128], unsigned long long a, unsigned long long b, int scale_d) {
+__device__ __forceinline__ void mma_ss_n256(float (&d)[128], unsigned long long a, unsigned long long b, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 "
@@ -539,13 +539,339 @@ __device__ __forceinline__ void mma_e4m3_ss_n256(float (&d)[128], unsigned long 
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(a), "l"(b), "r"(scale_d));
 }
+
+template <int N>
+__device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
+    if constexpr (N == 8) mma_ss_n8(d, a, b, scale_d);
+    else if constexpr (N == 16) mma_ss_n16(d, a, b, scale_d);
+    else if constexpr (N == 32) mma_ss_n32(d, a, b, scale_d);
+    else if constexpr (N == 64) mma_ss_n64(d, a, b, scale_d);
+    else if constexpr (N == 128) mma_ss_n128(d, a, b, scale_d);
+    else if constexpr (N == 256) mma_ss_n256(d, a, b, scale_d);
+}
 }  // namespace e4m3
+
+namespace e5m2_e4m3 {
+
+// D(64x8) += A(64x32, smem, K-major, e5m2) * B(32x8, smem, K-major, e4m3), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n8(float (&d)[4], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3 "
+        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x16) += A(64x32, smem, K-major, e5m2) * B(32x16, smem, K-major, e4m3), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n16(float (&d)[8], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e5m2.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x32) += A(64x32, smem, K-major, e5m2) * B(32x32, smem, K-major, e4m3), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n32(float (&d)[16], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e5m2.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x64) += A(64x32, smem, K-major, e5m2) * B(32x64, smem, K-major, e4m3), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n64(float (&d)[32], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x128) += A(64x32, smem, K-major, e5m2) * B(32x128, smem, K-major, e4m3), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n128(float (&d)[64], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x256) += A(64x32, smem, K-major, e5m2) * B(32x256, smem, K-major, e4m3), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n256(float (&d)[128], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+template <int N>
+__device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
+    if constexpr (N == 8) mma_ss_n8(d, a, b, scale_d);
+    else if constexpr (N == 16) mma_ss_n16(d, a, b, scale_d);
+    else if constexpr (N == 32) mma_ss_n32(d, a, b, scale_d);
+    else if constexpr (N == 64) mma_ss_n64(d, a, b, scale_d);
+    else if constexpr (N == 128) mma_ss_n128(d, a, b, scale_d);
+    else if constexpr (N == 256) mma_ss_n256(d, a, b, scale_d);
+}
+}  // namespace e5m2_e4m3
+
+namespace e4m3_e5m2 {
+
+// D(64x8) += A(64x32, smem, K-major, e4m3) * B(32x8, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n8(float (&d)[4], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2 "
+        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x16) += A(64x32, smem, K-major, e4m3) * B(32x16, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n16(float (&d)[8], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x32) += A(64x32, smem, K-major, e4m3) * B(32x32, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n32(float (&d)[16], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x64) += A(64x32, smem, K-major, e4m3) * B(32x64, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n64(float (&d)[32], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x128) += A(64x32, smem, K-major, e4m3) * B(32x128, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n128(float (&d)[64], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x256) += A(64x32, smem, K-major, e4m3) * B(32x256, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n256(float (&d)[128], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+template <int N>
+__device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
+    if constexpr (N == 8) mma_ss_n8(d, a, b, scale_d);
+    else if constexpr (N == 16) mma_ss_n16(d, a, b, scale_d);
+    else if constexpr (N == 32) mma_ss_n32(d, a, b, scale_d);
+    else if constexpr (N == 64) mma_ss_n64(d, a, b, scale_d);
+    else if constexpr (N == 128) mma_ss_n128(d, a, b, scale_d);
+    else if constexpr (N == 256) mma_ss_n256(d, a, b, scale_d);
+}
+}  // namespace e4m3_e5m2
+
+namespace e5m2 {
+
+// D(64x8) += A(64x32, smem, K-major, e5m2) * B(32x8, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n8(float (&d)[4], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x16) += A(64x32, smem, K-major, e5m2) * B(32x16, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n16(float (&d)[8], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x32) += A(64x32, smem, K-major, e5m2) * B(32x32, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n32(float (&d)[16], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x64) += A(64x32, smem, K-major, e5m2) * B(32x64, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n64(float (&d)[32], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x128) += A(64x32, smem, K-major, e5m2) * B(32x128, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n128(float (&d)[64], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// D(64x256) += A(64x32, smem, K-major, e5m2) * B(32x256, smem, K-major, e5m2), FP32 D. FP8 wgmma
+// has no transpose operands: both matrices are read K-major.
+__device__ __forceinline__ void mma_ss_n256(float (&d)[128], unsigned long long a, unsigned long long b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(a), "l"(b), "r"(scale_d));
+}
+
+template <int N>
+__device__ __forceinline__ void mma_ss_any(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
+    if constexpr (N == 8) mma_ss_n8(d, a, b, scale_d);
+    else if constexpr (N == 16) mma_ss_n16(d, a, b, scale_d);
+    else if constexpr (N == 32) mma_ss_n32(d, a, b, scale_d);
+    else if constexpr (N == 64) mma_ss_n64(d, a, b, scale_d);
+    else if constexpr (N == 128) mma_ss_n128(d, a, b, scale_d);
+    else if constexpr (N == 256) mma_ss_n256(d, a, b, scale_d);
+}
+}  // namespace e5m2
 
 }  // namespace wgmma_ops
 
 
 // One k step of a 64 x N warpgroup tile for any element type: k16 for bf16/fp16 (B N-major when
-// TRANS_B), k8 for tf32 and k32 for e4m3 (both operands K-major; TRANS_B must be 0).
+// TRANS_B), k8 for tf32 and k32 for FP8 (both operands K-major; TRANS_B must be 0), the FP8
+// wrappers of the (A, B) formats Elem::TYPES names (hopper_common.cuh's fp8_t).
 // TRANS_A = 1 reads A M-major (bf16/fp16 only).
 template <class Elem, int N, int TRANS_B, int TRANS_A = 0>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, unsigned long long b, int scale_d) {
@@ -554,16 +880,15 @@ __device__ __forceinline__ void mma_ss(float (&d)[N / 2], unsigned long long a, 
                       "16-bit wgmma wrappers exist for N = 8, 16, 32, 64, 128, 160, 192, 256");
         if constexpr (Elem::id == ElemId::bf16) wgmma_ops::bf16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
         else wgmma_ops::fp16::mma_ss_any<N, TRANS_A, TRANS_B>(d, a, b, scale_d);
-    } else if constexpr (Elem::id == ElemId::e4m3) {
+    } else if constexpr (Elem::id == ElemId::fp8) {
         static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256,
-                      "e4m3 wgmma wrappers exist for N = 8, 16, 32, 64, 128, 256");
-        static_assert(TRANS_B == 0 && TRANS_A == 0, "e4m3 wgmma reads both operands K-major");
-        if constexpr (N == 8) wgmma_ops::e4m3::mma_e4m3_ss_n8(d, a, b, scale_d);
-        else if constexpr (N == 16) wgmma_ops::e4m3::mma_e4m3_ss_n16(d, a, b, scale_d);
-        else if constexpr (N == 32) wgmma_ops::e4m3::mma_e4m3_ss_n32(d, a, b, scale_d);
-        else if constexpr (N == 64) wgmma_ops::e4m3::mma_e4m3_ss_n64(d, a, b, scale_d);
-        else if constexpr (N == 128) wgmma_ops::e4m3::mma_e4m3_ss_n128(d, a, b, scale_d);
-        else wgmma_ops::e4m3::mma_e4m3_ss_n256(d, a, b, scale_d);
+                      "FP8 wgmma wrappers exist for N = 8, 16, 32, 64, 128, 256");
+        static_assert(TRANS_B == 0 && TRANS_A == 0, "FP8 wgmma reads both operands K-major");
+        static_assert(Elem::TYPES >= 0 && Elem::TYPES < 4, "FP8 TYPES: bit 0 A is e5m2, bit 1 B is");
+        if constexpr (Elem::TYPES == 0) wgmma_ops::e4m3::mma_ss_any<N>(d, a, b, scale_d);
+        else if constexpr (Elem::TYPES == 1) wgmma_ops::e5m2_e4m3::mma_ss_any<N>(d, a, b, scale_d);
+        else if constexpr (Elem::TYPES == 2) wgmma_ops::e4m3_e5m2::mma_ss_any<N>(d, a, b, scale_d);
+        else wgmma_ops::e5m2::mma_ss_any<N>(d, a, b, scale_d);
     } else {
         static_assert(N == 64 || N == 128 || N == 256, "tf32 wgmma wrappers exist for N = 64, 128, 256");
         static_assert(TRANS_B == 0 && TRANS_A == 0, "tf32 wgmma reads both operands K-major");

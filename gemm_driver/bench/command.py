@@ -96,12 +96,13 @@ class BenchRequest:
     # (layout, out_dtype, epilogue) per case of a shape: --layout x --out-dtype x --epilogue
     variants: tuple[tuple[str, str, str], ...] = (DEFAULT_VARIANT,)
     scalings: tuple[str, ...] = ("tensor",)  # FP8 cases: --scaling (fp8.SCALINGS)
+    fp8_types: tuple[str, ...] = ("e4m3",)  # FP8 cases: --fp8-types, A's and B's formats (problem.FP8_TYPES)
     prior: tuple[dict, ...] = ()  # records of an earlier, cut run of this sweep (--resume: resume.py)
 
     def steps(self) -> list[Step]:
         """The sweep's steps; ValueError when nothing would run."""
         steps = sweep_steps(self.kernels, self.shapes, alpha=self.alpha, beta=self.beta, variants=self.variants,
-                            scalings=self.scalings)
+                            scalings=self.scalings, fp8_types=self.fp8_types)
         if not case_count(steps):
             if self.variants != (DEFAULT_VARIANT,):
                 raise ValueError(f"nothing to run: none of {', '.join(self.kernels)} declares these layouts, output "
@@ -248,7 +249,8 @@ def settings_of(request: BenchRequest) -> dict:
             "alpha": request.alpha, "beta": request.beta, "seed": request.seed, "mode": request.mode,
             **request.budget.settings(), "absent_baselines": kernels.absent_baselines(),
             "isolation": request.isolation, "watchdog_s": request.watchdog_s, "rounds": request.rounds,
-            "variants": [list(v) for v in request.variants], "scalings": list(request.scalings)}
+            "variants": [list(v) for v in request.variants], "scalings": list(request.scalings),
+            "fp8_types": list(request.fp8_types)}
 
 
 def _assemble(request: BenchRequest, results: list[CaseResult], env: dict, *, complete: bool) -> BenchRun:

@@ -27,7 +27,7 @@ from typing import Sequence
 
 from .. import precision as _precision
 from ..problem import shape_label, variant_label
-from .writers import load, record_variant
+from .writers import load, record_scaled, record_variant
 
 DEFAULT_THRESHOLD = 0.02
 VERDICTS = ("FASTER", "SLOWER", "SAME", "NOISY")
@@ -56,12 +56,12 @@ def case_key(rec: dict, filled: bool = False) -> tuple:
     tunables = tuple(sorted((recorded_tunables(rec) if filled else rec.get("tunables") or {}).items()))
     dtype = _precision.from_record(rec["dtype"]) if rec.get("dtype") else "fp32"
     return (rec["kernel"], rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, dtype, record_variant(rec),
-            rec.get("scaling") or "none", rec.get("mode") or (rec.get("timing") or {}).get("mode") or "hot", tunables)
+            record_scaled(rec), rec.get("mode") or (rec.get("timing") or {}).get("mode") or "hot", tunables)
 
 
 def describe_key(key: tuple) -> str:
     kernel, m, n, k, batch, dtype, variant, scaling, mode, tunables = key
-    scaled = [f"{scaling} scaling"] if scaling != "none" else []  # FP8: the same kernel in several modes
+    scaled = [f"{scaling} scaling"] if scaling != "none" else []  # FP8: the same kernel in several modes and formats
     parts = [kernel, shape_label(m, n, k, batch), dtype, *filter(None, [variant_label(*variant)]), *scaled, mode]
     if tunables:
         parts.append(",".join(f"{name}={value}" for name, value in tunables))
@@ -214,7 +214,7 @@ def print_comparison(result: Comparison, console, old_name: str, new_name: str, 
 
 
 def _variant_cell(key: tuple) -> str:
-    """'nt bf16 bias_gelu', with an FP8 case's scaling mode after it; '-' for the default."""
+    """'nt bf16 bias_gelu', with an FP8 case's scaling mode (and formats) after it; '-' for the default."""
     variant, scaling = key[6], key[7]
     return " ".join(filter(None, [variant_label(*variant), scaling if scaling != "none" else ""])) or "-"
 

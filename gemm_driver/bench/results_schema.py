@@ -167,7 +167,7 @@ RECORD = Obj(
     optional={
         "batch": POSITIVE_INT, "dtype": Nullable(STRING), "mode": Nullable(STRING), "detail": Nullable(STRING),
         "alpha": NUMBER, "beta": NUMBER, "layout": STRING, "out_dtype": STRING, "epilogue": STRING,
-        "scaling": STRING,
+        "scaling": STRING, "fp8_types": STRING,
         "tunables": Nullable(MapOf(INT, "an object of integer tunables")),
         "launch": Nullable(OBJECT), "verification": Nullable(VERIFICATION), "timing": Nullable(TIMING),
         "tflops": Nullable(NON_NEGATIVE), "baseline": Nullable(STRING),

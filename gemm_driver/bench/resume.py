@@ -16,28 +16,32 @@ import dataclasses
 from typing import Sequence
 
 from .runner import Step
-from .writers import record_variant
+from .writers import record_scaled, record_variant, scaled_label
 
 # the settings two parts of one sweep must share (the JSON's "settings" names)
-SAME_SWEEP = ("kernels", "shapes", "alpha", "beta", "mode", "variants", "scalings", "rounds", "noise_target",
-              "max_time_s", "min_samples", "max_samples", "warmup_s", "batch_ms", "energy")
+SAME_SWEEP = ("kernels", "shapes", "alpha", "beta", "mode", "variants", "scalings", "fp8_types", "rounds",
+              "noise_target", "max_time_s", "min_samples", "max_samples", "warmup_s", "batch_ms", "energy")
+
+# settings files of older versions do not hold, with the value they ran with
+RECORDED_LATER = {"fp8_types": ["e4m3"]}
 
 
 def step_key(step: Step) -> tuple:
     """What identifies a step's cases among a document's records."""
     p = step.problem
-    return p.m, p.n, p.k, p.batch, step.precision, p.layout, p.out_dtype, p.epilogue, p.scaling, p.alpha, p.beta
+    return (p.m, p.n, p.k, p.batch, step.precision, p.layout, p.out_dtype, p.epilogue,
+            scaled_label(p.scaling, p.fp8_types), p.alpha, p.beta)
 
 
 def record_key(rec: dict) -> tuple:
     """``step_key`` of the step a record came from (files of older versions: nn, fp32, none)."""
     return (rec["m"], rec["n"], rec["k"], rec.get("batch") or 1, rec.get("dtype") or "fp32", *record_variant(rec),
-            rec.get("scaling") or "none", rec.get("alpha", 1.0), rec.get("beta", 0.0))
+            record_scaled(rec), rec.get("alpha", 1.0), rec.get("beta", 0.0))
 
 
 def differing_settings(settings: dict, document: dict) -> list[str]:
     """The SAME_SWEEP settings in which ``document`` differs from this run's ``settings``."""
-    earlier = document.get("settings") or {}
+    earlier = {**RECORDED_LATER, **(document.get("settings") or {})}
     return [name for name in SAME_SWEEP if earlier.get(name) != settings.get(name)]
 
 

@@ -54,7 +54,7 @@ class Step(NamedTuple):
 
 def sweep_steps(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], *, alpha: float = 1.0,
                 beta: float = 0.0, variants: Sequence[tuple[str, str, str]] = (DEFAULT_VARIANT,),
-                scalings: Sequence[str] = ("tensor",)) -> list[Step]:
+                scalings: Sequence[str] = ("tensor",), fp8_types: Sequence[str] = ("e4m3",)) -> list[Step]:
     """The sweep, in order: per precision, per shape, per variant (layout, output type,
     epilogue), the kernels that take that shape and variant.
 
@@ -62,9 +62,9 @@ def sweep_steps(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], 
     left out of the unbatched ones (it would repeat the cublas row). A kernel that does not
     declare a variant is recorded as not run with why, as a batched shape's are.
 
-    FP8 (a scaled precision) runs each of ``scalings`` and its one layout, "nt" (K-major A and
-    B, what Hopper's FP8 reads), whatever layout a variant names; other precisions run
-    unscaled."""
+    FP8 (a scaled precision) runs each of ``scalings`` in each of ``fp8_types`` (A's and B's
+    formats) and its one layout, "nt" (K-major A and B, what Hopper's FP8 reads), whatever layout
+    a variant names; other precisions run unscaled."""
     shapes = list(shapes)
     precisions = set(precision_of(name) for name in kernel_names)
     steps = []
@@ -72,11 +72,13 @@ def sweep_steps(kernel_names: Sequence[str], shapes: Iterable[tuple[int, ...]], 
         for index, shape in enumerate(shapes):
             m, n, k, batch = (*shape, 1)[:4]
             scaled = _precision.get(prec).scaled
-            chosen = dict.fromkeys((("nt" if scaled else lay), out, epi, scaling) for lay, out, epi in variants
-                                   for scaling in (scalings if scaled else ("none",)))
-            for layout, out_dtype, epilogue, scaling in chosen:
+            chosen = dict.fromkeys((("nt" if scaled else lay), out, epi, scaling, types)
+                                   for lay, out, epi in variants for scaling in (scalings if scaled else ("none",))
+                                   for types in (fp8_types if scaled else ("e4m3",)))
+            for layout, out_dtype, epilogue, scaling, types in chosen:
                 trans_a, trans_b = layout_flags(layout)
-                problem = GemmProblem(m, n, k, alpha, beta, batch, trans_a, trans_b, out_dtype, epilogue, scaling)
+                problem = GemmProblem(m, n, k, alpha, beta, batch, trans_a, trans_b, out_dtype, epilogue, scaling,
+                                      types)
                 ours = [x for x in kernel_names if precision_of(x) == prec]
                 # A kernel that computes one GEMM per launch does not run a batched shape, nor
                 # one a variant it does not declare: it is recorded as skipped (with why)
@@ -152,6 +154,7 @@ class CaseResult:
             "out_dtype": self.problem.out_dtype,
             "epilogue": self.problem.epilogue,
             **({"scaling": self.problem.scaling} if self.problem.scaling != "none" else {}),
+            **({"fp8_types": self.problem.fp8_types} if self.problem.fp8_types != "e4m3" else {}),
             "status": self.status,
             "detail": self.detail,
             "tunables": self.tunables,

@@ -133,12 +133,23 @@ def record_variant(rec: dict) -> tuple[str, str, str]:
                                                                   DEFAULT_VARIANT))  # type: ignore[return-value]
 
 
+def scaled_label(scaling: str, fp8_types: str) -> str:
+    """An FP8 case's scaling, with A's and B's formats where they are not e4m3 ('block',
+    'tensor e5m2_e4m3'); 'none' for an unscaled case."""
+    return scaling if scaling == "none" or fp8_types == "e4m3" else f"{scaling} {fp8_types}"
+
+
+def record_scaled(rec: dict) -> str:
+    """``scaled_label`` of a record (files written before FP8 formats were recorded: e4m3)."""
+    return scaled_label(rec.get("scaling") or "none", rec.get("fp8_types") or "e4m3")
+
+
 def record_variant_label(rec: dict) -> str:
     """'nt bf16 bias_gelu', or '' for a default case (tables, plots, compare); an FP8 case adds
-    its scaling ('nt fp32 none block')."""
+    its scaling and formats ('nt fp32 none block', 'nt bf16 none tensor e5m2_e4m3')."""
     label = variant_label(*record_variant(rec))
-    scaling = rec.get("scaling") or "none"
-    return label if scaling == "none" else f"{label or 'nn fp32 none'} {scaling}"
+    scaled = record_scaled(rec)
+    return label if scaled == "none" else f"{label or 'nn fp32 none'} {scaled}"
 
 
 def csv_row(rec: dict) -> dict:

@@ -12,9 +12,9 @@ status names and ``errcheck`` this module reuses, so a failing call raises
 :func:`.cublas.column_major_call`, written once there.
 
 Precisions (``LT_PRECISIONS``), all with FP32 compute and FP32 alpha/beta: fp32 (no TF32),
-tf32 (``CUBLAS_COMPUTE_32F_FAST_TF32``), bf16, fp16 and fp8 (e4m3 A and B); C and D FP32 or
-(bf16/fp16) the inputs' type, transposed A and B, and the bias/ReLU/GELU epilogues
-(cublaslt_layout.py).
+tf32 (``CUBLAS_COMPUTE_32F_FAST_TF32``), bf16, fp16 and fp8 (A and B each e4m3 or e5m2, not
+both e5m2: ``LtProblem.formats``); C and D FP32 or (bf16/fp16) the inputs' type, transposed
+A and B, and the bias/ReLU/GELU epilogues (cublaslt_layout.py).
 cuBLASLt's FP8 kernels want the "TN" layout: both operands K-contiguous. In row-major
 terms A is stored as usual (M x K) but B must be stored transposed, N x K row-major
 (``b_k_major=True``); and k, lda, ldb must be multiples of 16 elements with 16-byte
@@ -45,15 +45,15 @@ from .cublaslt_binding import (_DESC_A_SCALE_POINTER, _DESC_B_SCALE_POINTER, _DE
                                _PREF_MAX_WORKSPACE_BYTES, _PREF_MIN_ALIGNMENT, _PREF_REDUCTION_SCHEME_MASK,
                                ALGO_CONFIG, REDUCTIONS_IN_COMPUTE_TYPE,
                                HeuristicResult, LtHandle, _get_int, _library, enum_names, library_path, version)
-from .cublaslt_layout import (BLOCK_SCALE_ROW_MULTIPLE, LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision, LtProblem,
-                              MatmulDescriptors, _describe_problem, _Preference, block_scale_ld, pointer_alignment,
-                              scale_mode_refusal, validate)
+from .cublaslt_layout import (BLOCK_SCALE_ROW_MULTIPLE, FP8_DATA_TYPES, LT_PRECISIONS, MAX_ALIGNMENT, LtPrecision,
+                              LtProblem, MatmulDescriptors, _describe_problem, _Preference, block_scale_ld,
+                              pointer_alignment, scale_mode_refusal, validate)
 from .errors import CublasError, CudaError
 
-__all__ = ["BLOCK_SCALE_ROW_MULTIPLE", "DEFAULT_CANDIDATES", "DEFAULT_WORKSPACE_BYTES", "LT_PRECISIONS", "MAX_ALIGNMENT",
-           "CandidateTiming", "LtHandle", "LtMatmul", "LtPrecision", "LtProblem", "MatmulDescriptors", "block_scale_ld",
-           "enum_names", "library_path", "padded_block_scales", "pointer_alignment", "scale_mode_refusal", "validate",
-           "version"]
+__all__ = ["BLOCK_SCALE_ROW_MULTIPLE", "DEFAULT_CANDIDATES", "DEFAULT_WORKSPACE_BYTES", "FP8_DATA_TYPES",
+           "LT_PRECISIONS", "MAX_ALIGNMENT", "CandidateTiming", "LtHandle", "LtMatmul", "LtPrecision", "LtProblem",
+           "MatmulDescriptors", "block_scale_ld", "enum_names", "library_path", "padded_block_scales",
+           "pointer_alignment", "scale_mode_refusal", "validate", "version"]
 
 DEFAULT_WORKSPACE_BYTES = 32 * 2**20  # what PyTorch and the cuBLASLt samples give it on Hopper
 DEFAULT_CANDIDATES = 8
@@ -270,6 +270,7 @@ class LtMatmul:
             "library": "cublasLt", "version": ".".join(map(str, version())), "precision": self.problem.precision,
             **({} if self.problem.epilogue == "none" else {"epilogue": self.problem.epilogue}),
             **({} if self.problem.scaling == "none" else {"scaling": self.problem.scaling}),
+            **({} if tuple(self.problem.formats) == ("e4m3", "e4m3") else {"formats": list(self.problem.formats)}),
             **config, "workspace_bytes": int(result.workspace_size), "waves_count": round(float(result.waves_count), 4),
             "heuristic_rank": index, "candidates": len(self.candidates),
             "selection_ms": timing.ms if timing else None, "workspace_limit_bytes": self.workspace_bytes,

@@ -1,11 +1,11 @@
 """A cuBLASLt problem, validated, and its descriptors: host objects, no GPU needed.
 
 Precisions (``LT_PRECISIONS``), all with FP32 compute and FP32 alpha/beta: fp32 (no TF32),
-tf32 (``CUBLAS_COMPUTE_32F_FAST_TF32``), bf16, fp16 and fp8 (e4m3 A and B). C and D are
-FP32, or for bf16/fp16 inputs their own type (``out_dtype``); an ``epilogue`` adds a bias
-vector of N elements in D's type (CUBLASLT_MATMUL_DESC_BIAS_POINTER, BIAS_DATA_TYPE = the D
-type), then ReLU or GELU (CUBLASLT_EPILOGUE_BIAS, RELU_BIAS, GELU_BIAS). A and B may each be
-stored transposed (``trans_a``: A is K x M row-major; ``b_k_major``: B is N x K).
+tf32 (``CUBLAS_COMPUTE_32F_FAST_TF32``), bf16, fp16 and fp8 (A and B each e4m3 or e5m2,
+``formats`` below). C and D are FP32, or for bf16/fp16 inputs their own type (``out_dtype``);
+an ``epilogue`` adds a bias vector of N elements in D's type (CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+BIAS_DATA_TYPE = the D type), then ReLU or GELU (CUBLASLT_EPILOGUE_BIAS, RELU_BIAS, GELU_BIAS).
+A and B may each be stored transposed (``trans_a``: A is K x M row-major; ``b_k_major``: B is N x K).
 cuBLASLt's FP8 kernels want the "TN" layout: both operands K-contiguous. In row-major
 terms A is stored as usual (M x K) but B must be stored transposed, N x K row-major
 (``b_k_major=True``); and k, lda, ldb must be multiples of 16 elements with 16-byte
@@ -21,6 +21,17 @@ A, of M for its B); block BLK128x128_32F for its A (our B, 128 x 128) and VEC128
 its B (our A, 1 x 128): DeepSeek-V3's recipe, offered on sm_90 from cuBLAS 12.9. FAST_ACCUM
 is set to 0: partial sums are promoted to FP32 (cublasLt.h), the accuracy the bound assumes.
 No D scale: D is FP32 or BF16, and CUBLASLT_MATMUL_DESC_D_SCALE_POINTER scales FP8 outputs.
+
+FP8 ``formats``: A's and B's element formats, each "e4m3" (CUDA_R_8F_E4M3) or "e5m2"
+(CUDA_R_8F_E5M2), problem.py's ``operand_formats``. Each layout takes the type of the buffer it
+describes (``LtOperand.source``), so the swap that makes cuBLASLt's A our B also gives it B's
+format. cuBLASLt's FP8 kernels take e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3, never e5m2 x e5m2
+(the FP8 type table of cublasLtMatmul in the cuBLAS documentation, which PyTorch's _scaled_mm
+enforces as "type restrictions imposed by CuBLASLt" and its tests cite): :func:`validate`
+refuses two e5m2 operands by name. Which pairs the row and block scale modes take the
+documentation does not say; measured with cuBLASLt 13.1 on an H200, both took both mixed pairs
+(tests/test_cublaslt.py). A pair a library lacks is refused by the heuristic (no algorithm),
+which callers treat as any other refusal.
 
 The heuristic refuses a scale mode other than SCALAR_32F whose scale pointer is still NULL
 (CUBLAS_STATUS_INVALID_VALUE; cuBLASLt's log says the mode "requires a custom pointer"), so
@@ -46,7 +57,9 @@ from .cublaslt_binding import (_DESC_A_SCALE_MODE, _DESC_A_SCALE_POINTER, _DESC_
                                _LAYOUT_ATTRIBUTES, EPILOGUES, MATRIX_SCALE, _create, _get_int, _library, _Owned)
 from .errors import UnsupportedProblem
 
-CUDA_R_8F_E4M3 = 28  # cudaDataType_t (library_types.h); not in cublas.DataType, which has no FP8
+# cudaDataType_t (library_types.h); not in cublas.DataType, which has no FP8
+CUDA_R_8F_E4M3, CUDA_R_8F_E5M2 = 28, 29
+FP8_DATA_TYPES = {"e4m3": CUDA_R_8F_E4M3, "e5m2": CUDA_R_8F_E5M2}  # per FP8 format (problem.py's names)
 # D's (and C's and the bias's) cudaDataType_t per out_dtype.
 OUT_TYPES = {"fp32": DataType.CUDA_R_32F, "bf16": DataType.CUDA_R_16BF, "fp16": DataType.CUDA_R_16F}
 # (cuBLASLt's A = our B, cuBLASLt's B = our A) scale modes per scaling; see the docstring.
@@ -67,7 +80,7 @@ class LtPrecision:
     """Storage and compute types of one precision; every one computes and scales in FP32."""
 
     name: str
-    ab_type: int  # cudaDataType_t of A and B
+    ab_type: int  # cudaDataType_t of A and B (fp8: of e4m3 ones; LtProblem.formats picks each's)
     compute: int  # cublasComputeType_t
     ab_bytes: int
     needs_k_major_b: bool = False  # FP8: cuBLASLt runs only the "TN" layout
@@ -90,7 +103,9 @@ class LtProblem:
     A is m x k row-major (lda >= k), or with ``trans_a`` stored transposed: k x m (lda >= m).
     B is k x n row-major (ldb >= n), or with ``b_k_major`` stored transposed: n x k
     row-major (ldb >= k), i.e. column-major B, the only layout cuBLASLt's FP8 takes.
-    C and D are stored in ``out_dtype``; ``epilogue`` is problem.py's spelling.
+    C and D are stored in ``out_dtype``; ``epilogue`` is problem.py's spelling. ``formats``:
+    FP8 only, A's and B's element formats ("e4m3" or "e5m2"; the other precisions keep the
+    default, unread).
     """
 
     m: int
@@ -105,6 +120,7 @@ class LtProblem:
     out_dtype: str = "fp32"
     epilogue: str = "none"
     scaling: str = "none"  # FP8 only: tensor, row, block (scale pointers passed per run)
+    formats: tuple[str, str] = ("e4m3", "e4m3")  # FP8 only: A's and B's formats (FP8_DATA_TYPES)
 
     @classmethod
     def packed(cls, m: int, n: int, k: int, precision: str, b_k_major: bool = False) -> "LtProblem":
@@ -135,6 +151,11 @@ def validate(problem: LtProblem) -> LtPrecision:
          q.scaling == "none" or (q.scaling in SCALE_MODES and p.name == "fp8")),
         (f"an epilogue of {', '.join(EPILOGUES)} without FP8 (epilogue {q.epilogue!r})",
          q.epilogue == "none" or (q.epilogue in EPILOGUES and p.name != "fp8")),
+        (f"A and B formats of {' or '.join(FP8_DATA_TYPES)} (FP8 only; formats {q.formats!r})",
+         tuple(q.formats) == ("e4m3", "e4m3")
+         or (p.name == "fp8" and len(q.formats) == 2 and all(f in FP8_DATA_TYPES for f in q.formats))),
+        ("at most one e5m2 operand (no e5m2 x e5m2 FP8 kernel: e4m3 x e4m3, e4m3 x e5m2 or e5m2 x e4m3)",
+         tuple(q.formats) != ("e5m2", "e5m2")),
     )
     for rule, ok in rules:
         if not ok:
@@ -163,7 +184,14 @@ def scale_mode_refusal(scaling: str, version: tuple[int, int, int]) -> str | Non
 def _describe_problem(q: LtProblem) -> str:
     return (f"{q.precision} m={q.m}, n={q.n}, k={q.k}, lda={q.lda}, ldb={q.ldb}, ldc={q.ldc}, "
             f"b_k_major={q.b_k_major}, trans_a={q.trans_a}, out_dtype={q.out_dtype}, epilogue={q.epilogue}"
-            + (f", scaling={q.scaling}" if q.scaling != "none" else ""))
+            + (f", scaling={q.scaling}" if q.scaling != "none" else "")
+            + (f", formats={'/'.join(q.formats)}" if tuple(q.formats) != ("e4m3", "e4m3") else ""))
+
+
+def layout_type(p: LtPrecision, q: LtProblem, source: str) -> int:
+    """cudaDataType_t of the layout over buffer ``source`` ("a" or "b"): the precision's type,
+    for FP8 the format of that operand (A's or B's, whichever side of the swap it lands on)."""
+    return FP8_DATA_TYPES[q.formats["ab".index(source)]] if p.name == "fp8" else p.ab_type
 
 
 @dataclass(frozen=True)
@@ -244,8 +272,8 @@ class MatmulDescriptors:
             self.desc = self._keep(_Desc(p.compute))
             self.desc.set(_DESC_TRANSA, ctypes.c_int32(first.op))
             self.desc.set(_DESC_TRANSB, ctypes.c_int32(second.op))
-            self.first = self._keep(_Layout(p.ab_type, first))
-            self.second = self._keep(_Layout(p.ab_type, second))
+            self.first = self._keep(_Layout(layout_type(p, problem, first.source), first))  # our B
+            self.second = self._keep(_Layout(layout_type(p, problem, second.source), second))  # our A
             self.c = self._keep(_Layout(OUT_TYPES[problem.out_dtype], c))
             self.desc.set(_DESC_EPILOGUE, ctypes.c_int32(EPILOGUES[problem.epilogue]))
             if problem.epilogue != "none":

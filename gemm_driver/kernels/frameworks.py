@@ -85,18 +85,22 @@ class CudaArrayView:
                                          "strides": strides, "version": 2}
 
 
-# precision -> (array-interface type string, bytes per element); BF16 goes through int16,
-# which the interface has a type string for, and is viewed as bfloat16 after.
+# precision -> (array-interface type string, bytes per element); BF16 goes through int16 and
+# FP8 through uint8, which the interface has type strings for, and are viewed as theirs after.
 _TYPESTR = {"fp32": ("<f4", 4), "tf32": ("<f4", 4), "fp16": ("<f2", 2), "bf16": ("<i2", 2), "fp8": ("|u1", 1)}
+# FP8 format (problem.py's operand_formats) -> torch's dtype name: e4m3 is torch's "fn" variant
+# (finite, NaN at 0x7F/0xFF, as fp8.py stores it), e5m2 the IEEE-like one with infinities.
+TORCH_FP8_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 
-def torch_view(torch, matrix, rows: int, cols: int, precision: str, device: int, trans: bool = False):
+def torch_view(torch, matrix, rows: int, cols: int, precision: str, device: int, trans: bool = False,
+               fp8: str = "e4m3"):
     """A torch tensor over our rows x cols matrix stored in ``precision``'s format
-    (transposed when ``trans``)."""
+    (transposed when ``trans``); an "fp8" matrix holds codes of FP8 format ``fp8``."""
     typestr, itemsize = _TYPESTR[precision]
     tensor = torch.as_tensor(CudaArrayView(matrix, rows, cols, typestr, itemsize, trans), device=f"cuda:{device}")
     if precision == "fp8":
-        return tensor.view(torch.float8_e4m3fn)
+        return tensor.view(getattr(torch, TORCH_FP8_DTYPES[fp8]))
     return tensor.view(torch.bfloat16) if precision == "bf16" else tensor
 
 
@@ -215,29 +219,36 @@ def _torch_activation(torch, epilogue: str, C) -> Callable[[], None]:
 
 def torch_scaled_enqueue(session, problem: GemmProblem, a, b, c, scales) -> Callable[[], None]:
     """What enqueues D = (sa . A) @ (sb . B)^T with ``torch._scaled_mm`` (fast accumulation off)
-    on ``session.stream``: A M x K and B N x K e4m3 (the "nt" layout), FP32 scales in
-    fp8.device_scales' layout, D in FP32 or BF16. It has no alpha or C: other scalars are
+    on ``session.stream``: A M x K and B N x K (the "nt" layout), each viewed in its FP8 format
+    (the problem's ``operand_formats``: torch.float8_e4m3fn or torch.float8_e5m2), FP32 scales
+    in fp8.device_scales' layout, D in FP32 or BF16. It has no alpha or C: other scalars are
     refused. UnsupportedProblem where torch or its _scaled_mm cannot run the mode, and for
     the shapes _scaled_mm refuses at its call (K and N multiples of 16; A's and B's rows
     16-byte aligned, cuBLASLt's FP8 rule), so that they are skipped rather than failed.
 
     Block scaling runs cuBLASLt's VEC128_32F / BLK128x128_32F, which reads B's 128 x 128
     scales with rows padded to 4 scales: ``_torch_scales`` makes that padded copy here, once,
-    outside the timed launches (see there for the strides _scaled_mm is shown)."""
+    outside the timed launches (see there for the strides _scaled_mm is shown). Where the
+    library may lack the problem (a block-scaled shape; an e5m2 operand, whose row and block
+    kernels neither PyTorch nor cuBLASLt document), _scaled_mm is called once here, and a
+    refusal is UnsupportedProblem naming it rather than a failure at the first launch."""
     if (reason := torch_unavailable()) is not None:
         raise UnsupportedProblem(reason)
     import torch
 
-    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
-        raise UnsupportedProblem(f"PyTorch {torch.__version__} has no torch._scaled_mm for e4m3")
+    formats = problem.operand_formats
+    missing = [TORCH_FP8_DTYPES[f] for f in dict.fromkeys(formats) if not hasattr(torch, TORCH_FP8_DTYPES[f])]
+    if not hasattr(torch, "_scaled_mm") or missing:
+        raise UnsupportedProblem(f"PyTorch {torch.__version__} has no torch._scaled_mm for fp8_types "
+                                 f"{problem.fp8_types!r}" + (f" (no torch.{missing[0]})" if missing else ""))
     if (problem.alpha, problem.beta) != (1.0, 0.0):
         raise UnsupportedProblem("torch._scaled_mm computes alpha = 1, beta = 0 only")
     m, n, k, device = problem.m, problem.n, problem.k, session.device.ordinal
     if k % 16 or n % 16 or a.ld % 16 or b.ld % 16:
         raise UnsupportedProblem(f"torch._scaled_mm needs K, N and the rows of A and B in multiples of 16 "
                                  f"(K={k}, N={n}, lda={a.ld}, ldb={b.ld})")
-    A = torch_view(torch, a, m, k, "fp8", device)
-    B = torch_view(torch, b, n, k, "fp8", device).t()  # K x N, column-major: what _scaled_mm takes
+    A = torch_view(torch, a, m, k, "fp8", device, fp8=formats[0])
+    B = torch_view(torch, b, n, k, "fp8", device, fp8=formats[1]).t()  # K x N, column-major: what _scaled_mm takes
     C = torch_view(torch, c, m, n, problem.out_dtype, device)
     out_dtype = torch.bfloat16 if problem.out_dtype == "bf16" else torch.float32
     stream = StreamCache(session.stream, lambda raw: torch.cuda.ExternalStream(raw, device=device))
@@ -247,12 +258,13 @@ def torch_scaled_enqueue(session, problem: GemmProblem, a, b, c, scales) -> Call
             torch._scaled_mm(A, B, scale_a, scale_b, out_dtype=out_dtype, use_fast_accum=False, out=C)
 
     scale_a, scale_b = _torch_scales(torch, session, problem, scales, device, call)
-    if problem.scaling == "block":  # cuBLASLt takes block scales on some shapes only (not M = 1 on the H200)
+    # cuBLASLt takes block scales on some shapes only (not M = 1 on the H200); an e5m2 operand
+    # may lack a kernel in the row or block mode (PyTorch's CUTLASS row kernel takes e5m2 A only)
+    if problem.scaling == "block" or problem.fp8_types != "e4m3":
         try:
             call(scale_a, scale_b)
-        except RuntimeError as exc:
-            raise UnsupportedProblem(f"torch._scaled_mm does not take this block-scaled shape: "
-                                     f"{first_line(exc)[:120]}") from exc
+        except (RuntimeError, ValueError) as exc:  # TORCH_CHECK raises RuntimeError, TORCH_CHECK_VALUE ValueError
+            raise UnsupportedProblem(_scaled_mm_refusal(problem, exc)) from exc
 
     def launch() -> None:
         try:
@@ -261,6 +273,16 @@ def torch_scaled_enqueue(session, problem: GemmProblem, a, b, c, scales) -> Call
             raise GemmDriverError(f"PyTorch failed: {first_line(exc)}") from exc
 
     return launch
+
+
+def _scaled_mm_refusal(problem: GemmProblem, exc: BaseException) -> str:
+    """One line saying what _scaled_mm refused at its trial call, and what it does take."""
+    why = first_line(exc)[:120]
+    if problem.fp8_types == "e4m3":
+        return f"torch._scaled_mm does not take this block-scaled shape: {why}"
+    a, b = problem.operand_formats
+    return (f"torch._scaled_mm does not take {problem.scaling} scaling with fp8_types {problem.fp8_types!r} "
+            f"(A {a}, B {b}) here ({why}); it takes e4m3 A and B in every scaling mode")
 
 
 class _ScaleView:
@@ -304,9 +326,11 @@ def _torch_scales(torch, session, problem: GemmProblem, scales, device: int, cal
     for scale_b in views:
         try:
             call(scale_a, scale_b)
-        except RuntimeError as exc:  # _scaled_mm's check of the scale strides: try the other
-            refusals.append(first_line(exc))
+        except (RuntimeError, ValueError) as exc:  # _scaled_mm's check of the scale strides: try the other
+            refusals.append(exc)
             continue
         return scale_a, scale_b
+    if problem.fp8_types != "e4m3":  # the formats, not the strides, may be what it refuses: name them
+        raise UnsupportedProblem(_scaled_mm_refusal(problem, refusals[-1]))
     raise UnsupportedProblem(f"PyTorch {torch.__version__} torch._scaled_mm takes B's 128x128 scales neither at "
-                             f"row pitch {kb} nor {pitch} ({refusals[0][:120]})")
+                             f"row pitch {kb} nor {pitch} ({first_line(refusals[0])[:120]})")

@@ -15,6 +15,8 @@ the package never asks which one it holds:
   ``check_tunables`` (a provider takes none), ``uses_scratch``.
 - ``scalings``: the FP8 scaling modes it takes (problem.py's ``scaling``; "none" for every
   other precision); a scaled launcher gets ``scales=(A's, B's)`` device scales too.
+  ``fp8_types``: the FP8 formats of A and B it takes (problem.py's ``fp8_types``; "e4m3" for
+  every other precision).
 - ``layouts`` / ``out_dtypes`` / ``epilogues``: what it computes beyond row-major operands,
   FP32 D and no epilogue (the problem's ``trans_a``/``trans_b``, ``out_dtype``, ``epilogue``;
   problem.py); ``transposes`` is whether a layout other than "nn" is among them (gemm()'s
@@ -46,7 +48,7 @@ import numpy as np
 from .. import precision as _precision
 from ..cuda import cublas, cublaslt
 from ..cuda.errors import CublasError, GemmDriverError, UnsupportedProblem
-from ..problem import EPILOGUES, LAYOUTS, SCALINGS, GemmProblem
+from ..problem import EPILOGUES, FP8_TYPES, LAYOUTS, SCALINGS, GemmProblem
 from . import frameworks
 from .frameworks import torch_unavailable
 from .target import check_declared, declared_transposes
@@ -76,6 +78,7 @@ class Provider:
     out_dtypes: tuple[str, ...] = ("fp32",)
     epilogues: tuple[str, ...] = ("none",)
     scalings: tuple[str, ...] = ("none",)  # FP8 scaling modes (problem.SCALINGS)
+    fp8_types: tuple[str, ...] = ("e4m3",)  # FP8 formats of A and B (problem.FP8_TYPES)
     measures: bool = False  # runs the GEMM on the operands while its launcher is made
     uses_scratch: bool = False  # its launches use Session scratch (cuBLASLt's workspace)
 
@@ -83,6 +86,8 @@ class Provider:
         check_declared(self.name, self.layouts, self.out_dtypes, self.epilogues)
         if not self.scalings or any(x not in SCALINGS for x in self.scalings):
             raise ValueError(f"{self.name}: scalings must be a non-empty tuple of {', '.join(SCALINGS)}")
+        if not self.fp8_types or any(x not in FP8_TYPES for x in self.fp8_types):
+            raise ValueError(f"{self.name}: fp8_types must be a non-empty tuple of {', '.join(FP8_TYPES)}")
 
     @property
     def runs_on_host(self) -> bool:
@@ -185,6 +190,9 @@ def _cublaslt_matmul(provider: Provider, session, problem: GemmProblem, a, b, c,
     layouts as they are, except B's 128 x 128 block scales, which BLK128x128_32F reads with
     rows padded to 4 scales; a padded copy is made here, once, outside the timed launches
     (``_lt_scale_pointers``). A cuBLASLt older than the row/block modes refuses them up front.
+    FP8 A and B take the types of their formats (the problem's ``operand_formats``, e4m3 or
+    e5m2; cublaslt_layout maps each to its side of the swap); a pair the heuristic has no
+    algorithm for in this scale mode is refused here, like any layout it lacks.
     """
     q = lt_problem(provider, problem, a, b, c)
     cublaslt.validate(q)  # UnsupportedProblem (the case is "skipped") naming the rule
@@ -243,7 +251,8 @@ def lt_problem(provider: Provider, problem: GemmProblem, a, b, c) -> cublaslt.Lt
     """The cuBLASLt problem of ``problem`` on these operands (their stored row strides)."""
     return cublaslt.LtProblem(problem.m, problem.n, problem.k, provider.precision, a.ld, b.ld, c.ld,
                               b_k_major=problem.trans_b, trans_a=problem.trans_a, out_dtype=problem.out_dtype,
-                              epilogue=problem.epilogue, scaling=problem.scaling)
+                              epilogue=problem.epilogue, scaling=problem.scaling,
+                              formats=problem.operand_formats if provider.precision == "fp8" else ("e4m3", "e4m3"))
 
 
 @dataclass(frozen=True)
@@ -338,7 +347,8 @@ def _torch_scaled_mm(provider: Provider, session, problem: GemmProblem, a, b, c,
     """D = (sa . A) (sb . B)^T with torch._scaled_mm on our stream (frameworks.torch_scaled_enqueue).
     Block scaling: B's 128 x 128 scales are copied once, at setup, into rows padded to 4 scales
     (the pitch cuBLASLt's BLK128x128_32F reads); _scaled_mm may run once there to find which
-    strides of that copy its check takes (``measures``)."""
+    strides of that copy its check takes, and runs once there for a block-scaled problem or an
+    e5m2 operand, so that what it refuses is refused at setup (``measures``)."""
     return ProviderLaunch(frameworks.torch_scaled_enqueue(session, problem, a, b, c, scales))
 
 
@@ -353,16 +363,25 @@ def _torch_scaled_mm(provider: Provider, session, problem: GemmProblem, a, b, c,
 # (CUBLASLT_EPILOGUE_BIAS, RELU_BIAS, GELU_BIAS) and PyTorch (its own relu and gelu) apply the
 # epilogues, which cublasGemmEx has none of.
 #
-# FP8 (e4m3 A and B, the "nt" layout only, FP32 or BF16 D): one cuBLASLt entry per scaling
-# mode rather than a tunable, since a provider takes no tunables and each mode is the baseline
-# of its own kernels (its own row in tables, plots and "% of baseline"). Per-tensor runs on any
-# cuBLASLt with FP8 (12.x on sm_89/sm_90); row (OUTER_VEC_32F) and block (VEC128_32F for A,
-# BLK128x128_32F for B) need the scale modes of cuBLAS 12.9 or newer, on sm_90 (NVIDIA's answers
-# in CUDALibrarySamples: Hopper only; Blackwell has VEC32_UE8M0 instead): an older library is
-# refused up front with the mode and the version, another GPU by min_cc or cuBLASLt's heuristic.
+# FP8 (A and B e4m3 or one of them e5m2, the "nt" layout only, FP32 or BF16 D): one cuBLASLt
+# entry per scaling mode rather than a tunable, since a provider takes no tunables and each mode
+# is the baseline of its own kernels (its own row in tables, plots and "% of baseline").
+# Per-tensor runs on any cuBLASLt with FP8 (12.x on sm_89/sm_90); row (OUTER_VEC_32F) and block
+# (VEC128_32F for A, BLK128x128_32F for B) need the scale modes of cuBLAS 12.9 or newer, on
+# sm_90 (NVIDIA's answers in CUDALibrarySamples: Hopper only; Blackwell has VEC32_UE8M0
+# instead): an older library is refused up front with the mode and the version, another GPU by
+# min_cc or cuBLASLt's heuristic.
 # torch_fp8 is torch._scaled_mm (its block mode is cuBLASLt's too; its row mode cuBLASLt's
 # OUTER_VEC_32F where cuBLAS >= 12.9 on sm_90, else a CUTLASS kernel, per PyTorch's source).
-_FP8 = dict(precision="fp8", min_cc=(8, 9), layouts=("nt",), out_dtypes=("fp32", "bf16"))
+# Formats (``fp8_types``): cuBLASLt's FP8 kernels take e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3,
+# never two e5m2 operands (its documentation's FP8 type table; _scaled_mm refuses that pair
+# for the same reason), so every FP8 baseline declares the three pairs and refuses "e5m2" by
+# name. The documentation does not say which pairs the row and block modes have (cuBLASLt 13.1
+# on an H200 took both mixed pairs in both, directly and through _scaled_mm); a pair a library
+# lacks there gets no algorithm from the heuristic, and _scaled_mm's CUTLASS row kernel (cuBLAS
+# before 12.9) takes an e5m2 A only: either refusal comes when the case is prepared ("skipped").
+_FP8_TYPES = ("e4m3", "e5m2_e4m3", "e4m3_e5m2")
+_FP8 = dict(precision="fp8", min_cc=(8, 9), layouts=("nt",), out_dtypes=("fp32", "bf16"), fp8_types=_FP8_TYPES)
 _FP8_SM90 = {**_FP8, "min_cc": (9, 0)}
 PROVIDERS = (
     Provider("cublas", "cuBLAS SGEMM, FP32 compute, no TF32 (the baseline)", _cublas_gemm, min_cc=(5, 0),
@@ -383,15 +402,15 @@ PROVIDERS = (
     Provider("cublaslt_fp16", "cuBLASLt matmul, FP16 A/B, FP32 or FP16 C, bias/ReLU/GELU epilogues, fastest of the "
              "heuristic's top 8 measured here", _cublaslt_matmul, precision="fp16", min_cc=(7, 0), measures=True,
              uses_scratch=True, layouts=LAYOUTS, out_dtypes=("fp32", "fp16"), epilogues=EPILOGUES),
-    Provider("cublaslt_fp8", "cuBLASLt matmul, e4m3 A/B (nt), per-tensor FP32 scales, FP32 or BF16 D, fast "
-             "accumulation off, fastest of the heuristic's top 8 measured here", _cublaslt_matmul, measures=True,
-             uses_scratch=True, scalings=("tensor",), **_FP8),
-    Provider("cublaslt_fp8_row", "cuBLASLt matmul, e4m3 A/B (nt), per-row-of-A and per-column-of-B FP32 scales "
-             "(OUTER_VEC_32F, cuBLAS 12.9+, sm_90), FP32 or BF16 D", _cublaslt_matmul, measures=True,
-             uses_scratch=True, scalings=("row",), **_FP8_SM90),
-    Provider("cublaslt_fp8_block", "cuBLASLt matmul, e4m3 A/B (nt), 1x128 scales of A and 128x128 of B "
-             "(VEC128_32F / BLK128x128_32F, cuBLAS 12.9+, sm_90; B's scales copied with padded rows), FP32 or "
-             "BF16 D", _cublaslt_matmul, measures=True, uses_scratch=True, scalings=("block",), **_FP8_SM90),
+    Provider("cublaslt_fp8", "cuBLASLt matmul, e4m3 A/B or one of them e5m2 (nt), per-tensor FP32 scales, FP32 or "
+             "BF16 D, fast accumulation off, fastest of the heuristic's top 8 measured here", _cublaslt_matmul,
+             measures=True, uses_scratch=True, scalings=("tensor",), **_FP8),
+    Provider("cublaslt_fp8_row", "cuBLASLt matmul, e4m3 A/B or one of them e5m2 (nt), per-row-of-A and "
+             "per-column-of-B FP32 scales (OUTER_VEC_32F, cuBLAS 12.9+, sm_90), FP32 or BF16 D", _cublaslt_matmul,
+             measures=True, uses_scratch=True, scalings=("row",), **_FP8_SM90),
+    Provider("cublaslt_fp8_block", "cuBLASLt matmul, e4m3 A/B or one of them e5m2 (nt), 1x128 scales of A and "
+             "128x128 of B (VEC128_32F / BLK128x128_32F, cuBLAS 12.9+, sm_90; B's scales copied with padded rows), "
+             "FP32 or BF16 D", _cublaslt_matmul, measures=True, uses_scratch=True, scalings=("block",), **_FP8_SM90),
     Provider("cublas_batched", "cuBLAS strided-batched GemmEx, FP32, no TF32 (batched shapes)", _cublas_batched,
              min_cc=(5, 0), single=False, batched=True),
     Provider("cupy", "CuPy matmul on the same operands and stream, FP32 (TF32 off), when CuPy is installed",
@@ -404,7 +423,8 @@ PROVIDERS = (
     Provider("torch_fp16", "PyTorch mm/addmm, FP16 A/B, FP32 or FP16 C, torch's relu/gelu, on the same operands "
              "and stream", _torch_matmul, precision="fp16", min_cc=(7, 0), unavailable=torch_unavailable,
              layouts=LAYOUTS, out_dtypes=("fp32", "fp16"), epilogues=EPILOGUES),
-    Provider("torch_fp8", "PyTorch torch._scaled_mm, e4m3 A/B (nt), tensor/row/block FP32 scales, FP32 or BF16 D, "
-             "fast accumulation off, on the same operands and stream (K, N multiples of 16)", _torch_scaled_mm,
-             unavailable=torch_unavailable, measures=True, scalings=("tensor", "row", "block"), **_FP8),
+    Provider("torch_fp8", "PyTorch torch._scaled_mm, e4m3 A/B or one of them e5m2 (nt), tensor/row/block FP32 "
+             "scales, FP32 or BF16 D, fast accumulation off, on the same operands and stream (K, N multiples of 16)",
+             _torch_scaled_mm, unavailable=torch_unavailable, measures=True, scalings=("tensor", "row", "block"),
+             **_FP8),
 )

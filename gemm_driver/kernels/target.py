@@ -61,18 +61,21 @@ def check_capabilities(target: GemmTarget, problem: GemmProblem) -> None:
                                  ("output type", problem.out_dtype, target.out_dtypes),
                                  ("epilogue", problem.epilogue, target.epilogues),
                                  # FP8 scaling modes: FP8 targets declare them; the others take "none"
-                                 ("scaling", problem.scaling, getattr(target, "scalings", ("none",)))):
+                                 ("scaling", problem.scaling, getattr(target, "scalings", ("none",))),
+                                 # FP8 formats of A and B: FP8 targets declare them; the others see "e4m3", unread
+                                 ("fp8_types", problem.fp8_types, getattr(target, "fp8_types", ("e4m3",)))):
         if value not in allowed:
             raise UnsupportedProblem(f"{target.name} does not take {what} {value!r}; it takes {', '.join(allowed)}")
 
 
 def declared(target: GemmTarget) -> dict[str, tuple[str, ...]]:
     """What ``target`` takes beyond the row-major FP32-out GEMM, by the problem field's name:
-    layouts, out_dtypes, epilogues, and an FP8 target's scalings."""
+    layouts, out_dtypes, epilogues, and an FP8 target's scalings and fp8_types."""
     fields = {"layouts": target.layouts, "out_dtypes": target.out_dtypes, "epilogues": target.epilogues}
     scalings = getattr(target, "scalings", ("none",))
+    fp8_types = getattr(target, "fp8_types", ("e4m3",))
     return {name: tuple(values) for name, values in fields.items()} | (
-        {} if tuple(scalings) == ("none",) else {"scalings": tuple(scalings)})
+        {} if tuple(scalings) == ("none",) else {"scalings": tuple(scalings), "fp8_types": tuple(fp8_types)})
 
 
 def capability_refusal(target: GemmTarget, problem: GemmProblem) -> str | None:

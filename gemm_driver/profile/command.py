@@ -33,8 +33,8 @@ from ..cuda.driver import device_count
 from ..fp8 import SCALINGS
 from ..kernels.spec import KernelSpec, parse_tunable
 from ..kernels.target import capability_refusal, check_capabilities
-from ..problem import (DEFAULT_EPILOGUE, DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, EPILOGUES, LAYOUTS, OUT_DTYPES, parse_shape,
-                       parse_variants, variant_label)
+from ..problem import (DEFAULT_EPILOGUE, DEFAULT_LAYOUT, DEFAULT_OUT_DTYPE, EPILOGUES, FP8_TYPES, LAYOUTS, OUT_DTYPES,
+                       parse_shape, parse_variants, variant_label)
 from . import metrics, ncu, sass
 from .target import problem_of
 
@@ -67,6 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default fp32)")
     p.add_argument("--epilogue", default=DEFAULT_EPILOGUE, help=f"one of {', '.join(EPILOGUES)} (default none)")
     p.add_argument("--scaling", help=f"FP8's scales, one of {', '.join(SCALINGS)} (default tensor; FP8 only)")
+    p.add_argument("--fp8-types", help=f"FP8's A and B formats, one of {', '.join(FP8_TYPES)} (default e4m3; FP8 "
+                   "only)")
     p.add_argument("--baseline", help="the kernel to profile beside it, of the same precision (default: that "
                    "precision's cuBLAS, e.g. cublas_bf16); 'none' profiles the kernel alone")
     p.add_argument("--set", action="append", type=_typed(parse_tunable, "NAME=INTEGER"), metavar="NAME=VALUE",
@@ -114,7 +116,7 @@ def check_request(args) -> dict:
 
 
 def _variant(args, precision: str) -> dict:
-    """The layout, output type, epilogue and scaling asked for; ValueError naming a bad one."""
+    """The layout, output type, epilogue, scaling and FP8 formats asked for; ValueError naming a bad one."""
     scaled = _precision.get(precision).scaled
     default_layout = "nt" if scaled else DEFAULT_LAYOUT  # wgmma reads FP8 K-major only
     for flag, value in (("--layout", args.layout), ("--out-dtype", args.out_dtype), ("--epilogue", args.epilogue)):
@@ -126,7 +128,13 @@ def _variant(args, precision: str) -> dict:
     scaling = (args.scaling or "tensor").strip().lower() if scaled else "none"
     if scaled and scaling not in SCALINGS:
         raise ValueError(f"--scaling {scaling!r} is not one of {', '.join(SCALINGS)}")
-    return {"layout": layout, "out_dtype": out_dtype, "epilogue": epilogue, "scaling": scaling}
+    if args.fp8_types is not None and not scaled:
+        raise ValueError(f"--fp8-types applies to FP8 kernels; this one computes in {precision}")
+    fp8_types = (args.fp8_types or "e4m3").strip().lower()
+    if fp8_types not in FP8_TYPES:
+        raise ValueError(f"--fp8-types {fp8_types!r} is not one of {', '.join(FP8_TYPES)}")
+    return {"layout": layout, "out_dtype": out_dtype, "epilogue": epilogue, "scaling": scaling,
+            **({"fp8_types": fp8_types} if fp8_types != "e4m3" else {})}
 
 
 def _baseline(name: str | None, precision: str, kernel: str, problem) -> str | None:
@@ -262,6 +270,7 @@ def render(result: dict) -> str:
     variant = variant_label(request.get("layout", "nn"), request.get("out_dtype", "fp32"), request.get("epilogue", "none"))
     scaling = request.get("scaling", "none")
     shape += (f" {variant}" if variant else "") + (f" {scaling} scales" if scaling != "none" else "")
+    shape += f", {request['fp8_types']} A and B" if request.get("fp8_types", "e4m3") != "e4m3" else ""
     vs = f" against {names[1]}" if len(names) > 1 else ""
     lines = [f"{names[0]}{vs}: {request['precision'].upper()} {shape} on {result['gpu']}"]
     lines += textwrap.wrap(f"Nsight Compute {result['ncu']['version']}, one launch of each: clocks {result['clocks']}; "

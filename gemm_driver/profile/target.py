@@ -32,12 +32,12 @@ WARMUP_LAUNCHES = 3
 
 
 def problem_of(request: dict) -> GemmProblem:
-    """The request's problem: its shape, and its layout, output type, epilogue and scaling
-    where it names them (nn, FP32, none and none where it does not)."""
+    """The request's problem: its shape, and its layout, output type, epilogue, scaling and FP8
+    formats where it names them (nn, FP32, none, none and e4m3 where it does not)."""
     trans_a, trans_b = layout_flags(request.get("layout", "nn"))
     return GemmProblem(request["m"], request["n"], request["k"], trans_a=trans_a, trans_b=trans_b,
                        out_dtype=request.get("out_dtype", "fp32"), epilogue=request.get("epilogue", "none"),
-                       scaling=request.get("scaling", "none"))
+                       scaling=request.get("scaling", "none"), fp8_types=request.get("fp8_types", "e4m3"))
 
 
 def profile_case(request: dict) -> dict:

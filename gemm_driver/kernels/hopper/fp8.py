@@ -1,13 +1,15 @@
-"""hopper_fp8: the FP8 (e4m3) Hopper kernel (cu/hopper/fp8.cu) as a KernelSpec.
+"""hopper_fp8: the FP8 Hopper kernel (cu/hopper/fp8.cu) as a KernelSpec.
 
 The BF16 any-shape kernel's schedule (persistent, warp-specialised, split-K, clusters, TMA
-stores, packing; rungs.py) on e4m3 codes with FP32 scales, partial sums promoted to FP32
+stores, packing; rungs.py) on FP8 codes with FP32 scales, partial sums promoted to FP32
 registers every 128 of K; at small M the BF16 kernel's decode tiles (DECODE: wgmma's roles
 swapped) on the same codes. One spec serves the three scaling modes of fp8.py: the mode changes
 the kernel's code, so it is a template argument carried as the tunable SCALING, set by the
 problem's ``scaling`` as OUT (D's type) and EPI (the epilogue) are (``Fp8Spec.validate``), one
-build per combination that runs. The scales reach the kernel as the cuBLASLt FP8 baselines get
-them: ``Session.launcher(..., scales=(A's, B's))`` in fp8.device_scales' layouts, read on the GPU.
+build per combination that runs. So are the operands' formats (the problem's ``fp8_types``: A
+and B each e4m3 or e5m2), as TYPES: they change only the wgmma instruction's type names, which
+are part of the code. The scales reach the kernel as the cuBLASLt FP8 baselines get them:
+``Session.launcher(..., scales=(A's, B's))`` in fp8.device_scales' layouts, read on the GPU.
 
 Layout nt only (A stored M x K, B stored N x K: FP8 wgmma reads both operands K-major), D in
 FP32 or BF16, batch 1 (problem.fp8_rule).
@@ -20,7 +22,7 @@ from typing import Any, Callable, Mapping
 
 from ... import fp8 as _fp8
 from ...cuda.errors import UnsupportedProblem
-from ...problem import GemmProblem, fp8_rule
+from ...problem import FP8_TYPES, GemmProblem, fp8_rule
 from ..linear import LinearSpec
 from ..spec import Entry, Tunable, ceil_div
 from ..target import check_capabilities
@@ -39,7 +41,7 @@ OUT_DTYPES = ("fp32", "bf16")
 BLOCK_SCALING = SCALING_CODE["block"]
 STAGES_DEFAULT = 6  # STAGES' default; the decode tiles leave it so (their ring is as deep as fits)
 # The template arguments a problem sets: never chosen.
-PROBLEM_SET = ("SCALING", "OUT", "EPI")
+PROBLEM_SET = ("SCALING", "OUT", "EPI", "TYPES")
 
 TUNABLES = (
     Tunable("BN", 128, (64, 128, 256), "tile columns (wgmma N); 256 only without promotion (PROMOTE=0)"),
@@ -60,13 +62,15 @@ TUNABLES = (
     Tunable("SCALING", 0, (0, 1, 2), "set by the problem's scaling: 0 tensor, 1 row, 2 block (fp8.py)"),
     Tunable("OUT", 0, (0, 1), "D's type, set by the problem's out_dtype: 0 FP32, 1 BF16"),
     Tunable("EPI", 0, (0, 1, 2, 3), "epilogue, set by the problem: 0 none, 1 bias, 2 bias + ReLU, 3 bias + GELU"),
+    Tunable("TYPES", 0, tuple(range(len(FP8_TYPES))), "set by the problem's fp8_types: bit 0 A is e5m2, bit 1 B is "
+            "(else e4m3); the wgmma instruction names both formats"),
 )
 
 
 def problem_tunables(problem: GemmProblem) -> dict[str, int]:
-    """The template arguments ``problem`` fixes: scaling mode, D's type, epilogue."""
+    """The template arguments ``problem`` fixes: scaling mode, D's type, epilogue, FP8 formats."""
     return {"SCALING": SCALING_CODE[problem.scaling], "OUT": geo.OUT_CODE[problem.out_dtype],
-            "EPI": geo.EPILOGUE_CODE[problem.epilogue]}
+            "EPI": geo.EPILOGUE_CODE[problem.epilogue], "TYPES": FP8_TYPES.index(problem.fp8_types)}
 
 
 # ---------------------------------------------------------------- rules
@@ -116,7 +120,7 @@ def _geometry(t: Mapping[str, int]) -> geo.Geometry:
     return select(PRECISION, t)[1]
 
 
-TEMPLATE = "{SCALING}, {PROMOTE}, {OUT}, {EPI}"
+TEMPLATE = "{SCALING}, {PROMOTE}, {OUT}, {EPI}, {TYPES}"
 ENTRIES = (
     Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
           lambda t: _geometry(t).smem, needed=rungs.clustered),  # only builds that run it
@@ -351,18 +355,20 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
 # ---------------------------------------------------------------- the spec
 @dataclass(frozen=True)
 class Fp8Spec(LinearSpec):
-    """A KernelSpec of scaled FP8 problems: ``validate`` sets SCALING, OUT and EPI from the problem
-    (a given value that differs is refused, as kernels/linear.py's LinearSpec does), so the
-    resolved tunables name the build that computes it; ``scalings`` are the modes it takes
-    (kernels/target.py), ``probe`` a problem it computes."""
+    """A KernelSpec of scaled FP8 problems: ``validate`` sets SCALING, OUT, EPI and TYPES from the
+    problem (a given value that differs is refused, as kernels/linear.py's LinearSpec does), so the
+    resolved tunables name the build that computes it; ``scalings`` and ``fp8_types`` are the
+    modes and formats it takes (kernels/target.py), ``probe`` a problem it computes."""
 
     scalings: tuple[str, ...] = _fp8.SCALINGS
+    fp8_types: tuple[str, ...] = FP8_TYPES
 
     def fixed_tunables(self, problem: GemmProblem) -> dict[str, int]:
         return problem_tunables(problem)
 
     def fixed_by(self, problem: GemmProblem) -> str:
-        return f"scaling {problem.scaling}, out {problem.out_dtype}, epilogue {problem.epilogue}"
+        return (f"scaling {problem.scaling}, out {problem.out_dtype}, epilogue {problem.epilogue}, "
+                f"fp8_types {problem.fp8_types}")
 
     def validate(self, problem: GemmProblem, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
         check_capabilities(self, problem)
@@ -374,7 +380,7 @@ class Fp8Spec(LinearSpec):
         t = {**{tn.name: tn.default for tn in self.tunables}, **(tunables or {})}
         return GemmProblem(m, n, k, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]],
                            epilogue={code: name for name, code in geo.EPILOGUE_CODE.items()}[t["EPI"]],
-                           scaling=SCALING_NAME[t["SCALING"]])
+                           scaling=SCALING_NAME[t["SCALING"]], fp8_types=FP8_TYPES[t["TYPES"]])
 
 
 def _grid(p: GemmProblem, t) -> tuple[int, int, int]:
@@ -386,9 +392,9 @@ def hopper_fp8() -> Fp8Spec:
     rungs.SELECTORS[NAME] = select  # entry_geometry() answers for it as for the other Hopper rungs
     return Fp8Spec(
         name=NAME,
-        description="FP8 e4m3 (nt), tensor/row/block FP32 scales, partial sums promoted to FP32 every 128 of K; "
-                    "any_shape's schedule: split-K, packing, TMA stores, clusters; swapped-roles decode tiles at "
-                    "small M (tunables chosen per shape)",
+        description="FP8 (nt; e4m3 or e5m2 A and B), tensor/row/block FP32 scales, partial sums promoted to FP32 "
+                    "every 128 of K; any_shape's schedule: split-K, packing, TMA stores, clusters; swapped-roles "
+                    "decode tiles at small M (tunables chosen per shape)",
         source=SOURCE, entry=f"hopper_fp8<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {TEMPLATE}>", precision=PRECISION,
         tunables=TUNABLES,
         rules=(rungs._k_at_least_one, _promotion_fits, _block_scales_promote, _decode_shape,
