@@ -37,6 +37,8 @@ import math
 
 import numpy as np
 
+from .problem import parse_choices
+
 SCALINGS = ("tensor", "row", "block")
 BLOCK = 128  # the K extent of A's tiles and the N and K extent of B's blocks in "block" mode
 FORMATS = {"e4m3": ("float8_e4m3fn", 448.0), "e5m2": ("float8_e5m2", 57344.0)}  # ml_dtypes name, largest
@@ -56,12 +58,7 @@ def check_scaling(scaling: str) -> str:
 
 def parse_scalings(text: str | None) -> list[str]:
     """'tensor,row' -> ['tensor', 'row'] (None: ['tensor']); ValueError naming the bad value."""
-    items = [item.strip().lower() for item in (text or "tensor").split(",") if item.strip()]
-    bad = [item for item in items if item not in SCALINGS]
-    if bad or not items:
-        raise ValueError(f"--scaling {bad[0] if bad else text!r} is not one of {', '.join(SCALINGS)} "
-                         "(give a comma list)")
-    return list(dict.fromkeys(items))
+    return parse_choices("--scaling", text, SCALINGS, "tensor")
 
 
 def scale_shapes(scaling: str, m: int, n: int, k: int) -> tuple[tuple[int, int], tuple[int, int]]:

@@ -158,14 +158,20 @@ def fp8_types_of(format_a: str, format_b: str) -> str:
     return name
 
 
+def parse_choices(flag: str, text: str | None, allowed, default: str, note: str = "give a comma list") -> list[str]:
+    """A comma list of ``allowed`` values, in the order given, each once (None: ``default``);
+    ValueError naming ``flag``, the bad value and what is allowed."""
+    items = [item.strip().lower() for item in (text or default).split(",") if item.strip()]
+    bad = [item for item in items if item not in allowed]
+    if bad or not items:
+        raise ValueError(f"{flag} {bad[0] if bad else text!r} is not one of {', '.join(allowed)} ({note})")
+    return list(dict.fromkeys(items))
+
+
 def parse_fp8_types(text: str | None) -> list[str]:
     """'e4m3,e5m2_e4m3' -> ['e4m3', 'e5m2_e4m3'] (None: ['e4m3']); ValueError naming the bad value."""
-    items = [item.strip().lower() for item in (text or "e4m3").split(",") if item.strip()]
-    bad = [item for item in items if item not in FP8_TYPES]
-    if bad or not items:
-        raise ValueError(f"--fp8-types {bad[0] if bad else text!r} is not one of {', '.join(FP8_TYPES)} "
-                         "(A's and B's formats, joined by _ where they differ; give a comma list)")
-    return list(dict.fromkeys(items))
+    return parse_choices("--fp8-types", text, FP8_TYPES, "e4m3",
+                         "A's and B's formats, joined by _ where they differ; give a comma list")
 
 
 def layout_flags(layout: str) -> tuple[bool, bool]:
@@ -189,16 +195,10 @@ def parse_variants(layouts: str | None = None, out_dtypes: str | None = None, ep
                    ) -> list[tuple[str, str, str]]:
     """The cross product of comma lists of layouts, output types and epilogues (None: the
     default of each), in the order given; ValueError naming the value and what is allowed."""
-    chosen = []
-    for flag, text, allowed, default in (("--layout", layouts, LAYOUTS, DEFAULT_LAYOUT),
-                                         ("--out-dtype", out_dtypes, OUT_DTYPES, DEFAULT_OUT_DTYPE),
-                                         ("--epilogue", epilogues, EPILOGUES, DEFAULT_EPILOGUE)):
-        items = [item.strip().lower() for item in (text or default).split(",") if item.strip()]
-        bad = [item for item in items if item not in allowed]
-        if bad or not items:
-            raise ValueError(f"{flag} {bad[0] if bad else text!r} is not one of {', '.join(allowed)} "
-                             "(give a comma list)")
-        chosen.append(list(dict.fromkeys(items)))
+    chosen = [parse_choices(flag, text, allowed, default)
+              for flag, text, allowed, default in (("--layout", layouts, LAYOUTS, DEFAULT_LAYOUT),
+                                                   ("--out-dtype", out_dtypes, OUT_DTYPES, DEFAULT_OUT_DTYPE),
+                                                   ("--epilogue", epilogues, EPILOGUES, DEFAULT_EPILOGUE))]
     return [(lay, out, epi) for lay in chosen[0] for out in chosen[1] for epi in chosen[2]]
 
 
