@@ -14,7 +14,9 @@ K-major and M-major A, packing, beta, 16-bit D with the fused epilogues, C's own
 in and out of a 2 x 1 cluster, every layout, ragged edges, beta, 16-bit D with the epilogues);
 "fp8_decode" (hopper_fp8 with DECODE: wgmma's roles swapped at small M, every scaling mode,
 each promotion, one and two consumers, split-K, a second row of tiles, packed rows, beta, BF16 D
-with the epilogues); "decode_clusters" (the decode tiles of hopper_bf16/fp16/fp8 in clusters of
+with the epilogues); "fp8_formats" (hopper_fp8 on e5m2 operands, A's, B's or both: the main
+tiles in each scaling mode, a cluster, split-K and packed rows, and the decode tiles, whose wgmma
+takes the formats swapped, one of them in a cluster); "decode_clusters" (the decode tiles of hopper_bf16/fp16/fp8 in clusters of
 two tile rows sharing B by multicast, CM=2: one and two consumers, B stored either way, split-K,
 the tail split, a second tile row past M, packed rows, beta, 16-bit D with the epilogues);
 "decode_transposed" (the 64-row decode tiles of hopper_bf16/fp16 reading A stored K x M: one
@@ -77,6 +79,18 @@ CASES = {
         ("hopper_fp8", GemmProblem(24, 1030, 3000, 1.0, 0.5, trans_b=True, out_dtype="bf16", epilogue="bias_gelu",
                                    scaling="block"), {**DECODE(32, 1, 2), "SPLITS": 2}),
         ("hopper_fp8", GemmProblem(100, 640, 999, trans_b=True, scaling="block"), DECODE(64, 2, 1)),
+    ],
+    "fp8_formats": [
+        ("hopper_fp8", GemmProblem(333, 517, 999, 1.0, 0.5, trans_b=True, out_dtype="bf16", scaling="row",
+                                   fp8_types="e5m2_e4m3"), {"PROMOTE": 2}),
+        ("hopper_fp8", GemmProblem(129, 264, 4096, trans_b=True, scaling="tensor", fp8_types="e4m3_e5m2"),
+         {"CM": 2, "SPLITS": 2}),
+        ("hopper_fp8", GemmProblem(200, 512, 136, trans_b=True, out_dtype="bf16", epilogue="bias_gelu",
+                                   scaling="block", fp8_types="e5m2"), {"PROMOTE": 1}),
+        ("hopper_fp8", GemmProblem(13, 777, 1000, 1.0, 0.5, trans_b=True, scaling="block", fp8_types="e5m2_e4m3"),
+         DECODE(16, 1, 2)),
+        ("hopper_fp8", GemmProblem(40, 1030, 999, trans_b=True, out_dtype="bf16", scaling="tensor",
+                                   fp8_types="e4m3_e5m2"), {**DECODE(32, 1, 2), "CM": 2}),
     ],
     "decode_clusters": [
         ("hopper_bf16", GemmProblem(40, 3001, 515, 1.0, 0.5), {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2}),
