@@ -337,11 +337,14 @@ def test_progress_off_a_terminal_prints_one_line_per_case():
     out = io.StringIO()
     console = Console(file=out, width=120)
     assert not console.is_terminal
-    with report.SweepProgress(console, 2) as progress:
+    with report.SweepProgress(console, 3) as progress:
         progress.advance(runner.CaseResult("naive", GemmProblem(8, 8, 8), "ok", timing=stats(1e-3)))
         progress.advance(runner.CaseResult("coalesced", GemmProblem(8, 8, 8), "FAILED", "wrong"))
+        progress.advance(runner.CaseResult("hopper_fp8", GemmProblem(8, 8, 32, trans_b=True, out_dtype="bf16",
+                                                                     scaling="row", fp8_types="e5m2_e4m3"), "skipped"))
     lines = out.getvalue().splitlines()
-    assert lines == ["[1/2] naive 8x8x8: 0.001 TFLOP/s", "[2/2] coalesced 8x8x8: FAILED"]
+    assert lines == ["[1/3] naive 8x8x8: 0.001 TFLOP/s", "[2/3] coalesced 8x8x8: FAILED",
+                     "[3/3] hopper_fp8 8x8x32 nt bf16 none row e5m2_e4m3: skipped"]
     assert "\x1b" not in out.getvalue()
 
 

@@ -208,10 +208,11 @@ class SweepProgress:
 
     def advance(self, result: CaseResult) -> None:
         self.done += 1
-        label = f"{result.kernel} {result.problem.label}"
+        rec = result.as_dict()
+        # the variant (layout, D, epilogue, FP8 scaling and formats) tells apart a shape's cases
+        label = " ".join(filter(None, (result.kernel, result.problem.label, record_variant_label(rec))))
         if self._progress is not None:
             self._progress.update(self._task, advance=1, description=label)
             return
-        rec = result.as_dict()
         what = f"{rec['tflops']:.3f} TFLOP/s" if rec.get("tflops") else rec["status"]
         self.console.print(f"[{self.done}/{self.total}] {label}: {what}", markup=False, highlight=False, soft_wrap=True)
