@@ -65,3 +65,9 @@ def slow_prepare_handler(session, state, payload, beat):
 
 def finish(session, state):
     return {"tasks": state.get("count", 0), "pid": session.pid}
+
+
+def environment_handler(session, state, payload, beat):
+    """payload: a variable's name; returns its value in the worker (None: unset)."""
+    beat()
+    return os.environ.get(payload)

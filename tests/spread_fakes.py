@@ -63,3 +63,9 @@ def trial_handler(session, state, task, beat):
     beat()
     time.sleep(0.01)
     return Trial(task.tunables, "ok", "", 1.0, float(task.tunables.get("BM", 10)))
+
+
+def blas_threads_handler(session, state, payload, beat):
+    """The BLAS thread count this worker started with (spread.BLAS_THREADS' first)."""
+    beat()
+    return os.environ.get("OPENBLAS_NUM_THREADS"), session.device

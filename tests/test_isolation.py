@@ -8,6 +8,7 @@ bench sweep, is tests/test_isolation_gpu.py."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -112,3 +113,13 @@ def test_kept_makes_once_per_key_and_closes_the_one_before():
         assert kept(state, key, lambda key=key: Case(key)).key == key
     release_kept(state)
     assert made == ["a", "b", "a"] and closed == ["a", "b", "a"]
+
+
+def test_a_worker_starts_with_its_environment_where_the_caller_set_none(monkeypatch):
+    monkeypatch.setenv("GEMM_DRIVER_FAKE_CALLER", "caller's")
+    monkeypatch.delenv("GEMM_DRIVER_FAKE_WORKER", raising=False)
+    runner = Isolated(fakes.environment_handler, watchdog_s=30.0, session_factory=fakes.FakeSession,
+                      worker_env={"GEMM_DRIVER_FAKE_WORKER": "4", "GEMM_DRIVER_FAKE_CALLER": "worker's"})
+    results = dict(runner.run(["GEMM_DRIVER_FAKE_WORKER", "GEMM_DRIVER_FAKE_CALLER"]))
+    assert results == {0: "4", 1: "caller's"}  # the caller's own setting stands
+    assert "GEMM_DRIVER_FAKE_WORKER" not in os.environ  # this process's environment as it was

@@ -108,3 +108,13 @@ def test_bench_gpus_must_exist(monkeypatch):
     assert command.select_gpus("1") == (1,)
     with pytest.raises(ValueError, match="no GPU 2; this machine has 2"):
         command.select_gpus("0,2")
+
+
+def test_each_worker_gets_its_share_of_the_cores_for_blas(monkeypatch):
+    assert spread.blas_share(4, 64) == {name: "16" for name in spread.BLAS_THREADS}
+    assert spread.blas_share(3, 2) == {name: "1" for name in spread.BLAS_THREADS}  # never none
+    for name in spread.BLAS_THREADS:
+        monkeypatch.delenv(name, raising=False)
+    runner = Spread(fakes.blas_threads_handler, devices=[0, 1], watchdog_s=30.0, session_factory=fakes.gpu_session)
+    share = spread.blas_share(2)["OPENBLAS_NUM_THREADS"]
+    assert {d.result[0] for d in runner.run(list(range(6)))} == {share}

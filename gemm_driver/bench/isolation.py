@@ -31,8 +31,11 @@ worker's last word (e.g. the clock snapshot).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -137,13 +140,31 @@ def _worker_main(conn, handler: Handler, finish: Callable | None, session_factor
 
 
 # --- the parent side --------------------------------------------------------------------
+_SPAWN_LOCK = threading.Lock()  # os.environ is the process's: one worker spawned with extra variables at a time
+
+
+@contextlib.contextmanager
+def _environment(extra: dict[str, str]):
+    """``extra`` in os.environ while a worker is spawned (it inherits the environment at its
+    start), where the caller has not set them; as it was after."""
+    with _SPAWN_LOCK:
+        added = {name: value for name, value in extra.items() if name not in os.environ}
+        os.environ.update(added)
+        try:
+            yield
+        finally:
+            for name in added:
+                os.environ.pop(name, None)
+
+
 class Isolated:
-    """Runs tasks in a worker process; replaces it after a fault or a hang."""
+    """Runs tasks in a worker process; replaces it after a fault or a hang. ``worker_env``:
+    variables the worker starts with (where this process has not set them)."""
 
     def __init__(self, handler: Handler, finish: Callable | None = None, *, watchdog_s: float = DEFAULT_WATCHDOG_S,
-                 session_factory: Callable = new_session):
+                 session_factory: Callable = new_session, worker_env: dict[str, str] | None = None):
         self.handler, self.finish, self.watchdog_s = handler, finish, watchdog_s
-        self.session_factory = session_factory
+        self.session_factory, self.worker_env = session_factory, dict(worker_env or {})
         self._ctx = multiprocessing.get_context("spawn")
         self._process = None
         self._conn = None
@@ -156,7 +177,8 @@ class Isolated:
         process = self._ctx.Process(target=_worker_main, daemon=True,
                                     args=(child, self.handler, self.finish, self.session_factory))
         try:
-            process.start()  # e.g. spawn refuses a script without an ``if __name__ == "__main__"`` guard
+            with _environment(self.worker_env):
+                process.start()  # e.g. spawn refuses a script without an ``if __name__ == "__main__"`` guard
         except BaseException:
             parent.close()
             raise

@@ -32,6 +32,19 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .isolation import DEFAULT_WATCHDOG_S, RUNNERS, Isolated, TaskFailure
 
 
+# The thread pools of the BLAS NumPy loads (OpenBLAS, MKL, OpenMP) size themselves to every core, once
+# per process, and their threads spin between calls: with one worker per GPU each worker gets its
+# share of the cores for the host's float64 references and checks, so that N workers do not run N
+# times the cores' threads. Where the caller has set one of these, the caller's value stands.
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def blas_share(workers: int, cores: int | None = None) -> dict[str, str]:
+    """The worker environment that gives each of ``workers`` processes its share of the cores."""
+    share = max(1, (cores or os.cpu_count() or 1) // max(1, workers))
+    return {name: str(share) for name in BLAS_THREADS}
+
+
 def session_on(device: int):
     """A worker's Session on GPU ``device`` (module level: ``spawn`` pickles it by name)."""
     from ..session import Session
@@ -93,7 +106,8 @@ class Spread:
     def _serve(self, device: int, payloads: Sequence[Any], tasks: queue.Queue, results: queue.Queue) -> None:
         """One GPU's thread: its worker takes tasks from the shared queue until it is empty."""
         runner = Isolated(self.handler, self.finish, watchdog_s=self.watchdog_s,
-                          session_factory=functools.partial(self.session_factory, device))
+                          session_factory=functools.partial(self.session_factory, device),
+                          worker_env=blas_share(len(self.devices)))
         handed: list[int] = []  # global index of each task taken by this runner, in order
 
         def take() -> Iterable[Any]:
