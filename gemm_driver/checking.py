@@ -48,23 +48,26 @@ class VerifyOutcome:
         return self.failing_case is None and not self.message
 
 
-def drawn_variants(kernel: str, scaling: str | None = None) -> Variants:
-    """What ``kernel``'s cases are drawn from: all it declares, or one FP8 ``scaling`` mode of
-    them (ValueError naming the modes it takes)."""
+def drawn_variants(kernel: str, scaling: str | None = None, fp8_types: str | None = None) -> Variants:
+    """What ``kernel``'s cases are drawn from: all it declares, or one FP8 ``scaling`` mode
+    and one pair of ``fp8_types`` of them (ValueError naming the modes or pairs it takes)."""
     variants = variants_of(kernels.get(kernel))
-    if scaling is None:
-        return variants
-    if scaling not in variants.scalings or scaling == "none":
-        takes = [x for x in variants.scalings if x != "none"]
-        raise ValueError(f"{kernel} takes " + (f"the scalings {', '.join(takes)}, not {scaling!r}" if takes else
-                                               "no FP8 scaling; --scaling applies to fp8 kernels"))
-    return replace(variants, scalings=(scaling,))
+    fp8 = [x for x in variants.scalings if x != "none"]
+    for flag, value, takes in (("--scaling", scaling, fp8), ("--fp8-types", fp8_types, variants.fp8_types)):
+        if value is not None and not fp8:
+            raise ValueError(f"{kernel} takes no FP8 scaling; {flag} applies to fp8 kernels")
+        if value is not None and value not in takes:
+            what = "scalings" if flag == "--scaling" else "FP8 formats"
+            raise ValueError(f"{kernel} takes the {what} {', '.join(takes)}, not {value!r}")
+    return replace(variants, scalings=(scaling,) if scaling else variants.scalings,
+                   fp8_types=(fp8_types,) if fp8_types else variants.fp8_types)
 
 
 def verify_kernel(session: Session, kernel: str, examples: int = 100, max_dim: int = 300,
                   tunables: Mapping[str, int] | None = None, on_example: Callable[[], None] = lambda: None,
-                  scaling: str | None = None) -> VerifyOutcome:
-    """Run ``examples`` drawn cases (of one FP8 ``scaling`` mode when given); on failure,
+                  scaling: str | None = None, fp8_types: str | None = None) -> VerifyOutcome:
+    """Run ``examples`` drawn cases (of one FP8 ``scaling`` mode and pair of ``fp8_types`` when
+    given); on failure,
     Hypothesis shrinks to the smallest case. ``on_example`` is called before each (the
     isolation watchdog's heartbeat)."""
     seen = 0
@@ -72,7 +75,7 @@ def verify_kernel(session: Session, kernel: str, examples: int = 100, max_dim: i
 
     @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
               suppress_health_check=list(HealthCheck))
-    @given(case=gemm_cases(max_dim, drawn_variants(kernel, scaling)))
+    @given(case=gemm_cases(max_dim, drawn_variants(kernel, scaling, fp8_types)))
     def property_holds(case: GemmCase) -> None:
         nonlocal seen
         seen += 1
@@ -99,16 +102,19 @@ class VerifyTask:
     examples: int
     max_dim: int
     scaling: str | None = None  # one FP8 scaling mode; None: every mode the kernel declares
+    fp8_types: str | None = None  # one pair of FP8 formats; None: every pair the kernel declares
 
     @property
     def label(self) -> str:
-        return self.kernel if self.scaling is None else f"{self.kernel} ({self.scaling})"
+        chosen = ", ".join(filter(None, (self.scaling, self.fp8_types)))
+        return f"{self.kernel} ({chosen})" if chosen else self.kernel
 
 
 def verify_task(session: Session, state: dict, task: VerifyTask, beat: Callable[[], None]) -> VerifyOutcome | str:
     """A worker's handler (bench/isolation.py): one kernel's verify run; a kernel that cannot
     run here at all comes back as the reason (a str), which is bad input, not a failure."""
     try:
-        return verify_kernel(session, task.kernel, task.examples, task.max_dim, on_example=beat, scaling=task.scaling)
+        return verify_kernel(session, task.kernel, task.examples, task.max_dim, on_example=beat, scaling=task.scaling,
+                             fp8_types=task.fp8_types)
     except ValueError as exc:
         return str(exc).splitlines()[0]

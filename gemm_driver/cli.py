@@ -207,9 +207,11 @@ def cmd_verify(args) -> int:
         table.add_column(column)
     chosen = _flat(args.kernels) or ["cublas", *kernels.KERNELS]
     scalings = parse_scalings(args.scaling) if args.scaling else [None]
-    tasks = [VerifyTask(name, args.examples, args.max_dim, scaling) for name in chosen for scaling in scalings]
-    for task in tasks:
-        drawn_variants(task.kernel, task.scaling)  # a mode the kernel lacks: one line, before any GPU work
+    pairs = parse_fp8_types(args.fp8_types) if args.fp8_types else [None]
+    tasks = [VerifyTask(name, args.examples, args.max_dim, scaling, pair) for name in chosen for scaling in scalings
+             for pair in pairs]
+    for task in tasks:  # a mode or pair the kernel lacks: one line, before any GPU work
+        drawn_variants(task.kernel, task.scaling, task.fp8_types)
     failed = False
     for index, outcome in RUNNERS[args.isolation](verify_task, watchdog_s=args.watchdog).run(tasks):
         if isinstance(outcome, str):  # the kernel cannot run here: bad input
@@ -286,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scaling", type=nonempty("scaling modes (e.g. tensor,block)"),
                    help="fp8 kernels: comma list of tensor, row, block; --examples cases of each mode in turn "
                         "(default: modes drawn among all the kernel declares)")
+    p.add_argument("--fp8-types", type=nonempty("FP8 formats (e.g. e4m3,e5m2_e4m3)"),
+                   help="fp8 kernels: comma list of e4m3, e5m2_e4m3, e4m3_e5m2, e5m2 (A's and B's formats); "
+                        "--examples cases of each pair in turn (default: pairs drawn among all the kernel declares)")
     isolation_options(p)
     p.set_defaults(func=cmd_verify)
 

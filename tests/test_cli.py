@@ -183,6 +183,10 @@ def test_compile_bad_input_exits_2_with_one_line(capsys, argv, fragments):
     (["verify", "--kernels", "hopper_bf16", "--scaling", "block"], ["hopper_bf16 takes no FP8 scaling"]),
     (["verify", "--kernels", "hopper_fp8", "--scaling", "row,blocks"], ["--scaling 'blocks' is not one of"]),
     (["verify", "--kernels", "cublaslt_fp8", "--scaling", "row"], ["cublaslt_fp8 takes the scalings tensor, not 'row'"]),
+    (["verify", "--kernels", "cublaslt_fp8", "--fp8-types", "e5m2"],
+     ["cublaslt_fp8 takes the FP8 formats e4m3, e5m2_e4m3, e4m3_e5m2, not 'e5m2'"]),
+    (["verify", "--kernels", "hopper_bf16", "--fp8-types", "e5m2"], ["hopper_bf16 takes no FP8 scaling; --fp8-types"]),
+    (["verify", "--kernels", "hopper_fp8", "--fp8-types", "e4m3,e2m5"], ["--fp8-types 'e2m5' is not one of"]),
     (["bench", "--dtype", "bf16", "--fp8-types", "e5m2_e4m3"], ["--fp8-types applies to fp8 cases; add --dtype fp8"]),
     (["bench", "--dtype", "fp8", "--fp8-types", "e5m2,e3m4"], ["--fp8-types 'e3m4' is not one of e4m3, e5m2_e4m3"]),
 ])

@@ -91,3 +91,17 @@ def test_verify_draws_one_scaling_mode_when_asked():
     assert set(every.scalings) == {"tensor", "row", "block"}
     one = drawn_variants("hopper_fp8", "row")
     assert one.scalings == ("row",) and one.layouts == every.layouts and one.epilogues == every.epilogues
+
+
+def test_verify_draws_every_declared_fp8_pair_or_the_one_asked():
+    """An FP8 target's cases draw its formats (``fp8_types``) as they draw its scalings;
+    ``verify --fp8-types e5m2_e4m3`` draws that pair only."""
+    from gemm_driver.checking import drawn_variants
+
+    every = drawn_variants("hopper_fp8")
+    assert every.fp8_types == ("e4m3", "e5m2_e4m3", "e4m3_e5m2", "e5m2")
+    drawn = {c.problem.fp8_types for c in draw_many(gemm_cases(64, every), 120)}
+    assert drawn == set(every.fp8_types)
+    one = drawn_variants("hopper_fp8", "block", "e5m2_e4m3")
+    assert (one.scalings, one.fp8_types) == (("block",), ("e5m2_e4m3",))
+    assert drawn_variants("cublas_bf16").fp8_types == ("e4m3",)  # unread outside FP8
