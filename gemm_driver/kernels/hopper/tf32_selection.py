@@ -56,10 +56,11 @@ def candidates(problem: GemmProblem) -> list[dict[str, int]]:
     return offered
 
 
-def resident_splits(problem: GemmProblem, tile: dict[str, int]) -> list[int]:
-    """The SPLITS that cut ``tile`` over K with every unit resident at once (the slices of a tile
-    hand their sums over in order) and every slice >= SLICE_K of K, fewest first."""
-    return [s for s in SPLITS if units(problem, {**tile, "SPLITS": s}) <= SMS and problem.k >= s * SLICE_K]
+def resident_splits(problem: GemmProblem, tile: dict[str, int], choices=SPLITS, slice_k: int = SLICE_K) -> list[int]:
+    """The ``choices`` of slices that cut ``tile`` over K with every unit resident at once (the
+    slices of a tile hand their sums over in order; ``slots``) and every slice >= ``slice_k`` of K,
+    fewest first."""
+    return [s for s in choices if units(problem, {**tile, "SPLITS": s}) <= slots(tile) and problem.k >= s * slice_k]
 
 
 def fitted(problem: GemmProblem, gpu_name: str) -> tuple[dict[str, int], str] | None:
@@ -80,9 +81,14 @@ def units(problem: GemmProblem, t: dict[str, int]) -> int:
     return ceil_div(problem.m, t.get("BM", 256)) * ceil_div(problem.n, 64 * consumers) * t.get("SPLITS", 1)
 
 
+def slots(t: dict[str, int]) -> int:
+    """The CTAs of ``t`` the SMs hold at once: two an SM with one consumer, else one."""
+    return SMS * (2 if t.get("CONSUMERS", 2) == 1 else 1)
+
+
 def resident_share(problem: GemmProblem, t: dict[str, int]) -> float:
-    """The share of the SMs' CTA slots the units of ``t`` take (two CTAs an SM with one consumer)."""
-    return units(problem, t) / (SMS * (2 if t.get("CONSUMERS", 2) == 1 else 1))
+    """The share of the SMs' CTA slots (``slots``) the units of ``t`` take."""
+    return units(problem, t) / slots(t)
 
 
 FILL_PROBE = "results/h100-80gb-hbm3/probe-tf32-mid-grid.txt"
@@ -136,9 +142,8 @@ def short_sliced(problem: GemmProblem) -> tuple[int, int]:
     """(128 x 64 tiles of one consumer, the most slices of SHORT_SPLITS that keep each slice >=
     SHORT_SLICE_K of K and every unit resident at two CTAs an SM; 1 where none does): the form of
     ``short_k_split`` and of rungs.narrow_n_split."""
-    tiles = units(problem, ONE_CONSUMER)
-    fits = (s for s in SHORT_SPLITS if tiles * s <= 2 * SMS and problem.k >= s * SHORT_SLICE_K)
-    return tiles, max(fits, default=1)
+    fits = resident_splits(problem, ONE_CONSUMER, SHORT_SPLITS, SHORT_SLICE_K)
+    return units(problem, ONE_CONSUMER), max(fits, default=1)
 
 
 def short_k_split(problem: GemmProblem, pick: dict[str, int], why: str) -> tuple[dict[str, int], str]:
