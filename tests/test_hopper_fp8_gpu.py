@@ -151,9 +151,24 @@ LAYOUT_CASES = [  # padded rows, misaligned bases (A and B packed; C by scalar s
     Case(129, 264, 4096, s, "fp32", pads=(16, 32, 8), misalign=(1, 3, 1)) for s in SCALINGS] + [
     Case(200, 512, 136, s, "bf16", pads=(0, 0, 2)) for s in SCALINGS] + [
     Case(300, 400, 1000, s, "fp32", scale_draw=draw) for s in SCALINGS for draw in ((20, 0), (4, 8), (4, -2))]
+# Block scaling's ring of A's scales (RING=1): TMA reads them where M is a multiple of 4 (rows of
+# M floats in 16-byte units), rows past M arriving as zeros (M = 260, 520: a ragged last tile row);
+# else (333, 4093) the kernel reads them in place. Both promotions, 64-row tiles (a box of 64),
+# split-K and the tail's k ranges (units starting past k tile 0), a 1 x 2 cluster (each CTA its own
+# scales beside the multicast A tile), spread scales, the GELU epilogue.
+RING = [
+    ({"PROMOTE": 2}, (512, 768, 1024)), ({"PROMOTE": 1}, (260, 384, 1000)),
+    ({"PROMOTE": 2, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, (100, 200, 1000)),
+    ({"PROMOTE": 2, "SPLITS": 3}, (256, 384, 4096)), ({"PROMOTE": 2, "TAIL": 4}, (1280, 2048, 4096)),
+    ({"PROMOTE": 2, "CN": 2, "STAGES": 5}, (520, 260, 640)), ({"PROMOTE": 2}, (333, 517, 999)),
+]
+RING_CASES = [Case(*shape, "block", "bf16" if i % 2 else "fp32", tunables={"RING": 1, **t})
+              for i, (t, shape) in enumerate(RING)] + [
+    Case(300, 400, 1000, "block", "bf16", "bias_gelu", scale_draw=(20, 0), tunables={"RING": 1, "PROMOTE": 2}),
+    Case(4093, 4091, 4099, "block", "bf16", tunables={"RING": 1, "PROMOTE": 2, "STAGES": 4})]
 
 CASES = (SHAPE_CASES + SMALL_M_CASES + FORCED_CASES + UNPROMOTED_CASES + OVERLAPPED_CASES + DECODE_CASES
-         + EPILOGUE_CASES + LAYOUT_CASES + FP8_TYPES_CASES)
+         + EPILOGUE_CASES + LAYOUT_CASES + FP8_TYPES_CASES + RING_CASES)
 SAME_SIGNED = (64, 256, 16384)
 SAME_SIGNED_FORMS = {"tiles": {}, "decode": {"DECODE": 64, "BN": 64, "CONSUMERS": 1}}  # forms tested there
 

@@ -51,7 +51,8 @@ def test_registered_as_a_hopper_kernel_of_the_fp8_precision():
     assert SPEC.layouts == ("nt",) and SPEC.out_dtypes == ("fp32", "bf16") and SPEC.scalings == ("tensor", "row", "block")
     assert set(SPEC.epilogues) == {"none", "bias", "bias_relu", "bias_gelu"}
     assert SPEC.fp8_types == FP8_TYPES == declared(SPEC)["fp8_types"]  # every pair of e4m3 and e5m2
-    assert len(SPEC.signature) == len(SPEC.extra_entries[0].signature) == 21  # any_shape's 17 + two scales, two lds
+    # any_shape's 17 + two scales, two lds, the map of A's block scales and whether TMA reads them (RING)
+    assert len(SPEC.signature) == len(SPEC.extra_entries[0].signature) == 23
 
 
 @pytest.mark.parametrize("scaling, out_dtype, epilogue, fixed", [
@@ -70,9 +71,10 @@ def test_the_problem_sets_scaling_output_type_and_epilogue(scaling, out_dtype, e
 
 
 @pytest.mark.parametrize("code, fp8_types", list(enumerate(FP8_TYPES)))
-def test_the_problem_sets_the_formats_as_types_the_last_template_argument_of_every_entry(code, fp8_types):
+def test_the_problem_sets_the_formats_as_types_a_template_argument_of_every_entry(code, fp8_types):
     """TYPES = the index in FP8_TYPES (bit 0: A is e5m2, bit 1: B is); the tiles choose() picks
-    do not depend on it, and every entry's template names it (one build per pair of formats)."""
+    do not depend on it, and every entry's template names it (one build per pair of formats): last,
+    or before RING in the entries of hopper_fp8's own tiles."""
     a, b = fp8_problem(8, 8, 8, fp8_types=fp8_types).operand_formats
     assert code == (a == "e5m2") + 2 * (b == "e5m2")
     seen = set()
@@ -84,7 +86,8 @@ def test_the_problem_sets_the_formats_as_types_the_last_template_argument_of_eve
         t = SPEC.validate(problem, tunables)
         assert t["TYPES"] == code and SPEC.probe(8, 8, 8, t).fp8_types == fp8_types
         for entry, expression in SPEC.entry_expressions(t).items():
-            assert expression.endswith("<unsigned char>" if entry == "pack_rows" else f", {code}>"), expression
+            last = f", {code}, {t['RING']}>" if entry in ("main", "cluster") else f", {code}>"
+            assert expression.endswith("<unsigned char>" if entry == "pack_rows" else last), expression
             seen.add(entry)
     assert seen == {"main", *(e.name for e in SPEC.extra_entries)}
     with pytest.raises(UnsupportedProblem, match=rf"^hopper_fp8: TYPES is set by the problem \(.*fp8_types "
@@ -129,6 +132,9 @@ def test_what_it_does_not_compute_is_refused_in_one_line(problem, message):
     ("tensor", {"DECODE": 16, "CONSUMERS": 1}, r"tiles of 64 \* CONSUMERS columns"),
     ("row", {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CN": 2}, r"clusters of tile rows sharing B only \(CM=1 or 2"),
     ("block", {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 0}, "block scaling is applied where"),
+    ("tensor", {"RING": 1}, "RING=1 holds block scales; scaling tensor has none"),
+    ("block", {"RING": 1, "DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}, "RING=1 is for hopper_fp8's own"),
+    ("block", {"RING": 1, "STAGES": 6}, "bytes of shared memory per block"),  # 6 rows of 128 scales past the limit
 ])
 def test_rules(scaling, overrides, message):
     with pytest.raises(UnsupportedProblem, match=message):
@@ -142,6 +148,13 @@ def test_geometry_is_any_shapes_with_one_byte_elements():
     assert g.smem == geo.persistent_smem(6, 128, 2, tma_store=True) == SPEC.dynamic_smem(SPEC.resolve())
     entry, g = entry_geometry(SPEC, SPEC.resolve({"CM": 2, "CN": 2, "CONSUMERS": 1, "STAGES": 4}))
     assert entry == "cluster" and g.a_box == (32, 128) and g.b_box == (64, 128) and g.ctas_per_sm == 2
+
+
+def test_the_scale_ring_takes_a_row_of_bm_scales_a_stage_past_the_config_s_shared_memory():
+    for t, bm in (({"RING": 1, "STAGES": 5}, 128), ({"RING": 1, "STAGES": 6, "CONSUMERS": 1, "BN": 64}, 64)):
+        t = SPEC.validate(fp8_problem(256, 256, 256, "block"), t)
+        without = SPEC.dynamic_smem({**t, "RING": 0})
+        assert SPEC.dynamic_smem(t) == without + t["STAGES"] * bm * 4 == entry_geometry(SPEC, t)[1].smem
 
 
 def test_the_decode_tiles_are_the_16_bit_decode_geometry_with_128_codes_a_k_tile():
@@ -249,13 +262,27 @@ def run_plan(monkeypatch, problem, tunables=None, lds=None, misalign=(0, 0, 0), 
     return t, launches, maps, scratch
 
 
-def test_aligned_codes_are_read_in_place_through_uint8_maps_and_the_scales_come_last(monkeypatch):
+def test_aligned_codes_are_read_in_place_through_uint8_maps_and_the_scales_come_after_the_bias(monkeypatch):
     t, launches, maps, scratch = run_plan(monkeypatch, fp8_problem(4096, 4096, 4096, "block"))
     assert [entry for entry, *_ in launches] == ["main"] and scratch == {}
     entry, grid, block, args = launches[0]
     assert grid == (132, 1, 1) and block == (384, 1, 1) and len(args) == len(SPEC.signature)
-    assert args[-4:] == (SCALE_A.ptr, 37, SCALE_B.ptr, 33)
+    assert args[-6:-2] == (SCALE_A.ptr, 37, SCALE_B.ptr, 33)
     assert [m[1:] for m in maps[:2]] == [("fp8", 4096, 4096, 4096, 128, 128, 128)] * 2  # A M x K, B N x K
+
+
+def test_the_scale_ring_maps_a_s_block_scales_where_tma_can_read_them(monkeypatch):
+    """RING=1: A's scales (ceil(K/128) rows of M floats) get an FP32 map of one-row boxes of BM,
+    unswizzled, and sa_tma = 1, where their rows are 16-byte multiples; else the spare map and 0
+    (the kernel reads them in place). RING=0 maps nothing more."""
+    problem = fp8_problem(4096, 4096, 4000, "block")
+    aligned = Operand(0x7F5000000000, 4096, 4)
+    _, launches, maps, _ = run_plan(monkeypatch, problem, {"RING": 1, "STAGES": 4}, scales=(aligned, SCALE_B))
+    assert launches[0][3][-2:] == (bytes(128), 1) and len(maps) == 4  # A, B, C (TMA stores), A's scales
+    assert maps[3] == (aligned.ptr, "fp32", 32, 4096, 4096, 1, 128, 0)
+    for tunables, scale_a in (({"RING": 1, "STAGES": 4}, SCALE_A), ({"STAGES": 4}, aligned)):  # ld 37: 148 bytes
+        _, launches, maps, _ = run_plan(monkeypatch, problem, tunables, scales=(scale_a, SCALE_B))
+        assert launches[0][3][-1] == 0 and len(maps) == 3
 
 
 def test_the_tail_split_cuts_the_last_partial_wave_as_hopper_bf16_s_does(monkeypatch):
@@ -284,7 +311,7 @@ def test_the_decode_tiles_launch_their_entry_over_mt_row_boxes_of_a(monkeypatch,
     t, launches, maps, scratch = run_plan(monkeypatch, problem, SPEC.choose(problem, H100)[0])
     assert t["DECODE"] == 8 and [entry for entry, *_ in launches] == ["decode"] and scratch == {}
     entry, grid, block, args = launches[0]
-    assert grid == (64, 1, 1) and block == (256, 1, 1) and args[-4:] == (SCALE_A.ptr, 37, SCALE_B.ptr, 33)
+    assert grid == (64, 1, 1) and block == (256, 1, 1) and args[-6:-2] == (SCALE_A.ptr, 37, SCALE_B.ptr, 33)
     assert [m[1:] for m in maps[:2]] == [("fp8", 8, 4096, 4096, 8, 128, 128), ("fp8", 4096, 4096, 4096, 64, 128, 128)]
 
 
@@ -319,6 +346,8 @@ BUILDS = [
     {"SCALING": 0, "CONSUMERS": 1, "STAGES": 4, "OUT": 1},  # 64 x 128 tiles, BF16 D
     # the decode tiles at their largest: 64 rows, two consumers, three accumulators, row scales, GELU
     {"SCALING": 1, "DECODE": 64, "BN": 128, "CONSUMERS": 2, "PROMOTE": 2, "OUT": 1, "EPI": 3},
+    # block scales on a ring beside the stages, at its largest: 5 stages, a 1 x 2 cluster, GELU
+    {"SCALING": 2, "PROMOTE": 2, "RING": 1, "STAGES": 5, "CN": 2, "OUT": 1, "EPI": 3},
 ]
 
 

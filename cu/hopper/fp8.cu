@@ -33,7 +33,7 @@
 // As hopper_any_shape (any_shape.cu), EPILOGUE 3, A and B FP8 codes read through UINT8 maps
 // (A: box {128, BM/CN}; B stored N x K: box {128, BN/CM}), plus the scales: scale_a / scale_b with
 // the row strides of their matrices (fp8.device_scales' layouts).
-template <int BN, int STAGES, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI, int TYPES>
+template <int BN, int STAGES, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI, int TYPES, int RING>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_fp8(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                const __grid_constant__ hopper::TensorMap b_map, float beta,
@@ -41,14 +41,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
                float* __restrict__ workspace, int* __restrict__ counters,
                const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                const typename hopper::OutType<OUT>::T* __restrict__ bias, const float* __restrict__ scale_a,
-               int scale_a_ld, const float* __restrict__ scale_b, int scale_b_ld) {
-    fp8_gemm::run<BN, STAGES, 1, 1, CONSUMERS, SCALING, PROMOTE, OUT, EPI, TYPES>(
+               int scale_a_ld, const float* __restrict__ scale_b, int scale_b_ld,
+               const __grid_constant__ hopper::TensorMap sa_map, int sa_tma) {
+    fp8_gemm::run<BN, STAGES, 1, 1, CONSUMERS, SCALING, PROMOTE, OUT, EPI, TYPES, RING>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, &c_map, c_tma, bias,
-        fp8_gemm::Scales{scale_a, scale_a_ld, scale_b, scale_b_ld});
+        fp8_gemm::Scales{scale_a, scale_a_ld, scale_b, scale_b_ld}, &sa_map, sa_tma);
 }
 
 // The same with CM x CN clusters sharing A and B tiles by multicast (persistent_body.cuh).
-template <int BN, int STAGES, int CONSUMERS, int CM, int CN, int SCALING, int PROMOTE, int OUT, int EPI, int TYPES>
+template <int BN, int STAGES, int CONSUMERS, int CM, int CN, int SCALING, int PROMOTE, int OUT, int EPI, int TYPES,
+          int RING>
 __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_fp8_cluster(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,
                        const __grid_constant__ hopper::TensorMap b_map, float beta,
@@ -56,10 +58,11 @@ __global__ void __cluster_dims__(CM * CN, 1, 1) __launch_bounds__(128 * (CONSUME
                        float* __restrict__ workspace, int* __restrict__ counters,
                        const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                        const typename hopper::OutType<OUT>::T* __restrict__ bias, const float* __restrict__ scale_a,
-                       int scale_a_ld, const float* __restrict__ scale_b, int scale_b_ld) {
-    fp8_gemm::run<BN, STAGES, CM, CN, CONSUMERS, SCALING, PROMOTE, OUT, EPI, TYPES>(
+                       int scale_a_ld, const float* __restrict__ scale_b, int scale_b_ld,
+                       const __grid_constant__ hopper::TensorMap sa_map, int sa_tma) {
+    fp8_gemm::run<BN, STAGES, CM, CN, CONSUMERS, SCALING, PROMOTE, OUT, EPI, TYPES, RING>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, &c_map, c_tma, bias,
-        fp8_gemm::Scales{scale_a, scale_a_ld, scale_b, scale_b_ld});
+        fp8_gemm::Scales{scale_a, scale_a_ld, scale_b, scale_b_ld}, &sa_map, sa_tma);
 }
 
 // Small M (fp8_body.cuh's run_decode): MT rows of A x 64 * CONSUMERS columns of B a tile, wgmma's
@@ -73,7 +76,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
                       float* __restrict__ workspace, int* __restrict__ counters,
                       const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                       const typename hopper::OutType<OUT>::T* __restrict__ bias, const float* __restrict__ scale_a,
-                      int scale_a_ld, const float* __restrict__ scale_b, int scale_b_ld) {
+                      int scale_a_ld, const float* __restrict__ scale_b, int scale_b_ld,
+                      const __grid_constant__ hopper::TensorMap, int) {
     fp8_gemm::run_decode<MT, CONSUMERS, SCALING, PROMOTE, OUT, EPI, TYPES, 1>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         fp8_gemm::Scales{scale_a, scale_a_ld, scale_b, scale_b_ld});
@@ -89,7 +93,7 @@ __global__ void __cluster_dims__(CM, 1, 1) __launch_bounds__(128 * (CONSUMERS + 
                               const __grid_constant__ hopper::TensorMap c_map, int c_tma,
                               const typename hopper::OutType<OUT>::T* __restrict__ bias,
                               const float* __restrict__ scale_a, int scale_a_ld, const float* __restrict__ scale_b,
-                              int scale_b_ld) {
+                              int scale_b_ld, const __grid_constant__ hopper::TensorMap, int) {
     fp8_gemm::run_decode<MT, CONSUMERS, SCALING, PROMOTE, OUT, EPI, TYPES, CM>(
         M, N, K, alpha, &a_map, &b_map, beta, C, ldc, group_m, splits, whole, workspace, counters, bias,
         fp8_gemm::Scales{scale_a, scale_a_ld, scale_b, scale_b_ld});

@@ -28,6 +28,12 @@
 //   2 block:  sa[kb * sa_ld + i] (ceil(K/128) rows of M), sb[nb * sb_ld + kb] (ceil(N/128) rows
 //             of ceil(K/128)); applied at each promotion, so the tiles must not straddle a
 //             128-column block of B (BN <= 128); alpha in the epilogue.
+//             RING = 1: A's BM scales of each k tile are loaded by TMA into a ring slot beside the
+//             stage's tiles, on the same full barrier, and read from shared memory after the
+//             wait the consumers make anyway, where TMA can read them (sa_tma: 16-byte aligned,
+//             sa_ld a multiple of 4); else, and with RING = 0, each thread reads its two from
+//             global memory a k tile ahead of its promotion. B's one scale a k tile is read from
+//             global memory in both (one address for the whole CTA: L1 serves it).
 // Each mode costs three FP32 roundings of scale arithmetic, as fp8.SCALE_ROUNDINGS charges.
 // Scales of rows past M and columns past N are never read (0 instead): their results are clipped.
 //
@@ -86,24 +92,43 @@ __device__ __forceinline__ void promote(float (&acc)[R], const float (&part)[R],
 }
 
 // How a finished k tile's part sum enters acc, for the promoted loops below: `load(kt)` fetches
-// the k tile's scales when its wgmma is issued (their latency hides under the wgmma), `add<FIRST>`
-// promotes it once it is done. Unscaled: tensor and row scaling (their scales apply to the
-// finished tile). RowBlocks: any_shape's tiles with block scales, A's scale a row of the fragment.
+// the k tile's scales when its wgmma is issued (their latency hides under the wgmma), before the
+// wait for its ring slot; `arrived(tile, slot)` reads what came with the slot, after that wait;
+// `add<FIRST>` promotes it once it is done. Unscaled: tensor and row scaling (their scales apply
+// to the finished tile). RowBlocks: any_shape's tiles with block scales, A's scale a row of the
+// fragment.
 struct Unscaled {
     struct Tile {};
     __device__ __forceinline__ Tile load(int) const { return {}; }
+    __device__ __forceinline__ void arrived(Tile&, int) const {}
     template <bool FIRST, int R>
     __device__ __forceinline__ void add(float (&acc)[R], const float (&part)[R], const Tile&) const {
         promote<R, false, FIRST>(acc, part, 1.0f, 1.0f);
     }
 };
 
-// row: the thread's first row; nb: the unit's 128-column block of B.
+// row: the thread's first row; nb: the unit's 128-column block of B. RING_BM > 0: the tile's rows
+// (BM), A's scales in `ring` (shared memory, RING_BM floats a slot; nullptr where TMA could not
+// read them: then in place), at the thread's row `ring_row` of the tile and 8 below.
+template <int RING_BM>
 struct RowBlocks {
     using Tile = float3;  // A's scales of the thread's two rows, B's of the block
     const Scales& scales;
     int M, row, nb;
-    __device__ __forceinline__ Tile load(int kt) const { return scales.block(row, kt, nb, M); }
+    const float* ring;
+    int ring_row;
+    __device__ __forceinline__ Tile load(int kt) const {
+        if (RING_BM > 0 && ring != nullptr)
+            return make_float3(0.0f, 0.0f, __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt));
+        return scales.block(row, kt, nb, M);
+    }
+    __device__ __forceinline__ void arrived(Tile& f, int slot) const {
+        if (RING_BM > 0 && ring != nullptr) {
+            const float* r = ring + slot * RING_BM + ring_row;
+            f.x = r[0];
+            f.y = r[8];
+        }
+    }
     template <bool FIRST, int R>
     __device__ __forceinline__ void add(float (&acc)[R], const float (&part)[R], const Tile& f) const {
         promote<R, true, FIRST>(acc, part, f.x * f.z, f.y * f.z);
@@ -131,6 +156,7 @@ struct ColumnBlocks {
         tile.b = __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt);
         return tile;
     }
+    __device__ __forceinline__ void arrived(Tile&, int) const {}
     template <bool FIRST, int R>
     __device__ __forceinline__ void add(float (&acc)[R], const float (&part)[R], const Tile& tile) const {
 #pragma unroll
@@ -142,9 +168,10 @@ struct ColumnBlocks {
 };
 
 // The promotion of any_shape's tiles and of the decode tiles for a scaling mode.
-template <int SCALING>
-__device__ __forceinline__ auto tile_promotion(const Scales& scales, int M, int row, int nb) {
-    if constexpr (SCALING == SCALE_BLOCK) return RowBlocks{scales, M, row, nb};
+template <int SCALING, int RING_BM>
+__device__ __forceinline__ auto tile_promotion(const Scales& scales, int M, int row, int nb, const float* ring,
+                                               int ring_row) {
+    if constexpr (SCALING == SCALE_BLOCK) return RowBlocks<RING_BM>{scales, M, row, nb, ring, ring_row};
     else return Unscaled{};
 }
 template <int MT, int SCALING>
@@ -164,8 +191,9 @@ __device__ __forceinline__ void k_loop_promoted(float (&acc)[R], hopper::Barrier
     float part[R];
     for (int kt = w.kt0; kt < w.kt1; ++kt) {
         // the scales of this k tile, loaded before the wait so that their latency hides under it
-        const typename Promotion::Tile scale = promotion.load(kt);
+        typename Promotion::Tile scale = promotion.load(kt);
         barrier_wait(&full[s], phase);
+        promotion.arrived(scale, s);
         wgmma_fence();  // part was read by the last promotion
         mma(part, s);
         wgmma_commit();
@@ -205,6 +233,7 @@ __device__ __forceinline__ void k_loop_overlapped(float (&acc)[R], hopper::Barri
     auto issue = [&](float (&into)[R], int kt, Scale& scale) {
         scale = promotion.load(kt);
         barrier_wait(&full[s], phase);
+        promotion.arrived(scale, s);
         wgmma_fence();  // `into` was read by the promotion before
         mma(into, s);
         wgmma_commit();
@@ -271,18 +300,34 @@ __device__ __forceinline__ void scale_rows_and_columns(float (&d)[BN / 2], const
     }
 }
 
+// Block scaling's ring of A's scales (RING = 1; see the file's opening comment): BM floats a ring
+// slot, after the Config's shared memory (in its last 1024 bytes, the alignment's slack, and past
+// them: the launch asks for SMEM_BYTES + BYTES, geometry.fp8_scale_ring_bytes).
+template <class Cfg, int RING>
+struct ScaleRing {
+    static constexpr int OFFSET = Cfg::SMEM_BYTES - 1024;
+    static constexpr int BYTES = RING ? Cfg::STAGES * Cfg::BM * 4 : 0;
+    static_assert(OFFSET % 128 == 0, "TMA writes the ring's slots at 128-byte boundaries");
+    static_assert(Cfg::SMEM_BYTES + BYTES <= 227 * 1024, "the scale ring fits the block's shared memory: fewer STAGES");
+    static_assert((Cfg::SMEM_BYTES + BYTES) * Cfg::CTAS_PER_SM <= 228 * 1024 - Cfg::CTAS_PER_SM * 1024,
+                  "the scale ring fits the SM's shared memory: fewer STAGES");
+};
+
 // As hopper_pws::run (persistent_body.cuh) with FP8 A and B and their scales; EPILOGUE 3 (TMA
-// stores where c_tma, else from registers or staged), split-K on. SCALING, PROMOTE and TYPES: see
-// the file's opening comment.
+// stores where c_tma, else from registers or staged), split-K on. SCALING, PROMOTE, TYPES and RING
+// (sa_map and sa_tma: the map of A's block scales, and whether TMA reads them): see the file's
+// opening comment.
 template <int BN, int STAGES, int CM, int CN, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI,
-          int TYPES>
+          int TYPES, int RING>
 __device__ __forceinline__ void run(int M, int N, int K, float alpha, const TensorMap* a_map, const TensorMap* b_map,
                                     float beta, typename OutType<OUT>::T* __restrict__ C, int ldc, int group_m,
                                     int splits, int whole, float* __restrict__ workspace, int* __restrict__ counters,
                                     const TensorMap* c_map, int c_tma, const typename OutType<OUT>::T* __restrict__ bias,
-                                    const Scales scales) {
+                                    const Scales scales, const TensorMap* sa_map, int sa_tma) {
     using Elem = fp8_t<TYPES>;
     using Cfg = hopper_pws::Config<Elem, BN, STAGES, CM, CN, CONSUMERS, true>;
+    using Ring = ScaleRing<Cfg, RING>;
+    static_assert(!RING || SCALING == SCALE_BLOCK, "the scale ring holds block scales");
     static_assert(SCALING == SCALE_TENSOR || SCALING == SCALE_ROW || SCALING == SCALE_BLOCK, "scaling 0, 1 or 2");
     static_assert(PROMOTE || SCALING != SCALE_BLOCK, "block scales are applied at each promotion");
     static_assert(!PROMOTE || BN <= 128, "promotion keeps two or three accumulators: BN <= 128 (and a tile in "
@@ -291,6 +336,7 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
     Barrier* full = reinterpret_cast<Barrier*>(smem + STAGES * Cfg::STAGE_BYTES);
     Barrier* empty = full + STAGES;
     volatile int* last_flag = reinterpret_cast<volatile int*>(empty + STAGES);
+    float* ring = RING && sa_tma ? reinterpret_cast<float*>(smem + Ring::OFFSET) : nullptr;
     const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0), t = threadIdx.x % 128;  // wg: uniform (run's)
     // Everything a role needs is computed inside it, after setmaxnreg: a value live across the
     // register hand-over (even blockIdx.x / CLUSTER) was spilled to local memory by ptxas.
@@ -306,18 +352,30 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
         tma_prefetch_map(a_map);
         tma_prefetch_map(b_map);
         if (c_tma) tma_prefetch_map(c_map);
+        if (RING && sa_tma) tma_prefetch_map(sa_map);
     }
     if constexpr (Cfg::CLUSTER == 1) __syncthreads();
     else cluster_sync();
     take_over_from_previous_grid();  // with PDL: nothing global (the scales included) was read before this
 
-    if (wg == 0) {  // the producer: persistent_body.cuh's, unchanged
+    if (wg == 0) {  // the producer: persistent_body.cuh's, with A's block scales beside each stage on a ring
         shrink_registers<Cfg::PRODUCER_REGS>();
         if (t == 0) {
             const int cluster_id = blockIdx.x / Cfg::CLUSTER, clusters = gridDim.x / Cfg::CLUSTER;
             const int rank = cluster_rank();
-            hopper_pws::produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, cluster_id, clusters, rank % CM,
-                                     rank / CM);
+            if (ring != nullptr) {
+                // this CTA's own copy (never multicast): the tile's BM scales of A at k tile kt, counted on the
+                // slot's full barrier before the stage's arrival (rows past M arrive as zeros)
+                auto scales_of_stage = [&](int slot, Barrier* bar, int kt, const Unit& w) {
+                    barrier_expect_tx(bar, Cfg::BM * 4);
+                    tma_load_2d(ring + slot * Cfg::BM, sa_map, bar, w.m0, kt);
+                };
+                hopper_pws::produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, cluster_id, clusters,
+                                         rank % CM, rank / CM, scales_of_stage);
+            } else {
+                hopper_pws::produce<Cfg>(schedule(), smem, full, empty, a_map, b_map, cluster_id, clusters,
+                                         rank % CM, rank / CM);
+            }
         }
         __syncwarp();
     } else {
@@ -341,7 +399,8 @@ __device__ __forceinline__ void run(int M, int N, int K, float alpha, const Tens
             auto mma = [&](float (&into)[BN / 2], int slot) {
                 hopper_pws::mma_stage<Elem, Cfg>(into, desc, slot, true);
             };
-            const auto promotion = tile_promotion<SCALING>(scales, M, row, w.n0 / 128);
+            const auto promotion = tile_promotion<SCALING, RING ? Cfg::BM : 0>(scales, M, row, w.n0 / 128, ring,
+                                                                              row - w.m0);
             if constexpr (PROMOTE == 2) k_loop_overlapped<Cfg>(acc, full, empty, w, t, s, phase, promotion, mma);
             else if constexpr (PROMOTE == 1) k_loop_promoted<Cfg>(acc, full, empty, w, t, s, phase, promotion, mma);
             else k_loop_unpromoted<Elem, Cfg>(acc, full, empty, w, desc, t, s, phase);

@@ -90,6 +90,13 @@ __device__ __forceinline__ void barrier_arrive_expect_tx(Barrier* bar, unsigned 
                  : "memory");
 }
 
+// Expect `bytes` more from TMA in the current phase, without arriving: for loads issued before
+// the arrival that counts the rest (the phase cannot complete while that arrival is pending).
+__device__ __forceinline__ void barrier_expect_tx(Barrier* bar, unsigned bytes) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+}
+
 __device__ __forceinline__ void barrier_arrive(Barrier* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }

@@ -197,29 +197,38 @@ __device__ __forceinline__ void load_stage(unsigned char* stage, Barrier* full, 
     }
 }
 
+// What a kernel loads into a ring slot beside the operands' tiles: nothing here. A kernel that
+// loads more (fp8_body.cuh's block scales) passes its own, called as extra(slot, full barrier, kt,
+// unit) before the stage's arrival, so that the bytes it expects on that barrier are counted
+// before the phase can complete.
+struct NoStageExtra {
+    __device__ __forceinline__ void operator()(int, Barrier*, int, const Unit&) const {}
+};
+
 // The producer's work on one unit (one thread): each k tile loaded into the next ring slot once
 // its consumers released it (the ring position s and its phase run on from one unit to the next).
 // rm, rn: this CTA's place in its cluster.
-template <class Cfg>
+template <class Cfg, class Extra = NoStageExtra>
 __device__ __forceinline__ void produce_unit(const Unit& w, unsigned char* smem, Barrier* full, Barrier* empty,
                                              const TensorMap* a_map, const TensorMap* b_map, int rm, int rn, int& s,
-                                             int& phase) {
+                                             int& phase, const Extra& extra = {}) {
     for (int kt = w.kt0; kt < w.kt1; ++kt) {
         barrier_wait(&empty[s], phase ^ 1);
+        extra(s, &full[s], kt, w);
         load_stage<Cfg>(smem + s * Cfg::STAGE_BYTES, &full[s], a_map, b_map, kt, w.m0, w.n0, rm, rn);
         if (++s == Cfg::STAGES) s = 0, phase ^= 1;
     }
 }
 
 // The producer's loop (one thread): the units u = first, first + stride, ... of the schedule.
-template <class Cfg>
+template <class Cfg, class Extra = NoStageExtra>
 __device__ __forceinline__ void produce(const Schedule& sched, unsigned char* smem, Barrier* full, Barrier* empty,
                                         const TensorMap* a_map, const TensorMap* b_map, int first, int stride, int rm,
-                                        int rn) {
+                                        int rn, const Extra& extra = {}) {
     int s = 0, phase = 0;
     for (int u = first; u < sched.units; u += stride)
         produce_unit<Cfg>(sched.unit(u, rm, rn, Cfg::CM, Cfg::CN, Cfg::BM, Cfg::BN), smem, full, empty, a_map, b_map,
-                          rm, rn, s, phase);
+                          rm, rn, s, phase, extra);
 }
 
 // Descriptors (smem_desc in hopper_common.cuh), per k step of 16 (32 bytes of a 128-byte row):

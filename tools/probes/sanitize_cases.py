@@ -16,7 +16,9 @@ in and out of a 2 x 1 cluster, every layout, ragged edges, beta, 16-bit D with t
 each promotion, one and two consumers, split-K, a second row of tiles, packed rows, beta, BF16 D
 with the epilogues); "fp8_formats" (hopper_fp8 on e5m2 operands, A's, B's or both: the main
 tiles in each scaling mode, a cluster, split-K and packed rows, and the decode tiles, whose wgmma
-takes the formats swapped, one of them in a cluster); "decode_clusters" (the decode tiles of hopper_bf16/fp16/fp8 in clusters of
+takes the formats swapped, one of them in a cluster); "block_ring" (hopper_fp8 in block scaling with A's
+scales loaded by TMA beside each stage, RING=1: ragged M past the last tile row, a 1 x 2 cluster, 64-row tiles
+and the first promotion, the tail split, split-K on e5m2 A, beta, BF16 D with GELU); "decode_clusters" (the decode tiles of hopper_bf16/fp16/fp8 in clusters of
 two tile rows sharing B by multicast, CM=2: one and two consumers, B stored either way, split-K,
 the tail split, a second tile row past M, packed rows, beta, 16-bit D with the epilogues);
 "decode_transposed" (the 64-row decode tiles of hopper_bf16/fp16 reading A stored K x M: one
@@ -91,6 +93,18 @@ CASES = {
          DECODE(16, 1, 2)),
         ("hopper_fp8", GemmProblem(40, 1030, 999, trans_b=True, out_dtype="bf16", scaling="tensor",
                                    fp8_types="e4m3_e5m2"), {**DECODE(32, 1, 2), "CM": 2}),
+    ],
+    "block_ring": [
+        ("hopper_fp8", GemmProblem(260, 516, 1000, 1.0, 0.5, trans_b=True, out_dtype="bf16", scaling="block"),
+         {"RING": 1, "PROMOTE": 2, "STAGES": 4}),
+        ("hopper_fp8", GemmProblem(520, 260, 640, trans_b=True, out_dtype="bf16", epilogue="bias_gelu",
+                                   scaling="block"), {"RING": 1, "PROMOTE": 2, "STAGES": 5, "CN": 2}),
+        ("hopper_fp8", GemmProblem(100, 200, 1000, trans_b=True, scaling="block"),
+         {"RING": 1, "PROMOTE": 1, "BN": 64, "CONSUMERS": 1, "STAGES": 6}),
+        ("hopper_fp8", GemmProblem(1284, 2000, 4100, trans_b=True, scaling="block"),
+         {"RING": 1, "PROMOTE": 2, "STAGES": 4, "TAIL": 4}),
+        ("hopper_fp8", GemmProblem(256, 384, 4096, -1.0, 0.5, trans_b=True, scaling="block", fp8_types="e5m2_e4m3"),
+         {"RING": 1, "PROMOTE": 2, "STAGES": 5, "SPLITS": 3}),
     ],
     "decode_clusters": [
         ("hopper_bf16", GemmProblem(40, 3001, 515, 1.0, 0.5), {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2}),

@@ -17,11 +17,12 @@ FP32 or BF16, batch 1 (problem.fp8_rule).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from ... import fp8 as _fp8
 from ...cuda.errors import UnsupportedProblem
+from ...cuda.tensor_map import tma_layout_problem
 from ...problem import FP8_TYPES, GemmProblem, fp8_rule
 from ..linear import LinearSpec
 from ..spec import Entry, Tunable, ceil_div
@@ -33,8 +34,9 @@ from . import rungs
 NAME = "hopper_fp8"
 PRECISION = "fp8"
 SOURCE = "cu/hopper/fp8.cu"
-# any_shape's arguments, then A's scales and their row stride, B's scales and theirs
-SIGNATURE = (*rungs.STORE_SIGNATURE, "ptr", "int", "ptr", "int")
+# any_shape's arguments, then A's scales and their row stride, B's scales and theirs, then the map
+# of A's block scales and whether TMA reads them (RING; the decode entries take and ignore both)
+SIGNATURE = (*rungs.STORE_SIGNATURE, "ptr", "int", "ptr", "int", "tensormap", "int")
 SCALING_CODE = {scaling: code for code, scaling in enumerate(_fp8.SCALINGS)}  # tensor 0, row 1, block 2
 SCALING_NAME = dict(enumerate(_fp8.SCALINGS))
 OUT_DTYPES = ("fp32", "bf16")
@@ -64,6 +66,9 @@ TUNABLES = (
     Tunable("EPI", 0, (0, 1, 2, 3), "epilogue, set by the problem: 0 none, 1 bias, 2 bias + ReLU, 3 bias + GELU"),
     Tunable("TYPES", 0, tuple(range(len(FP8_TYPES))), "set by the problem's fp8_types: bit 0 A is e5m2, bit 1 B is "
             "(else e4m3); the wgmma instruction names both formats"),
+    Tunable("RING", 0, (0, 1), "block scaling: 1 = A's scales of each k tile loaded by TMA beside the stage's tiles "
+            "and read from shared memory (where TMA can read them; else in place); 0 = each thread reads its "
+            "own from global memory a k tile ahead"),
 )
 
 
@@ -93,6 +98,16 @@ def _block_scales_promote(p: GemmProblem, t) -> str | None:
     return None
 
 
+def _ring_of_block_scales(p: GemmProblem, t) -> str | None:
+    if not t["RING"]:
+        return None
+    if t["SCALING"] != BLOCK_SCALING:
+        return f"RING=1 holds block scales; scaling {SCALING_NAME[t['SCALING']]} has none to ring (RING=0)"
+    if t["DECODE"]:
+        return f"RING=1 is for hopper_fp8's own tiles; DECODE={t['DECODE']} reads its scales in place (RING=0)"
+    return None
+
+
 def _decode_shape(p: GemmProblem, t) -> str | None:
     if not t["DECODE"]:
         return None
@@ -112,8 +127,9 @@ def select(precision: str, t: Mapping[str, int]) -> tuple[str, geo.Geometry]:
         return entry, geo.decode(precision, t["DECODE"], t["CONSUMERS"], trans_b=True,
                                  out_dtype=geo.OUT_DTYPE[t["OUT"]], cm=t["CM"])
     entry = "cluster" if rungs.clustered(t) else "main"
-    return entry, geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
-                                 tma_store=True, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]])
+    g = geo.persistent(precision, t["BN"], t["STAGES"], t["CM"], t["CN"], t["CONSUMERS"], "split",
+                       tma_store=True, trans_b=True, out_dtype=geo.OUT_DTYPE[t["OUT"]])
+    return entry, replace(g, smem=g.smem + geo.fp8_scale_ring_bytes(t["STAGES"], g.bm, t["RING"]))
 
 
 def _geometry(t: Mapping[str, int]) -> geo.Geometry:
@@ -122,7 +138,8 @@ def _geometry(t: Mapping[str, int]) -> geo.Geometry:
 
 TEMPLATE = "{SCALING}, {PROMOTE}, {OUT}, {EPI}, {TYPES}"
 ENTRIES = (
-    Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}>", SIGNATURE,
+    Entry("cluster", f"hopper_fp8_cluster<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {{CM}}, {{CN}}, {TEMPLATE}, {{RING}}>",
+          SIGNATURE,
           lambda t: _geometry(t).smem, needed=rungs.clustered),  # only builds that run it
     Entry("decode", f"hopper_fp8_decode<{{DECODE}}, {{CONSUMERS}}, {TEMPLATE}>", SIGNATURE,
           lambda t: _geometry(t).smem, needed=lambda t: rungs.decode_entry(t) == "decode"),
@@ -156,7 +173,8 @@ def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.
     args = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, ctx.c.ptr, ctx.c.ld, t["GROUP_M"],
             *_recipe.split_arguments(ctx, g, split),
             *_recipe.c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map, g.out_dtype, enabled=bool(t["STORE"])),
-            ctx.bias, scale_a.ptr, scale_a.ld, scale_b.ptr, scale_b.ld]
+            ctx.bias, scale_a.ptr, scale_a.ld, scale_b.ptr, scale_b.ld,
+            *scale_ring_arguments(p, t, g, scale_a, a_map)]
     grid = (geo.persistent_grid(split.units, clusters, g.cluster), 1, 1)
     packed, block, stream = kernel.pack(*args), (g.threads, 1, 1), ctx.stream
     programmatic = bool(t["PDL"])
@@ -167,6 +185,16 @@ def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.
         kernel.launch(grid, block, packed, stream, programmatic=programmatic)
 
     return enqueue
+
+
+def scale_ring_arguments(p: GemmProblem, t, g: geo.Geometry, scale_a, spare_map: bytes) -> list:
+    """(sa_map, sa_tma) of the block-scale ring (RING=1): the map of A's scales (ceil(K/128) rows
+    of M floats, row stride scale_a.ld; boxes of one row of BM) and 1 where TMA can read them;
+    else ``spare_map`` (never read) and 0, and the kernel reads A's scales in place."""
+    if not t["RING"] or t["DECODE"] or tma_layout_problem(scale_a.ptr, scale_a.ld, "fp32") is not None:
+        return [spare_map, 0]
+    blocks = ceil_div(p.k, _fp8.BLOCK)
+    return [_recipe.encode_tiled_2d(scale_a.ptr, "fp32", blocks, p.m, scale_a.ld, 1, g.bm, 0), 1]
 
 
 def _nothing() -> None:
@@ -395,9 +423,10 @@ def hopper_fp8() -> Fp8Spec:
         description="FP8 (nt; e4m3 or e5m2 A and B), tensor/row/block FP32 scales, partial sums promoted to FP32 "
                     "every 128 of K; any_shape's schedule: split-K, packing, TMA stores, clusters; swapped-roles "
                     "decode tiles at small M (tunables chosen per shape)",
-        source=SOURCE, entry=f"hopper_fp8<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {TEMPLATE}>", precision=PRECISION,
+        source=SOURCE, entry=f"hopper_fp8<{{BN}}, {{STAGES}}, {{CONSUMERS}}, {TEMPLATE}, {{RING}}>",
+        precision=PRECISION,
         tunables=TUNABLES,
-        rules=(rungs._k_at_least_one, _promotion_fits, _block_scales_promote, _decode_shape,
+        rules=(rungs._k_at_least_one, _promotion_fits, _block_scales_promote, _ring_of_block_scales, _decode_shape,
                rungs._fits(_geometry)),
         block=lambda t: (_geometry(t).threads, 1, 1), grid=_grid, dynamic_smem=lambda t: _geometry(t).smem,
         signature=SIGNATURE, extra_entries=ENTRIES, launch_recipe=fp8_recipe, choose=choose_fp8,

@@ -87,6 +87,12 @@ def persistent_smem(stages: int, bn: int, consumers: int, tma_store: bool = Fals
     return persistent_ring(stages, bn, consumers, nsplit) + (1024 if tma_store else 256) + consumers * staging + 1024
 
 
+def fp8_scale_ring_bytes(stages: int, bm: int, ring: int) -> int:
+    """fp8_body.cuh's ScaleRing: with RING = 1, BM floats of A's block scales a ring slot, past the
+    Config's shared memory."""
+    return stages * bm * 4 if ring else 0
+
+
 def register_a_smem(stages: int, bm: int = 256, consumers: int = 2) -> int:
     """tf32_register_a.cu: BM rows of A + 32 k x 64 n per consumer of B, 128 bytes a row, a stage
     (256 x 128 tiles: 32 + 16 KiB)."""
