@@ -162,9 +162,10 @@ RING = [
     ({"PROMOTE": 2, "SPLITS": 3}, (256, 384, 4096)), ({"PROMOTE": 2, "TAIL": 4}, (1280, 2048, 4096)),
     ({"PROMOTE": 2, "CN": 2, "STAGES": 5}, (520, 260, 640)), ({"PROMOTE": 2}, (333, 517, 999)),
 ]
-RING_CASES = [Case(*shape, "block", "bf16" if i % 2 else "fp32", tunables={"RING": 1, **t})
+RING_CASES = [Case(*shape, "block", "bf16" if i % 2 else "fp32", tunables={"RING": 1, "STAGES": 4, **t})
               for i, (t, shape) in enumerate(RING)] + [
-    Case(300, 400, 1000, "block", "bf16", "bias_gelu", scale_draw=(20, 0), tunables={"RING": 1, "PROMOTE": 2}),
+    Case(300, 400, 1000, "block", "bf16", "bias_gelu", scale_draw=(20, 0),
+         tunables={"RING": 1, "PROMOTE": 2, "STAGES": 5}),
     Case(4093, 4091, 4099, "block", "bf16", tunables={"RING": 1, "PROMOTE": 2, "STAGES": 4})]
 
 CASES = (SHAPE_CASES + SMALL_M_CASES + FORCED_CASES + UNPROMOTED_CASES + OVERLAPPED_CASES + DECODE_CASES
