@@ -169,14 +169,14 @@ def test_the_decode_tiles_are_the_16_bit_decode_geometry_with_128_codes_a_k_tile
 
 # ---------------------------------------------------------------- choose
 @pytest.mark.parametrize("shape, picked", [
-    ((4096, 4096, 4096), {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # 1024 tiles of 128 x 128
-    ((4093, 4091, 4099), {"STAGES": 4, "PROMOTE": 2}),  # K % 16 != 0: rows of codes packed first, no PDL
-    ((1024, 1024, 16384), {"SPLITS": 2, "PROMOTE": 2}),  # 64 tiles, deep K
-    ((1024, 1024, 1024), {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),
-    ((1, 7168, 16384), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 2}),  # decode: 112 tiles
-    ((64, 4096, 7168), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 2}),  # 64 tiles
-    ((64, 4096, 1024), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "PDL": 1}),
-    ((16, 32768, 512), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 512 tiles of 64 x 64
+    ((4096, 4096, 4096), {"STAGES": 5, "RING": 1, "PROMOTE": 2, "PDL": 1}),  # 1024 tiles: A's scales on a ring
+    ((4093, 4091, 4099), {"STAGES": 5, "RING": 1, "PROMOTE": 2}),  # K % 16 != 0: rows of codes packed first, no PDL
+    ((1024, 1024, 16384), {"SPLITS": 2, "PROMOTE": 2}),  # 64 tiles, deep K: in place (the ring not timed there)
+    ((1024, 1024, 1024), {"BN": 64, "STAGES": 6, "RING": 1, "PROMOTE": 2, "PDL": 1}),
+    ((1, 7168, 16384), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "RING": 1, "PROMOTE": 2, "SPLITS": 2}),  # 112 tiles
+    ((64, 4096, 7168), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "RING": 1, "PROMOTE": 2, "SPLITS": 2}),  # 64 tiles
+    ((64, 4096, 1024), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "RING": 1, "PROMOTE": 2, "PDL": 1}),
+    ((16, 32768, 512), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "RING": 1, "PROMOTE": 2, "PDL": 1}),  # 512 of 64 x 64
 ])
 def test_the_tile_rules(shape, picked):
     """tile_choice: what choose takes past the decode tiles' M (and with DECODE=0)."""
@@ -199,7 +199,7 @@ DECODE_8 = {"DECODE": 8, "BN": 64, "CONSUMERS": 1, "PROMOTE": 2}
     ((8, 28672, 4096), "tensor", {**DECODE_8, "BN": 128, "CONSUMERS": 2, "PDL": 1, "TAIL": 0}),  # 448 64-column tiles
     ((65, 4096, 4096), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # past DECODE_MAX_M
     ((1, 4096, 4096), "block", {**DECODE_8, "PDL": 1, "TAIL": 0}),  # block scales: up to M = 16
-    ((32, 4096, 4096), "block", {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "PROMOTE": 2, "SPLITS": 2}),
+    ((32, 4096, 4096), "block", {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "RING": 1, "PROMOTE": 2, "SPLITS": 2}),
 ])
 def test_choose_takes_the_decode_tiles_at_small_m(shape, scaling, picked):
     problem = fp8_problem(*shape, scaling)
@@ -215,10 +215,10 @@ def test_choose_takes_the_decode_tiles_at_small_m(shape, scaling, picked):
     ((384, 4096, 6144), "row", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 96 tiles; K = 6144: the tail split
     ((1152, 1024, 4096), "tensor", {"STAGES": 6, "PROMOTE": 2, "PDL": 1, "TAIL": 0}),  # 72 tiles: past half the SMs
     ((384, 2560, 6144), "tensor", {"BN": 64, "STAGES": 8, "PROMOTE": 2, "PDL": 1}),  # 60: 128 x 64 tiles
-    ((4096, 4096, 4096), "block", {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # block scales: as before
-    ((384, 4096, 6144), "block", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # ... but 96 tiles: 6 stages
-    ((1152, 1024, 4096), "block", {"STAGES": 6, "PROMOTE": 2, "PDL": 1}),  # 72 tiles
-    ((1280, 1536, 4096), "block", {"STAGES": 4, "PROMOTE": 2, "PDL": 1}),  # 120 tiles: a full grid
+    ((4096, 4096, 4096), "block", {"STAGES": 5, "RING": 1, "PROMOTE": 2, "PDL": 1}),  # block: 5 stages, a ring,
+    ((384, 4096, 6144), "block", {"STAGES": 5, "RING": 1, "PROMOTE": 2, "PDL": 1}),  # no cluster, from 67 tiles
+    ((1152, 1024, 4096), "block", {"STAGES": 5, "RING": 1, "PROMOTE": 2, "PDL": 1}),  # 72 tiles
+    ((1280, 1536, 4096), "block", {"STAGES": 5, "RING": 1, "PROMOTE": 2, "PDL": 1}),  # 120 tiles: a full grid
     ((4093, 4091, 4099), "tensor", {"STAGES": 6, "CN": 2, "PROMOTE": 2, "TAIL": 0}),  # packed operands: no PDL
 ])
 def test_grids_past_half_the_sms_take_six_stages_and_clusters_past_one_wave(shape, scaling, picked):

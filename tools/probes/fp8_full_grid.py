@@ -12,6 +12,7 @@ Run from the repository root:
     PYTHONPATH=. python3 tools/probes/fp8_full_grid.py [--scalings tensor,row,block] [--configs JSON] [MxNxK ...]
 --configs '{"label": {tunables}, ...}' times those configurations (beside the rule's pick) instead.
 --tail: the rule's pick also without the tail split ("rule tail0": TAIL=0).
+--ring: the rule's pick also with block scales read in place ("rule ring0": RING=0).
 """
 
 from __future__ import annotations
@@ -35,23 +36,24 @@ SCALINGS = ("tensor", "row", "block")
 CLUSTERS = {"": {}, "+cm2": {"CM": 2}, "+cn2": {"CN": 2}}
 
 
-def configurations(p, given: dict | None = None, tail: bool = False) -> dict[str, dict]:
+def configurations(p, given: dict | None = None, variants: dict | None = None) -> dict[str, dict]:
     """Labelled tunables: ``given``, else 128 x 128 tiles with the overlapped promotion, 4 or 6
     stages, each without a cluster and in 2 x 1 and 1 x 2 clusters ("s6+cm2"), and 128 x 64 tiles
-    at 8 stages ("t64", the rule's pick below its 128 x 128 branches); "rule": tile_choice's pick."""
+    at 8 stages ("t64", the rule's pick below its 128 x 128 branches); "rule": tile_choice's pick;
+    ``variants`` (label -> tunables): the rule's pick with those changed ("rule tail0")."""
     configs = dict(given) if given else {
         **{f"s{stages}{name}": {"PROMOTE": 2, "STAGES": stages, **cluster, "PDL": 1}
            for stages in (4, 6) for name, cluster in CLUSTERS.items()},
         "t64": {"PROMOTE": 2, "BN": 64, "STAGES": 8, "PDL": 1}}
     configs["rule"] = fp8.tile_choice(p)[0]
-    if tail:
-        configs["rule tail0"] = {**configs["rule"], "TAIL": 0}
+    for label, changed in (variants or {}).items():
+        configs[f"rule {label}"] = {**configs["rule"], **changed}
     return configs
 
 
-def measure(session, timer, shape: tuple, scaling: str, given: dict | None, tail: bool) -> None:
+def measure(session, timer, shape: tuple, scaling: str, given: dict | None, variants: dict) -> None:
     p = problem(shape, scaling)
-    configs = configurations(p, given, tail)
+    configs = configurations(p, given, variants)
     with PreparedCase.random(p, "fp8", [*shape, len(scaling)], products=products_for(session, p)) as case:
         us, best = labelled_times(session, timer, case, NAME, configs, BASELINES[scaling])
     print(f"{'x'.join(map(str, shape))} {scaling}:", flush=True)
@@ -64,18 +66,20 @@ def main() -> int:
     parser.add_argument("--scalings", default=",".join(SCALINGS), help="comma list of tensor, row, block")
     parser.add_argument("--configs", type=json.loads, default=None, help="labelled tunables to time instead")
     parser.add_argument("--tail", action="store_true", help="the rule's pick also with TAIL=0")
+    parser.add_argument("--ring", action="store_true", help="the rule's pick also with RING=0 (block scaling)")
     args = parser.parse_args()
+    variants = {**({"tail0": {"TAIL": 0}} if args.tail else {}), **({"ring0": {"RING": 0}} if args.ring else {})}
     refuse_validation_shapes(args.shapes, "fp8_full_grid.py")
     cases = [(tuple(map(int, s.split("x"))), scaling) for s in args.shapes for scaling in args.scalings.split(",")]
     t0 = time.time()
-    prebuild(cases, lambda shape, scaling: configurations(problem(shape, scaling), args.configs, args.tail).values())
+    prebuild(cases, lambda shape, scaling: configurations(problem(shape, scaling), args.configs, variants).values())
     print(f"built in {time.time() - t0:.0f} s", flush=True)
     with Session() as session:
         timer = GpuTimer(session.stream, session.arch)
         print(f"{session.device.name}; us per GEMM, TFLOP/s, BF16 D, the faster baseline of the scaling's time "
               "over each", flush=True)
         for shape, scaling in cases:
-            measure(session, timer, shape, scaling, args.configs, args.tail)
+            measure(session, timer, shape, scaling, args.configs, variants)
         timer.close()
     return 0
 

@@ -299,6 +299,10 @@ BLOCK_PART_GRID_CHECK = "results/h100-80gb-hbm3/probe-fp8-block-part-grid-after.
 # tensor and row scaling: 6 stages of 128 x 128 tiles on grids of more than half the SMs (where the
 # split-K rule below cannot split: every unit resident)
 SIX_STAGE_MIN_TILES = rungs.SMS // 2 + 1
+# block scaling: A's scales on a ring beside the stages (RING=1), timed beside the in-place scales
+RING_PROBE = "results/h200/probe-fp8-block-scale-ring.txt"  # four full grids
+RING_PART_GRID_PROBE = "results/h200/probe-fp8-block-scale-ring-part-grid.txt"
+RING_SMALL_PROBE = "results/h200/probe-fp8-block-scale-ring-small.txt"  # M = 48-128
 
 
 def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
@@ -310,7 +314,9 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       consumer warpgroup, two CTAs an SM (at 64x4096x7168 1.3-1.5x the 64 x 128 tiles); split-K
       2 ways where the tiles leave SMs idle and each slice keeps >= 2048 of K (at 64x4096x7168
       1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4 slices, in each scaling:
-      results/h200/probe-fp8-small-splits.txt).
+      results/h200/probe-fp8-small-splits.txt). In block scaling with A's scales on the ring:
+      unsplit, 1.06x the in-place scales at 48x6144x4096 and 64x4096x7168 (RING_SMALL_PROBE; the
+      split tiles with the ring not timed).
     - In tensor and row scaling, on more than half the SMs' worth of 128 x 128 tiles: those tiles, 6
       stages, in 1 x 2 clusters (the two tiles of a cluster share each A tile by multicast) where
       the grid is more than one wave. A full grid in block scaling: 4 stages, no cluster.
@@ -345,14 +351,26 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       cuBLASLt 18.2), within 0.6% of 4 stages where those were faster (one shape). The first fit,
       on an H200 before the descriptors were built by addition, had every cluster and 6 stages
       within 5% of 4 stages without a cluster (results/h200/probe-fp8-configs.txt).
+    - Block scaling past half the SMs' worth of 128 x 128 tiles, with A's scales loaded by TMA
+      on a ring beside the stages (RING=1; 6 stages and the ring exceed the block's shared
+      memory): 5 stages, no cluster. One H200, alternating rounds: on four full grids (RING_PROBE)
+      1.09-1.23x the 4 stages in place that the rule took before (6144x3072x8192 287 us against
+      351; 8192x4096x2048 140.6 against 156.7, 0.5% behind 4 stages in a 1 x 2 cluster with the
+      ring), the fastest of ours on the other three; on three grids of 70-96 tiles
+      (RING_PART_GRID_PROBE) 1.13-1.15x the 6 stages in place taken before (384x4096x6144 21.6 us
+      against 24.9, cuBLASLt 20.4), 4 stages with the ring 1.4-3.2% behind.
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
-    - Else 128 x 64 tiles, 8 stages (128x7168x2048: within 2% of the best configuration)."""
+    - Else 128 x 64 tiles, 8 stages (128x7168x2048: within 2% of the best configuration); in block
+      scaling 6 stages with the ring (the 8 stages and the ring exceed the block's shared memory):
+      1.05x and 1.16x the 8 stages in place at 96x5120x3072 and 128x6144x2560 (RING_SMALL_PROBE)."""
     m, n, k = problem.m, problem.n, problem.k
     packed = k % 16 != 0  # rows of codes TMA cannot read in place are packed first: nothing for PDL to overlap
     pdl = {} if packed else {"PDL": 1}
     overlapped = {"PROMOTE": 2}
+    block = problem.scaling == "block"
+    ring = {"RING": 1} if block else {}
     if m <= 64:
-        small = {"BN": 64, "CONSUMERS": 1, "STAGES": 6, **overlapped}
+        small = {"BN": 64, "CONSUMERS": 1, "STAGES": 6, **overlapped, **ring}
         units = ceil_div(n, 64)
         splits = min(2, 2 * rungs.SMS // units, k // 2048)  # two one-consumer CTAs an SM
         if splits >= 2:
@@ -360,24 +378,26 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
                     f"M = {m}: {units} tiles of 64x64 (one consumer), {splits}-way split-K")
         return {**small, **pdl}, f"M = {m}: {units} tiles of 64x64 (one consumer, two CTAs an SM)"
     tiles = ceil_div(m, 128) * ceil_div(n, 128)
-    block = problem.scaling == "block"
-    if tiles >= SIX_STAGE_MIN_TILES and not (block and tiles >= rungs.FULL_GRID):
+    if block and tiles >= SIX_STAGE_MIN_TILES:
+        return ({"STAGES": 5, **ring, **overlapped, **pdl},
+                f"{tiles} tiles of 128x128, 5 stages, A's block scales on a ring"
+                + (", PDL" if pdl else ", packed operands")
+                + f" (H200: 6144x3072x8192 287 us against 351 for 4 stages in place; {RING_PROBE})")
+    if tiles >= SIX_STAGE_MIN_TILES:
         waves = tiles > rungs.SMS  # past one wave: 1 x 2 clusters sharing A
         measured = (f"4608x4608x6144 row 211 us against 244 unclustered at 4 stages; {FULL_GRID_PROBE}" if waves
-                    else f"384x4096x6144 block 26.2 us against 35.6 for 128x64 tiles; {BLOCK_PART_GRID_PROBE}" if block
                     else f"384x4096x6144 row 20.2 us against 27.5 for 128x64 tiles; {PART_GRID_PROBE}")
         return ({"STAGES": 6, **({"CN": 2} if waves else {}), **overlapped, **pdl},
                 f"{tiles} tiles of 128x128, 6 stages" + (", 1 x 2 clusters sharing A" if waves else "")
                 + (", PDL" if pdl else ", packed operands") + f" (H100: {measured})")
-    if tiles >= rungs.FULL_GRID:
-        return ({"STAGES": 4, **overlapped, **pdl},
-                f"{tiles} tiles of 128x128, 4 stages{', PDL' if pdl else ', packed operands'}")
     splits = min(4, rungs.SMS // tiles, k // 4096)  # every slice >= 4096 of K, every unit resident
     if splits >= 2:
         return ({"SPLITS": splits, **overlapped},
                 f"{tiles} tiles of 128x128, deep K: {splits}-way split-K (not measured)")
-    return ({"BN": 64, "STAGES": 8, **overlapped, **pdl},
-            f"{tiles} tiles of 128x128: {ceil_div(m, 128) * ceil_div(n, 64)} of 128x64, 8 stages")
+    stages = 6 if block else 8  # 8 stages and the ring exceed the block's shared memory
+    return ({"BN": 64, "STAGES": stages, **ring, **overlapped, **pdl},
+            f"{tiles} tiles of 128x128: {ceil_div(m, 128) * ceil_div(n, 64)} of 128x64, {stages} stages"
+            + (", A's block scales on a ring" if block else ""))
 
 
 # ---------------------------------------------------------------- the spec
