@@ -271,18 +271,41 @@ def test_aligned_codes_are_read_in_place_through_uint8_maps_and_the_scales_come_
     assert [m[1:] for m in maps[:2]] == [("fp8", 4096, 4096, 4096, 128, 128, 128)] * 2  # A M x K, B N x K
 
 
-def test_the_scale_ring_maps_a_s_block_scales_where_tma_can_read_them(monkeypatch):
+SCRATCH_1 = 0x7F3000000000 + 0x100000000  # record_maps_and_scratch's address of the first scratch asked for
+
+
+def test_the_scale_ring_maps_a_s_block_scales_in_place_or_packed(monkeypatch):
     """RING=1: A's scales (ceil(K/128) rows of M floats) get an FP32 map of one-row boxes of BM,
-    unswizzled, and sa_tma = 1, where their rows are 16-byte multiples; else the spare map and 0
-    (the kernel reads them in place). RING=0 maps nothing more."""
+    unswizzled, and sa_tma = 1: in place where their rows are 16-byte multiples, else over a copy
+    pack_rows makes of their bytes. RING=0 maps nothing more and the kernel reads them in place."""
     problem = fp8_problem(4096, 4096, 4000, "block")
     aligned = Operand(0x7F5000000000, 4096, 4)
-    _, launches, maps, _ = run_plan(monkeypatch, problem, {"RING": 1, "STAGES": 4}, scales=(aligned, SCALE_B))
+    _, launches, maps, scratch = run_plan(monkeypatch, problem, {"RING": 1, "STAGES": 4}, scales=(aligned, SCALE_B))
+    assert [entry for entry, *_ in launches] == ["main"] and scratch == {}
     assert launches[0][3][-2:] == (bytes(128), 1) and len(maps) == 4  # A, B, C (TMA stores), A's scales
     assert maps[3] == (aligned.ptr, "fp32", 32, 4096, 4096, 1, 128, 0)
-    for tunables, scale_a in (({"RING": 1, "STAGES": 4}, SCALE_A), ({"STAGES": 4}, aligned)):  # ld 37: 148 bytes
-        _, launches, maps, _ = run_plan(monkeypatch, problem, tunables, scales=(scale_a, SCALE_B))
-        assert launches[0][3][-1] == 0 and len(maps) == 3
+    _, launches, maps, scratch = run_plan(monkeypatch, problem, {"STAGES": 4}, scales=(aligned, SCALE_B))
+    assert launches[0][3][-1] == 0 and len(maps) == 3
+    # rows of 37 floats (148 bytes): copied to rows of 128-byte multiples, the kernel's own reads left in place
+    _, launches, maps, scratch = run_plan(monkeypatch, problem, {"RING": 1, "STAGES": 4})
+    assert [entry for entry, *_ in launches] == ["pack_rows", "main"]
+    assert launches[0][3][:6] == (SCALE_A.ptr, 4 * 37, 32, 4 * 4096, SCRATCH_1, 4 * 4096)
+    assert scratch == {recipe.PACKED["scales_a"]: (32 * 4 * 4096, False)}
+    assert maps[3] == (SCRATCH_1, "fp32", 32, 4096, 4096, 1, 128, 0)
+    assert launches[1][3][-6:-2] == (SCALE_A.ptr, 37, SCALE_B.ptr, 33) and launches[1][3][-1] == 1
+
+
+def test_packed_codes_and_packed_scales_take_two_copy_launches(monkeypatch):
+    """4093x4091x4099 in block scaling (choose's pick: the ring): A's and B's rows of codes in one
+    pack_rows launch, A's scales (rows of 4093 floats) in a second."""
+    problem = fp8_problem(4093, 4091, 4099, "block", out_dtype="bf16")
+    scales = (Operand(0x7F5000000000, 4093, 4), SCALE_B)
+    t, launches, maps, scratch = run_plan(monkeypatch, problem, SPEC.choose(problem, H100)[0], lds=(4099, 4101, 4091),
+                                          scales=scales)
+    assert t["RING"] == 1 and [entry for entry, *_ in launches] == ["pack_rows", "pack_rows", "main"]
+    assert set(scratch) == {recipe.PACKED["a"], recipe.PACKED["b"], recipe.PACKED["scales_a"]}
+    assert launches[1][3][6:] == (0,) * 6 + (launches[1][1][0],)  # one operand: the second's arguments 0
+    assert maps[-1][1:] == ("fp32", 33, 4093, 4096, 1, 128, 0) and launches[2][3][-1] == 1
 
 
 def test_the_tail_split_cuts_the_last_partial_wave_as_hopper_bf16_s_does(monkeypatch):

@@ -1222,7 +1222,7 @@ def test_plan_of_tf32_transposes_b_for_the_rungs_and_not_for_register_a(monkeypa
     assert args[6:12] == (0,) * 6 and args[12] == grid[0]  # A's row copy alone: every block copies it
     assert launches[1][1] == (7, 4, 1)  # 32 x 32 tiles over B (100 x 200)
     assert maps[1][2:7] == (200, 100, 128, 128, 32)  # B^T: N x K (rows of 128 bytes), box BN/CM rows x 32
-    assert set(scratch) == set(recipe.PACKED.values())
+    assert set(scratch) == {recipe.PACKED["a"], recipe.PACKED["b"]}
     _, launches, maps, scratch = _run_plan(monkeypatch, "hopper_tf32", p)
     assert [e for e, *_ in launches] == ["main"] and scratch == {}
     assert [m[2:7] for m in maps] == [(300, 100, 100, 256, 32), (100, 200, 200, 32, 32)]
@@ -1240,7 +1240,7 @@ def test_plan_of_tf32_with_b_stored_n_x_k_reads_it_as_stored(monkeypatch):
     assert [e for e, *_ in launches] == ["stored_nk_cluster"] and maps[1][5] == 128  # B's box halved across CM
     _, launches, _, scratch = _run_plan(monkeypatch, "hopper_tf32", replace(p, k=101), lds=(101, 101, 200))
     assert [e for e, *_ in launches] == ["pack_rows", "stored_nk"]  # 404-byte rows: both packed, not transposed
-    assert set(scratch) == set(recipe.PACKED.values())
+    assert set(scratch) == {recipe.PACKED["a"], recipe.PACKED["b"]}
 
 
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (4096, 3900, 4096), (3900, 4096, 4096), (1024, 1024, 16384),

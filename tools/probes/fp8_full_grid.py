@@ -41,7 +41,7 @@ def configurations(p, given: dict | None = None, variants: dict | None = None) -
     stages, each without a cluster and in 2 x 1 and 1 x 2 clusters ("s6+cm2"), and 128 x 64 tiles
     at 8 stages ("t64", the rule's pick below its 128 x 128 branches); "rule": tile_choice's pick;
     ``variants`` (label -> tunables): the rule's pick with those changed ("rule tail0")."""
-    configs = dict(given) if given else {
+    configs = dict(given) if given is not None else {
         **{f"s{stages}{name}": {"PROMOTE": 2, "STAGES": stages, **cluster, "PDL": 1}
            for stages in (4, 6) for name, cluster in CLUSTERS.items()},
         "t64": {"PROMOTE": 2, "BN": 64, "STAGES": 8, "PDL": 1}}

@@ -18,11 +18,10 @@ FP32 or BF16, batch 1 (problem.fp8_rule).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from ... import fp8 as _fp8
 from ...cuda.errors import UnsupportedProblem
-from ...cuda.tensor_map import tma_layout_problem
 from ...problem import FP8_TYPES, GemmProblem, fp8_rule
 from ..linear import LinearSpec
 from ..spec import Entry, Tunable, ceil_div
@@ -164,17 +163,18 @@ def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.
     copies: list = []
     a_ptr, a_ld = _recipe._readable(ctx, copies, "a", ctx.a, p.m, p.k, PRECISION, transpose=False)
     b_ptr, b_ld = _recipe._readable(ctx, copies, "b", ctx.b, p.n, p.k, PRECISION, transpose=False)
+    scale_a, scale_b = ctx.scales
+    ring = ring_scales(ctx, copies, scale_a)
     passes = _recipe.packing_passes(ctx, copies)
     a_map = _recipe.encode_tiled_2d(a_ptr, PRECISION, p.m, p.k, a_ld, *g.a_box, geo.SWIZZLE)
     b_map = _recipe.encode_tiled_2d(b_ptr, PRECISION, p.n, p.k, b_ld, *g.b_box, geo.SWIZZLE)
     clusters = resident(ctx, kernel, g)
     split = geo.split_plan(p, g, t["SPLITS"], t["TAIL"], clusters)
-    scale_a, scale_b = ctx.scales
     args = [p.m, p.n, p.k, p.alpha, a_map, b_map, p.beta, ctx.c.ptr, ctx.c.ld, t["GROUP_M"],
             *_recipe.split_arguments(ctx, g, split),
             *_recipe.c_store_arguments(ctx.c.ptr, ctx.c.ld, p.m, p.n, a_map, g.out_dtype, enabled=bool(t["STORE"])),
             ctx.bias, scale_a.ptr, scale_a.ld, scale_b.ptr, scale_b.ld,
-            *scale_ring_arguments(p, t, g, scale_a, a_map)]
+            *scale_ring_arguments(p, g, ring, a_map)]
     grid = (geo.persistent_grid(split.units, clusters, g.cluster), 1, 1)
     packed, block, stream = kernel.pack(*args), (g.threads, 1, 1), ctx.stream
     programmatic = bool(t["PDL"])
@@ -187,14 +187,36 @@ def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.
     return enqueue
 
 
-def scale_ring_arguments(p: GemmProblem, t, g: geo.Geometry, scale_a, spare_map: bytes) -> list:
-    """(sa_map, sa_tma) of the block-scale ring (RING=1): the map of A's scales (ceil(K/128) rows
-    of M floats, row stride scale_a.ld; boxes of one row of BM) and 1 where TMA can read them;
-    else ``spare_map`` (never read) and 0, and the kernel reads A's scales in place."""
-    if not t["RING"] or t["DECODE"] or tma_layout_problem(scale_a.ptr, scale_a.ld, "fp32") is not None:
+class _Bytes(NamedTuple):
+    """A's block scales as rows of bytes, for pack_rows (kernels.launch.Operand)."""
+
+    ptr: int
+    ld: int
+    itemsize: int = 1
+
+
+def ring_scales(ctx, copies: list, scale_a) -> tuple[int, int] | None:
+    """Where TMA reads A's block scales for the ring (RING=1): (address, row stride in floats),
+    in place, or where their rows are not 16-byte multiples (M % 4 != 0) or start off a 16-byte
+    boundary a copy that pack_rows makes of their bytes (appended to ``copies``, as A's and B's
+    codes are); None without the ring."""
+    p, t = ctx.problem, ctx.tunables
+    if not t["RING"] or t["DECODE"]:
+        return None
+    rows = ceil_div(p.k, _fp8.BLOCK)
+    ptr, ld = _recipe._readable(ctx, copies, "scales_a", _Bytes(scale_a.ptr, 4 * scale_a.ld), rows, 4 * p.m,
+                                PRECISION, transpose=False)
+    return ptr, ld // 4
+
+
+def scale_ring_arguments(p: GemmProblem, g: geo.Geometry, ring: tuple[int, int] | None, spare_map: bytes) -> list:
+    """(sa_map, sa_tma) of the block-scale ring: the map of A's scales at ``ring`` (ceil(K/128)
+    rows of M floats; boxes of one row of BM) and 1; without the ring ``spare_map`` (never read)
+    and 0, and the kernel reads A's scales in place."""
+    if ring is None:
         return [spare_map, 0]
-    blocks = ceil_div(p.k, _fp8.BLOCK)
-    return [_recipe.encode_tiled_2d(scale_a.ptr, "fp32", blocks, p.m, scale_a.ld, 1, g.bm, 0), 1]
+    ptr, ld = ring
+    return [_recipe.encode_tiled_2d(ptr, "fp32", ceil_div(p.k, _fp8.BLOCK), p.m, ld, 1, g.bm, 0), 1]
 
 
 def _nothing() -> None:
@@ -300,9 +322,9 @@ BLOCK_PART_GRID_CHECK = "results/h100-80gb-hbm3/probe-fp8-block-part-grid-after.
 # split-K rule below cannot split: every unit resident)
 SIX_STAGE_MIN_TILES = rungs.SMS // 2 + 1
 # block scaling: A's scales on a ring beside the stages (RING=1), timed beside the in-place scales
-RING_PROBE = "results/h200/probe-fp8-block-scale-ring.txt"  # four full grids
-RING_PART_GRID_PROBE = "results/h200/probe-fp8-block-scale-ring-part-grid.txt"
-RING_SMALL_PROBE = "results/h200/probe-fp8-block-scale-ring-small.txt"  # M = 48-128
+RING_PROBE = "results/h200/probe-fp8-block-tma-scale-ring.txt"  # four full grids
+RING_PART_GRID_PROBE = "results/h200/probe-fp8-block-tma-scale-ring-part-grid.txt"
+RING_SMALL_PROBE = "results/h200/probe-fp8-block-tma-scale-ring-small.txt"  # M = 48-128
 
 
 def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:

@@ -43,7 +43,7 @@ Select = Callable[[str, Mapping[str, int]], "tuple[str, geo.Geometry]"]
 Resident = Callable[[Any, Any, geo.Geometry], int]
 
 # Session scratch, by name (shared by every Hopper launch of a Session; see Session.workspace).
-PACKED = {"a": "hopper_packed_a", "b": "hopper_packed_b"}
+PACKED = {"a": "hopper_packed_a", "b": "hopper_packed_b", "scales_a": "hopper_packed_scales_a"}
 PARTIALS = "hopper_splitk_partials"
 COUNTERS = "hopper_splitk_counters"
 DEFAULT_GROUP_M = 8
@@ -283,19 +283,19 @@ def _readable(ctx, copies: list[_Copy], name: str, operand, rows: int, cols: int
 
 
 def packing_passes(ctx, copies: list[_Copy]) -> list[Callable[[], None]]:
-    """The launches that make ``copies`` before the GEMM: the row copies (A, B or both) in one
-    launch of pack_rows, its first blocks copying the first operand, and each transposing copy
-    in its own; with the GEMM's PDL, pack_rows is launched with PDL too (it waits at entry for
-    the grid before it). On small odd shapes the packing sets the time: H100, six shapes of
+    """The launches that make ``copies`` before the GEMM: the row copies two to a launch of
+    pack_rows (A and B, or either; FP8 block scaling's A scales in a second launch), its first
+    blocks copying the first operand, and each transposing copy in its own; with the GEMM's PDL,
+    pack_rows is launched with PDL too (it waits at entry for the grid before it). On small odd shapes the packing sets the time: H100, six shapes of
     neither corpus set (tools/probes/odd_small.py), 1.26-1.50x faster than one launch per
     operand with a block per row (results/h100-80gb-hbm3/probe-odd-small.txt against
     probe-odd-small-before.txt; docs/hopper.md#rows-that-are-not-128-byte-multiples)."""
     passes = []
     rows = [c for c in copies if c.pack.kernel == "pack_rows"]
-    if rows:
-        blocks = [c.pack.grid[0] for c in rows]  # a thread a 16-byte chunk
-        second = rows[1].arguments if len(rows) > 1 else [0] * len(rows[0].arguments)  # never read alone
-        passes.append(_pass(ctx, "pack_rows", (sum(blocks), 1, 1), [*rows[0].arguments, *second, blocks[0]]))
+    for pair in (rows[i:i + 2] for i in range(0, len(rows), 2)):
+        blocks = [c.pack.grid[0] for c in pair]  # a thread a 16-byte chunk
+        second = pair[1].arguments if len(pair) > 1 else [0] * len(pair[0].arguments)  # never read alone
+        passes.append(_pass(ctx, "pack_rows", (sum(blocks), 1, 1), [*pair[0].arguments, *second, blocks[0]]))
     passes += [_pass(ctx, c.pack.kernel, c.pack.grid, c.arguments) for c in copies if c.pack.kernel != "pack_rows"]
     return passes
 
