@@ -276,8 +276,9 @@ SCRATCH_1 = 0x7F3000000000 + 0x100000000  # record_maps_and_scratch's address of
 
 def test_the_scale_ring_maps_a_s_block_scales_in_place_or_packed(monkeypatch):
     """RING=1: A's scales (ceil(K/128) rows of M floats) get an FP32 map of one-row boxes of BM,
-    unswizzled, and sa_tma = 1: in place where their rows are 16-byte multiples, else over a copy
-    pack_rows makes of their bytes. RING=0 maps nothing more and the kernel reads them in place."""
+    unswizzled, and sa_tma = 1: in place where their rows are 16-byte multiples, else on a full grid
+    over a copy pack_rows makes of their bytes. RING=0 maps nothing more and the kernel reads them
+    in place."""
     problem = fp8_problem(4096, 4096, 4000, "block")
     aligned = Operand(0x7F5000000000, 4096, 4)
     _, launches, maps, scratch = run_plan(monkeypatch, problem, {"RING": 1, "STAGES": 4}, scales=(aligned, SCALE_B))
@@ -293,6 +294,10 @@ def test_the_scale_ring_maps_a_s_block_scales_in_place_or_packed(monkeypatch):
     assert scratch == {recipe.PACKED["scales_a"]: (32 * 4 * 4096, False)}
     assert maps[3] == (SCRATCH_1, "fp32", 32, 4096, 4096, 1, 128, 0)
     assert launches[1][3][-6:-2] == (SCALE_A.ptr, 37, SCALE_B.ptr, 33) and launches[1][3][-1] == 1
+    # ... on a full grid only: 15 tiles of 128 x 64 read those rows in place, no copy to launch
+    _, launches, maps, scratch = run_plan(monkeypatch, fp8_problem(333, 517, 1024, "block"),
+                                          {"RING": 1, "BN": 64, "STAGES": 6})
+    assert [entry for entry, *_ in launches] == ["main"] and scratch == {} and launches[0][3][-1] == 0
 
 
 def test_packed_codes_and_packed_scales_take_two_copy_launches(monkeypatch):

@@ -18,6 +18,7 @@ import sys
 
 from gemm_driver import Session, corpus, kernels
 from gemm_driver.case import PreparedCase
+from gemm_driver.cuda.errors import UnsupportedProblem
 from gemm_driver.bench.alternate import ROUNDS, WARMUP, alternate_ms
 from gemm_driver.bench.timing import GpuTimer
 from gemm_driver.kernels import tuned
@@ -110,19 +111,25 @@ def verified_times(s: Session, timer: GpuTimer, p: GemmProblem, configs: dict[st
 def labelled_times(session: Session, timer: GpuTimer, case: PreparedCase, kernel: str, configs: dict[str, dict],
                    names: tuple[str, ...]) -> tuple[dict[str, float], float]:
     """``kernel`` with each of ``configs`` (labelled "name tunables") and the baselines ``names`` on
-    ``case``: each verified, then all timed alternately (``timed``); and the fastest baseline's time."""
+    ``case``: each verified, then all timed alternately (``timed``); and the fastest baseline's time
+    (inf where every baseline refuses the shape, each refusal printed on one line)."""
     runs = {f"{name} {tuned.label(t)}": case.launcher(session, kernel, t) for name, t in configs.items()}
-    runs.update({name: case.launcher(session, name) for name in names})
+    for name in names:
+        try:
+            runs[name] = case.launcher(session, name)
+        except UnsupportedProblem as refused:
+            print(f"  {name}: skipped ({refused})", flush=True)
     verify_all(case, runs)
     us = timed(timer, runs)
-    return us, min(us[b] for b in names)
+    return us, min((us[b] for b in names if b in us), default=float("inf"))
 
 
 def print_against(p: GemmProblem, us: dict, best: float, width: int) -> None:
-    """One line a run, fastest first: us per GEMM, TFLOP/s, the fastest baseline's time over it."""
+    """One line a run, fastest first: us per GEMM, TFLOP/s, the fastest baseline's time over it
+    (none where no baseline ran: ``best`` inf)."""
     for name, t in sorted(us.items(), key=lambda kv: kv[1]):
-        print(f"  {name:<{width}} {t:9.2f} us {p.flops / t / 1e6:7.1f} TFLOP/s  {best / t:6.3f}x best baseline",
-              flush=True)
+        against = f"  {best / t:6.3f}x best baseline" if best != float("inf") else ""
+        print(f"  {name:<{width}} {t:9.2f} us {p.flops / t / 1e6:7.1f} TFLOP/s{against}", flush=True)
 
 
 def verify_all(case: PreparedCase, runs: dict) -> None:

@@ -152,7 +152,8 @@ ENTRIES = (
 def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.resident_clusters):
     """recipe.recipe's steps for this kernel (packing where TMA cannot read a row of codes, UINT8
     maps over A as M x K and B as N x K, split-K scratch, C's store map, the persistent grid),
-    then the scale arguments: A's and B's pointers and row strides (fp8.device_scales)."""
+    then the scale arguments: A's and B's pointers and row strides (fp8.device_scales), and with
+    the ring (RING=1) the map of A's block scales (ring_scales: in place or packed)."""
     p, t = ctx.problem, ctx.tunables
     if p.m == 0 or p.n == 0:
         return _nothing
@@ -164,7 +165,7 @@ def fp8_recipe(ctx, resident: Callable[[Any, Any, geo.Geometry], int] = _recipe.
     a_ptr, a_ld = _recipe._readable(ctx, copies, "a", ctx.a, p.m, p.k, PRECISION, transpose=False)
     b_ptr, b_ld = _recipe._readable(ctx, copies, "b", ctx.b, p.n, p.k, PRECISION, transpose=False)
     scale_a, scale_b = ctx.scales
-    ring = ring_scales(ctx, copies, scale_a)
+    ring = ring_scales(ctx, copies, scale_a, g)
     passes = _recipe.packing_passes(ctx, copies)
     a_map = _recipe.encode_tiled_2d(a_ptr, PRECISION, p.m, p.k, a_ld, *g.a_box, geo.SWIZZLE)
     b_map = _recipe.encode_tiled_2d(b_ptr, PRECISION, p.n, p.k, b_ld, *g.b_box, geo.SWIZZLE)
@@ -195,17 +196,27 @@ class _Bytes(NamedTuple):
     itemsize: int = 1
 
 
-def ring_scales(ctx, copies: list, scale_a) -> tuple[int, int] | None:
-    """Where TMA reads A's block scales for the ring (RING=1): (address, row stride in floats),
-    in place, or where their rows are not 16-byte multiples (M % 4 != 0) or start off a 16-byte
-    boundary a copy that pack_rows makes of their bytes (appended to ``copies``, as A's and B's
-    codes are); None without the ring."""
+RING_PACKED_PROBE = "results/h200/probe-fp8-block-tma-scale-ring-packed.txt"
+
+
+def ring_scales(ctx, copies: list, scale_a, g: geo.Geometry) -> tuple[int, int] | None:
+    """Where TMA reads A's block scales for the ring (RING=1): (address, row stride in floats)
+    in place; where their rows are not 16-byte multiples (M % 4 != 0) or start off a 16-byte
+    boundary, on a full grid of tiles a copy that pack_rows makes of their bytes (appended to
+    ``copies``, as A's and B's codes are); else None, and the kernel reads them in place, as
+    without the ring. One H200, alternating rounds (RING_PACKED_PROBE): on three full grids of M
+    % 4 != 0 the copy and the ring 1.04-1.10x the scales in place (4093x4091x4096 148.5 us
+    against 162.8); on three grids of 15-64 tiles the copy's launch cost more than the ring saved
+    (333x517x1024 8.2 us against 6.6, 190x3000x5000 level)."""
     p, t = ctx.problem, ctx.tunables
     if not t["RING"] or t["DECODE"]:
         return None
     rows = ceil_div(p.k, _fp8.BLOCK)
-    ptr, ld = _recipe._readable(ctx, copies, "scales_a", _Bytes(scale_a.ptr, 4 * scale_a.ld), rows, 4 * p.m,
-                                PRECISION, transpose=False)
+    in_place = _Bytes(scale_a.ptr, 4 * scale_a.ld)
+    tiles = ceil_div(p.m, g.bm) * ceil_div(p.n, g.bn)
+    if geo.pack_for(in_place.ptr, in_place.ld, rows, 4 * p.m, PRECISION) is not None and tiles < rungs.FULL_GRID:
+        return None
+    ptr, ld = _recipe._readable(ctx, copies, "scales_a", in_place, rows, 4 * p.m, PRECISION, transpose=False)
     return ptr, ld // 4
 
 
