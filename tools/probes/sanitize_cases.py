@@ -18,7 +18,9 @@ with the epilogues); "fp8_formats" (hopper_fp8 on e5m2 operands, A's, B's or bot
 tiles in each scaling mode, a cluster, split-K and packed rows, and the decode tiles, whose wgmma
 takes the formats swapped, one of them in a cluster); "block_ring" (hopper_fp8 in block scaling with A's
 scales loaded by TMA beside each stage, RING=1: ragged M past the last tile row, a 1 x 2 cluster, 64-row tiles
-and the first promotion, the tail split, split-K on e5m2 A, beta, BF16 D with GELU); "decode_clusters" (the decode tiles of hopper_bf16/fp16/fp8 in clusters of
+and the first promotion, the tail split, split-K on e5m2 A, beta, BF16 D with GELU); "block_ring_packed" (the
+same on full grids of M % 4 != 0, whose A scales are copied for the ring, one with the codes packed too, one
+with the tail split and beta); "decode_clusters" (the decode tiles of hopper_bf16/fp16/fp8 in clusters of
 two tile rows sharing B by multicast, CM=2: one and two consumers, B stored either way, split-K,
 the tail split, a second tile row past M, packed rows, beta, 16-bit D with the epilogues);
 "decode_transposed" (the 64-row decode tiles of hopper_bf16/fp16 reading A stored K x M: one
@@ -105,6 +107,12 @@ CASES = {
          {"RING": 1, "PROMOTE": 2, "STAGES": 4, "TAIL": 4}),
         ("hopper_fp8", GemmProblem(256, 384, 4096, -1.0, 0.5, trans_b=True, scaling="block", fp8_types="e5m2_e4m3"),
          {"RING": 1, "PROMOTE": 2, "STAGES": 5, "SPLITS": 3}),
+    ],
+    "block_ring_packed": [
+        ("hopper_fp8", GemmProblem(1283, 1537, 520, trans_b=True, out_dtype="bf16", epilogue="bias_gelu",
+                                   scaling="block"), {"RING": 1, "PROMOTE": 2, "STAGES": 5}),
+        ("hopper_fp8", GemmProblem(1291, 1290, 1024, 1.0, 0.5, trans_b=True, scaling="block"),
+         {"RING": 1, "PROMOTE": 2, "STAGES": 5, "TAIL": 4}),
     ],
     "decode_clusters": [
         ("hopper_bf16", GemmProblem(40, 3001, 515, 1.0, 0.5), {"DECODE": 32, "BN": 64, "CONSUMERS": 1, "CM": 2}),
