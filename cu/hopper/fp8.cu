@@ -14,7 +14,8 @@
 // Tunables: BN (64, 128; 256 without promotion), STAGES, CONSUMERS (2: 128-row tiles; 1: 64-row
 // tiles, two CTAs an SM, for small M), CM x CN clusters, SPLITS, GROUP_M, PDL, STORE (0: C's own
 // stores instead of TMA stores), PROMOTE (0: the unpromoted variant, tensor and row scaling only;
-// 2: promotion overlapped with the next k tile's wgmma);
+// 2: promotion overlapped with the next k tile's wgmma), RING (block scaling: A's scales loaded by
+// TMA into a ring slot beside each stage; hopper_fp8 and hopper_fp8_cluster only);
 // set by the problem: SCALING (0 tensor, 1 row, 2 block), OUT (0 FP32, 1 BF16), EPI (0 none,
 // 1 bias, 2 bias + ReLU, 3 bias + GELU) and TYPES (bit 0: A is e5m2, bit 1: B is; else e4m3), the
 // template arguments below.
@@ -25,14 +26,18 @@
 // Small M: hopper_fp8_decode (DECODE > 0), decode_body.cuh's tiles.
 // Measurements (H100, e4m3, docs/fp8.md, results/h100-80gb-hbm3/bench-fp8.json): 1183 TFLOP/s per-tensor
 // at 4096^3, 0.84-0.98x the best baseline of the same scaling on large shapes in tensor and row
-// scaling, 0.71-0.78x in block scaling; at small M 0.77-1.06x in tensor scaling, 1.18-2.33x in row
-// scaling; the odd shape 4093x4091x4099 at 700-824 TFLOP/s, where the baselines refuse it.
+// scaling, 0.71-0.78x in block scaling (0.82-0.90x with the scale ring:
+// results/h100-80gb-hbm3/bench-fp8-block-tma-scale-ring-final.json); at small M 0.77-1.06x in
+// tensor scaling, 1.18-2.33x in row scaling; the odd shape 4093x4091x4099 at 700-824 TFLOP/s,
+// where the baselines refuse it.
 #include "fp8_body.cuh"
 #include "pack.cuh"
 
 // As hopper_any_shape (any_shape.cu), EPILOGUE 3, A and B FP8 codes read through UINT8 maps
 // (A: box {128, BM/CN}; B stored N x K: box {128, BN/CM}), plus the scales: scale_a / scale_b with
-// the row strides of their matrices (fp8.device_scales' layouts).
+// the row strides of their matrices (fp8.device_scales' layouts), and for RING the FP32 map of A's
+// block scales (box {BM, 1}: one k tile's scales of the tile's rows) with sa_tma = 1 where it is
+// made (0: the kernel reads them in place).
 template <int BN, int STAGES, int CONSUMERS, int SCALING, int PROMOTE, int OUT, int EPI, int TYPES, int RING>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), CONSUMERS == 1 ? 2 : 1)
     hopper_fp8(int M, int N, int K, float alpha, const __grid_constant__ hopper::TensorMap a_map,

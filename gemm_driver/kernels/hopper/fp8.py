@@ -206,8 +206,8 @@ def ring_scales(ctx, copies: list, scale_a, g: geo.Geometry) -> tuple[int, int] 
     ``copies``, as A's and B's codes are); else None, and the kernel reads them in place, as
     without the ring. One H200, alternating rounds (RING_PACKED_PROBE): on three full grids of M
     % 4 != 0 the copy and the ring 1.04-1.10x the scales in place (4093x4091x4096 148.5 us
-    against 162.8); on three grids of 15-64 tiles the copy's launch cost more than the ring saved
-    (333x517x1024 8.2 us against 6.6, 190x3000x5000 level)."""
+    against 162.8); on three grids of 15-56 tiles of 128 x 128 the copy's launch cost more than the
+    ring saved (333x517x1024 8.2 us against 6.6, 190x3000x5000 level)."""
     p, t = ctx.problem, ctx.tunables
     if not t["RING"] or t["DECODE"]:
         return None
@@ -336,6 +336,8 @@ SIX_STAGE_MIN_TILES = rungs.SMS // 2 + 1
 RING_PROBE = "results/h200/probe-fp8-block-tma-scale-ring.txt"  # four full grids
 RING_PART_GRID_PROBE = "results/h200/probe-fp8-block-tma-scale-ring-part-grid.txt"
 RING_SMALL_PROBE = "results/h200/probe-fp8-block-tma-scale-ring-small.txt"  # M = 48-128
+RING_CHECK = "results/h200/probe-fp8-block-tma-scale-ring-check.txt"
+RING_H100_PROBE = "results/h100-80gb-hbm3/probe-fp8-block-tma-scale-ring-h100.txt"
 
 
 def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
@@ -387,11 +389,14 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
     - Block scaling past half the SMs' worth of 128 x 128 tiles, with A's scales loaded by TMA
       on a ring beside the stages (RING=1; 6 stages and the ring exceed the block's shared
       memory): 5 stages, no cluster. One H200, alternating rounds: on four full grids (RING_PROBE)
-      1.09-1.23x the 4 stages in place that the rule took before (6144x3072x8192 287 us against
+      1.11-1.22x the 4 stages in place that the rule took before (6144x3072x8192 287 us against
       351; 8192x4096x2048 140.6 against 156.7, 0.5% behind 4 stages in a 1 x 2 cluster with the
-      ring), the fastest of ours on the other three; on three grids of 70-96 tiles
+      ring), the fastest of ours on the other three; on three grids of 90-108 tiles
       (RING_PART_GRID_PROBE) 1.13-1.15x the 6 stages in place taken before (384x4096x6144 21.6 us
-      against 24.9, cuBLASLt 20.4), 4 stages with the ring 1.4-3.2% behind.
+      against 24.9, cuBLASLt 20.4), 4 stages with the ring 1.4-3.2% behind. Checked on six shapes
+      chosen after (RING_CHECK, the rule against the same tiles in place): faster on all six,
+      1.09-1.15x on the three of 99-960 tiles, 1.01-1.02x on the three small ones; on the H100
+      (RING_H100_PROBE) 1.12-1.20x the 4 stages in place on four grids.
     - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
     - Else 128 x 64 tiles, 8 stages (128x7168x2048: within 2% of the best configuration); in block
       scaling 6 stages with the ring (the 8 stages and the ring exceed the block's shared memory):
