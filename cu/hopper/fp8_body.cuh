@@ -30,9 +30,10 @@
 //             128-column block of B (BN <= 128); alpha in the epilogue.
 //             RING = 1: A's BM scales of each k tile are loaded by TMA into a ring slot beside the
 //             stage's tiles, on the same full barrier, and read from shared memory after the
-//             wait the consumers make anyway, where TMA can read them (sa_tma: 16-byte aligned,
-//             sa_ld a multiple of 4); else, and with RING = 0, each thread reads its two from
-//             global memory a k tile ahead of its promotion. B's one scale a k tile is read from
+//             wait the consumers make anyway, where the host made their map (sa_tma = 1: in
+//             place, or over a copy in rows of 16-byte multiples: fp8.py's ring_scales); else,
+//             and with RING = 0, each thread reads its two from global memory a k tile ahead of
+//             its promotion. B's one scale a k tile is read from
 //             global memory in both (one address for the whole CTA: L1 serves it).
 // Each mode costs three FP32 roundings of scale arithmetic, as fp8.SCALE_ROUNDINGS charges.
 // Scales of rows past M and columns past N are never read (0 instead): their results are clipped.

@@ -66,8 +66,8 @@ TUNABLES = (
     Tunable("TYPES", 0, tuple(range(len(FP8_TYPES))), "set by the problem's fp8_types: bit 0 A is e5m2, bit 1 B is "
             "(else e4m3); the wgmma instruction names both formats"),
     Tunable("RING", 0, (0, 1), "block scaling: 1 = A's scales of each k tile loaded by TMA beside the stage's tiles "
-            "and read from shared memory (where TMA can read them; else in place); 0 = each thread reads its "
-            "own from global memory a k tile ahead"),
+            "and read from shared memory (in place, or on full grids from a copy where TMA cannot read them; "
+            "else read as with 0); 0 = each thread reads its own from global memory a k tile ahead"),
 )
 
 
@@ -350,11 +350,11 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       2 ways where the tiles leave SMs idle and each slice keeps >= 2048 of K (at 64x4096x7168
       1.1-1.35x unsplit, and 1.02-1.14x the 3 or 4 slices, in each scaling:
       results/h200/probe-fp8-small-splits.txt). In block scaling with A's scales on the ring:
-      unsplit, 1.06x the in-place scales at 48x6144x4096 and 64x4096x7168 (RING_SMALL_PROBE; the
-      split tiles with the ring not timed).
+      unsplit, 1.06x the in-place scales at 48x6144x4096 and 64x4096x7168 (RING_SMALL_PROBE),
+      split 2 ways 1.01x at 40x8192x4096 (RING_CHECK).
     - In tensor and row scaling, on more than half the SMs' worth of 128 x 128 tiles: those tiles, 6
       stages, in 1 x 2 clusters (the two tiles of a cluster share each A tile by multicast) where
-      the grid is more than one wave. A full grid in block scaling: 4 stages, no cluster.
+      the grid is more than one wave. Block scaling: its own rule below.
       Refitted on the H100, every form timed alternately (tools/probes/fp8_full_grid.py): on four
       grids of 8-9 waves outside the FP8 bench (FULL_GRID_PROBE) 6 stages in 1 x 2 clusters were
       the fastest of ours on seven of the eight tensor and row cases, 1.03-1.15x the 4 stages
@@ -374,8 +374,9 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       (SIX_STAGE_MIN_TILES). Checked on six grids of 70-76 tiles chosen after (HALF_GRID_CHECK): 6
       stages 1.12-1.27x the 128 x 64 tiles in all twelve cases, within 1.3% of the fastest of
       ours. In block scaling no form won on more than one of the four full grids (0.70-0.78x
-      the faster baseline each). Past half the SMs' worth of tiles and short of a full grid the
-      block-scaled tiles take the same 6 stages without a cluster: on the twelve grids of 70-112
+      the faster baseline each), so it kept 4 stages without a cluster there. Past half the SMs'
+      worth of tiles and short of a full grid the block-scaled tiles took 6 stages without a
+      cluster before the ring (below): on the twelve grids of 70-112
       tiles of the probes above (BLOCK_PART_GRID_PROBE, BLOCK_PART_GRID_MORE; timed in block
       scaling after 256x5120x3072 had shown 128 x 128 tiles ahead of the rule's pick there,
       results/h100-80gb-hbm3/probe-fp8-block-scales-in-place.txt) 128 x 128 tiles ran 1.24-1.38x
