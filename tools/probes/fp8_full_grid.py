@@ -13,6 +13,7 @@ Run from the repository root:
 --configs '{"label": {tunables}, ...}' times those configurations (beside the rule's pick) instead.
 --tail: the rule's pick also without the tail split ("rule tail0": TAIL=0).
 --ring: the rule's pick also with block scales read in place ("rule ring0": RING=0).
+--variants '{"label": {tunables}, ...}': the rule's pick also with those tunables changed ("rule label").
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ def main() -> int:
     parser.add_argument("--configs", type=json.loads, default=None, help="labelled tunables to time instead")
     parser.add_argument("--tail", action="store_true", help="the rule's pick also with TAIL=0")
     parser.add_argument("--ring", action="store_true", help="the rule's pick also with RING=0 (block scaling)")
+    parser.add_argument("--variants", type=json.loads, default={}, help="labelled changes to the rule's pick")
     args = parser.parse_args()
-    variants = {**({"tail0": {"TAIL": 0}} if args.tail else {}), **({"ring0": {"RING": 0}} if args.ring else {})}
+    variants = {**({"tail0": {"TAIL": 0}} if args.tail else {}), **({"ring0": {"RING": 0}} if args.ring else {}),
+                **args.variants}
     refuse_validation_shapes(args.shapes, "fp8_full_grid.py")
     cases = [(tuple(map(int, s.split("x"))), scaling) for s in args.shapes for scaling in args.scalings.split(",")]
     t0 = time.time()
