@@ -171,7 +171,7 @@ def test_the_decode_tiles_are_the_16_bit_decode_geometry_with_128_codes_a_k_tile
 @pytest.mark.parametrize("shape, picked", [
     ((4096, 4096, 4096), {"STAGES": 5, "RING": 1, "PROMOTE": 2, "PDL": 1}),  # 1024 tiles: A's scales on a ring
     ((4093, 4091, 4099), {"STAGES": 5, "RING": 1, "PROMOTE": 2}),  # K % 16 != 0: rows of codes packed first, no PDL
-    ((1024, 1024, 16384), {"SPLITS": 2, "PROMOTE": 2}),  # 64 tiles, deep K: in place (the ring not timed there)
+    ((1024, 1024, 16384), {"SPLITS": 2, "STAGES": 5, "RING": 1, "PROMOTE": 2}),  # 64 tiles, deep K: split-K
     ((1024, 1024, 1024), {"BN": 64, "STAGES": 6, "RING": 1, "PROMOTE": 2, "PDL": 1}),
     ((1, 7168, 16384), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "RING": 1, "PROMOTE": 2, "SPLITS": 2}),  # 112 tiles
     ((64, 4096, 7168), {"BN": 64, "CONSUMERS": 1, "STAGES": 6, "RING": 1, "PROMOTE": 2, "SPLITS": 2}),  # 64 tiles

@@ -338,6 +338,7 @@ RING_PART_GRID_PROBE = "results/h200/probe-fp8-block-tma-scale-ring-part-grid.tx
 RING_SMALL_PROBE = "results/h200/probe-fp8-block-tma-scale-ring-small.txt"  # M = 48-128
 RING_CHECK = "results/h200/probe-fp8-block-tma-scale-ring-check.txt"
 RING_H100_PROBE = "results/h100-80gb-hbm3/probe-fp8-block-tma-scale-ring-h100.txt"
+RING_SPLIT_PROBE = "results/h100-80gb-hbm3/probe-fp8-block-tma-scale-ring-split.txt"
 
 
 def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
@@ -398,7 +399,10 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
       chosen after (RING_CHECK, the rule against the same tiles in place): faster on all six,
       1.09-1.15x on the three of 99-960 tiles, 1.01-1.02x on the three small ones; on the H100
       (RING_H100_PROBE) 1.12-1.20x the 4 stages in place on four grids.
-    - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured).
+    - Fewer tiles, deep K: split-K over 128 x 128 tiles, all units resident (not measured); in
+      block scaling with A's scales on the ring at 5 stages: on the H100, alternating rounds, on
+      four such grids of neither corpus set (RING_SPLIT_PROBE) 1.16-1.23x the same split in place
+      at 6 stages (1024x1024x16384 35.3 us against 43.3, cuBLASLt 34.8).
     - Else 128 x 64 tiles, 8 stages (128x7168x2048: within 2% of the best configuration); in block
       scaling 6 stages with the ring (the 8 stages and the ring exceed the block's shared memory):
       1.05x and 1.16x the 8 stages in place at 96x5120x3072 and 128x6144x2560 (RING_SMALL_PROBE)."""
@@ -431,8 +435,10 @@ def tile_choice(problem: GemmProblem) -> tuple[dict[str, int], str]:
                 + (", PDL" if pdl else ", packed operands") + f" (H100: {measured})")
     splits = min(4, rungs.SMS // tiles, k // 4096)  # every slice >= 4096 of K, every unit resident
     if splits >= 2:
-        return ({"SPLITS": splits, **overlapped},
-                f"{tiles} tiles of 128x128, deep K: {splits}-way split-K (not measured)")
+        return ({"SPLITS": splits, **({"STAGES": 5} if block else {}), **ring, **overlapped},
+                f"{tiles} tiles of 128x128, deep K: {splits}-way split-K"
+                + (f", A's block scales on a ring (H100: 1024x1024x16384 35.3 us against 43.3 in place; "
+                   f"{RING_SPLIT_PROBE})" if block else " (not measured)"))
     stages = 6 if block else 8  # 8 stages and the ring exceed the block's shared memory
     return ({"BN": 64, "STAGES": stages, **ring, **overlapped, **pdl},
             f"{tiles} tiles of 128x128: {ceil_div(m, 128) * ceil_div(n, 64)} of 128x64, {stages} stages"
