@@ -153,9 +153,9 @@ LAYOUT_CASES = [  # padded rows, misaligned bases (A and B packed; C by scalar s
     Case(300, 400, 1000, s, "fp32", scale_draw=draw) for s in SCALINGS for draw in ((20, 0), (4, 8), (4, -2))]
 # Block scaling's ring of A's scales (RING=1): TMA reads them where M is a multiple of 4 (rows of
 # M floats in 16-byte units), rows past M arriving as zeros (M = 260, 520: a ragged last tile row);
-# else (333, 4093) the kernel reads them in place. Both promotions, 64-row tiles (a box of 64),
-# split-K and the tail's k ranges (units starting past k tile 0), a 1 x 2 cluster (each CTA its own
-# scales beside the multicast A tile), spread scales, the GELU epilogue.
+# else from a copy on a full grid (4093) and in place on a small one (333). Both promotions, 64-row
+# tiles (a box of 64), split-K and the tail's k ranges (units starting past k tile 0), a 1 x 2
+# cluster (each CTA its own scales beside the multicast A tile), spread scales, the GELU epilogue.
 RING = [
     ({"PROMOTE": 2}, (512, 768, 1024)), ({"PROMOTE": 1}, (260, 384, 1000)),
     ({"PROMOTE": 2, "BN": 64, "CONSUMERS": 1, "STAGES": 6}, (100, 200, 1000)),

@@ -309,7 +309,7 @@ struct ScaleRing {
     static constexpr int OFFSET = Cfg::SMEM_BYTES - 1024;
     static constexpr int BYTES = RING ? Cfg::STAGES * Cfg::BM * 4 : 0;
     static_assert(OFFSET % 128 == 0, "TMA writes the ring's slots at 128-byte boundaries");
-    static_assert(Cfg::SMEM_BYTES + BYTES <= 227 * 1024, "the scale ring fits the block's shared memory: fewer STAGES");
+    static_assert(Cfg::SMEM_BYTES + BYTES <= 227 * 1024, "the scale ring fits a block's shared memory: fewer STAGES");
     static_assert((Cfg::SMEM_BYTES + BYTES) * Cfg::CTAS_PER_SM <= 228 * 1024 - Cfg::CTAS_PER_SM * 1024,
                   "the scale ring fits the SM's shared memory: fewer STAGES");
 };

@@ -286,10 +286,11 @@ def packing_passes(ctx, copies: list[_Copy]) -> list[Callable[[], None]]:
     """The launches that make ``copies`` before the GEMM: the row copies two to a launch of
     pack_rows (A and B, or either; FP8 block scaling's A scales in a second launch), its first
     blocks copying the first operand, and each transposing copy in its own; with the GEMM's PDL,
-    pack_rows is launched with PDL too (it waits at entry for the grid before it). On small odd shapes the packing sets the time: H100, six shapes of
-    neither corpus set (tools/probes/odd_small.py), 1.26-1.50x faster than one launch per
-    operand with a block per row (results/h100-80gb-hbm3/probe-odd-small.txt against
-    probe-odd-small-before.txt; docs/hopper.md#rows-that-are-not-128-byte-multiples)."""
+    pack_rows is launched with PDL too (it waits at entry for the grid before it). On small odd
+    shapes the packing sets the time: H100, six shapes of neither corpus set
+    (tools/probes/odd_small.py), 1.26-1.50x faster than one launch per operand with a block per
+    row (results/h100-80gb-hbm3/probe-odd-small.txt against probe-odd-small-before.txt;
+    docs/hopper.md#rows-that-are-not-128-byte-multiples)."""
     passes = []
     rows = [c for c in copies if c.pack.kernel == "pack_rows"]
     for pair in (rows[i:i + 2] for i in range(0, len(rows), 2)):
