@@ -82,8 +82,8 @@ def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | N
 
     FP8 (device arrays of float8_e4m3fn or float8_e5m2 codes, A and B in either: ``gemm(x8,
     w8.t(), scales=(sa, sb), out_dtype=torch.bfloat16)``): A row-major, B a transposed view,
-    float32 ``scales`` of A and B in the layout of ``scaling`` ("tensor", "row" or "block"; default: what their sizes
-    say), fp8_scales.py.
+    float32 ``scales`` of A and B in the layout of ``scaling`` ("tensor", "row" or "block";
+    default: what their sizes say), fp8_scales.py.
     """
     kind = arrays.kind_of(A)
     if kind in ("torch", "cupy", "array"):
@@ -93,8 +93,7 @@ def gemm(A, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, kernel: str | N
         raise ValueError("stream= orders device work; NumPy arrays are copied to and from the GPU synchronously")
     if scales is not None or scaling is not None:
         raise ValueError("scales= and scaling= go with FP8 device arrays (torch float8_e4m3fn or float8_e5m2 "
-                         "tensors); NumPy "
-                         "arrays take float32, bfloat16 or float16")
+                         "tensors); NumPy arrays take float32, bfloat16 or float16")
     from .host_path import host_gemm
 
     return host_gemm(A, B, C, alpha, beta, kernel, out, bias, activation, out_dtype, tunables,

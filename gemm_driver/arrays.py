@@ -27,13 +27,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .cuda.driver import pointer_device
+from .fp8 import FORMATS
 from .kernels.frameworks import cupy_stream
 
+# The FP8 dtypes (torch's and ml_dtypes' names, fp8.FORMATS) and their formats; A and B may mix
+# them (problem.fp8_types).
+FP8_FORMATS = {dtype: fmt for fmt, (dtype, _largest) in FORMATS.items()}
 # dtype name -> bytes per element, for the element types a GEMM here reads (float8_e4m3fn and
 # float8_e5m2: FP8 codes, device arrays only, with their scales: fp8_scales.py).
-ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
-# The FP8 dtypes and their formats (fp8.FORMATS); A and B may mix them (problem.fp8_types).
-FP8_FORMATS = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2, **{fp8: 1 for fp8 in FP8_FORMATS}}
 # Precisions (precision.py) each input dtype computes in, and its default kernel.
 PRECISIONS_OF = {"float32": ("fp32", "tf32"), "bfloat16": ("bf16",), "float16": ("fp16",),
                  **{fp8: ("fp8",) for fp8 in FP8_FORMATS}}

@@ -67,9 +67,8 @@ def verify_kernel(session: Session, kernel: str, examples: int = 100, max_dim: i
                   tunables: Mapping[str, int] | None = None, on_example: Callable[[], None] = lambda: None,
                   scaling: str | None = None, fp8_types: str | None = None) -> VerifyOutcome:
     """Run ``examples`` drawn cases (of one FP8 ``scaling`` mode and pair of ``fp8_types`` when
-    given); on failure,
-    Hypothesis shrinks to the smallest case. ``on_example`` is called before each (the
-    isolation watchdog's heartbeat)."""
+    given); on failure, Hypothesis shrinks to the smallest case. ``on_example`` is called before
+    each (the isolation watchdog's heartbeat)."""
     seen = 0
     failures: list[tuple[GemmCase, str]] = []
 

@@ -143,8 +143,9 @@ def random_scaled_operands(problem: GemmProblem, rng: np.random.Generator, *, sp
         row_block = _fp8.row_blocks(problem.scaling)[which]
         exponents = rng.integers(-spread, spread + 1, shape).astype(np.float64)
         x = rng.uniform(-1.0, 1.0, (rows, cols)) * _fp8.expand(2.0**exponents, rows, cols, row_block)
-        scales = _fp8.amax_scales(x, problem.scaling, row_block, which, fmt) * np.float32(2.0**offset)
-        data.append((*_fp8.quantize(x, scales.astype(np.float32), row_block, fmt), scales.astype(np.float32)))
+        scales = (_fp8.amax_scales(x, problem.scaling, row_block, which, fmt) * np.float32(2.0**offset)).astype(
+            np.float32)
+        data.append((*_fp8.quantize(x, scales, row_block, fmt), scales))
     (codes_a, a, scales_a), (codes_b, b, scales_b) = data
     c = uniform(rng, (cr, cc), problem.out_dtype) if problem.beta != 0 else None
     return ScaledOperands(codes_a, codes_b, scales_a, scales_b, a, b, c)

@@ -73,9 +73,13 @@ struct Scales {
     __device__ __forceinline__ float row_b(int col, int N) const {
         return col < N ? __ldg(b + static_cast<long long>(col) * b_ld) : 0.0f;
     }
-    // Block scaling: k tile kb's scales of A's rows `row` and row + 8, and of B's block nb.
+    // Block scaling: k tile kb's scale of B's block nb (of 128 columns).
+    __device__ __forceinline__ float b_block(int nb, int kb) const {
+        return __ldg(b + static_cast<long long>(nb) * b_ld + kb);
+    }
+    // ... and with it those of A's rows `row` and row + 8.
     __device__ __forceinline__ float3 block(int row, int kb, int nb, int M) const {
-        return make_float3(a_at(row, kb, M), a_at(row + 8, kb, M), __ldg(b + static_cast<long long>(nb) * b_ld + kb));
+        return make_float3(a_at(row, kb, M), a_at(row + 8, kb, M), b_block(nb, kb));
     }
 };
 
@@ -119,8 +123,7 @@ struct RowBlocks {
     const float* ring;
     int ring_row;
     __device__ __forceinline__ Tile load(int kt) const {
-        if (RING_BM > 0 && ring != nullptr)
-            return make_float3(0.0f, 0.0f, __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt));
+        if (RING_BM > 0 && ring != nullptr) return make_float3(0.0f, 0.0f, scales.b_block(nb, kt));
         return scales.block(row, kt, nb, M);
     }
     __device__ __forceinline__ void arrived(Tile& f, int slot) const {
@@ -154,7 +157,7 @@ struct ColumnBlocks {
 #pragma unroll
             for (int e = 0; e < 2; ++e)
                 tile.a[2 * j + e] = scales.a_at(hopper_small_m::fragment_row(m0, j, e, lane), kt, M);
-        tile.b = __ldg(scales.b + static_cast<long long>(nb) * scales.b_ld + kt);
+        tile.b = scales.b_block(nb, kt);
         return tile;
     }
     __device__ __forceinline__ void arrived(Tile&, int) const {}

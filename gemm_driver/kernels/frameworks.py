@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from ..cuda.driver import ExternalStream
 from ..cuda.errors import GemmDriverError, UnsupportedProblem
+from ..fp8 import FORMATS
 from ..problem import GemmProblem
 
 
@@ -88,9 +89,10 @@ class CudaArrayView:
 # precision -> (array-interface type string, bytes per element); BF16 goes through int16 and
 # FP8 through uint8, which the interface has type strings for, and are viewed as theirs after.
 _TYPESTR = {"fp32": ("<f4", 4), "tf32": ("<f4", 4), "fp16": ("<f2", 2), "bf16": ("<i2", 2), "fp8": ("|u1", 1)}
-# FP8 format (problem.py's operand_formats) -> torch's dtype name: e4m3 is torch's "fn" variant
-# (finite, NaN at 0x7F/0xFF, as fp8.py stores it), e5m2 the IEEE-like one with infinities.
-TORCH_FP8_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+# FP8 format (problem.py's operand_formats) -> torch's dtype name, ml_dtypes' (fp8.FORMATS): e4m3 is
+# torch's "fn" variant (finite, NaN at 0x7F/0xFF, as fp8.py stores it), e5m2 the IEEE-like one
+# with infinities.
+TORCH_FP8_DTYPES = {fmt: dtype for fmt, (dtype, _largest) in FORMATS.items()}
 
 
 def torch_view(torch, matrix, rows: int, cols: int, precision: str, device: int, trans: bool = False,
